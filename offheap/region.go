@@ -1,0 +1,146 @@
+package offheap
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// Region is a file mapped MAP_SHARED into this process, with bounds-checked
+// typed access. Every process that maps the same file sees the same bytes.
+//
+// Words handed out by Uint64 and Uint32 must only be accessed with
+// sync/atomic: other processes read and write them concurrently, and the race
+// detector cannot see accesses to mapped memory.
+type Region struct {
+	data     mmap.MMap
+	readOnly bool
+}
+
+// MapRegion maps the first size bytes of f. The file must already be at
+// least size bytes long: a mapping past the end of the file faults with
+// SIGBUS on access, which this package never lets happen.
+func MapRegion(f *os.File, size int64, writable bool) (*Region, error) {
+	if size <= 0 || size > maxMapSize {
+		return nil, fmt.Errorf("map %s: size %d out of range (1..%d)", f.Name(), size, int64(maxMapSize))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
+	if st.Size() < size {
+		return nil, fmt.Errorf("map %s: file is %d bytes, need %d: %w", f.Name(), st.Size(), size, ErrTruncated)
+	}
+	prot := mmap.RDONLY
+	if writable {
+		prot = mmap.RDWR
+	}
+	data, err := mmap.MapRegion(f, int(size), prot, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
+	return &Region{data: data, readOnly: !writable}, nil
+}
+
+// Len is the size of the mapping in bytes.
+func (r *Region) Len() int64 { return int64(len(r.data)) }
+
+// ReadOnly reports whether the mapping is PROT_READ: a stray write faults
+// instead of corrupting the file.
+func (r *Region) ReadOnly() bool { return r.readOnly }
+
+// Unmap releases the mapping. Every slice and word obtained from the region
+// is invalid afterwards; touching one faults.
+func (r *Region) Unmap() error {
+	if r.data == nil {
+		return nil
+	}
+	err := r.data.Unmap()
+	r.data = nil
+	if err != nil {
+		return fmt.Errorf("unmap: %w", err)
+	}
+	return nil
+}
+
+// inBounds reports whether [off, off+n) lies inside the region, without
+// overflow.
+func (r *Region) inBounds(off, n int64) bool {
+	return off >= 0 && n >= 0 && off <= int64(len(r.data)) && n <= int64(len(r.data))-off
+}
+
+// Slice returns the n bytes at off, or an error if they are not all inside
+// the region. Use it for offsets read from the file, which are untrusted.
+func (r *Region) Slice(off, n int64) ([]byte, error) {
+	if !r.inBounds(off, n) {
+		return nil, &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+	}
+	return r.data[off : off+n : off+n], nil
+}
+
+// Bytes returns the n bytes at off. The range must come from the validated
+// layout; a range outside the region is a bug in the caller and panics.
+func (r *Region) Bytes(off, n int64) []byte {
+	b, err := r.Slice(off, n)
+	if err != nil {
+		panic("sharedmap: assertion failed: " + err.Error())
+	}
+	return b
+}
+
+// Uint64 returns the 8-byte aligned word at off, for use with sync/atomic.
+// off must come from the validated layout.
+func (r *Region) Uint64(off int64) *uint64 {
+	return &r.Uint64s(off, 1)[0]
+}
+
+// Uint32 returns the 4-byte aligned word at off, for use with sync/atomic.
+// off must come from the validated layout.
+func (r *Region) Uint32(off int64) *uint32 {
+	return &r.Uint32s(off, 1)[0]
+}
+
+// Uint64s views n 8-byte aligned words starting at off as a slice.
+func (r *Region) Uint64s(off, n int64) []uint64 {
+	b := r.Bytes(off, n*8)
+	if off%8 != 0 {
+		panic(fmt.Sprintf("sharedmap: assertion failed: offset %d of a 64-bit word is not 8-aligned", off))
+	}
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n)
+}
+
+// Uint32s views n 4-byte aligned words starting at off as a slice.
+func (r *Region) Uint32s(off, n int64) []uint32 {
+	b := r.Bytes(off, n*4)
+	if off%4 != 0 {
+		panic(fmt.Sprintf("sharedmap: assertion failed: offset %d of a 32-bit word is not 4-aligned", off))
+	}
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
+}
+
+// Advise passes a madvise(2) hint for [off, off+n), rounded out to pages.
+// Hints are advisory: an error only means the kernel ignored it.
+func (r *Region) Advise(off, n int64, advice int) error {
+	if !r.inBounds(off, n) {
+		return &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+	}
+	page := int64(os.Getpagesize())
+	start := off &^ (page - 1)
+	end := off + n
+	if end > int64(len(r.data)) {
+		end = int64(len(r.data))
+	}
+	if err := unix.Madvise(r.data[start:end], advice); err != nil {
+		return fmt.Errorf("madvise: %w", err)
+	}
+	return nil
+}

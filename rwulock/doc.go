@@ -1,0 +1,56 @@
+// Package rwulock is the read/write/update lock of Chronicle Map, bit-exact
+// to its spec (section 3.2), over a 64-bit word in memory that several
+// processes share.
+//
+// # Overview
+//
+// A [Lock] is a handle on one word: bits 0..29 count readers, bit 30 is the
+// update flag, bit 31 the write flag, bits 32..63 count waiting writers. The
+// map takes the read lock to read a segment, the update lock to prepare a
+// change (readers still enter), and upgrades to write only for the moment it
+// modifies. Every procedure of the spec is here: try/release of each mode,
+// the three downgrades, the upgrade, register/deregister wait, and the
+// time-limited acquisitions.
+//
+// # Modes and fairness
+//
+// Writers have priority: a writer (or upgrader) that cannot enter at once
+// registers a wait, and while any wait is registered new readers and
+// updaters are refused. The waiter takes the lock and removes its wait in one
+// 64-bit CAS, so no reader slips in between. Among writers there is no
+// order: whoever's CAS lands first wins, so one writer can in principle lose
+// many times in a row; each gives up at its timeout instead of waiting
+// forever. A writer that registered a wait and then died leaves readers
+// locked out; the process registry of the map repairs that (see hashmap).
+//
+// # Waiting
+//
+// The spec leaves waiting to the implementation; Chronicle Map spins for 60
+// seconds at full CPU. Here a waiter spins about a microsecond at a time with
+// a pause hint for a few rounds, yields a few times, then sleeps on a futex
+// (shared between processes) on the half of the word that must change for it
+// to proceed. With [AtWithSleepers] a sleeper count beside the word tells a
+// releaser whether to wake anyone, so an uncontended release makes no system
+// call; every sleep is also bounded (10 ms at most) so a waiter whose waker
+// died still notices the release. With [At] there is no sleeper word and
+// waiters poll with naps of at most 1 ms.
+//
+// # Concurrency
+//
+// Every access to the word is a sync/atomic operation: 32-bit CAS on the
+// count half or the wait half, and a 64-bit CAS for the step that takes the
+// write lock and removes a wait. All of them are sequentially consistent, and
+// that is what makes the lock work across processes: a release in one
+// process happens before the acquisition that sees it in another.
+//
+// # Caveats
+//
+//   - The word holds no owner identity. A process killed while holding or
+//     waiting for the lock leaves it held (or readers locked out) until a
+//     repair; time-limited acquisition turns that into ErrTimeout, not a hang.
+//   - Read-to-update and read-to-write upgrades do not exist: two readers
+//     upgrading would deadlock. Take update from the start when you may write.
+//   - The lock is not reentrant: a goroutine that holds write and asks for
+//     read waits for itself until its timeout.
+//   - Each goroutine asleep on the futex holds an OS thread.
+package rwulock
