@@ -1,0 +1,91 @@
+package segment
+
+// This file holds everything the segment package keeps in shared memory.
+//
+// The file, after offheap's header page (HeaderSize bytes):
+//
+//	offset            size              area
+//	GlobalOff         globalSize (4096) global state
+//	SegmentsOff       Segments * 64     segment headers
+//	TiersOff          Tiers * TierSize  tiers: Segments first tiers, then the overflow pool
+//
+// Global state (at GlobalOff):
+//
+//	offset size field            written by               guarded by
+//	0      8    extraTiersUsed   Put that links a tier    atomic CAS (bounded by Tiers-Segments)
+//	8      8    reserved
+//
+// Segment header (64 bytes, one cache line, at SegmentsOff + i*64):
+//
+//	offset size field     written by                    guarded by
+//	0      8    lock      every operation               rwulock word (seed 002)
+//	8      4    sleepers  waiters of the lock           atomic add (futex wake hint)
+//	12     4    reserved
+//	16     8    seq       writers: odd while modifying  write lock; read optimistically by Get
+//	24     8    entries   inserts and deletes           update lock (atomic, read by Len)
+//	32     8    tiers     linking a tier                update lock (atomic, read by Stats)
+//	40     24   reserved
+//
+// Tier (TierSize bytes, at TiersOff + t*TierSize; tier t < Segments is the
+// first tier of segment t):
+//
+//	offset       size             field
+//	0            64               tier header (below)
+//	64           Slots*8          hash lookup: slot = tag<<32 | (first chunk + 1); 0 = empty
+//	bitmapOff    BitmapWords*8    chunk allocation bitmap, 1 = used
+//	entriesOff   Chunks*ChunkSize entry space
+//
+// Tier header:
+//
+//	offset size field        written by             guarded by
+//	0      8    next         linking a tier         update lock; atomic, read by Get (tier index + 1, 0 = none)
+//	8      8    entries      inserts and deletes    update lock
+//	16     8    lowestFree   allocator              update lock (a hint: no free chunk below it)
+//	24     8    usedChunks   allocator              update lock
+//	32     8    owner        linking a tier         update lock (segment index + 1, 0 = free)
+//	40     8    order        linking a tier         update lock (position in the chain, 0 = first)
+//	48     16   reserved
+//
+// Entry (at a chunk boundary, a run of Chunks chunks):
+//
+//	offset   size   field
+//	0        4      key length
+//	4        4      value length
+//	8        4      chunks in the run
+//	12       4      checksum (low 32 bits of XXH64 over lengths, key and value; 0 = not computed)
+//	16       klen   key
+//	16+klen  vlen   value
+//
+// Every multi-byte field is little-endian; every word read by another
+// process without the lock is read with sync/atomic.
+const (
+	globalSize        = 4096
+	segmentHeaderSize = 64
+	tierHeaderSize    = 64
+	entryHeaderSize   = 16
+	slotSize          = 8
+
+	// Global state offsets.
+	gExtraTiersUsed = 0
+
+	// Segment header offsets.
+	shLock     = 0
+	shSleepers = 8
+	shSeq      = 16
+	shEntries  = 24
+	shTiers    = 32
+
+	// Tier header offsets.
+	thNext       = 0
+	thEntries    = 8
+	thLowestFree = 16
+	thUsedChunks = 24
+	thOwner      = 32
+	thOrder      = 40
+
+	// Entry header offsets.
+	ehKeyLen   = 0
+	ehValueLen = 4
+	ehChunks   = 8
+	ehChecksum = 12
+)

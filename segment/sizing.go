@@ -1,0 +1,211 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Params are the sizing choices a map is created with. They are recorded in
+// the file and never change.
+type Params struct {
+	Entries          int     // entries the map is sized for
+	AverageKeySize   int     // bytes
+	AverageValueSize int     // bytes
+	MaxBloatFactor   float64 // how many times Entries the map may hold in the worst case (>= 1)
+	Segments         int     // 0 = chosen from Entries; else a power of two
+}
+
+// Layout is the geometry of a map file, derived once from Params and then
+// read back from the file header by every process that opens it.
+type Layout struct {
+	Params
+	Segments       int64 // power of two
+	Tiers          int64 // Segments first tiers + the overflow pool
+	Slots          int64 // hash lookup slots per tier, power of two
+	MaxTierEntries int64 // entries per tier before insertion moves to the next tier
+	ChunkSize      int64 // bytes, power of two
+	Chunks         int64 // chunks per tier, multiple of 64
+	TierSize       int64 // bytes, multiple of 64
+	GlobalOff      int64
+	SegmentsOff    int64
+	TiersOff       int64
+	End            int64 // size of the whole file
+	bitmapOff      int64 // within a tier
+	entriesOff     int64 // within a tier
+	segmentBits    uint  // log2(Segments)
+	slotMask       uint64
+	Checksums      bool
+	headerReserved int64
+}
+
+// Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
+// are 32 bits; a tier must stay addressable by an int64.
+const (
+	MaxSegments     = 1 << 20
+	maxChunks       = 1 << 31
+	maxEntryBytes   = 1 << 30
+	defaultPerSeg   = 1024 // mean entries per segment: enough segments for parallelism, few enough that a tier's hash lookup stays in cache; see BenchmarkMap in hashmap
+	layoutMagic     = "SMLAYOUT"
+	layoutVersion   = 1
+	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
+	maxLoadPermille = 750
+)
+
+// ErrBadParams reports sizing parameters that cannot make a map.
+var ErrBadParams = errors.New("invalid map parameters")
+
+// NewLayout derives the geometry of a map from its parameters. headerSize is
+// where the segment areas may start (after the file header).
+func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
+	switch {
+	case p.Entries <= 0 || p.Entries > 1<<40:
+		return Layout{}, fmt.Errorf("%w: entries %d must be in 1..2^40", ErrBadParams, p.Entries)
+	case p.AverageKeySize <= 0 || p.AverageKeySize > maxEntryBytes/2:
+		return Layout{}, fmt.Errorf("%w: average key size %d must be in 1..%d", ErrBadParams, p.AverageKeySize, maxEntryBytes/2)
+	case p.AverageValueSize < 0 || p.AverageValueSize > maxEntryBytes/2:
+		return Layout{}, fmt.Errorf("%w: average value size %d must be in 0..%d", ErrBadParams, p.AverageValueSize, maxEntryBytes/2)
+	case !(p.MaxBloatFactor >= 1 && p.MaxBloatFactor <= 1000):
+		return Layout{}, fmt.Errorf("%w: max bloat factor %v must be in 1..1000", ErrBadParams, p.MaxBloatFactor)
+	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
+		return Layout{}, fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
+	}
+	l := Layout{Params: p, Checksums: checksums}
+	l.Segments = int64(p.Segments)
+	if l.Segments == 0 {
+		l.Segments = int64(nextPow2(uint64(ceilDiv(int64(p.Entries), defaultPerSeg))))
+		if l.Segments > MaxSegments {
+			l.Segments = MaxSegments
+		}
+	}
+	l.segmentBits = uint(bits.TrailingZeros64(uint64(l.Segments)))
+
+	// A segment's first tier is sized for the 99.999th percentile of a
+	// Poisson count around the mean (mean + 4.3 sd), so that few segments
+	// ever need an overflow tier.
+	mean := float64(p.Entries) / float64(l.Segments)
+	perTier := int64(math.Ceil(mean+4.5*math.Sqrt(mean))) + 8
+	l.MaxTierEntries = perTier
+	l.Slots = int64(nextPow2(uint64(ceilDiv(perTier*1000, maxLoadPermille))))
+	if l.Slots < 64 {
+		l.Slots = 64
+	}
+	l.slotMask = uint64(l.Slots - 1)
+
+	// Chunks: about 8 per average entry, so internal fragmentation stays
+	// under an eighth; entries of other sizes take more or fewer chunks.
+	avgEntry := int64(entryHeaderSize + p.AverageKeySize + p.AverageValueSize)
+	l.ChunkSize = 16
+	for l.ChunkSize*8 < avgEntry && l.ChunkSize < 1<<16 {
+		l.ChunkSize *= 2
+	}
+	chunksPerEntry := ceilDiv(avgEntry, l.ChunkSize) + 1 // +1: the rounding of sizes around the average
+	l.Chunks = roundUp(perTier*chunksPerEntry, 64)
+	if l.Chunks > maxChunks {
+		return Layout{}, fmt.Errorf("%w: %d chunks per tier exceed the format's %d; use more segments or fewer entries", ErrBadParams, l.Chunks, int64(maxChunks))
+	}
+	l.bitmapOff = tierHeaderSize + l.Slots*slotSize
+	l.entriesOff = roundUp(l.bitmapOff+l.Chunks/8, 64)
+	l.TierSize = roundUp(l.entriesOff+l.Chunks*l.ChunkSize, 4096)
+
+	extra := int64(math.Ceil((p.MaxBloatFactor-1)*float64(l.Segments))) + l.Segments/8 + 1
+	l.Tiers = l.Segments + extra
+	l.headerReserved = headerSize
+	l.GlobalOff = headerSize
+	l.SegmentsOff = l.GlobalOff + globalSize
+	l.TiersOff = roundUp(l.SegmentsOff+l.Segments*segmentHeaderSize, 4096)
+	end := float64(l.TiersOff) + float64(l.Tiers)*float64(l.TierSize)
+	if end > 1<<46 {
+		return Layout{}, fmt.Errorf("%w: the map would need %.0f bytes of address space", ErrBadParams, end)
+	}
+	l.End = l.TiersOff + l.Tiers*l.TierSize
+	return l, nil
+}
+
+// MaxEntryBytes is the largest encoded entry (header, key, value) a tier can
+// hold.
+func (l *Layout) MaxEntryBytes() int64 {
+	n := l.Chunks * l.ChunkSize
+	if n > maxEntryBytes {
+		n = maxEntryBytes
+	}
+	return n
+}
+
+// Encode serializes the layout for the file header.
+func (l *Layout) Encode() []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, layoutMagic...)
+	for _, v := range l.fields() {
+		b = binary.LittleEndian.AppendUint64(b, uint64(*v))
+	}
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.MaxBloatFactor))
+	return b
+}
+
+// fields lists the integer fields in their encoded order.
+func (l *Layout) fields() []*int64 {
+	var version, hash, checksums, entries, key, value int64 = layoutVersion, hashXXH64Seed0, 0, int64(l.Entries), int64(l.AverageKeySize), int64(l.AverageValueSize)
+	if l.Checksums {
+		checksums = 1
+	}
+	return []*int64{&version, &hash, &checksums, &entries, &key, &value,
+		&l.Segments, &l.Tiers, &l.Slots, &l.MaxTierEntries, &l.ChunkSize, &l.Chunks, &l.TierSize,
+		&l.GlobalOff, &l.SegmentsOff, &l.TiersOff, &l.End}
+}
+
+// ErrBadLayout reports a layout record that this version cannot use: from a
+// newer format, damaged, or inconsistent with the file.
+var ErrBadLayout = errors.New("bad map layout")
+
+// DecodeLayout reads a layout written by Encode and checks that it is one
+// NewLayout could have produced for the same parameters and a file of
+// fileSize bytes: every offset used later is derived and bounded here, so
+// that a damaged header can never send an access outside the file.
+func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
+	const n = 17
+	if len(b) != len(layoutMagic)+8*(n+1) || string(b[:len(layoutMagic)]) != layoutMagic {
+		return Layout{}, fmt.Errorf("%w: not a sharedmap layout record (%d bytes)", ErrBadLayout, len(b))
+	}
+	v := make([]int64, n)
+	for i := range v {
+		v[i] = int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*i:]))
+	}
+	bloat := math.Float64frombits(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*n:]))
+	if v[0] != layoutVersion {
+		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d", ErrBadLayout, v[0], layoutVersion)
+	}
+	if v[1] != hashXXH64Seed0 {
+		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
+	}
+	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6])}
+	want, err := NewLayout(p, headerSize, v[2] == 1)
+	if err != nil {
+		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
+	}
+	got := want
+	gf, wf := got.fields(), want.fields()
+	for i := 6; i < n; i++ {
+		*gf[i] = v[i]
+		if *gf[i] != *wf[i] {
+			return Layout{}, fmt.Errorf("%w: field %d is %d, expected %d for these parameters", ErrBadLayout, i, v[i], *wf[i])
+		}
+	}
+	if want.End > fileSize {
+		return Layout{}, fmt.Errorf("%w: the map needs %d bytes, the file has %d", ErrBadLayout, want.End, fileSize)
+	}
+	return want, nil
+}
+
+func nextPow2(x uint64) uint64 {
+	if x <= 1 {
+		return 1
+	}
+	return 1 << bits.Len64(x-1)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+func roundUp(a, m int64) int64 { return ceilDiv(a, m) * m }

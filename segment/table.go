@@ -1,0 +1,180 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/rwulock"
+)
+
+// Errors of segment operations; the hashmap package re-exports them.
+var (
+	// ErrFull: the entry fits no tier of its segment and the overflow pool
+	// is used up (the map reached its bloat limit). Nothing was written.
+	ErrFull = errors.New("map is full")
+	// ErrTooLarge: the encoded entry is larger than a whole tier.
+	ErrTooLarge = errors.New("entry too large")
+	// ErrCorrupt: the file holds something no correct writer produces.
+	ErrCorrupt = errors.New("map data corrupt")
+)
+
+// CorruptError locates a problem found in the file.
+type CorruptError struct {
+	Segment, Tier int64
+	Problem       string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("segment %d tier %d: %s", e.Segment, e.Tier, e.Problem)
+}
+
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// Table is every segment of one mapped map, in one process.
+type Table struct {
+	region     *offheap.Region
+	layout     Layout
+	allocate   func(off, n int64) error // reserves disk blocks for a tier before first use
+	timeout    time.Duration
+	extraTiers *uint64
+	segs       []Segment
+
+	// Counted in this process only, for Stats and tests.
+	Compactions atomic.Int64 // tiers compacted
+	Relocations atomic.Int64 // values moved because they outgrew their chunks
+}
+
+// Segment is a handle on one segment: its header words and its lock.
+type Segment struct {
+	tb      *Table
+	index   int64
+	lock    *rwulock.Lock
+	seq     *uint64 // modification sequence: odd while a writer changes the segment
+	entries *uint64
+	tiers   *uint64
+}
+
+// Open attaches to the segments of a mapping laid out as l. allocate (may be
+// nil) reserves disk blocks for a range before the range is first written;
+// timeout bounds every lock wait.
+func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeout time.Duration) (*Table, error) {
+	if r.Len() < l.End {
+		return nil, fmt.Errorf("%w: mapping of %d bytes, layout needs %d", ErrBadLayout, r.Len(), l.End)
+	}
+	if allocate == nil {
+		allocate = func(int64, int64) error { return nil }
+	}
+	tb := &Table{region: r, layout: l, allocate: allocate, timeout: timeout,
+		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed)}
+	tb.segs = make([]Segment, l.Segments)
+	for i := range tb.segs {
+		off := l.SegmentsOff + int64(i)*segmentHeaderSize
+		tb.segs[i] = Segment{
+			tb:      tb,
+			index:   int64(i),
+			lock:    rwulock.AtWithSleepers(r.Uint64(off+shLock), r.Uint32(off+shSleepers)),
+			seq:     r.Uint64(off + shSeq),
+			entries: r.Uint64(off + shEntries),
+			tiers:   r.Uint64(off + shTiers),
+		}
+	}
+	return tb, nil
+}
+
+// Layout returns the geometry of the map.
+func (tb *Table) Layout() *Layout { return &tb.layout }
+
+// For returns the segment a key hash belongs to.
+func (tb *Table) For(hash uint64) *Segment { return &tb.segs[hash&uint64(tb.layout.Segments-1)] }
+
+// Segment returns segment i.
+func (tb *Table) Segment(i int) *Segment { return &tb.segs[i] }
+
+// Len sums the entry counts of all segments. It takes no lock: with writers
+// running it is a moment's estimate.
+func (tb *Table) Len() int64 {
+	var n int64
+	for i := range tb.segs {
+		n += int64(atomic.LoadUint64(tb.segs[i].entries))
+	}
+	return n
+}
+
+// ExtraTiersInUse is how many overflow tiers have been linked.
+func (tb *Table) ExtraTiersInUse() int64 { return int64(atomic.LoadUint64(tb.extraTiers)) }
+
+// Index is the segment's position in the table.
+func (s *Segment) Index() int64 { return s.index }
+
+// Lock is the segment's read/write/update lock.
+func (s *Segment) Lock() *rwulock.Lock { return s.lock }
+
+// Len is the segment's entry count.
+func (s *Segment) Len() int64 { return int64(atomic.LoadUint64(s.entries)) }
+
+// Tiers is the number of tiers in the segment's chain.
+func (s *Segment) Tiers() int64 { return int64(atomic.LoadUint64(s.tiers)) + 1 }
+
+// Seq is the modification sequence; odd while a writer is inside.
+func (s *Segment) Seq() uint64 { return atomic.LoadUint64(s.seq) }
+
+// location is where a key was found.
+type location struct {
+	tier       tier
+	pos        int64 // slot index
+	chunk      int64
+	klen, vlen int64
+	nch        int64
+}
+
+// find looks the key up in the segment's chain of tiers. ok is false if the
+// chain or an entry cannot be decoded: a torn optimistic read, or, under a
+// lock, corruption.
+func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
+	tb := s.tb
+	l := &tb.layout
+	tag := uint32(hash >> tb.layout.segmentBits)
+	home := int64(uint64(tag) & l.slotMask)
+	t := s.index
+	for hops := int64(0); hops < l.Tiers; hops++ {
+		tv := tb.tier(t)
+		pos := home
+		for probes := int64(0); probes < l.Slots; probes++ {
+			slot := atomic.LoadUint64(&tv.slots[pos])
+			if slot == 0 {
+				break
+			}
+			if slotTag(slot) == tag {
+				c := slotChunk(slot)
+				klen, vlen, nch, good := tb.entryAt(&tv, c)
+				if !good {
+					return location{}, false, false
+				}
+				if klen == int64(len(key)) && string(tb.entryKey(&tv, c, klen)) == string(key) {
+					return location{tier: tv, pos: pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
+				}
+			}
+			pos = (pos + 1) & int64(l.slotMask)
+		}
+		next := tv.next()
+		if next == 0 {
+			return location{}, false, true
+		}
+		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+			return location{}, false, false
+		}
+		t = int64(next - 1)
+	}
+	return location{}, false, false // a cycle in the chain
+}
+
+func (s *Segment) corrupt(t int64, problem string) error {
+	return &CorruptError{Segment: s.index, Tier: t, Problem: problem}
+}
+
+func (s *Segment) lockErr(op string, err error) error {
+	return fmt.Errorf("%s: segment %d: %w", op, s.index, err)
+}

@@ -1,0 +1,195 @@
+package segment
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// tier is a view of one tier in the mapping. It holds only slices into the
+// shared memory, so making one costs no allocation.
+type tier struct {
+	index  int64
+	header []uint64 // the 8 words of the tier header
+	slots  []uint64
+	bitmap []uint64
+	space  []byte // entry space
+}
+
+// tier returns the view of tier t, which must be < Tiers.
+func (tb *Table) tier(t int64) tier {
+	l := &tb.layout
+	base := l.TiersOff + t*l.TierSize
+	return tier{
+		index:  t,
+		header: tb.region.Uint64s(base, tierHeaderSize/8),
+		slots:  tb.region.Uint64s(base+tierHeaderSize, l.Slots),
+		bitmap: tb.region.Uint64s(base+l.bitmapOff, l.Chunks/64),
+		space:  tb.region.Bytes(base+l.entriesOff, l.Chunks*l.ChunkSize),
+	}
+}
+
+func (t *tier) next() uint64          { return atomic.LoadUint64(&t.header[thNext/8]) }
+func (t *tier) entries() uint64       { return atomic.LoadUint64(&t.header[thEntries/8]) }
+func (t *tier) addEntries(d int64)    { atomic.AddUint64(&t.header[thEntries/8], uint64(d)) }
+func (t *tier) usedChunks() uint64    { return atomic.LoadUint64(&t.header[thUsedChunks/8]) }
+func (t *tier) lowestFree() uint64    { return atomic.LoadUint64(&t.header[thLowestFree/8]) }
+func (t *tier) setLowestFree(v int64) { atomic.StoreUint64(&t.header[thLowestFree/8], uint64(v)) }
+
+// slot packing: the high 32 bits are the tag, the 32 hash bits above the
+// segment bits, whose low bits are also the home slot (so backward-shift
+// deletion can find an entry's home without its key); the low 32 bits are
+// the entry's first chunk + 1, so no full slot is 0.
+func makeSlot(tag uint32, chunk int64) uint64 { return uint64(tag)<<32 | uint64(chunk+1) }
+func slotTag(s uint64) uint32                 { return uint32(s >> 32) }
+func slotChunk(s uint64) int64                { return int64(uint32(s)) - 1 }
+
+// entryAt decodes the entry header at chunk c, checking every field against
+// the tier bounds. ok is false if the bytes cannot be an entry: corruption,
+// or a torn read by an optimistic reader.
+func (tb *Table) entryAt(t *tier, c int64) (klen, vlen, nch int64, ok bool) {
+	l := &tb.layout
+	if c < 0 || c >= l.Chunks {
+		return 0, 0, 0, false
+	}
+	off := c * l.ChunkSize
+	h := t.space[off : off+entryHeaderSize]
+	klen = int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
+	vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
+	nch = int64(binary.LittleEndian.Uint32(h[ehChunks:]))
+	if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
+		return 0, 0, 0, false
+	}
+	return klen, vlen, nch, true
+}
+
+// key and value slice an entry whose header entryAt accepted.
+func (tb *Table) entryKey(t *tier, c, klen int64) []byte {
+	off := c*tb.layout.ChunkSize + entryHeaderSize
+	return t.space[off : off+klen]
+}
+
+func (tb *Table) entryValue(t *tier, c, klen, vlen int64) []byte {
+	off := c*tb.layout.ChunkSize + entryHeaderSize + klen
+	return t.space[off : off+vlen]
+}
+
+// writeEntry encodes key and value at chunk c, in a run of nch chunks.
+func (tb *Table) writeEntry(t *tier, c, nch int64, key, value []byte) {
+	off := c * tb.layout.ChunkSize
+	e := t.space[off : off+entryHeaderSize+int64(len(key))+int64(len(value))]
+	binary.LittleEndian.PutUint32(e[ehKeyLen:], uint32(len(key)))
+	binary.LittleEndian.PutUint32(e[ehValueLen:], uint32(len(value)))
+	binary.LittleEndian.PutUint32(e[ehChunks:], uint32(nch))
+	copy(e[entryHeaderSize:], key)
+	copy(e[entryHeaderSize+len(key):], value)
+	tb.seal(e)
+}
+
+// seal stores the checksum of an encoded entry e (header, key, value).
+func (tb *Table) seal(e []byte) {
+	var sum uint32
+	if tb.layout.Checksums {
+		sum = entryChecksum(e)
+	}
+	binary.LittleEndian.PutUint32(e[ehChecksum:], sum)
+}
+
+// entryChecksum covers the lengths, the chunk count, the key and the value.
+// It is never 0, so that 0 can mean "not computed".
+func entryChecksum(e []byte) uint32 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(e[:ehChecksum])
+	_, _ = d.Write(e[entryHeaderSize:])
+	s := uint32(d.Sum64())
+	if s == 0 {
+		s = 1
+	}
+	return s
+}
+
+// chunksFor is the number of chunks an entry with these lengths needs.
+func (tb *Table) chunksFor(klen, vlen int) int64 {
+	return ceilDiv(entryHeaderSize+int64(klen)+int64(vlen), tb.layout.ChunkSize)
+}
+
+// alloc finds and marks a run of n free chunks, first fit from the lowest
+// possibly free chunk. It returns -1 if the tier has no such run. Caller
+// holds the update lock.
+func (t *tier) alloc(n, chunks int64) int64 {
+	runStart, run := int64(0), int64(0)
+	for i := int64(t.lowestFree()); i < chunks; {
+		w := t.bitmap[i>>6]
+		switch {
+		case w == ^uint64(0):
+			run = 0
+			i = (i | 63) + 1
+			continue
+		case w == 0 && i&63 == 0:
+			if run == 0 {
+				runStart = i
+			}
+			run += 64
+			i += 64
+		case w>>(uint(i)&63)&1 == 1:
+			run = 0
+			i++
+			continue
+		default:
+			if run == 0 {
+				runStart = i
+			}
+			run++
+			i++
+		}
+		if run >= n {
+			t.mark(runStart, n, true)
+			if uint64(runStart) == t.lowestFree() {
+				t.setLowestFree(runStart + n)
+			}
+			atomic.AddUint64(&t.header[thUsedChunks/8], uint64(n))
+			return runStart
+		}
+	}
+	return -1
+}
+
+// free releases a run of n chunks at c. Caller holds the update lock.
+func (t *tier) free(c, n int64) {
+	t.mark(c, n, false)
+	atomic.AddUint64(&t.header[thUsedChunks/8], ^uint64(n-1))
+	if uint64(c) < t.lowestFree() {
+		t.setLowestFree(c)
+	}
+}
+
+// mark sets or clears the bits of chunks [c, c+n).
+func (t *tier) mark(c, n int64, used bool) {
+	for n > 0 {
+		bit := uint(c & 63)
+		k := int64(64 - bit)
+		if k > n {
+			k = n
+		}
+		mask := (^uint64(0) >> (64 - uint(k))) << bit
+		if used {
+			t.bitmap[c>>6] |= mask
+		} else {
+			t.bitmap[c>>6] &^= mask
+		}
+		c += k
+		n -= k
+	}
+}
+
+// usedBits counts the chunks marked used (for checks).
+func (t *tier) usedBits() int64 {
+	var n int
+	for _, w := range t.bitmap {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
+}

@@ -1,0 +1,407 @@
+package segment
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// PutMode says what Put does when the key is present.
+type PutMode int
+
+const (
+	Replace  PutMode = iota // store the new value
+	IfAbsent                // keep the old value
+)
+
+// writer tracks what a modifying operation holds, so that every path
+// releases exactly that. Locking follows Chronicle Map: update from the
+// start (readers still enter), write only around the modification.
+type writer struct {
+	s     *Segment
+	write bool
+}
+
+func (s *Segment) beginUpdate(op string) (*writer, error) {
+	if err := s.lock.UpdateLock(s.tb.timeout); err != nil {
+		return nil, s.lockErr(op, err)
+	}
+	return &writer{s: s}, nil
+}
+
+// modify upgrades to write and makes the sequence odd, so optimistic
+// readers that overlap the change retry.
+func (w *writer) modify(op string) error {
+	if w.write {
+		return nil
+	}
+	if err := w.s.lock.UpgradeUpdateToWrite(w.s.tb.timeout); err != nil {
+		return w.s.lockErr(op, err)
+	}
+	w.write = true
+	atomic.AddUint64(w.s.seq, 1)
+	return nil
+}
+
+// end publishes the change (sequence even again) and releases the lock.
+func (w *writer) end() {
+	if w.write {
+		atomic.AddUint64(w.s.seq, 1)
+		_ = w.s.lock.WriteUnlock()
+		return
+	}
+	_ = w.s.lock.UpdateUnlock()
+}
+
+func (s *Segment) checkSize(key, value []byte) error {
+	need := entryHeaderSize + int64(len(key)) + int64(len(value))
+	if need > s.tb.layout.MaxEntryBytes() {
+		return fmt.Errorf("%w: key %d + value %d bytes, a tier holds at most %d", ErrTooLarge, len(key), len(value), s.tb.layout.MaxEntryBytes()-entryHeaderSize)
+	}
+	return nil
+}
+
+// Put stores value under key. It reports whether the key was absent
+// (inserted). With IfAbsent a present key is left as it is.
+func (s *Segment) Put(hash uint64, key, value []byte, mode PutMode) (inserted bool, err error) {
+	if err := s.checkSize(key, value); err != nil {
+		return false, err
+	}
+	w, err := s.beginUpdate("put")
+	if err != nil {
+		return false, err
+	}
+	defer w.end()
+	return s.putLocked(w, hash, key, value, mode)
+}
+
+// putLocked is Put for a caller that holds the update lock through w.
+func (s *Segment) putLocked(w *writer, hash uint64, key, value []byte, mode PutMode) (bool, error) {
+	loc, found, ok := s.find(hash, key)
+	if !ok {
+		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	}
+	if found {
+		if mode == IfAbsent {
+			return false, nil
+		}
+		return false, s.replace(w, hash, &loc, key, value)
+	}
+	return true, s.insert(w, hash, key, value)
+}
+
+// replace changes the value of an entry: in place when it fits the entry's
+// chunks, else by moving the entry.
+func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []byte) error {
+	tb := s.tb
+	nch := tb.chunksFor(len(key), len(value))
+	if nch <= loc.nch {
+		if err := w.modify("put"); err != nil {
+			return err
+		}
+		tb.writeEntry(&loc.tier, loc.chunk, loc.nch, key, value)
+		return nil
+	}
+	// Grow in place if the chunks after the run are free.
+	if loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
+		if err := w.modify("put"); err != nil {
+			return err
+		}
+		loc.tier.mark(loc.chunk+loc.nch, nch-loc.nch, true)
+		atomic.AddUint64(&loc.tier.header[thUsedChunks/8], uint64(nch-loc.nch))
+		tb.writeEntry(&loc.tier, loc.chunk, nch, key, value)
+		return nil
+	}
+	// Relocate: write the new copy where nobody looks yet, then swap it in.
+	tb.Relocations.Add(1)
+	nt, c, err := s.allocRun(w, nch, &loc.tier)
+	if err != nil {
+		return err
+	}
+	if err := w.modify("put"); err != nil {
+		nt.free(c, nch)
+		return err
+	}
+	// Compaction during allocRun may have moved our entry: find it again.
+	cur, found, ok := s.find(hash, key)
+	if !ok || !found {
+		return s.corrupt(loc.tier.index, "entry vanished during relocation")
+	}
+	tb.writeEntry(&nt, c, nch, key, value)
+	tag := uint32(hash >> tb.layout.segmentBits)
+	if nt.index == cur.tier.index {
+		atomic.StoreUint64(&cur.tier.slots[cur.pos], makeSlot(tag, c))
+	} else {
+		tb.placeSlot(&nt, tag, c)
+		nt.addEntries(1)
+		tb.removeSlot(&cur.tier, cur.pos)
+		cur.tier.addEntries(-1)
+	}
+	cur.tier.free(cur.chunk, cur.nch)
+	return nil
+}
+
+// runFree reports whether chunks [c, c+n) are all free.
+func (t *tier) runFree(c, n int64) bool {
+	for i := c; i < c+n; i++ {
+		if t.bitmap[i>>6]>>(uint(i)&63)&1 == 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// insert adds a new entry. The entry is written first and published by one
+// atomic store of its slot, so readers (locked or optimistic) see it whole
+// or not at all; that is why insertion needs only the update lock.
+func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
+	tb := s.tb
+	nch := tb.chunksFor(len(key), len(value))
+	t, c, err := s.allocRun(w, nch, nil)
+	if err != nil {
+		return err
+	}
+	tb.writeEntry(&t, c, nch, key, value)
+	tb.placeSlot(&t, uint32(hash>>tb.layout.segmentBits), c)
+	t.addEntries(1)
+	atomic.AddUint64(s.entries, 1)
+	return nil
+}
+
+// placeSlot stores a slot at the first empty position from the tag's home.
+// Caller checked that the tier has room (entries < MaxTierEntries < Slots).
+func (tb *Table) placeSlot(t *tier, tag uint32, c int64) {
+	mask := int64(tb.layout.slotMask)
+	for pos := int64(tag) & mask; ; pos = (pos + 1) & mask {
+		if atomic.LoadUint64(&t.slots[pos]) == 0 {
+			atomic.StoreUint64(&t.slots[pos], makeSlot(tag, c))
+			return
+		}
+	}
+}
+
+// removeSlot deletes the slot at pos by shifting later slots of the same
+// probe run back, so lookups never need tombstones. Caller holds write.
+func (tb *Table) removeSlot(t *tier, pos int64) {
+	mask := int64(tb.layout.slotMask)
+	hole := pos
+	for j := (pos + 1) & mask; ; j = (j + 1) & mask {
+		s := atomic.LoadUint64(&t.slots[j])
+		if s == 0 {
+			break
+		}
+		home := int64(slotTag(s)) & mask
+		// The entry at j may fill the hole unless its home lies cyclically
+		// in (hole, j]: then it would move before its home and be lost.
+		var stays bool
+		if hole <= j {
+			stays = hole < home && home <= j
+		} else {
+			stays = hole < home || home <= j
+		}
+		if stays {
+			continue
+		}
+		atomic.StoreUint64(&t.slots[hole], s)
+		hole = j
+	}
+	atomic.StoreUint64(&t.slots[hole], 0)
+}
+
+// allocRun finds n free chunks in a tier of the chain with room for one more
+// entry (avoid, if not nil, is a tier whose entry is moving out and need not
+// have room for another). When no tier has a run but one has enough free
+// chunks in pieces, it compacts that tier; when none has, it links a tier
+// from the overflow pool. ErrFull when the pool is used up.
+func (s *Segment) allocRun(w *writer, n int64, moving *tier) (tier, int64, error) {
+	tb := s.tb
+	l := &tb.layout
+	var fragmented *tier
+	t := s.index
+	var last tier
+	for hops := int64(0); hops < l.Tiers; hops++ {
+		tv := tb.tier(t)
+		room := int64(tv.entries()) < l.MaxTierEntries || (moving != nil && tv.index == moving.index)
+		if room {
+			if c := tv.alloc(n, l.Chunks); c >= 0 {
+				return tv, c, nil
+			}
+			if fragmented == nil && l.Chunks-int64(tv.usedChunks()) >= n {
+				f := tv
+				fragmented = &f
+			}
+		}
+		last = tv
+		next := tv.next()
+		if next == 0 {
+			break
+		}
+		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+			return tier{}, 0, s.corrupt(t, "tier link out of range")
+		}
+		t = int64(next - 1)
+	}
+	if fragmented != nil {
+		if err := w.modify("compact"); err != nil {
+			return tier{}, 0, err
+		}
+		if err := s.compact(fragmented); err != nil {
+			return tier{}, 0, err
+		}
+		if c := fragmented.alloc(n, l.Chunks); c >= 0 {
+			return *fragmented, c, nil
+		}
+		return tier{}, 0, s.corrupt(fragmented.index, "no free run after compaction")
+	}
+	nt, err := s.linkTier(&last)
+	if err != nil {
+		return tier{}, 0, err
+	}
+	if c := nt.alloc(n, l.Chunks); c >= 0 {
+		return nt, c, nil
+	}
+	return tier{}, 0, s.corrupt(nt.index, "fresh tier has no room")
+}
+
+// linkTier takes a tier from the overflow pool and appends it to the chain
+// after last. The pool is a counter bumped by CAS: tiers are never returned,
+// so no lock is needed, and a process that dies between taking and linking
+// a tier only wastes it.
+func (s *Segment) linkTier(last *tier) (tier, error) {
+	tb := s.tb
+	l := &tb.layout
+	pool := uint64(l.Tiers - l.Segments)
+	var idx uint64
+	for {
+		used := atomic.LoadUint64(tb.extraTiers)
+		if used >= pool {
+			return tier{}, fmt.Errorf("%w: all %d overflow tiers are in use (segment %d has %d entries); create the map with more entries or a larger MaxBloatFactor", ErrFull, pool, s.index, s.Len())
+		}
+		if atomic.CompareAndSwapUint64(tb.extraTiers, used, used+1) {
+			idx = uint64(l.Segments) + used
+			break
+		}
+	}
+	if err := tb.allocate(l.TiersOff+int64(idx)*l.TierSize, l.TierSize); err != nil {
+		return tier{}, fmt.Errorf("%w: cannot reserve disk for a new tier: %v", ErrFull, err)
+	}
+	nt := tb.tier(int64(idx))
+	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
+	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
+	atomic.StoreUint64(&last.header[thNext/8], idx+1) // publish: readers may follow it now
+	atomic.AddUint64(s.tiers, 1)
+	return nt, nil
+}
+
+// compact moves the tier's entries to the start of its entry space, in slot
+// order, so its free chunks form one run. Slots keep their positions; only
+// their chunk numbers change. Caller holds write (sequence odd).
+func (s *Segment) compact(t *tier) error {
+	tb := s.tb
+	l := &tb.layout
+	tb.Compactions.Add(1)
+	type live struct {
+		pos  int64
+		data []byte
+		nch  int64
+	}
+	var entries []live
+	for pos, slot := range t.slots {
+		if slot == 0 {
+			continue
+		}
+		c := slotChunk(slot)
+		klen, vlen, _, ok := tb.entryAt(t, c)
+		if !ok {
+			return s.corrupt(t.index, "undecodable entry during compaction")
+		}
+		size := entryHeaderSize + klen + vlen
+		buf := make([]byte, size)
+		copy(buf, t.space[c*l.ChunkSize:c*l.ChunkSize+size])
+		entries = append(entries, live{pos: int64(pos), data: buf, nch: ceilDiv(size, l.ChunkSize)})
+	}
+	clear(t.bitmap)
+	atomic.StoreUint64(&t.header[thUsedChunks/8], 0)
+	t.setLowestFree(0)
+	next := int64(0)
+	for _, e := range entries {
+		copy(t.space[next*l.ChunkSize:], e.data)
+		e.data = t.space[next*l.ChunkSize : next*l.ChunkSize+int64(len(e.data))]
+		putUint32(e.data[ehChunks:], uint32(e.nch))
+		tb.seal(e.data)
+		t.mark(next, e.nch, true)
+		tag := slotTag(t.slots[e.pos])
+		atomic.StoreUint64(&t.slots[e.pos], makeSlot(tag, next))
+		next += e.nch
+	}
+	atomic.StoreUint64(&t.header[thUsedChunks/8], uint64(next))
+	t.setLowestFree(next)
+	return nil
+}
+
+// Delete removes key and reports whether it was present.
+func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
+	w, err := s.beginUpdate("delete")
+	if err != nil {
+		return false, err
+	}
+	defer w.end()
+	return s.deleteLocked(w, hash, key)
+}
+
+func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error) {
+	loc, found, ok := s.find(hash, key)
+	if !ok {
+		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	}
+	if !found {
+		return false, nil
+	}
+	if err := w.modify("delete"); err != nil {
+		return false, err
+	}
+	s.tb.removeSlot(&loc.tier, loc.pos)
+	loc.tier.free(loc.chunk, loc.nch)
+	loc.tier.addEntries(-1)
+	atomic.AddUint64(s.entries, ^uint64(0))
+	return true, nil
+}
+
+// Compute runs fn on the current value of key (a copy; found false if
+// absent) under the segment's update lock, and stores what it returns: the
+// new value if keep, else removes the key. No other writer can change the
+// key in between, in any process. fn must not call into the map.
+func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found bool) ([]byte, bool)) error {
+	w, err := s.beginUpdate("compute")
+	if err != nil {
+		return err
+	}
+	defer w.end()
+	loc, found, ok := s.find(hash, key)
+	if !ok {
+		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	}
+	var old []byte
+	if found {
+		old = append([]byte(nil), s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+	}
+	value, keep := fn(old, found)
+	if !keep {
+		if found {
+			_, err := s.deleteLocked(w, hash, key)
+			return err
+		}
+		return nil
+	}
+	if err := s.checkSize(key, value); err != nil {
+		return err
+	}
+	if found {
+		return s.replace(w, hash, &loc, key, value)
+	}
+	return s.insert(w, hash, key, value)
+}
+
+func putUint32(b []byte, v uint32) {
+	_ = b[3]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
