@@ -178,3 +178,13 @@ func (s *Segment) corrupt(t int64, problem string) error {
 func (s *Segment) lockErr(op string, err error) error {
 	return fmt.Errorf("%s: segment %d: %w", op, s.index, err)
 }
+
+// UsedChunks sums the chunks in use over every tier in use, without locks.
+func (tb *Table) UsedChunks() int64 {
+	var n int64
+	for t := int64(0); t < tb.layout.Segments+tb.ExtraTiersInUse() && t < tb.layout.Tiers; t++ {
+		tv := tb.tier(t)
+		n += int64(tv.usedChunks())
+	}
+	return n
+}

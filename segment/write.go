@@ -21,11 +21,11 @@ type writer struct {
 	write bool
 }
 
-func (s *Segment) beginUpdate(op string) (*writer, error) {
+func (s *Segment) beginUpdate(op string) (writer, error) {
 	if err := s.lock.UpdateLock(s.tb.timeout); err != nil {
-		return nil, s.lockErr(op, err)
+		return writer{}, s.lockErr(op, err)
 	}
-	return &writer{s: s}, nil
+	return writer{s: s}, nil
 }
 
 // modify upgrades to write and makes the sequence odd, so optimistic
@@ -71,7 +71,7 @@ func (s *Segment) Put(hash uint64, key, value []byte, mode PutMode) (inserted bo
 		return false, err
 	}
 	defer w.end()
-	return s.putLocked(w, hash, key, value, mode)
+	return s.putLocked(&w, hash, key, value, mode)
 }
 
 // putLocked is Put for a caller that holds the update lock through w.
@@ -345,7 +345,7 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 		return false, err
 	}
 	defer w.end()
-	return s.deleteLocked(w, hash, key)
+	return s.deleteLocked(&w, hash, key)
 }
 
 func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error) {
@@ -387,7 +387,7 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 	value, keep := fn(old, found)
 	if !keep {
 		if found {
-			_, err := s.deleteLocked(w, hash, key)
+			_, err := s.deleteLocked(&w, hash, key)
 			return err
 		}
 		return nil
@@ -396,9 +396,9 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 		return err
 	}
 	if found {
-		return s.replace(w, hash, &loc, key, value)
+		return s.replace(&w, hash, &loc, key, value)
 	}
-	return s.insert(w, hash, key, value)
+	return s.insert(&w, hash, key, value)
 }
 
 func putUint32(b []byte, v uint32) {

@@ -1,0 +1,40 @@
+// Package hashmap is sharedmap's public API: a hash map of byte-string keys
+// and values that lives in a memory-mapped file, shared by every process
+// that opens the file, read and written at memory speed with no server.
+//
+// # Overview
+//
+//	m, err := hashmap.Open("/dev/shm/cache.map", &hashmap.Options{Entries: 1_000_000, AverageKeySize: 16, AverageValueSize: 64})
+//	defer m.Close()
+//	err = m.Put([]byte("k"), []byte("v"))
+//	v, err := m.Get([]byte("k")) // errors.Is(err, hashmap.ErrNotFound) when absent
+//
+// The map is sized when created (Entries, average key and value sizes) and
+// can grow past that by MaxBloatFactor; beyond it Put returns ErrFull and
+// writes nothing. The file is reserved at its maximal size as a sparse file,
+// so it only takes disk (or RAM, on /dev/shm) for what is used.
+//
+// # Concurrency
+//
+// Keys are spread over segments by their XXH64 hash; each segment has a
+// read/write/update lock word in the file (Chronicle Map's, see rwulock).
+// Put, Delete and Compute take the segment's update lock and upgrade to
+// write only while they modify. Get takes no lock at all: it reads
+// optimistically and validates with the segment's modification sequence,
+// falling back to the read lock when writers keep interfering. Every
+// completed write is visible to every later Get in any process.
+//
+// # Caveats
+//
+//   - Do not fork after Open: the child shares the mapping but not the
+//     process's handle state. Open the map in the child instead.
+//   - Opening the same file twice in one process works (two mappings).
+//   - Network filesystems do not keep mappings coherent between machines;
+//     use a local filesystem or /dev/shm.
+//   - A process killed inside Put or Delete can leave its segment's lock
+//     held: other processes then fail with ErrTimeout after LockTimeout
+//     rather than hang. Recovery of such segments is not implemented yet.
+//   - Another process truncating the file makes this one crash with SIGBUS.
+//   - Compute and Range bodies run while a segment lock is held (Range only
+//     while copying): keep Compute short.
+package hashmap

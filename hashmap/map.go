@@ -1,0 +1,254 @@
+package hashmap
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// Map is a hash map in a memory-mapped file, shared by every process that
+// opens the same file. All methods are safe for concurrent use by many
+// goroutines and processes, except Close, which must not race with other
+// calls on the same Map.
+type Map struct {
+	file     *offheap.File
+	table    *segment.Table
+	layout   *segment.Layout
+	opts     Options
+	readOnly bool
+	closed   atomic.Bool
+}
+
+// Open opens the map at path, creating it (sized by opts) if the file does
+// not exist. nil opts means all defaults. When several processes open the
+// same new path at once, exactly one creates it and the others wait for it.
+func Open(path string, opts *Options) (*Map, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	want, err := segment.NewLayout(segment.Params{
+		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments,
+	}, offheap.HeaderSize, !o.NoChecksums)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f, err := offheap.Open(path, offheap.OpenOptions{
+		Create:   !o.ReadOnly,
+		ReadOnly: o.ReadOnly,
+		Size:     want.End,
+		Layout:   want.Encode(),
+		Init: func(r *offheap.Region) error {
+			return nil // a sparse file is all zeros: every segment starts empty and unlocked
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	l, err := segment.DecodeLayout(f.Layout(), f.DataOffset(), f.Size())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !f.Created() && opts != nil {
+		if err := conflicts(opts, &l); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	if f.Created() {
+		// Reserve the first tiers' disk blocks now, so a full disk is an
+		// error here rather than a SIGBUS on some later write.
+		if err := f.Allocate(l.TiersOff, l.Segments*l.TierSize); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	alloc := f.Allocate
+	if o.ReadOnly {
+		alloc = nil
+	}
+	tb, err := segment.Open(f.Region, l, alloc, o.LockTimeout)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &Map{file: f, table: tb, layout: tb.Layout(), opts: o, readOnly: o.ReadOnly}, nil
+}
+
+// conflicts reports sizing options that disagree with an existing map.
+func conflicts(o *Options, l *segment.Layout) error {
+	var diffs []string
+	check := func(name string, asked, has int) {
+		if asked != 0 && asked != has {
+			diffs = append(diffs, fmt.Sprintf("%s %d (the file has %d)", name, asked, has))
+		}
+	}
+	check("Entries", o.Entries, l.Entries)
+	check("AverageKeySize", o.AverageKeySize, l.AverageKeySize)
+	check("AverageValueSize", o.AverageValueSize, l.AverageValueSize)
+	check("Segments", o.Segments, int(l.Segments))
+	if o.MaxBloatFactor != 0 && o.MaxBloatFactor != l.MaxBloatFactor {
+		diffs = append(diffs, fmt.Sprintf("MaxBloatFactor %v (the file has %v)", o.MaxBloatFactor, l.MaxBloatFactor))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: asked for %v; open with those fields zero to use the file's layout", ErrIncompatible, diffs)
+	}
+	return nil
+}
+
+// Close unmaps the file. The data stays in the file (and in the page cache);
+// Close does not force it to disk. Using the Map afterwards returns
+// ErrClosed.
+func (m *Map) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	return m.file.Close()
+}
+
+// Path is the file the map lives in.
+func (m *Map) Path() string { return m.file.Path() }
+
+func (m *Map) check(write bool) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	if write && m.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// Get returns a copy of the value stored under key, or an error matching
+// ErrNotFound.
+func (m *Map) Get(key []byte) ([]byte, error) {
+	v, err := m.GetInto(nil, key)
+	if err == nil && v == nil {
+		v = []byte{}
+	}
+	return v, err
+}
+
+// GetInto appends the value stored under key to dst and returns the extended
+// slice; with enough capacity in dst it allocates nothing. ErrNotFound if
+// the key is absent (dst is returned unchanged).
+func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
+	if err := m.check(false); err != nil {
+		return dst, err
+	}
+	h := xxhash.Sum64(key)
+	v, found, err := m.table.For(h).Get(h, key, dst)
+	if err != nil {
+		return dst, err
+	}
+	if !found {
+		return dst, ErrNotFound
+	}
+	return v, nil
+}
+
+// Contains reports whether key is present.
+func (m *Map) Contains(key []byte) (bool, error) {
+	var buf [0]byte
+	_, err := m.GetInto(buf[:0], key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Put stores value under key, replacing any value. Both are copied into the
+// file. It fails with ErrFull when the map is at its bloat limit and
+// ErrTooLarge for an entry larger than a tier; nothing is written then.
+func (m *Map) Put(key, value []byte) error {
+	if err := m.check(true); err != nil {
+		return err
+	}
+	h := xxhash.Sum64(key)
+	_, err := m.table.For(h).Put(h, key, value, segment.Replace)
+	return err
+}
+
+// PutIfAbsent stores value under key only if the key is absent, and reports
+// whether it did.
+func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
+	if err := m.check(true); err != nil {
+		return false, err
+	}
+	h := xxhash.Sum64(key)
+	return m.table.For(h).Put(h, key, value, segment.IfAbsent)
+}
+
+// Delete removes key and reports whether it was present.
+func (m *Map) Delete(key []byte) (existed bool, err error) {
+	if err := m.check(true); err != nil {
+		return false, err
+	}
+	h := xxhash.Sum64(key)
+	return m.table.For(h).Delete(h, key)
+}
+
+// Compute atomically replaces the value of key with what fn returns. fn gets
+// a copy of the current value (found false if absent); it returns the new
+// value and keep: keep false removes the key (or leaves it absent). No other
+// writer, in any process, changes the key between the read and the write.
+//
+// fn runs under the lock of the key's segment: keep it short, and do not
+// call the map from it (it would wait for itself until LockTimeout).
+func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
+	if err := m.check(true); err != nil {
+		return err
+	}
+	h := xxhash.Sum64(key)
+	return m.table.For(h).Compute(h, key, fn)
+}
+
+// Range iterates over every entry, one segment at a time: each segment's
+// entries are copied out under its read lock and yielded after it is
+// released, so the loop body may call the map. The view is consistent per
+// segment, not across segments. If a segment cannot be read (lock timeout,
+// corruption), iteration stops and the error is stored in *errp, which
+// must not be nil.
+func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		if err := m.check(false); err != nil {
+			*errp = err
+			return
+		}
+		var keys, values [][]byte
+		var arena []byte
+		for i := range int(m.layout.Segments) {
+			keys, values, arena = keys[:0], values[:0], nil
+			err := m.table.Segment(i).Entries(func(k, v []byte) bool {
+				start := len(arena)
+				arena = append(arena, k...)
+				arena = append(arena, v...)
+				keys = append(keys, arena[start:start+len(k):start+len(k)])
+				values = append(values, arena[start+len(k):len(arena):len(arena)])
+				return true
+			})
+			if err != nil {
+				*errp = err
+				return
+			}
+			// Slices into arena stay valid: a grown arena leaves the old array
+			// to the slices already taken, so re-slice only after the copy.
+			for j := range keys {
+				if !yield(keys[j], values[j]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Len is the number of entries. It takes no lock: while other processes
+// write, it is a close estimate.
+func (m *Map) Len() int { return int(m.table.Len()) }

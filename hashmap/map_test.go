@@ -1,0 +1,195 @@
+package hashmap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+func openTemp(t testing.TB, o *Options) (*Map, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "test.map")
+	m, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m, path
+}
+
+func TestBasics(t *testing.T) {
+	m, path := openTemp(t, nil)
+	if _, err := m.Get([]byte("nope")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get absent = %v, want ErrNotFound", err)
+	}
+	if err := m.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Get([]byte("a")); err != nil || string(v) != "1" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if err := m.Put([]byte("empty"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Get([]byte("empty")); err != nil || v == nil || len(v) != 0 {
+		t.Fatalf("Get empty value = %#v, %v", v, err)
+	}
+	if ok, err := m.PutIfAbsent([]byte("a"), []byte("2")); ok || err != nil {
+		t.Fatalf("PutIfAbsent on present = %v, %v", ok, err)
+	}
+	if ok, err := m.PutIfAbsent([]byte("b"), []byte("2")); !ok || err != nil {
+		t.Fatalf("PutIfAbsent on absent = %v, %v", ok, err)
+	}
+	if err := m.Compute([]byte("a"), func(old []byte, found bool) ([]byte, bool) {
+		return append(old, '!'), true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 64)
+	if v, err := m.GetInto(buf, []byte("a")); err != nil || string(v) != "1!" {
+		t.Fatalf("GetInto = %q, %v", v, err)
+	}
+	if ok, err := m.Delete([]byte("b")); !ok || err != nil {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	if ok, err := m.Delete([]byte("b")); ok || err != nil {
+		t.Fatalf("Delete again = %v, %v", ok, err)
+	}
+	if m.Len() != 2 {
+		t.Fatalf("Len = %d", m.Len())
+	}
+	var rerr error
+	got := map[string]string{}
+	for k, v := range m.Range(&rerr) {
+		got[string(k)] = string(v)
+	}
+	if rerr != nil || len(got) != 2 || got["a"] != "1!" || got["empty"] != "" {
+		t.Fatalf("Range = %v, %v", got, rerr)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get([]byte("a")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close = %v", err)
+	}
+	// Survives reopen, with the layout from the file.
+	m2, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if v, err := m2.Get([]byte("a")); err != nil || string(v) != "1!" {
+		t.Fatalf("after reopen Get = %q, %v", v, err)
+	}
+	st := m2.Stats()
+	if st.Entries != 2 || st.Capacity != DefaultEntries || st.Segments == 0 || st.BytesUsed == 0 {
+		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, o := range []Options{
+		{Entries: -1},
+		{MaxBloatFactor: 0.5},
+		{Segments: 3},
+		{AverageKeySize: -4},
+	} {
+		if _, err := Open(filepath.Join(dir, "bad"), &o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)
+		}
+	}
+	path := filepath.Join(dir, "m")
+	m, err := Open(path, &Options{Entries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if _, err := Open(path, &Options{Entries: 5000}); !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("reopen with other Entries = %v, want ErrIncompatible", err)
+	}
+	m, err = Open(path, &Options{LockTimeout: 1e9}) // tuning only: fine
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Put([]byte("k"), []byte("v")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Put on read-only = %v", err)
+	}
+	if _, err := ro.Get([]byte("k")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get on read-only = %v", err)
+	}
+}
+
+// TestFillToFull fills a small map until ErrFull: every entry stored before
+// is still readable, and the failed Put wrote nothing.
+func TestFillToFull(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5})
+	stored := 0
+	var fullErr error
+	for i := 0; i < 100000; i++ {
+		err := m.Put([]byte(fmt.Sprintf("key-%06d", i)), bytes.Repeat([]byte{byte(i)}, 32))
+		if err != nil {
+			fullErr = err
+			break
+		}
+		stored++
+	}
+	if !errors.Is(fullErr, ErrFull) {
+		t.Fatalf("filling ended with %v after %d entries, want ErrFull", fullErr, stored)
+	}
+	if m.Len() != stored {
+		t.Fatalf("Len %d after storing %d", m.Len(), stored)
+	}
+	if _, err := m.Get([]byte(fmt.Sprintf("key-%06d", stored))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the refused key is readable: %v", err)
+	}
+	for i := range stored {
+		v, err := m.Get([]byte(fmt.Sprintf("key-%06d", i)))
+		if err != nil || !bytes.Equal(v, bytes.Repeat([]byte{byte(i)}, 32)) {
+			t.Fatalf("entry %d after ErrFull: %q, %v", i, v, err)
+		}
+	}
+	t.Logf("sized for 200, bloat 1.5: stored %d before ErrFull (%v)", stored, fullErr)
+	if stored < 200 {
+		t.Fatalf("stored only %d of the 200 entries the map was sized for", stored)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 16})
+	huge := make([]byte, 1<<20)
+	if err := m.Put([]byte("k"), huge); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put of 1 MiB into a tiny map = %v, want ErrTooLarge", err)
+	}
+	if err := m.Compute([]byte("k"), func([]byte, bool) ([]byte, bool) { return huge, true }); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Compute to 1 MiB = %v, want ErrTooLarge", err)
+	}
+	if m.Len() != 0 {
+		t.Fatal("an oversized entry was stored")
+	}
+}
+
+func TestGetIntoAllocatesNothing(t *testing.T) {
+	m, _ := openTemp(t, nil)
+	_ = m.Put([]byte("key"), []byte("value"))
+	buf := make([]byte, 0, 64)
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := m.GetInto(buf[:0], []byte("key")); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put([]byte("key"), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("GetInto+Put allocate %v times per call", n)
+	}
+}

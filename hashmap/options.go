@@ -1,0 +1,70 @@
+package hashmap
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options size a new map and tune how this process uses it. Zero fields take
+// the defaults below. Sizing fields (Entries, AverageKeySize,
+// AverageValueSize, MaxBloatFactor, Segments) only matter when the file is
+// created; an existing file keeps its own, and non-zero sizing fields that
+// disagree with it make Open fail with ErrIncompatible.
+type Options struct {
+	// Entries is how many entries the map is sized for. Default 65536.
+	Entries int
+	// AverageKeySize and AverageValueSize are the expected encoded sizes in
+	// bytes; entries of other sizes are fine. Defaults 32 and 256.
+	AverageKeySize   int
+	AverageValueSize int
+	// MaxBloatFactor is how far past its planned size the map may grow (by
+	// chaining overflow tiers) before Put returns ErrFull: 2 means about
+	// twice Entries. Default 2; at least 1.
+	MaxBloatFactor float64
+	// Segments is the number of independently locked parts, a power of two.
+	// Default: about one per 1024 entries.
+	Segments int
+	// LockTimeout bounds every wait for a segment lock. Default 10s.
+	LockTimeout time.Duration
+	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
+	// return ErrReadOnly. The file must exist.
+	ReadOnly bool
+	// NoChecksums skips the per-entry checksum (on by default) when
+	// creating; it saves a hash of each written entry.
+	NoChecksums bool
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultEntries          = 1 << 16
+	DefaultAverageKeySize   = 32
+	DefaultAverageValueSize = 256
+	DefaultMaxBloatFactor   = 2.0
+	DefaultLockTimeout      = 10 * time.Second
+)
+
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 {
+		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
+	}
+	if r.Entries == 0 {
+		r.Entries = DefaultEntries
+	}
+	if r.AverageKeySize == 0 {
+		r.AverageKeySize = DefaultAverageKeySize
+	}
+	if r.AverageValueSize == 0 {
+		r.AverageValueSize = DefaultAverageValueSize
+	}
+	if r.MaxBloatFactor == 0 {
+		r.MaxBloatFactor = DefaultMaxBloatFactor
+	}
+	if r.LockTimeout == 0 {
+		r.LockTimeout = DefaultLockTimeout
+	}
+	return r, nil
+}
