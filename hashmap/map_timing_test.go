@@ -1,0 +1,145 @@
+package hashmap
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// 1M keys of 16 bytes with 64-byte values, the map beside a Go map under
+// sync.RWMutex (process-local, the floor a shared map is measured against).
+// Run: go test -run='^$' -bench=Map -count=6 ./hashmap | benchstat -
+const benchKeys = 1 << 20
+
+func benchKey(i int) []byte { return []byte(fmt.Sprintf("key-%012d", i)) } // 16 bytes
+
+var benchValue = make([]byte, 64)
+
+type rwMap struct {
+	mu sync.RWMutex
+	m  map[string][]byte
+}
+
+func (r *rwMap) get(k []byte) []byte {
+	r.mu.RLock()
+	v := r.m[string(k)]
+	r.mu.RUnlock()
+	return v
+}
+
+func (r *rwMap) set(k, v []byte) {
+	c := append([]byte(nil), v...)
+	r.mu.Lock()
+	r.m[string(k)] = c
+	r.mu.Unlock()
+}
+
+func BenchmarkMap(b *testing.B) {
+	keys := make([][]byte, benchKeys)
+	for i := range keys {
+		keys[i] = benchKey(i)
+	}
+	m, err := Open(filepath.Join(b.TempDir(), "bench.map"), &Options{Entries: benchKeys, AverageKeySize: 16, AverageValueSize: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	rw := &rwMap{m: make(map[string][]byte, benchKeys)}
+	for _, k := range keys {
+		if err := m.Put(k, benchValue); err != nil {
+			b.Fatal(err)
+		}
+		rw.set(k, benchValue)
+	}
+	b.Run("sharedmap/GetInto", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 128)
+		i := 0
+		for b.Loop() {
+			if _, err := m.GetInto(buf[:0], keys[i&(benchKeys-1)]); err != nil {
+				b.Fatal(err)
+			}
+			i += 7919
+		}
+	})
+	b.Run("sharedmap/Get", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := m.Get(keys[i&(benchKeys-1)]); err != nil {
+				b.Fatal(err)
+			}
+			i += 7919
+		}
+	})
+	b.Run("rwmutex-map/Get", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if rw.get(keys[i&(benchKeys-1)]) == nil {
+				b.Fatal("missing")
+			}
+			i += 7919
+		}
+	})
+	b.Run("sharedmap/Put", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := m.Put(keys[i&(benchKeys-1)], benchValue); err != nil {
+				b.Fatal(err)
+			}
+			i += 7919
+		}
+	})
+	b.Run("rwmutex-map/Set", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			rw.set(keys[i&(benchKeys-1)], benchValue)
+			i += 7919
+		}
+	})
+	b.Run("sharedmap/GetInto-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 128)
+			i := 0
+			for pb.Next() {
+				_, _ = m.GetInto(buf[:0], keys[i&(benchKeys-1)])
+				i += 7919
+			}
+		})
+	})
+	b.Run("rwmutex-map/Get-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				_ = rw.get(keys[i&(benchKeys-1)])
+				i += 7919
+			}
+		})
+	})
+	b.Run("sharedmap/Put-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				_ = m.Put(keys[i&(benchKeys-1)], benchValue)
+				i += 7919
+			}
+		})
+	})
+	b.Run("rwmutex-map/Set-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				rw.set(keys[i&(benchKeys-1)], benchValue)
+				i += 7919
+			}
+		})
+	})
+}
