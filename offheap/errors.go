@@ -5,46 +5,80 @@ import (
 	"fmt"
 )
 
-// Errors about the file itself. Open returns them wrapped in a *FileError
-// naming the path; match them with errors.Is. A file that fails any of
-// these checks is never written to.
+// Open reports every problem as a *FileError naming the path and wrapping
+// one of the sentinels below (or an OS error), so callers match with
+// errors.Is and people read "open /path: <problem>: <detail>". A file that
+// fails any check is never written to, not even by an Open with Create.
+
+// Errors about the arguments, found before the file is touched.
 var (
-	// ErrNotSharedMap: the file is not a sharedmap file (no magic).
-	ErrNotSharedMap = errors.New("not a sharedmap file")
-	// ErrTruncated: the file is shorter than its header says it must be.
-	ErrTruncated = errors.New("file is truncated")
-	// ErrSize: the file is longer than its header says; something else
-	// wrote to it.
-	ErrSize = errors.New("file has the wrong size")
-	// ErrVersion: the file was written by a newer format version.
-	ErrVersion = errors.New("unsupported format version")
-	// ErrEndianness: the file was written on a machine of the other byte
-	// order, or this host is big-endian.
-	ErrEndianness = errors.New("wrong byte order")
-	// ErrChecksum: the header does not match its checksum.
-	ErrChecksum = errors.New("header checksum mismatch")
-	// ErrNotReady: the file is being created (or its creator died) and the
-	// caller may not finish the creation (read-only, or without Create).
-	ErrNotReady = errors.New("file is not initialized")
-	// ErrInitTimeout: another process kept the file locked for creation
-	// longer than OpenOptions.InitTimeout.
-	ErrInitTimeout = errors.New("timed out waiting for another process to create the file")
-	// ErrNoSpace: the disk has no room for the blocks being reserved.
-	ErrNoSpace = errors.New("no space left for the map file")
-	// ErrBadOptions: the OpenOptions cannot be used.
+	// ErrBadOptions reports OpenOptions that cannot be used: a size too
+	// small or too large, a layout too long, or Create with ReadOnly.
 	ErrBadOptions = errors.New("invalid open options")
 )
 
-// FileError is an error about one file, wrapping a sentinel above.
+// Errors while waiting for or doing the creation of a file.
+var (
+	// ErrInitTimeout reports that another process held the file's creation
+	// lock for longer than OpenOptions.InitTimeout: it is still
+	// initializing the file, or its Init hangs.
+	ErrInitTimeout = errors.New("timed out waiting for another process to finish creating the file")
+	// ErrNotReady reports a file that is not initialized (empty, all zeros,
+	// or left half-written by a creator that died) and an Open that may
+	// not initialize it, because it lacks Create or is ReadOnly.
+	ErrNotReady = errors.New("file is not initialized")
+)
+
+// Errors from validating an existing file's header, in the order Open
+// checks them.
+var (
+	// ErrNotSharedMap reports a file that does not start with the sharedmap
+	// magic: some other program's file.
+	ErrNotSharedMap = errors.New("not a sharedmap file")
+	// ErrTruncated reports a file shorter than its header, or shorter than
+	// the size its header records: someone truncated it, and mapping it
+	// would fault with SIGBUS.
+	ErrTruncated = errors.New("file is truncated")
+	// ErrEndianness reports a file written on a machine of the other byte
+	// order, or an Open on a big-endian host: the format is little-endian.
+	ErrEndianness = errors.New("wrong byte order")
+	// ErrVersion reports a file written in a newer format than this build
+	// reads.
+	ErrVersion = errors.New("unsupported format version")
+	// ErrChecksum reports a header whose bytes do not match its checksum:
+	// it was damaged after it was written.
+	ErrChecksum = errors.New("header checksum mismatch")
+	// ErrCorrupt reports a header that passes its checksum but holds
+	// impossible values (a size, offset, length or state no writer
+	// produces): a file made by hand or by a buggy writer.
+	ErrCorrupt = errors.New("corrupt header")
+	// ErrSize reports a file longer than the size its header records:
+	// something other than sharedmap extended it.
+	ErrSize = errors.New("file has the wrong size")
+)
+
+// Errors from using an open file.
+var (
+	// ErrNoSpace reports that the filesystem has no room for the blocks
+	// File.Allocate reserves.
+	ErrNoSpace = errors.New("no space left for the map file")
+	// ErrReadOnly reports a change requested through a read-only File.
+	ErrReadOnly = errors.New("file is open read-only")
+)
+
+// FileError is an error about one file: what was being done to which
+// path, and why it failed (usually one of the sentinels above, wrapped
+// with details).
 type FileError struct {
-	Path string
-	Op   string // "open", "create", "allocate", ...
-	Err  error
+	Path string // the path given to Open
+	Op   string // "open", "create", "allocate", "sync" or "close"
+	Err  error  // the cause
 }
 
+// Error reads "op path: cause", the form os.PathError uses.
 func (e *FileError) Error() string { return e.Op + " " + e.Path + ": " + e.Err.Error() }
 
-// Unwrap returns the cause.
+// Unwrap returns the cause, so errors.Is sees the sentinel.
 func (e *FileError) Unwrap() error { return e.Err }
 
 // RangeError reports an access outside the mapping, usually an offset read
@@ -53,6 +87,7 @@ type RangeError struct {
 	Off, Len, Size int64
 }
 
+// Error gives the range and the mapping size, enough to locate the bad offset.
 func (e *RangeError) Error() string {
 	return fmt.Sprintf("range [%d, %d+%d) is outside the %d-byte mapping", e.Off, e.Off, e.Len, e.Size)
 }

@@ -1,10 +1,12 @@
 package offheap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync/atomic"
 	"time"
@@ -12,192 +14,262 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenOptions say how to open or create a file.
+// DefaultInitTimeout is how long Open waits for another process to finish
+// creating a file when OpenOptions.InitTimeout is zero. Creation writes one
+// page and whatever Init writes, normally milliseconds; ten seconds leaves
+// room for a loaded machine and a slow disk without hanging a caller
+// forever behind a creator that is stuck.
+const DefaultInitTimeout = 10 * time.Second
+
+// OpenOptions say how to open, or create, a map file.
 type OpenOptions struct {
-	// Create makes the file if it is absent, empty, or was left
-	// half-initialized by a creator that died.
+	// Create makes the file if it is absent, and initializes it if it is
+	// empty, has an all-zero header page, or was left half-initialized by a
+	// creator that died. An existing ready file is opened as it is.
 	Create bool
-	// ReadOnly maps the file PROT_READ: it is never written, never created.
+	// ReadOnly maps the file PROT_READ, so a stray write faults instead of
+	// corrupting the map. It never writes or creates the file, and cannot be
+	// combined with Create.
 	ReadOnly bool
-	// Size is the whole size to reserve when creating, header included. The
-	// file is sparse: only pages written take disk. Ignored when opening.
+	// Size is the whole size to reserve when creating, header included,
+	// rounded up to a multiple of the page size. The file is sparse: only
+	// pages that are written take disk blocks (see File.Allocate). Ignored
+	// when the file already exists: the header's size wins.
 	Size int64
-	// Layout is an opaque record stored in the header when creating (at most
-	// MaxLayoutSize bytes); openers read it back with File.Layout.
+	// Layout is an opaque record, at most MaxLayoutSize bytes, stored in
+	// the header when creating; every opener reads it back with
+	// File.Layout. Ignored when the file already exists: the caller
+	// compares File.Layout with what it wanted.
 	Layout []byte
 	// Init, if set, runs in the creating process with the whole writable
-	// mapping, after the header is written and before the file is marked
-	// ready. Other openers wait until it returns.
+	// mapping (all zeros past the header), after the header is written as
+	// initializing and before the file is marked ready. Other openers wait
+	// until it returns. It must not write to the header page. If it returns
+	// an error, Open fails and the file stays not ready until the next
+	// Open with Create initializes it again.
 	Init func(r *Region) error
-	// InitTimeout bounds the wait for another process's creation. Default 10s.
+	// InitTimeout bounds the wait for another process to finish creating
+	// the file. Zero means DefaultInitTimeout.
 	InitTimeout time.Duration
 }
 
-// File is an open map file: its mapping (embedded Region), header and
-// descriptor.
-type File struct {
-	*Region
-	f       *os.File
-	path    string
-	layout  []byte
-	created bool
-	size    int64
-}
-
-// Open opens path, creating it if allowed. When several processes create
-// the same path at once, exactly one initializes it while the others wait
-// (bounded by InitTimeout) and then open what it wrote. Creation holds an
-// exclusive flock(2) on the file; a creator that dies releases it, and the
-// next opener with Create starts the creation again.
-func Open(path string, o OpenOptions) (*File, error) {
-	fail := func(op string, err error) (*File, error) { return nil, &FileError{Path: path, Op: op, Err: err} }
-	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
-		return fail("open", fmt.Errorf("%w: this host is big-endian; the format is little-endian", ErrEndianness))
-	}
-	if o.InitTimeout <= 0 {
-		o.InitTimeout = 10 * time.Second
-	}
+// check validates the options and fills in defaults, without touching the
+// file.
+func (o *OpenOptions) check() error {
 	page := int64(os.Getpagesize())
+	switch {
+	case o.Create && o.ReadOnly:
+		return fmt.Errorf("%w: Create and ReadOnly together (a read-only open never writes the file)", ErrBadOptions)
+	case o.InitTimeout < 0:
+		return fmt.Errorf("%w: negative InitTimeout %v", ErrBadOptions, o.InitTimeout)
+	case o.Create && (o.Size < HeaderSize+page || o.Size > maxMapSize-page):
+		return fmt.Errorf("%w: size %d must be at least %d (the header and one page of data) and at most %d",
+			ErrBadOptions, o.Size, HeaderSize+page, int64(maxMapSize-page))
+	case o.Create && len(o.Layout) > MaxLayoutSize:
+		return fmt.Errorf("%w: layout of %d bytes exceeds the %d the header holds", ErrBadOptions, len(o.Layout), MaxLayoutSize)
+	}
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
 	if o.Create {
-		switch {
-		case o.ReadOnly:
-			return fail("open", fmt.Errorf("%w: Create and ReadOnly together", ErrBadOptions))
-		case o.Size < HeaderSize+page || o.Size > maxMapSize:
-			return fail("open", fmt.Errorf("%w: size %d must be in %d..%d", ErrBadOptions, o.Size, HeaderSize+page, int64(maxMapSize)))
-		case len(o.Layout) > MaxLayoutSize:
-			return fail("open", fmt.Errorf("%w: layout of %d bytes exceeds %d", ErrBadOptions, len(o.Layout), MaxLayoutSize))
-		}
 		o.Size = (o.Size + page - 1) / page * page
 	}
-	flags := os.O_RDWR
-	if o.ReadOnly {
-		flags = os.O_RDONLY
-	} else if o.Create {
-		flags |= os.O_CREATE
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	mf, err := openLocked(f, path, o)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return mf, nil
+	return nil
 }
 
-// openLocked does the work of Open under the creation lock.
-func openLocked(f *os.File, path string, o OpenOptions) (*File, error) {
-	fail := func(op string, err error) (*File, error) { return nil, &FileError{Path: path, Op: op, Err: err} }
-	how := unix.LOCK_EX
-	if o.ReadOnly {
-		how = unix.LOCK_SH // enough to wait out a creator
+// Open opens the map file at path, creating it if opts allow.
+//
+// Creation is race-free across processes: whoever creates or inspects the
+// file holds flock(2) on it meanwhile (exclusive for an Open with Create,
+// shared otherwise), so when several processes open a new path at once,
+// exactly one initializes it and the others wait, up to InitTimeout, then
+// open what it wrote. The lock is dropped before Open returns. A creator
+// that dies loses its lock with its descriptor and leaves the header
+// "initializing"; the next Open with Create starts the creation over.
+//
+// Every error is a *FileError; a file that fails validation is never
+// written to.
+func Open(path string, opts OpenOptions) (f *File, err error) {
+	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return fail(fmt.Errorf("%w: this host is big-endian; the format is little-endian", ErrEndianness))
 	}
-	if err := flockTimeout(f, how, o.InitTimeout); err != nil {
-		return fail("open", err)
+	if err := opts.check(); err != nil {
+		return fail(err)
 	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN) //nolint:errcheck // closing the file drops it too
+	flags := os.O_RDWR
+	switch {
+	case opts.ReadOnly:
+		flags = os.O_RDONLY
+	case opts.Create:
+		flags |= os.O_CREATE
+	}
+	fd, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // FileError names the path already
+		}
+		return fail(err)
+	}
+	// Close the descriptor on every failure, panics in Init included: it
+	// carries the creation lock.
+	defer func() {
+		if f == nil {
+			fd.Close()
+		}
+	}()
+	return openLocked(fd, path, &opts)
+}
 
-	st, err := f.Stat()
-	if err != nil {
-		return fail("open", err)
+// openLocked takes the creation lock on fd and opens or creates the file
+// under it. The lock is released on return; the caller closes fd on error.
+func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
+	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	// Shared is enough for an opener that will not create: it only has to
+	// wait out a creator, which holds the lock exclusively, and readers
+	// need not queue behind each other.
+	how := unix.LOCK_SH
+	if o.Create {
+		how = unix.LOCK_EX
 	}
-	if st.Size() == 0 {
+	if err := flockTimeout(fd, how, o.InitTimeout); err != nil {
+		return fail(err)
+	}
+	defer unix.Flock(int(fd.Fd()), unix.LOCK_UN) //nolint:errcheck // closing fd drops it too
+
+	st, err := fd.Stat()
+	if err != nil {
+		return fail(pathless(err))
+	}
+	page := make([]byte, min(st.Size(), HeaderSize))
+	if _, err := fd.ReadAt(page, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fail(pathless(err))
+	}
+	if allZero(page) {
+		// Empty: just made by open(O_CREAT). All zeros: a creator died after
+		// sizing the file, before writing the header. Either way nothing in
+		// it is worth keeping.
 		if !o.Create {
-			return fail("open", fmt.Errorf("%w: the file is empty", ErrNotReady))
+			return fail(fmt.Errorf("%w: %d bytes, no header yet (a creator has not started, or died before writing it)", ErrNotReady, st.Size()))
 		}
-		return create(f, path, o)
+		return create(fd, path, o)
 	}
-	pg := make([]byte, HeaderSize)
-	n, err := f.ReadAt(pg, 0)
-	if n < HeaderSize {
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fail("open", err)
-		}
-		return fail("open", fmt.Errorf("%w: %d bytes, the header alone is %d", ErrTruncated, st.Size(), HeaderSize))
+	h, err := decodeHeader(page)
+	if errors.Is(err, ErrNotReady) && o.Create {
+		// Our magic and a state short of ready, and we hold the lock a live
+		// creator would hold: the creator died. Start over.
+		return create(fd, path, o)
 	}
-	h, err := decodeHeader(pg)
+	if errors.Is(err, ErrNotReady) {
+		return fail(fmt.Errorf("%w (open with Create to initialize it again)", err))
+	}
 	if err != nil {
-		if o.Create && errors.Is(err, ErrNotSharedMap) && allZero(pg) {
-			return create(f, path, o) // a creator died between sizing the file and writing the header
-		}
-		return fail("open", err)
-	}
-	if h.state != stateReady {
-		if !o.Create || h.state != stateInit {
-			return fail("open", fmt.Errorf("%w: state %d (created by pid %d, which is not finishing it)", ErrNotReady, h.state, h.pid))
-		}
-		// We hold the creation lock, so the creator is gone: start over.
-		return create(f, path, o)
+		return fail(err)
 	}
 	switch {
 	case st.Size() < h.fileSize:
-		return fail("open", fmt.Errorf("%w: %d bytes, the header says %d", ErrTruncated, st.Size(), h.fileSize))
+		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrTruncated, st.Size(), h.fileSize))
 	case st.Size() > h.fileSize:
-		return fail("open", fmt.Errorf("%w: %d bytes, the header says %d", ErrSize, st.Size(), h.fileSize))
+		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrSize, st.Size(), h.fileSize))
 	}
-	r, err := MapRegion(f, h.fileSize, !o.ReadOnly)
+	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	return &File{Region: r, f: f, path: path, layout: h.layout, size: h.fileSize}, nil
+	return newFile(r, fd, path, &h, false), nil
 }
 
-// create initializes the file: size it (sparse), write the header as
-// initializing, run Init, and flip the state to ready. Caller holds the
-// exclusive creation lock.
-func create(f *os.File, path string, o OpenOptions) (*File, error) {
+// create initializes the file: empty it, reserve the size as a hole, write
+// the header as initializing, run Init, and flip the state to ready. The
+// caller holds the exclusive creation lock.
+func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "create", Err: err} }
-	// Drop whatever a dead creator left, then reserve the size as a hole.
-	if err := f.Truncate(0); err != nil {
-		return fail(err)
+	// Truncating to zero first drops whatever a dead creator wrote, so Init
+	// always starts from zeros.
+	if err := fd.Truncate(0); err != nil {
+		return fail(pathless(err))
 	}
-	if err := f.Truncate(o.Size); err != nil {
-		return fail(err)
+	if err := fd.Truncate(o.Size); err != nil {
+		return fail(pathless(err))
 	}
-	r, err := MapRegion(f, o.Size, true)
+	r, err := mapFile(fd, o.Size, true)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	h := header{version: FormatVersion, state: stateInit, fileSize: o.Size, dataOffset: HeaderSize,
-		created: time.Now().UnixNano(), pid: uint32(os.Getpid()), layout: append([]byte(nil), o.Layout...)}
-	encodeHeader(r.Bytes(0, HeaderSize), &h)
+	defer func() {
+		if f == nil {
+			_ = r.Unmap() // also when Init panics
+		}
+	}()
+	h := header{
+		version:    FormatVersion,
+		state:      stateInitializing,
+		fileSize:   o.Size,
+		dataOffset: HeaderSize,
+		created:    time.Now().UnixNano(),
+		pid:        uint32(os.Getpid()),
+		layout:     bytes.Clone(o.Layout),
+	}
+	hp := r.Bytes(0, HeaderSize)
+	encodeHeader(hp, &h)
+	written := bytes.Clone(hp)
 	if o.Init != nil {
 		if err := o.Init(r); err != nil {
-			_ = r.Unmap()
 			return fail(fmt.Errorf("initialize: %w", err))
 		}
+		if !bytes.Equal(hp, written) {
+			copy(hp, written) // leave a header the next Create recognises as ours
+			return fail(errors.New("initialize: Init wrote into the header page"))
+		}
 	}
-	if err := r.data.Flush(); err != nil {
-		_ = r.Unmap()
-		return fail(fmt.Errorf("msync: %w", err))
+	// Everything Init wrote must be on disk before the state that vouches
+	// for it, or a power cut could leave a ready file with missing data.
+	if err := r.SyncRange(0, o.Size); err != nil {
+		return fail(err)
 	}
 	atomic.StoreUint32(r.Uint32(hdrState), stateReady) // the commit point
-	return &File{Region: r, f: f, path: path, layout: h.layout, size: o.Size, created: true}, nil
+	if err := r.SyncRange(0, HeaderSize); err != nil {
+		return fail(err)
+	}
+	h.state = stateReady
+	return newFile(r, fd, path, &h, true), nil
 }
 
-// flockTimeout takes a flock without blocking forever: the creator holds
-// the lock only while it initializes, so a long wait means it hangs.
-func flockTimeout(f *os.File, how int, timeout time.Duration) error {
+// flockTimeout takes flock(2) without blocking: a blocking flock cannot be
+// bounded, and the holder is a creator that may hang in Init. It polls with
+// a backoff from 100µs (an uncontended creation finishes in well under a
+// millisecond) to 10ms (so a waiter notices the release promptly without
+// burning CPU on a 2-core machine).
+func flockTimeout(fd *os.File, how int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	nap := 100 * time.Microsecond
 	for {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		err := unix.Flock(int(fd.Fd()), how|unix.LOCK_NB)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("flock: %w", err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w (%v)", ErrInitTimeout, timeout)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w: its creation lock was still held after %v; the creator is still initializing it, or hangs",
+				ErrInitTimeout, timeout)
 		}
-		time.Sleep(nap)
-		if nap < 20*time.Millisecond {
-			nap *= 2
-		}
+		time.Sleep(min(nap, left))
+		nap = min(2*nap, 10*time.Millisecond)
 	}
+}
+
+// pathless drops the path from an *fs.PathError, keeping the operation and
+// the errno, because the FileError around it names the path already.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }
 
 func allZero(b []byte) bool {
@@ -207,66 +279,4 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// Layout returns a copy of the layout record stored in the header.
-func (f *File) Layout() []byte { return append([]byte(nil), f.layout...) }
-
-// DataOffset is the first byte after the header.
-func (f *File) DataOffset() int64 { return HeaderSize }
-
-// Size is the whole size of the file and of the mapping.
-func (f *File) Size() int64 { return f.size }
-
-// Path is the path the file was opened with.
-func (f *File) Path() string { return f.path }
-
-// Created reports whether this Open created (initialized) the file.
-func (f *File) Created() bool { return f.created }
-
-// Fd is the file descriptor, for byte-range locks on the file.
-func (f *File) Fd() uintptr { return f.f.Fd() }
-
-// Allocate reserves disk blocks for [off, off+n) (fallocate(2)), so that a
-// full disk is reported now instead of as a SIGBUS when the pages are first
-// written. Filesystems without fallocate are accepted as they are.
-func (f *File) Allocate(off, n int64) error {
-	if f.ReadOnly() {
-		return nil
-	}
-	if !f.inBounds(off, n) {
-		return &FileError{Path: f.path, Op: "allocate", Err: &RangeError{Off: off, Len: n, Size: f.size}}
-	}
-	err := unix.Fallocate(int(f.f.Fd()), 0, off, n)
-	switch {
-	case err == nil, errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
-		return nil
-	case errors.Is(err, unix.ENOSPC):
-		return &FileError{Path: f.path, Op: "allocate", Err: fmt.Errorf("%w: %d bytes at %d", ErrNoSpace, n, off)}
-	}
-	return &FileError{Path: f.path, Op: "allocate", Err: err}
-}
-
-// Sync writes the mapping's dirty pages to the file (msync).
-func (f *File) Sync() error {
-	if f.Region == nil || f.data == nil {
-		return nil
-	}
-	if err := f.data.Flush(); err != nil {
-		return &FileError{Path: f.path, Op: "sync", Err: err}
-	}
-	return nil
-}
-
-// Close unmaps the file and closes it. It is idempotent.
-func (f *File) Close() error {
-	if f.f == nil {
-		return nil
-	}
-	err := f.Unmap()
-	if cerr := f.f.Close(); err == nil {
-		err = cerr
-	}
-	f.f = nil
-	return err
 }

@@ -24,15 +24,25 @@ type Region struct {
 // least size bytes long: a mapping past the end of the file faults with
 // SIGBUS on access, which this package never lets happen.
 func MapRegion(f *os.File, size int64, writable bool) (*Region, error) {
-	if size <= 0 || size > maxMapSize {
-		return nil, fmt.Errorf("map %s: size %d out of range (1..%d)", f.Name(), size, int64(maxMapSize))
-	}
-	st, err := f.Stat()
+	r, err := mapFile(f, size, writable)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
 	}
+	return r, nil
+}
+
+// mapFile is MapRegion without the file name in its errors, for callers
+// that wrap them in a FileError.
+func mapFile(f *os.File, size int64, writable bool) (*Region, error) {
+	if size <= 0 || size > maxMapSize {
+		return nil, fmt.Errorf("size %d out of range (1..%d)", size, int64(maxMapSize))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if st.Size() < size {
-		return nil, fmt.Errorf("map %s: file is %d bytes, need %d: %w", f.Name(), st.Size(), size, ErrTruncated)
+		return nil, fmt.Errorf("%w: file is %d bytes, need %d", ErrTruncated, st.Size(), size)
 	}
 	prot := mmap.RDONLY
 	if writable {
@@ -40,7 +50,7 @@ func MapRegion(f *os.File, size int64, writable bool) (*Region, error) {
 	}
 	data, err := mmap.MapRegion(f, int(size), prot, 0, 0)
 	if err != nil {
-		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("mmap: %w", err)
 	}
 	return &Region{data: data, readOnly: !writable}, nil
 }
@@ -141,6 +151,25 @@ func (r *Region) Advise(off, n int64, advice int) error {
 	}
 	if err := unix.Madvise(r.data[start:end], advice); err != nil {
 		return fmt.Errorf("madvise: %w", err)
+	}
+	return nil
+}
+
+// SyncRange writes the pages holding [off, off+n) to the file and waits
+// (msync MS_SYNC). Other processes see stores at once without it; it only
+// orders what reaches the disk, e.g. the data before the flag that
+// declares it valid.
+func (r *Region) SyncRange(off, n int64) error {
+	if !r.inBounds(off, n) {
+		return &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+	}
+	if n == 0 || r.readOnly {
+		return nil // a read-only mapping has no dirty pages
+	}
+	page := int64(os.Getpagesize())
+	start := off &^ (page - 1)
+	if err := unix.Msync(r.data[start:off+n], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("msync: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,137 @@
+package offheap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is an open map file: the whole file mapped once (the embedded
+// Region, so f.Uint64(off) and friends work), its decoded header, and the
+// descriptor, kept for fallocate and for byte-range locks.
+//
+// A File's methods are safe for concurrent use, except Close, which must
+// not run while anything else uses the File or memory obtained from it.
+type File struct {
+	*Region
+	fd      *os.File
+	path    string
+	hdr     header
+	created bool
+}
+
+// newFile wraps a mapping whose header has been validated or just written.
+// It advises random access on the data area: hash lookups jump around, and
+// the kernel's default readahead would only fill the page cache with
+// neighbours nobody asked for.
+func newFile(r *Region, fd *os.File, path string, h *header, created bool) *File {
+	if r.Len() > HeaderSize {
+		_ = r.Advise(HeaderSize, r.Len()-HeaderSize, unix.MADV_RANDOM) // advisory
+	}
+	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
+}
+
+// Layout returns a copy of the layout record stored in the header by the
+// file's creator.
+func (f *File) Layout() []byte { return bytes.Clone(f.hdr.layout) }
+
+// DataOffset is the first byte after the header: the start of the area the
+// layers above lay out.
+func (f *File) DataOffset() int64 { return f.hdr.dataOffset }
+
+// Size is the size of the file and of its mapping. It never changes.
+func (f *File) Size() int64 { return f.hdr.fileSize }
+
+// Path is the path the file was opened with.
+func (f *File) Path() string { return f.path }
+
+// Created reports whether this Open created (initialized) the file. Exactly
+// one Open per creation reports true, even when several processes race.
+func (f *File) Created() bool { return f.created }
+
+// CreatorPID is the pid of the process that created the file, as recorded
+// in the header. It is for diagnostics: the process may be gone and the
+// pid reused.
+func (f *File) CreatorPID() int { return int(f.hdr.pid) }
+
+// CreatedAt is the creation time recorded in the header; together with
+// CreatorPID it tells two creations of one path apart.
+func (f *File) CreatedAt() time.Time { return time.Unix(0, f.hdr.created) }
+
+// Fd is the file descriptor, for byte-range locks (F_OFD_SETLK) on the
+// file. It stays valid until Close.
+func (f *File) Fd() uintptr { return f.fd.Fd() }
+
+// Allocate reserves disk blocks for [off, off+n) with fallocate(2), so a
+// full disk is reported now, as an error wrapping ErrNoSpace, instead of
+// killing a process with SIGBUS when it first writes one of those pages.
+// On a filesystem without fallocate it does nothing and returns nil: the
+// file stays sparse there, as before.
+func (f *File) Allocate(off, n int64) error {
+	fail := func(err error) error { return &FileError{Path: f.path, Op: "allocate", Err: err} }
+	switch {
+	case f.ReadOnly():
+		return fail(ErrReadOnly)
+	case !f.inBounds(off, n):
+		return fail(&RangeError{Off: off, Len: n, Size: f.Len()})
+	case n == 0:
+		return nil // fallocate rejects an empty range with EINVAL
+	}
+	for {
+		err := unix.Fallocate(int(f.fd.Fd()), 0, off, n)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err = fallocateError(err, off, n); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+}
+
+// fallocateError maps what fallocate(2) returned onto this package's
+// errors.
+func fallocateError(err error, off, n int64) error {
+	switch {
+	case err == nil, errors.Is(err, unix.EOPNOTSUPP):
+		return nil // no fallocate here: the range stays sparse, as before
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("%w: reserving %d bytes at offset %d", ErrNoSpace, n, off)
+	}
+	return fmt.Errorf("fallocate: %w", err)
+}
+
+// Sync writes every modified page of the mapping to the file and waits
+// (msync MS_SYNC). Other processes see writes without it; it is for
+// durability across a machine crash.
+func (f *File) Sync() error {
+	if f.Region == nil || f.data == nil {
+		return &FileError{Path: f.path, Op: "sync", Err: os.ErrClosed}
+	}
+	if err := f.SyncRange(0, f.Len()); err != nil {
+		return &FileError{Path: f.path, Op: "sync", Err: err}
+	}
+	return nil
+}
+
+// Close unmaps the file and closes its descriptor. It does not sync: the
+// pages stay in the page cache and reach the file as the kernel writes
+// them back. Calling Close again does nothing and returns nil.
+func (f *File) Close() error {
+	if f.fd == nil {
+		return nil
+	}
+	err := f.Unmap()
+	if cerr := f.fd.Close(); err == nil {
+		err = cerr
+	}
+	f.fd = nil
+	if err != nil {
+		return &FileError{Path: f.path, Op: "close", Err: err}
+	}
+	return nil
+}

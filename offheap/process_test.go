@@ -1,0 +1,214 @@
+package offheap
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Multi-process tests re-execute the test binary with OFFHEAP_HELPER naming
+// a role, as Go's own tests do. A helper reports on stdout in lines starting
+// with "@ ", which the parent parses.
+
+// helperCmd returns a command running the test binary as a helper.
+func helperCmd(role, path string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), append([]string{"OFFHEAP_HELPER=" + role, "OFFHEAP_FILE=" + path}, env...)...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestHelperProcess is not a test: it is the body of the helper processes.
+func TestHelperProcess(t *testing.T) {
+	role := os.Getenv("OFFHEAP_HELPER")
+	if role == "" {
+		t.Skip("runs only as a helper process")
+	}
+	path := os.Getenv("OFFHEAP_FILE")
+	o := createOpts()
+	switch role {
+	case "create":
+		// Start together, to make the race as tight as the OS allows.
+		if at, err := strconv.ParseInt(os.Getenv("OFFHEAP_START"), 10, 64); err == nil {
+			time.Sleep(time.Until(time.Unix(0, at)))
+		}
+		o.Init = func(r *Region) error {
+			atomic.StoreUint64(r.Uint64(HeaderSize), uint64(os.Getpid()))
+			time.Sleep(20 * time.Millisecond) // let the others pile up on the lock
+			return nil
+		}
+		f, err := Open(path, o)
+		if err != nil {
+			fmt.Printf("@ error %v\n", err)
+			return
+		}
+		defer f.Close()
+		fmt.Printf("@ ok pid=%d created=%v creator=%d at=%d mark=%d layout=%s\n", os.Getpid(), f.Created(),
+			f.CreatorPID(), f.CreatedAt().UnixNano(), atomic.LoadUint64(f.Uint64(HeaderSize)), f.Layout())
+	case "hang":
+		o.Init = func(r *Region) error {
+			copy(r.Bytes(HeaderSize, 5), "dirty")
+			fmt.Println("@ initializing")
+			time.Sleep(time.Hour) // until SIGKILL; select{} would die as a deadlock
+			return nil
+		}
+		_, err := Open(path, o)
+		fmt.Printf("@ error %v\n", err)
+	default:
+		t.Fatalf("unknown helper role %q", role)
+	}
+}
+
+// helperReport returns the fields of the last "@ " line of out.
+func helperReport(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "@ "); ok {
+			clear(m)
+			for _, w := range strings.Fields(rest) {
+				k, v, _ := strings.Cut(w, "=")
+				m[k] = v
+			}
+		}
+	}
+	return m
+}
+
+// TestProcessesCreateOnce: 8 processes open one new path with Create at
+// the same instant. Exactly one initializes it, all succeed, and all see
+// the one header it wrote.
+func TestProcessesCreateOnce(t *testing.T) {
+	const n = 8
+	path := filepath.Join(t.TempDir(), "race")
+	start := time.Now().Add(300 * time.Millisecond).UnixNano() // after every helper has started
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*bytes.Buffer, n)
+	for i := range cmds {
+		cmds[i] = helperCmd("create", path, "OFFHEAP_START="+strconv.FormatInt(start, 10))
+		outs[i] = new(bytes.Buffer)
+		cmds[i].Stdout = outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Errorf("helper %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	creators := 0
+	var first map[string]string
+	for i, b := range outs {
+		r := helperReport(b.String())
+		if _, ok := r["ok"]; !ok || r["layout"] != "layout-v1" {
+			t.Fatalf("helper %d: %q", i, b.String())
+		}
+		if r["created"] == "true" {
+			creators++
+			if r["creator"] != r["pid"] {
+				t.Errorf("the creator is pid %s but the header names %s", r["pid"], r["creator"])
+			}
+		}
+		if first == nil {
+			first = r
+		}
+		// One header: every process read the same creator, time and Init mark.
+		if r["creator"] != first["creator"] || r["at"] != first["at"] || r["mark"] != first["creator"] {
+			t.Errorf("helper %d saw creator=%s at=%s mark=%s; helper 0 saw creator=%s at=%s",
+				i, r["creator"], r["at"], r["mark"], first["creator"], first["at"])
+		}
+	}
+	if creators != 1 {
+		t.Fatalf("%d processes initialized the file, want exactly 1", creators)
+	}
+}
+
+// TestCrashedCreator: a creator SIGKILLed inside Init leaves the header
+// initializing. While it lives, others wait; once it is dead, an Open
+// without Create reports ErrNotReady and one with Create starts over.
+func TestCrashedCreator(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "crash")
+	cmd := helperCmd("hang", path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	sc := bufio.NewScanner(out)
+	for !strings.HasPrefix(sc.Text(), "@ initializing") {
+		if !sc.Scan() {
+			t.Fatalf("helper exited before initializing: %v", sc.Err())
+		}
+	}
+
+	// While the creator lives, every kind of opener waits for it.
+	for _, o := range []OpenOptions{createOpts(), {}, {ReadOnly: true}} {
+		o.InitTimeout = 50 * time.Millisecond
+		t0 := time.Now()
+		_, err := Open(path, o)
+		if !errors.Is(err, ErrInitTimeout) {
+			t.Fatalf("Open(%+v) during creation = %v, want ErrInitTimeout", o, err)
+		}
+		if d := time.Since(t0); d < 50*time.Millisecond || d > 2*time.Second {
+			t.Errorf("timed out after %v, want about 50ms", d)
+		}
+	}
+
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed = true
+	h, err := decodeHeader(mustRead(t, path))
+	if !errors.Is(err, ErrNotReady) || h.state != stateInitializing {
+		t.Fatalf("the dead creator's header: state %#x, %v", h.state, err)
+	}
+	before := fileHash(t, path)
+	for _, o := range []OpenOptions{{}, {ReadOnly: true}} {
+		if _, err := Open(path, o); !errors.Is(err, ErrNotReady) {
+			t.Fatalf("Open(%+v) of a dead creator's file = %v, want ErrNotReady", o, err)
+		}
+	}
+	if fileHash(t, path) != before {
+		t.Fatal("an Open without Create changed the file")
+	}
+
+	f := mustOpen(t, path, createOpts())
+	if !f.Created() || f.CreatorPID() != os.Getpid() {
+		t.Fatalf("not re-initialized: created=%v creator=%d", f.Created(), f.CreatorPID())
+	}
+	if !allZero(f.Bytes(HeaderSize, 5)) {
+		t.Fatal("the dead creator's writes survived re-initialization")
+	}
+	g := mustOpen(t, path, OpenOptions{})
+	if g.Created() || string(g.Layout()) != "layout-v1" {
+		t.Fatal("reopen after recovery is wrong")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
