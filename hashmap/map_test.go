@@ -193,3 +193,54 @@ func TestGetIntoAllocatesNothing(t *testing.T) {
 		t.Fatalf("GetInto+Put allocate %v times per call", n)
 	}
 }
+
+// A read-only handle must never write the lock words (its mapping is
+// PROT_READ: a write faults). Range and Get there validate optimistic reads
+// instead, even while another handle rewrites the same segment non-stop.
+func TestReadOnlyReadsUnderWriters(t *testing.T) {
+	rw, path := openTemp(t, &Options{Entries: 1000, Segments: 1})
+	for i := range 100 {
+		if err := rw.Put([]byte(fmt.Sprintf("k%03d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = rw.Put([]byte("hot"), bytes.Repeat([]byte{byte('a' + i%26)}, 1+i%90))
+		}
+	}()
+	for range 200 {
+		var rerr error
+		n := 0
+		for k, v := range ro.Range(&rerr) {
+			if string(k) != "hot" && string(v) != "v" {
+				t.Fatalf("read-only Range saw %q=%q", k, v)
+			}
+			n++
+		}
+		if rerr != nil || n < 100 {
+			t.Fatalf("read-only Range: %d entries, %v", n, rerr)
+		}
+		if v, err := ro.Get([]byte("k042")); err != nil || string(v) != "v" {
+			t.Fatalf("read-only Get = %q, %v", v, err)
+		}
+		if v, err := ro.Get([]byte("hot")); err == nil && bytes.Count(v, v[:1]) != len(v) {
+			t.Fatalf("read-only Get saw a torn value %q", v)
+		}
+	}
+	close(stop)
+	<-done
+}

@@ -41,6 +41,7 @@ type Table struct {
 	timeout    time.Duration
 	extraTiers *uint64
 	segs       []Segment
+	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
 
 	// Counted in this process only, for Stats and tests.
 	Compactions atomic.Int64 // tiers compacted
@@ -68,7 +69,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 		allocate = func(int64, int64) error { return nil }
 	}
 	tb := &Table{region: r, layout: l, allocate: allocate, timeout: timeout,
-		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed)}
+		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly()}
 	tb.segs = make([]Segment, l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
