@@ -3,7 +3,7 @@ module github.com/sharedmap/sharedmap
 go 1.26.8
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/edsrzf/mmap-go v1.2.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/edsrzf/mmap-go v1.2.0
+	golang.org/x/sys v0.49.0
 )

@@ -2,74 +2,260 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestMain lets the demo re-execute this test binary as its workers.
+// TestMain lets the demo re-execute this test binary as its worker
+// processes: they come with MAPCTL_DEMO_WORKER=1 and "demo-worker ..." args.
 func TestMain(m *testing.M) {
-	if os.Getenv("MAPCTL_DEMO_WORKER") == "1" && len(os.Args) > 1 && os.Args[1] == "demo-worker" {
-		os.Exit(run(os.Args[1:]))
+	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "demo-worker" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
-func capture(t *testing.T, args ...string) (int, string, string) {
+// mapctl runs the command line args with stdin and returns the exit status,
+// stdout and stderr.
+func mapctl(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	stdout, stderr = &out, &errb
-	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
-	code := run(args)
+	code := run(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
-func TestCommands(t *testing.T) {
+func newMap(t *testing.T) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "m.map")
-	if c, _, e := capture(t, "get", p, "k"); c != exitError || !strings.Contains(e, "no map at") {
-		t.Fatalf("get on a missing file: %d %q", c, e)
-	}
-	if c, o, e := capture(t, "create", p, "--entries", "500"); c != 0 || !strings.Contains(o, "created") {
+	if c, o, e := mapctl(t, "", "create", p, "--entries", "1000", "--key-size", "16", "--value-size", "32"); c != 0 || !strings.Contains(o, "created") {
 		t.Fatalf("create: %d %q %q", c, o, e)
 	}
-	if c, _, _ := capture(t, "create", p); c != exitError {
-		t.Fatal("create over an existing file succeeded")
+	return p
+}
+
+func TestCreatePutGetDelete(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	if c, _, e := mapctl(t, "", "get", p, "k"); c != exitError || !strings.Contains(e, "no map at "+p+" (create it with mapctl create)") {
+		t.Fatalf("get on a missing file: %d %q", c, e)
 	}
-	if c, _, e := capture(t, "put", p, "k", "v"); c != 0 {
+	if _, err := os.Stat(p); err == nil {
+		t.Fatal("get created the missing map")
+	}
+	if c, o, e := mapctl(t, "", "create", p, "--entries", "500", "--segments", "2"); c != 0 || !strings.Contains(o, "2 segments") {
+		t.Fatalf("create: %d %q %q", c, o, e)
+	}
+	if c, _, e := mapctl(t, "", "create", p); c != exitError || !strings.Contains(e, "already exists") {
+		t.Fatalf("create over an existing file: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "put", p, "k", "v"); c != 0 {
 		t.Fatalf("put: %q", e)
 	}
-	if c, o, _ := capture(t, "get", p, "k"); c != 0 || o != "v\n" {
+	if c, _, e := mapctl(t, "", "put", p, "--", "-dash", "-v"); c != 0 {
+		t.Fatalf("put after --: %q", e)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "k"); c != 0 || o != "v\n" {
 		t.Fatalf("get: %d %q", c, o)
 	}
-	if c, _, _ := capture(t, "get", p, "absent"); c != exitNotFound {
-		t.Fatalf("get absent exit %d", c)
+	if c, o, _ := mapctl(t, "", "get", p, "--", "-dash"); c != 0 || o != "-v\n" {
+		t.Fatalf("get -dash: %d %q", c, o)
 	}
-	if c, o, _ := capture(t, "stats", "--json", p); c != 0 || !strings.Contains(o, `"tiers_in_use"`) || !strings.Contains(o, `"bytes_used"`) {
-		t.Fatalf("stats --json: %q", o)
+	if c, o, e := mapctl(t, "", "get", p, "absent"); c != exitNotFound || o != "" || !strings.HasPrefix(e, "mapctl: get: ") || !strings.Contains(e, "not found") {
+		t.Fatalf("get absent: %d %q %q", c, o, e)
 	}
-	if c, _, _ := capture(t, "delete", p, "k"); c != 0 {
-		t.Fatal("delete failed")
+	if c, _, e := mapctl(t, "", "delete", p, "k"); c != 0 {
+		t.Fatalf("delete: %q", e)
 	}
-	if c, _, _ := capture(t, "delete", p, "k"); c != exitNotFound {
-		t.Fatal("delete of an absent key did not exit 1")
+	if c, _, e := mapctl(t, "", "delete", p, "k"); c != exitNotFound || !strings.Contains(e, "not found") {
+		t.Fatalf("delete of an absent key: %d %q", c, e)
 	}
-	if c, o, _ := capture(t, "inspect", p); c != 0 || !strings.Contains(o, "SEGMENT") {
-		t.Fatalf("inspect: %q", o)
+	if c, _, _ := mapctl(t, "", "get", p, "k"); c != exitNotFound {
+		t.Fatal("deleted key still there")
 	}
-	if c, _, _ := capture(t, "put", p); c != exitUsage {
-		t.Fatal("missing arguments did not exit 2")
+}
+
+func TestLoadDumpRoundTrip(t *testing.T) {
+	p := newMap(t)
+	entries := map[string]string{
+		"plain":             "value",
+		"tab\tkey":          "tab\tvalue",
+		"new\nline":         "multi\nline\nvalue",
+		`back\slash`:        `C:\dir\`,
+		"cr\r":              "\r\n",
+		"empty-value":       "",
+		"":                  "empty key",
+		"big":               strings.Repeat("x", 70_000), // longer than bufio.Scanner's default line
+		"unicode é\x00\xff": "bytes \x01",
 	}
-	for _, cmd := range commands {
-		if c, _, e := capture(t, cmd.name, "--help"); c != 0 || !strings.Contains(e, "usage: mapctl "+cmd.name) {
-			t.Fatalf("%s --help: %d %q", cmd.name, c, e)
+	var in strings.Builder
+	for k, v := range entries {
+		in.Write(appendEscaped(nil, []byte(k)))
+		in.WriteByte('\t')
+		in.Write(appendEscaped(nil, []byte(v)))
+		in.WriteByte('\n')
+	}
+	in.WriteString("\n") // empty lines are skipped
+	if c, o, e := mapctl(t, in.String(), "load", p, "-"); c != 0 || o != "loaded 9 entries\n" {
+		t.Fatalf("load: %d %q %q", c, o, e)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "tab\tkey"); c != 0 || o != "tab\tvalue\n" {
+		t.Fatalf("get after load: %d %q", c, o)
+	}
+	c, dump, e := mapctl(t, "", "dump", p)
+	if c != 0 {
+		t.Fatalf("dump: %d %q", c, e)
+	}
+	lines := strings.Split(strings.TrimSuffix(dump, "\n"), "\n")
+	if len(lines) != len(entries) {
+		t.Fatalf("dump has %d lines, want %d:\n%s", len(lines), len(entries), dump)
+	}
+	// Load the dump, from a file, into a second map: same contents.
+	f := filepath.Join(t.TempDir(), "dump.tsv")
+	if err := os.WriteFile(f, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2 := newMap(t)
+	if c, o, e := mapctl(t, "", "load", p2, f); c != 0 || o != "loaded 9 entries\n" {
+		t.Fatalf("load of the dump: %d %q %q", c, o, e)
+	}
+	for k, v := range entries {
+		if c, o, e := mapctl(t, "", "get", p2, "--", k); c != 0 || o != v+"\n" {
+			t.Fatalf("get %q from the reloaded map: %d %q %q; want %q", k, c, o, e, v)
 		}
 	}
 }
 
+func TestLoadErrors(t *testing.T) {
+	p := newMap(t)
+	c, o, e := mapctl(t, "a\t1\nb\t2\nno tab here\nc\t3\n", "load", p, "-")
+	if c != exitError || !strings.Contains(e, "line 3") || !strings.Contains(e, "loaded 2 entries") || o != "" {
+		t.Fatalf("load with a bad line: %d %q %q", c, o, e)
+	}
+	if c, _, e := mapctl(t, "a\\q\t1\n", "load", p, "-"); c != exitError || !strings.Contains(e, `unknown escape \q`) {
+		t.Fatalf("load with a bad escape: %d %q", c, e)
+	}
+	// A full map stops the load at the first failing put.
+	small := filepath.Join(t.TempDir(), "small.map")
+	if c, _, e := mapctl(t, "", "create", small, "--entries", "10", "--key-size", "8", "--value-size", "8", "--bloat", "1"); c != 0 {
+		t.Fatalf("create: %q", e)
+	}
+	var in strings.Builder
+	for i := range 100000 {
+		in.WriteString("key-" + strings.Repeat("k", i%7) + itoa(i) + "\t" + strings.Repeat("v", 100) + "\n")
+	}
+	c, _, e = mapctl(t, in.String(), "load", small, "-")
+	if c != exitError || !strings.Contains(e, "loaded ") || !strings.Contains(e, "before it") {
+		t.Fatalf("load into a full map: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "load", p, filepath.Join(t.TempDir(), "nonexistent")); c != exitError || !strings.Contains(e, "nonexistent") {
+		t.Fatalf("load of a missing file: %d %q", c, e)
+	}
+}
+
+func itoa(i int) string { return string(appendInt(nil, i)) }
+
+func appendInt(b []byte, i int) []byte {
+	if i >= 10 {
+		b = appendInt(b, i/10)
+	}
+	return append(b, byte('0'+i%10))
+}
+
+func TestStatsInspect(t *testing.T) {
+	p := newMap(t)
+	mapctl(t, "", "put", p, "k", "v")
+	c, o, e := mapctl(t, "", "stats", "--json", p)
+	if c != 0 {
+		t.Fatalf("stats --json: %d %q", c, e)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(o), &st); err != nil {
+		t.Fatalf("stats --json output %q: %v", o, err)
+	}
+	for _, k := range []string{"entries", "capacity", "segments", "tiers_in_use", "bytes_used", "file_size"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("stats --json lacks %q: %s", k, o)
+		}
+	}
+	if st["entries"] != 1.0 {
+		t.Errorf("entries = %v, want 1", st["entries"])
+	}
+	if c, o, _ := mapctl(t, "", "stats", p); c != 0 || !strings.Contains(o, "Entries: 1\n") || !strings.Contains(o, "Segments: ") {
+		t.Fatalf("stats: %d %q", c, o)
+	}
+	if c, o, _ := mapctl(t, "", "inspect", p); c != 0 || !strings.Contains(o, "SEGMENT") || !strings.Contains(o, "LOCK") {
+		t.Fatalf("inspect: %d %q", c, o)
+	}
+	if c, o, _ := mapctl(t, "", "inspect", "--json", p); c != 0 || json.Unmarshal([]byte(o), new(any)) != nil {
+		t.Fatalf("inspect --json: %d %q", c, o)
+	}
+	// More than 64 segments: limited unless --all.
+	big := filepath.Join(t.TempDir(), "big.map")
+	if c, _, e := mapctl(t, "", "create", big, "--entries", "200000", "--segments", "128", "--key-size", "8", "--value-size", "8"); c != 0 {
+		t.Fatalf("create: %q", e)
+	}
+	if _, o, _ := mapctl(t, "", "inspect", big); !strings.Contains(o, "64 of 128 segments shown") {
+		t.Fatalf("inspect of 128 segments: %q", o)
+	}
+	if _, o, _ := mapctl(t, "", "inspect", big, "--all"); strings.Contains(o, "shown") || !strings.Contains(o, "\n127 ") {
+		t.Fatalf("inspect --all: %q", o)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	p := newMap(t)
+	for _, args := range [][]string{
+		{},
+		{"nosuchcommand"},
+		{"put", p},
+		{"get", p, "a", "b"},
+		{"create"},
+		{"create", p, "--entries", "x"},
+		{"stats", p, "--nosuchflag"},
+		{"demo", "extra"},
+		{"help", "nosuchcommand"},
+	} {
+		c, o, e := mapctl(t, "", args...)
+		if c != exitUsage || o != "" || !strings.Contains(e, "usage") && !strings.Contains(e, "unknown command") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and a message", args, c, o, e)
+		}
+	}
+	if c, o, _ := mapctl(t, "", "help"); c != 0 || !strings.Contains(o, "Commands:") || strings.Contains(o, "demo-worker") {
+		t.Fatalf("help: %d %q", c, o)
+	}
+	for _, cmd := range commands() {
+		for _, args := range [][]string{{cmd.name, "--help"}, {cmd.name, "-h"}, {"help", cmd.name}} {
+			c, o, e := mapctl(t, "", args...)
+			if c != 0 || !strings.Contains(o, "usage: mapctl "+cmd.name) || !strings.Contains(o, "Example:") || !strings.Contains(o, "Exit status") || e != "" {
+				t.Errorf("%q: %d %q %q", args, c, o, e)
+			}
+		}
+	}
+	if _, o, _ := mapctl(t, "", "create", "--help"); !strings.Contains(o, "-entries int") || !strings.Contains(o, "(default 65536)") {
+		t.Errorf("create --help does not show the flags with defaults: %q", o)
+	}
+	if _, o, _ := mapctl(t, "", "dump", "--help"); !strings.Contains(o, `\t`) || !strings.Contains(o, `\\`) {
+		t.Errorf("dump --help does not document the escapes: %q", o)
+	}
+}
+
+func TestEscapeRoundTrip(t *testing.T) {
+	for _, s := range []string{"", "a", "\t\n\r\\", `\t`, "x\\\\ty", "\x00\xff"} {
+		got, err := unescape(appendEscaped(nil, []byte(s)))
+		if err != nil || string(got) != s {
+			t.Errorf("%q: round trip gives %q, %v", s, got, err)
+		}
+	}
+	if _, err := unescape([]byte(`a\`)); err == nil {
+		t.Error("trailing backslash accepted")
+	}
+}
+
 func TestDemo(t *testing.T) {
-	c, o, e := capture(t, "demo", "--procs", "3", "--goroutines", "2", "--ops", "2000")
-	if c != 0 || !strings.Contains(o, "demo OK") {
+	c, o, e := mapctl(t, "", "demo", "--procs", "3", "--goroutines", "2", "--ops", "2000")
+	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
 		t.Fatalf("demo: %d\n%s\n%s", c, o, e)
 	}
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+var loadCmd = &command{
+	name:    "load",
+	args:    "PATH FILE",
+	summary: `store every "key<TAB>value" line of FILE ("-" for stdin)`,
+	help: `Reads FILE ("-" reads stdin) and stores each line's entry in the existing
+map PATH, replacing previous values. The format is the one mapctl dump
+writes: one entry per line, the key, a tab, the value:
+
+  key<TAB>value
+
+Inside keys and values a backslash, tab, newline and carriage return are
+written \\, \t, \n and \r; any other backslash sequence is an error. A line
+without a tab is an error naming the line number; empty lines are skipped;
+a trailing \r (CRLF files) is dropped. Lines may be of any length.
+
+Loading stops at the first error (for example "map is full": create the map
+with more --entries or a larger --bloat), exiting with status 3 and telling
+how many entries were stored before it. A progress line is drawn on stderr
+when stderr is a terminal. Prints "loaded N entries" at the end.
+
+Example:
+  mapctl dump /tmp/old.map | mapctl load /tmp/new.map -`,
+	run: runLoad,
+}
+
+func runLoad(e *env, c *command, _ any, args []string) int {
+	if !e.wantArgs(c, args, 2) {
+		return exitUsage
+	}
+	m, err := openExisting(args[0], false)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer m.Close()
+
+	var in io.Reader = e.stdin
+	var total int64 // input size for the progress line, 0 if unknown
+	if args[1] != "-" {
+		f, err := os.Open(args[1])
+		if err != nil {
+			return e.fail(c, err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			total = fi.Size()
+		}
+		in = f
+	}
+	p := progress{w: e.stderr, on: isTerminal(e.stderr), total: total}
+	r := bufio.NewReaderSize(in, 64<<10)
+	loaded, line := 0, 0
+	var read int64
+	for {
+		text, rerr := r.ReadBytes('\n')
+		if len(text) > 0 {
+			line++
+			read += int64(len(text))
+			text = bytes.TrimSuffix(text, []byte("\n"))
+			text = bytes.TrimSuffix(text, []byte("\r"))
+			if len(text) > 0 {
+				if err := putLine(m.Put, text); err != nil {
+					p.done()
+					return e.fail(c, fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, loaded))
+				}
+				loaded++
+				p.update(read, loaded)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			p.done()
+			return e.fail(c, fmt.Errorf("reading %s: %w (loaded %d entries)", fileName(args[1]), rerr, loaded))
+		}
+	}
+	p.done()
+	fmt.Fprintf(e.stdout, "loaded %d entries\n", loaded)
+	return exitOK
+}
+
+func fileName(name string) string {
+	if name == "-" {
+		return "stdin"
+	}
+	return name
+}
+
+// putLine parses one "key<TAB>value" line and stores it.
+func putLine(put func(k, v []byte) error, text []byte) error {
+	k, v, ok := bytes.Cut(text, []byte("\t"))
+	if !ok {
+		return errors.New(`no tab: want "key<TAB>value"`)
+	}
+	key, err := unescape(k)
+	if err != nil {
+		return fmt.Errorf("key: %w", err)
+	}
+	value, err := unescape(v)
+	if err != nil {
+		return fmt.Errorf("value: %w", err)
+	}
+	return put(key, value)
+}
+
+// progress draws a one-line progress bar on a terminal, at most ten times a
+// second.
+type progress struct {
+	w     io.Writer
+	on    bool
+	total int64
+	last  time.Time
+	drawn bool
+}
+
+func (p *progress) update(read int64, entries int) {
+	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	p.drawn = true
+	if p.total <= 0 {
+		fmt.Fprintf(p.w, "\rloading: %d entries", entries)
+		return
+	}
+	frac := min(float64(read)/float64(p.total), 1)
+	const width = 30
+	n := int(frac * width)
+	fmt.Fprintf(p.w, "\rloading [%s%s] %3.0f%% %d entries", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, entries)
+}
+
+func (p *progress) done() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

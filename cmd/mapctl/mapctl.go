@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sharedmap/sharedmap/hashmap"
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitNotFound = 1 // get or delete of an absent key
+	exitUsage    = 2 // bad command line
+	exitError    = 3 // anything else
+)
+
+// env is where a command reads and writes: the process's standard streams,
+// or buffers in tests.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	args    string // positional arguments, e.g. "PATH KEY VALUE"
+	summary string // one line for "mapctl help"
+	help    string // the rest of "mapctl NAME --help": what, args, exit status, example
+	flags   func(fs *flag.FlagSet) any
+	run     func(e *env, c *command, opts any, args []string) int
+	hidden  bool
+}
+
+// commands lists the subcommands in the order "mapctl help" shows them.
+func commands() []*command {
+	return []*command{
+		createCmd, putCmd, getCmd, deleteCmd, loadCmd, dumpCmd,
+		statsCmd, inspectCmd, demoCmd, demoWorkerCmd,
+	}
+}
+
+const exitStatusHelp = `Exit status: 0 success, 1 key not found (get, delete), 2 usage error,
+3 any other error. Errors are printed on stderr as "mapctl: COMMAND: error".`
+
+func (e *env) mainUsage(w io.Writer) {
+	fmt.Fprint(w, `mapctl creates, fills, dumps, inspects and exercises sharedmap files: hash maps
+of byte-string keys and values in a memory-mapped file, shared by every process
+that opens it.
+
+Usage: mapctl COMMAND [flags] ARGS...
+
+Commands:
+`)
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-8s %-16s %s\n", c.name, c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, `  %-8s %-16s %s
+
+Run "mapctl COMMAND --help" (or "mapctl help COMMAND") for a command's
+arguments, flags and an example. Flags may come before or after the
+arguments; put "--" before arguments that start with "-".
+
+%s
+
+Example:
+  mapctl create /tmp/m.map --entries 100000 --key-size 16 --value-size 64
+  mapctl put /tmp/m.map hello world && mapctl get /tmp/m.map hello
+  mapctl demo
+`, "help", "[COMMAND]", "show this help, or a command's", exitStatusHelp)
+}
+
+// run is the whole program: it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		e.mainUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			if c := lookup(args[1]); c != nil {
+				e.commandHelp(c, stdout)
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "mapctl: help: unknown command %q (run \"mapctl help\" for the list)\n", args[1])
+			return exitUsage
+		}
+		e.mainUsage(stdout)
+		return exitOK
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "mapctl: unknown command %q (run \"mapctl help\" for the list)\n", args[0])
+		return exitUsage
+	}
+	fs := newFlagSet(c)
+	var opts any
+	if c.flags != nil {
+		opts = c.flags(fs)
+	}
+	pos, err := parseInterspersed(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		e.commandHelp(c, stdout)
+		return exitOK
+	}
+	if err != nil {
+		return e.usageError(c, err.Error())
+	}
+	return c.run(e, c, opts, pos)
+}
+
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func newFlagSet(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by usageError
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseInterspersed parses flags anywhere among the arguments and returns
+// the positional ones. After "--" everything is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// commandHelp prints the full help of c.
+func (e *env) commandHelp(c *command, w io.Writer) {
+	fmt.Fprintf(w, "usage: mapctl %s [flags] %s\n\n%s.\n\n%s\n", c.name, c.args, upperFirst(c.summary), strings.TrimSpace(c.help))
+	fs := newFlagSet(c)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fmt.Fprintf(w, "\n%s\n", exitStatusHelp)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// usageError reports a bad command line: exit status 2.
+func (e *env) usageError(c *command, msg string) int {
+	fmt.Fprintf(e.stderr, "mapctl: %s: %s\nusage: mapctl %s [flags] %s (run \"mapctl %s --help\" for details)\n",
+		c.name, msg, c.name, c.args, c.name)
+	return exitUsage
+}
+
+// wantArgs checks the number of positional arguments.
+func (e *env) wantArgs(c *command, args []string, n int) bool {
+	if len(args) == n {
+		return true
+	}
+	e.usageError(c, fmt.Sprintf("want %d arguments (%s), got %d", n, c.args, len(args)))
+	return false
+}
+
+// fail reports err: exit status 1 for a missing key, 3 otherwise.
+func (e *env) fail(c *command, err error) int {
+	fmt.Fprintf(e.stderr, "mapctl: %s: %v\n", c.name, err)
+	if errors.Is(err, hashmap.ErrNotFound) {
+		return exitNotFound
+	}
+	return exitError
+}
+
+// openExisting opens a map that must already exist: hashmap.Open alone
+// would create a missing file.
+func openExisting(path string, readOnly bool) (*hashmap.Map, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no map at %s (create it with mapctl create)", path)
+	} else if err != nil {
+		return nil, err
+	}
+	return hashmap.Open(path, &hashmap.Options{ReadOnly: readOnly})
+}
