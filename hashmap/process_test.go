@@ -1,7 +1,6 @@
 package hashmap
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -13,59 +12,24 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
-// Helper processes re-execute this test binary; they report to the parent
-// with lines "@ key value...".
 func helperCmd(role, path string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "HASHMAP_HELPER="+role, "HASHMAP_FILE="+path, "HASHMAP_ARGS="+strings.Join(args, ","))
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-func runAll(t *testing.T, cmds []*exec.Cmd) [][]string {
-	t.Helper()
-	var mu sync.Mutex
-	var lines [][]string
-	var wg sync.WaitGroup
-	for _, c := range cmds {
-		out, _ := c.StdoutPipe()
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "@" {
-					mu.Lock()
-					lines = append(lines, f[1:])
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, c := range cmds {
-		if err := c.Wait(); err != nil {
-			t.Errorf("helper failed: %v", err)
-		}
-	}
-	return lines
+	return testutil.Command(role, "HASHMAP_FILE="+path, "HASHMAP_ARGS="+strings.Join(args, ","))
 }
 
 var helperOpts = &Options{Entries: 20000, AverageKeySize: 16, AverageValueSize: 64, Segments: 8}
 
 func TestHelperProcess(t *testing.T) {
-	role := os.Getenv("HASHMAP_HELPER")
+	role := testutil.Role()
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
 	m, err := Open(os.Getenv("HASHMAP_FILE"), helperOpts)
 	if err != nil {
-		fmt.Printf("@ error %v\n", err)
+		testutil.Report("error %v", err)
 		return
 	}
 	defer m.Close()
@@ -88,33 +52,33 @@ func TestHelperProcess(t *testing.T) {
 						return binary.LittleEndian.AppendUint64(nil, v+1), true
 					})
 					if err != nil {
-						fmt.Printf("@ error %v\n", err)
+						testutil.Report("error %v", err)
 						return
 					}
 				}
 			}()
 		}
 		wg.Wait()
-		fmt.Println("@ done")
+		testutil.Report("done")
 	case "putrange": // first, count
 		for i := n(0); i < n(0)+n(1); i++ {
 			k := fmt.Sprintf("key-%07d", i)
 			if err := m.Put([]byte(k), []byte(strings.Repeat(k, 1+i%5))); err != nil {
-				fmt.Printf("@ error %v\n", err)
+				testutil.Report("error %v", err)
 				return
 			}
 		}
-		fmt.Println("@ done")
+		testutil.Report("done")
 	case "rewrite": // rewrite key "torn" with uniform values of varying sizes for ms milliseconds
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		for i := 0; time.Now().Before(stop); i++ {
 			v := bytes.Repeat([]byte{byte('a' + i%26)}, 1+(i*7)%200)
 			if err := m.Put([]byte("torn"), v); err != nil {
-				fmt.Printf("@ error %v\n", err)
+				testutil.Report("error %v", err)
 				return
 			}
 		}
-		fmt.Println("@ done")
+		testutil.Report("done")
 	case "readtorn": // read key "torn" for ms milliseconds; every value must be uniform
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		buf := make([]byte, 0, 256)
@@ -129,7 +93,7 @@ func TestHelperProcess(t *testing.T) {
 				torn++
 			}
 		}
-		fmt.Printf("@ reads %d torn %d\n", reads, torn)
+		testutil.Report("reads %d torn %d", reads, torn)
 	}
 }
 
@@ -151,7 +115,7 @@ func TestCrossProcessCompute(t *testing.T) {
 	for range procs {
 		cmds = append(cmds, helperCmd("increment", path, strconv.Itoa(goroutines), strconv.Itoa(each)))
 	}
-	errorsIn(t, runAll(t, cmds))
+	errorsIn(t, testutil.Run(t, cmds...))
 	m, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +142,7 @@ func TestCrossProcessDisjointPuts(t *testing.T) {
 	for p := range procs {
 		cmds = append(cmds, helperCmd("putrange", path, strconv.Itoa(p*per), strconv.Itoa(per)))
 	}
-	errorsIn(t, runAll(t, cmds))
+	errorsIn(t, testutil.Run(t, cmds...))
 	m, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -206,11 +170,10 @@ func TestCrossProcessNoTornReads(t *testing.T) {
 	}
 	_ = m.Put([]byte("torn"), []byte("a"))
 	m.Close()
-	lines := runAll(t, []*exec.Cmd{
+	lines := testutil.Run(t,
 		helperCmd("rewrite", path, "1500"),
 		helperCmd("readtorn", path, "1500"),
-		helperCmd("readtorn", path, "1500"),
-	})
+		helperCmd("readtorn", path, "1500"))
 	errorsIn(t, lines)
 	reads := 0
 	for _, l := range lines {

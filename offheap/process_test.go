@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,23 +12,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
-// Multi-process tests re-execute the test binary with OFFHEAP_HELPER naming
-// a role, as Go's own tests do. A helper reports on stdout in lines starting
-// with "@ ", which the parent parses.
-
-// helperCmd returns a command running the test binary as a helper.
+// helperCmd runs the test binary as a helper process in role (see
+// internal/testutil); it reports "@ key=value ..." lines.
 func helperCmd(role, path string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), append([]string{"OFFHEAP_HELPER=" + role, "OFFHEAP_FILE=" + path}, env...)...)
-	cmd.Stderr = os.Stderr
-	return cmd
+	return testutil.Command(role, append([]string{"OFFHEAP_FILE=" + path}, env...)...)
 }
 
 // TestHelperProcess is not a test: it is the body of the helper processes.
 func TestHelperProcess(t *testing.T) {
-	role := os.Getenv("OFFHEAP_HELPER")
+	role := testutil.Role()
 	if role == "" {
 		t.Skip("runs only as a helper process")
 	}
@@ -48,21 +43,21 @@ func TestHelperProcess(t *testing.T) {
 		}
 		f, err := Open(path, o)
 		if err != nil {
-			fmt.Printf("@ error %v\n", err)
+			testutil.Report("error %v", err)
 			return
 		}
 		defer f.Close()
-		fmt.Printf("@ ok pid=%d created=%v creator=%d at=%d mark=%d layout=%s\n", os.Getpid(), f.Created(),
+		testutil.Report("ok pid=%d created=%v creator=%d at=%d mark=%d layout=%s", os.Getpid(), f.Created(),
 			f.CreatorPID(), f.CreatedAt().UnixNano(), atomic.LoadUint64(f.Uint64(HeaderSize)), f.Layout())
 	case "hang":
 		o.Init = func(r *Region) error {
 			copy(r.Bytes(HeaderSize, 5), "dirty")
-			fmt.Println("@ initializing")
+			testutil.Report("initializing")
 			time.Sleep(time.Hour) // until SIGKILL; select{} would die as a deadlock
 			return nil
 		}
 		_, err := Open(path, o)
-		fmt.Printf("@ error %v\n", err)
+		testutil.Report("error %v", err)
 	default:
 		t.Fatalf("unknown helper role %q", role)
 	}
@@ -71,13 +66,10 @@ func TestHelperProcess(t *testing.T) {
 // helperReport returns the fields of the last "@ " line of out.
 func helperReport(out string) map[string]string {
 	m := map[string]string{}
-	for _, l := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(l, "@ "); ok {
-			clear(m)
-			for _, w := range strings.Fields(rest) {
-				k, v, _ := strings.Cut(w, "=")
-				m[k] = v
-			}
+	if lines := testutil.Reports(out); len(lines) > 0 {
+		for _, w := range lines[len(lines)-1] {
+			k, v, _ := strings.Cut(w, "=")
+			m[k] = v
 		}
 	}
 	return m

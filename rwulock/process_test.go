@@ -1,8 +1,6 @@
 package rwulock
 
 import (
-	"bufio"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedmap/sharedmap/internal/testutil"
 	"github.com/sharedmap/sharedmap/offheap"
 )
 
@@ -105,21 +104,14 @@ func (s *shared) readSection() {
 	atomic.AddUint64(s.readers, ^uint64(0))
 }
 
-// Helpers report to the parent with lines "@ key value...".
-
 // helper runs this test binary as another process in the given role.
-func helper(t *testing.T, role, path string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "RWULOCK_HELPER="+role, "RWULOCK_FILE="+path,
-		"RWULOCK_ARGS="+strings.Join(args, ","))
-	cmd.Stderr = os.Stderr
-	return cmd
+func helper(role, path string, args ...string) *exec.Cmd {
+	return testutil.Command(role, "RWULOCK_FILE="+path, "RWULOCK_ARGS="+strings.Join(args, ","))
 }
 
 // TestHelperProcess is not a test: it is the body of the helper processes.
 func TestHelperProcess(t *testing.T) {
-	role := os.Getenv("RWULOCK_HELPER")
+	role := testutil.Role()
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
@@ -144,14 +136,14 @@ func TestHelperProcess(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(seed), uint64(g)))
 				for range iters {
 					if err := mixStep(s, rng, &writes); err != nil {
-						fmt.Printf("@ error %v\n", err)
+						testutil.Report("error %v", err)
 						return
 					}
 				}
 			}()
 		}
 		wg.Wait()
-		fmt.Printf("@ writes %d\n", writes.Load())
+		testutil.Report("writes %d", writes.Load())
 	case "reader": // hold overlapping read locks until the file says stop
 		ms := argInt(0)
 		stop := time.Now().Add(time.Duration(ms) * time.Millisecond)
@@ -177,14 +169,14 @@ func TestHelperProcess(t *testing.T) {
 			s.writeSection()
 			_ = s.lock.WriteUnlock()
 		}
-		fmt.Printf("@ result %v %d\n", err, time.Since(start).Microseconds())
+		testutil.Report("result %v %d", err, time.Since(start).Microseconds())
 	case "readwait":
 		start := time.Now()
 		err := s.lock.ReadLock(time.Duration(argInt(0)) * time.Millisecond)
 		if err == nil {
 			_ = s.lock.ReadUnlock()
 		}
-		fmt.Printf("@ result %v %d\n", err, time.Since(start).Microseconds())
+		testutil.Report("result %v %d", err, time.Since(start).Microseconds())
 	default:
 		t.Fatalf("unknown helper role %q", role)
 	}
@@ -226,45 +218,6 @@ func mixStep(s *shared, rng *rand.Rand, writes *atomic.Int64) error {
 	}
 }
 
-// runHelpers starts the commands, collects "key value..." lines from their
-// stdout, and fails the test if any exits non-zero.
-func runHelpers(t *testing.T, cmds []*exec.Cmd) [][]string {
-	t.Helper()
-	var lines [][]string
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, cmd := range cmds {
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) < 2 || f[0] != "@" {
-					continue // the test framework's own output
-				}
-				mu.Lock()
-				lines = append(lines, f[1:])
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("helper %v: %v", cmd.Env[len(cmd.Env)-3:], err)
-		}
-	}
-	return lines
-}
-
 // TestCrossProcessExclusion: 4 processes x 4 goroutines take read, update,
 // upgrade and write on one word in a shared file. Exclusion holds if no
 // process saw a forbidden occupancy, no reader saw a torn pair, and the
@@ -277,9 +230,9 @@ func TestCrossProcessExclusion(t *testing.T) {
 	}
 	var cmds []*exec.Cmd
 	for p := range procs {
-		cmds = append(cmds, helper(t, "mix", path, "4", strconv.Itoa(iters), strconv.Itoa(p+1)))
+		cmds = append(cmds, helper("mix", path, "4", strconv.Itoa(iters), strconv.Itoa(p+1)))
 	}
-	lines := runHelpers(t, cmds)
+	lines := testutil.Run(t, cmds...)
 	var writes uint64
 	for _, l := range lines {
 		switch l[0] {
@@ -310,10 +263,10 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	path := newSharedFile(t)
 	var cmds []*exec.Cmd
 	for range 3 {
-		cmds = append(cmds, helper(t, "reader", path, "1500"))
+		cmds = append(cmds, helper("reader", path, "1500"))
 	}
 	done := make(chan [][]string, 1)
-	go func() { done <- runHelpers(t, cmds) }()
+	go func() { done <- testutil.Run(t, cmds...) }()
 	time.Sleep(300 * time.Millisecond) // readers are streaming
 	s := mapShared(t, path)
 	for i := range 5 {
@@ -343,10 +296,7 @@ func TestCrossProcessTimeouts(t *testing.T) {
 	if !s.lock.TryWriteLock() {
 		t.Fatal("could not take the write lock")
 	}
-	lines := runHelpers(t, []*exec.Cmd{
-		helper(t, "writewait", path, "200"),
-		helper(t, "readwait", path, "200"),
-	})
+	lines := testutil.Run(t, helper("writewait", path, "200"), helper("readwait", path, "200"))
 	if len(lines) != 2 {
 		t.Fatalf("helpers reported %v", lines)
 	}
@@ -379,14 +329,14 @@ func TestWaitersBurnLittleCPU(t *testing.T) {
 	const procs = 8
 	var cmds []*exec.Cmd
 	for range procs {
-		cmds = append(cmds, helper(t, "writewait", path, "10000"))
+		cmds = append(cmds, helper("writewait", path, "10000"))
 	}
 	go func() {
 		time.Sleep(2 * time.Second)
 		_ = s.lock.WriteUnlock()
 	}()
 	start := time.Now()
-	lines := runHelpers(t, cmds)
+	lines := testutil.Run(t, cmds...)
 	wall := time.Since(start)
 	var cpu time.Duration
 	for _, cmd := range cmds {

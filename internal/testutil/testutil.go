@@ -1,0 +1,92 @@
+// Package testutil runs multi-process tests: the test binary re-executes
+// itself as helper processes (as Go's own tests do), which open the same
+// file and report back on stdout in lines starting with "@ ".
+//
+// A package using it has one TestHelperProcess that starts with
+//
+//	role := testutil.Role()
+//	if role == "" {
+//		t.Skip("only runs as a helper process")
+//	}
+//
+// and switches on role; the parent starts helpers with Command and collects
+// their reports with Run.
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// roleEnv names the helper's role in its environment; empty in the parent.
+const roleEnv = "SHAREDMAP_TEST_HELPER_ROLE"
+
+// Command returns a command that runs this test binary's TestHelperProcess
+// in the given role, with extra "KEY=value" environment entries. Its stderr
+// goes to the parent's.
+func Command(role string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// Role is the role this process runs as, or "" in the parent.
+func Role() string { return os.Getenv(roleEnv) }
+
+// Report prints one report line for the parent.
+func Report(format string, args ...any) { fmt.Printf("@ "+format+"\n", args...) }
+
+// Reports returns the fields of every report line in out. The test
+// framework's own output (PASS, ok...) is not a report and is skipped.
+func Reports(out string) [][]string {
+	var lines [][]string
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "@ "); ok {
+			lines = append(lines, strings.Fields(rest))
+		}
+	}
+	return lines
+}
+
+// Run starts every command at once, waits for all, and returns their report
+// lines (in arrival order). A helper that fails marks the test failed.
+func Run(t testing.TB, cmds ...*exec.Cmd) [][]string {
+	t.Helper()
+	var mu sync.Mutex
+	var lines [][]string
+	var wg sync.WaitGroup
+	for _, cmd := range cmds {
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if f := Reports(sc.Text()); len(f) == 1 && len(f[0]) > 0 {
+					mu.Lock()
+					lines = append(lines, f[0])
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("helper %s: %v", cmd.Args, err)
+		}
+	}
+	return lines
+}
