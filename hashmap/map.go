@@ -1,7 +1,6 @@
 package hashmap
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"sync/atomic"
@@ -154,14 +153,13 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	return v, nil
 }
 
-// Contains reports whether key is present.
+// Contains reports whether key is present, without copying its value.
 func (m *Map) Contains(key []byte) (bool, error) {
-	var buf [0]byte
-	_, err := m.GetInto(buf[:0], key)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
+	if err := m.check(false); err != nil {
+		return false, err
 	}
-	return err == nil, err
+	h := xxhash.Sum64(key)
+	return m.table.For(h).Has(h, key)
 }
 
 // Put stores value under key, replacing any value. Both are copied into the
@@ -210,10 +208,11 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 	return m.table.For(h).Compute(h, key, fn)
 }
 
-// Range iterates over every entry, one segment at a time: each segment's
-// entries are copied out under its read lock and yielded after it is
-// released, so the loop body may call the map. The view is consistent per
-// segment, not across segments. If a segment cannot be read (lock timeout,
+// Range iterates over every entry, one segment at a time. Each segment is
+// copied out consistently (see Get) and yielded from the copy, so no lock is
+// held while the loop body runs and it may call the map. The view is
+// consistent per segment, not across segments. The yielded slices stay
+// valid after the loop. If a segment cannot be read (lock timeout,
 // corruption), iteration stops and the error is stored in *errp, which
 // must not be nil.
 func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] {
@@ -222,28 +221,21 @@ func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] {
 			*errp = err
 			return
 		}
-		var keys, values [][]byte
-		var arena []byte
+		var ends []int
 		for i := range int(m.layout.Segments) {
-			keys, values, arena = keys[:0], values[:0], nil
-			err := m.table.Segment(i).Entries(func(k, v []byte) bool {
-				start := len(arena)
-				arena = append(arena, k...)
-				arena = append(arena, v...)
-				keys = append(keys, arena[start:start+len(k):start+len(k)])
-				values = append(values, arena[start+len(k):len(arena):len(arena)])
-				return true
-			})
+			var arena []byte // fresh per segment: slices already yielded keep theirs
+			var err error
+			arena, ends, err = m.table.Segment(i).AppendEntries(arena, ends[:0])
 			if err != nil {
 				*errp = err
 				return
 			}
-			// Slices into arena stay valid: a grown arena leaves the old array
-			// to the slices already taken, so re-slice only after the copy.
-			for j := range keys {
-				if !yield(keys[j], values[j]) {
+			start := 0
+			for j := 0; j+1 < len(ends); j += 2 {
+				if !yield(arena[start:ends[j]:ends[j]], arena[ends[j]:ends[j+1]:ends[j+1]]) {
 					return
 				}
+				start = ends[j+1]
 			}
 		}
 	}

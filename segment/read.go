@@ -9,143 +9,153 @@ import (
 	"github.com/sharedmap/sharedmap/rwulock"
 )
 
-// optimisticTries is how many lock-free reads Get attempts before it takes
-// the read lock. A read fails only when a writer changed the segment during
-// it; after a few such collisions the segment is busy and the read lock
-// (which makes writers wait for us) guarantees progress.
+// optimisticTries is how many lock-free reads a reader attempts before it
+// takes the read lock. A read fails only when a writer changed the segment
+// during it; after a few such collisions the segment is busy and the read
+// lock (which makes writers wait for us) guarantees progress.
 const optimisticTries = 4
 
-// errInconsistent: an optimistic pass could not decode what it read.
-var errInconsistent = errors.New("inconsistent optimistic read")
+var (
+	// errInconsistent: a read could not decode what it found.
+	errInconsistent = errors.New("inconsistent read")
+	// errBusy: writers kept changing the segment under optimistic reads.
+	errBusy = errors.New("segment busy")
+)
 
-// Get appends the value of key to dst and reports whether it was found.
+// consistentRead runs read (which reports whether it could decode what it
+// saw) until one run is known to have seen no writer:
 //
-// It first reads without any lock: it notes the segment's modification
-// sequence, looks the key up, copies the value, and accepts the result if
-// the sequence is unchanged and even. Readers so write nothing shared, and
-// any number of them in any number of processes cost the writers nothing.
-// Every offset read this way is bounds-checked before use, since it may be
-// torn. On a read-only mapping the lock word cannot be written, so there
-// Get keeps reading optimistically (pausing politely) until LockTimeout.
-func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	start := len(dst)
-	tries := 0
+//   - first without any lock: the run counts if the segment's modification
+//     sequence is even and unchanged around it. Readers so write nothing
+//     shared, and any number of them in any number of processes cost the
+//     writers nothing. read must bounds-check every offset it follows,
+//     since what it reads may be torn.
+//   - after optimisticTries collisions, under the read lock. On a read-only
+//     mapping the lock word cannot be written, so there it keeps reading
+//     optimistically, pausing politely, until LockTimeout.
+//
+// A run that saw no writer and still could not decode the segment means the
+// data itself is bad: ErrCorrupt.
+func (s *Segment) consistentRead(op string, read func() bool) error {
+	err := s.readOptimistic(read)
+	if errors.Is(err, errBusy) {
+		if err = s.lock.ReadLock(s.tb.timeout); err == nil {
+			if !read() {
+				err = errInconsistent
+			}
+			_ = s.lock.ReadUnlock()
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errInconsistent):
+		return s.corrupt(-1, "undecodable entry or tier chain during "+op)
+	}
+	return s.lockErr(op, err)
+}
+
+// readOptimistic is the lock-free part of consistentRead.
+func (s *Segment) readOptimistic(read func() bool) error {
 	var p wait.Policy
 	var deadline time.Time
-	for {
-		seq := atomic.LoadUint64(s.seq)
-		if seq&1 == 0 {
-			loc, found, ok := s.find(hash, key)
-			if ok && found {
-				dst = append(dst, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
-			}
+	for tries := 1; ; tries++ {
+		if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
+			ok := read()
 			if atomic.LoadUint64(s.seq) == seq {
 				if ok {
-					return dst, found, nil
+					return nil
 				}
-				if s.tb.readOnly {
-					// Stable and still undecodable: not a race, the data is bad.
-					return dst[:start], false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
-				}
+				return errInconsistent
 			}
-			dst = dst[:start]
 		}
-		tries++
-		if !s.tb.readOnly && tries >= optimisticTries {
-			break
-		}
-		if s.tb.readOnly {
-			if deadline.IsZero() {
-				deadline = time.Now().Add(s.tb.timeout)
+		if !s.tb.readOnly {
+			if tries >= optimisticTries {
+				return errBusy
 			}
-			if !pauseUntil(&p, deadline) {
-				return dst, false, s.lockErr("get", rwulock.ErrTimeout)
-			}
+			wait.Spin(30)
 			continue
 		}
-		wait.Spin(30)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.tb.timeout)
+		}
+		if !time.Now().Before(deadline) {
+			return rwulock.ErrTimeout
+		}
+		if !p.Pause() {
+			time.Sleep(p.Nap(deadline))
+		}
 	}
-	if err := s.lock.ReadLock(s.tb.timeout); err != nil {
-		return dst, false, s.lockErr("get", err)
-	}
-	defer s.lock.ReadUnlock() //nolint:errcheck // we hold it
-	loc, found, ok := s.find(hash, key)
-	if !ok {
-		return dst, false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
-	}
-	if found {
-		dst = append(dst, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+}
+
+// Get appends the value of key to dst and reports whether it was found.
+func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	start := len(dst)
+	var found bool
+	err := s.consistentRead("get", func() bool {
+		dst = dst[:start]
+		loc, f, ok := s.find(hash, key)
+		found = f && ok
+		if found {
+			dst = append(dst, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+		}
+		return ok
+	})
+	if err != nil {
+		return dst[:start], false, err
 	}
 	return dst, found, nil
 }
 
-// pauseUntil waits politely before the next optimistic attempt; false once
-// the deadline has passed.
-func pauseUntil(p *wait.Policy, deadline time.Time) bool {
-	if !time.Now().Before(deadline) {
-		return false
-	}
-	if !p.Pause() {
-		time.Sleep(p.Nap(deadline))
-	}
-	return true
+// Has reports whether key is present, without copying its value.
+func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
+	var found bool
+	err := s.consistentRead("get", func() bool {
+		_, f, ok := s.find(hash, key)
+		found = f && ok
+		return ok
+	})
+	return found, err
 }
 
-// Entries calls fn for every entry of the segment, with key and value views
-// valid only during the call. fn must not call into the map (it may run
-// under the segment's read lock); copy what you keep. It stops when fn
-// returns false. On a read-only mapping it copies the segment out in an
-// optimistic pass validated by the modification sequence, retried until
-// LockTimeout, and calls fn on the copies.
+// AppendEntries copies every entry of the segment out, consistently: the key
+// and value bytes are appended to arena, and for each entry two offsets into
+// arena, where its key ends and where its value ends, are appended to ends.
+func (s *Segment) AppendEntries(arena []byte, ends []int) ([]byte, []int, error) {
+	a0, e0 := len(arena), len(ends)
+	err := s.consistentRead("range", func() bool {
+		arena, ends = arena[:a0], ends[:e0]
+		_, err := s.walk(func(k, v []byte) bool {
+			arena = append(arena, k...)
+			ends = append(ends, len(arena))
+			arena = append(arena, v...)
+			ends = append(ends, len(arena))
+			return true
+		})
+		return err == nil
+	})
+	if err != nil {
+		return arena[:a0], ends[:e0], err
+	}
+	return arena, ends, nil
+}
+
+// Entries calls fn for every entry of the segment, on a consistent copy
+// taken by AppendEntries: no lock is held while fn runs, so fn may call the
+// map. It stops when fn returns false.
 func (s *Segment) Entries(fn func(key, value []byte) bool) error {
-	if s.tb.readOnly {
-		return s.entriesOptimistic(fn)
+	arena, ends, err := s.AppendEntries(nil, nil)
+	if err != nil {
+		return err
 	}
-	if err := s.lock.ReadLock(s.tb.timeout); err != nil {
-		return s.lockErr("range", err)
-	}
-	defer s.lock.ReadUnlock() //nolint:errcheck // we hold it
-	t, err := s.walk(fn)
-	if errors.Is(err, errInconsistent) {
-		return s.corrupt(t, "undecodable entry or tier chain during iteration")
-	}
-	return err
-}
-
-func (s *Segment) entriesOptimistic(fn func(key, value []byte) bool) error {
-	deadline := time.Now().Add(s.tb.timeout)
-	var p wait.Policy
-	var arena []byte
-	var spans [][2]int // key end, value end in arena, per entry
-	for {
-		seq := atomic.LoadUint64(s.seq)
-		if seq&1 == 0 {
-			arena, spans = arena[:0], spans[:0]
-			t, err := s.walk(func(k, v []byte) bool {
-				arena = append(arena, k...)
-				ke := len(arena)
-				arena = append(arena, v...)
-				spans = append(spans, [2]int{ke, len(arena)})
-				return true
-			})
-			if atomic.LoadUint64(s.seq) == seq {
-				if err != nil {
-					return s.corrupt(t, "undecodable entry or tier chain during iteration")
-				}
-				start := 0
-				for _, sp := range spans {
-					if !fn(arena[start:sp[0]], arena[sp[0]:sp[1]]) {
-						return nil
-					}
-					start = sp[1]
-				}
-				return nil
-			}
+	start := 0
+	for i := 0; i+1 < len(ends); i += 2 {
+		if !fn(arena[start:ends[i]], arena[ends[i]:ends[i+1]]) {
+			return nil
 		}
-		if !pauseUntil(&p, deadline) {
-			return s.lockErr("range", rwulock.ErrTimeout)
-		}
+		start = ends[i+1]
 	}
+	return nil
 }
 
 // walk visits every entry of the chain. It returns errInconsistent (and the

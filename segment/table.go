@@ -23,11 +23,15 @@ var (
 
 // CorruptError locates a problem found in the file.
 type CorruptError struct {
-	Segment, Tier int64
-	Problem       string
+	Segment int64
+	Tier    int64 // -1 when the problem is not tied to one tier
+	Problem string
 }
 
 func (e *CorruptError) Error() string {
+	if e.Tier < 0 {
+		return fmt.Sprintf("segment %d: %s", e.Segment, e.Problem)
+	}
 	return fmt.Sprintf("segment %d tier %d: %s", e.Segment, e.Tier, e.Problem)
 }
 
