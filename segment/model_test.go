@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -215,9 +216,16 @@ func checkTable(t *testing.T, tb *Table, model map[string][]byte) {
 			for _, sl := range tv.slots {
 				if sl != 0 {
 					slots++
-					_, _, nch, ok := tb.entryAt(&tv, slotChunk(sl))
+					c := slotChunk(sl)
+					klen, vlen, nch, ok := tb.entryAt(&tv, c)
 					if !ok {
 						t.Fatalf("tier %d: bad entry", tn)
+					}
+					off := c * tb.layout.ChunkSize
+					stored := binary.LittleEndian.Uint32(tv.space[off+ehChecksum:])
+					want := entryChecksum(tv.space[off:off+ehChecksum], tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen))
+					if tb.layout.Checksums && stored != want {
+						t.Fatalf("tier %d chunk %d: checksum %#x, entry hashes to %#x", tn, c, stored, want)
 					}
 					chunks += nch
 				}

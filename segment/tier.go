@@ -76,34 +76,46 @@ func (tb *Table) entryValue(t *tier, c, klen, vlen int64) []byte {
 	return t.space[off : off+vlen]
 }
 
-// writeEntry encodes key and value at chunk c, in a run of nch chunks.
-func (tb *Table) writeEntry(t *tier, c, nch int64, key, value []byte) {
+// entryHeader encodes the header of an entry holding key and value in a run
+// of nch chunks, checksum included. It reads only the caller's slices, so
+// writers compute it before they take the write lock.
+func (tb *Table) entryHeader(nch int64, key, value []byte) [entryHeaderSize]byte {
+	var h [entryHeaderSize]byte
+	binary.LittleEndian.PutUint32(h[ehKeyLen:], uint32(len(key)))
+	binary.LittleEndian.PutUint32(h[ehValueLen:], uint32(len(value)))
+	binary.LittleEndian.PutUint32(h[ehChunks:], uint32(nch))
+	if tb.layout.Checksums {
+		binary.LittleEndian.PutUint32(h[ehChecksum:], entryChecksum(h[:ehChecksum], key, value))
+	}
+	return h
+}
+
+// writeEntry stores a whole entry (header, key, value) at chunk c.
+func (tb *Table) writeEntry(t *tier, c int64, h *[entryHeaderSize]byte, key, value []byte) {
 	off := c * tb.layout.ChunkSize
 	e := t.space[off : off+entryHeaderSize+int64(len(key))+int64(len(value))]
-	binary.LittleEndian.PutUint32(e[ehKeyLen:], uint32(len(key)))
-	binary.LittleEndian.PutUint32(e[ehValueLen:], uint32(len(value)))
-	binary.LittleEndian.PutUint32(e[ehChunks:], uint32(nch))
+	copy(e, h[:])
 	copy(e[entryHeaderSize:], key)
 	copy(e[entryHeaderSize+len(key):], value)
-	tb.seal(e)
 }
 
-// seal stores the checksum of an encoded entry e (header, key, value).
-func (tb *Table) seal(e []byte) {
-	var sum uint32
-	if tb.layout.Checksums {
-		sum = entryChecksum(e)
-	}
-	binary.LittleEndian.PutUint32(e[ehChecksum:], sum)
+// rewriteValue stores a new header and value for the entry at chunk c,
+// whose key (of klen bytes) stays where it is.
+func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen int64, value []byte) {
+	off := c * tb.layout.ChunkSize
+	copy(t.space[off:off+entryHeaderSize], h[:])
+	copy(t.space[off+entryHeaderSize+klen:], value)
 }
 
-// entryChecksum covers the lengths, the chunk count, the key and the value.
-// It is never 0, so that 0 can mean "not computed".
-func entryChecksum(e []byte) uint32 {
+// entryChecksum covers the lengths, the chunk count (head: the header before
+// its checksum field), the key and the value. It is never 0, so that 0 can
+// mean "not computed".
+func entryChecksum(head, key, value []byte) uint32 {
 	var d xxhash.Digest
 	d.Reset()
-	_, _ = d.Write(e[:ehChecksum])
-	_, _ = d.Write(e[entryHeaderSize:])
+	_, _ = d.Write(head)
+	_, _ = d.Write(key)
+	_, _ = d.Write(value)
 	s := uint32(d.Sum64())
 	if s == 0 {
 		s = 1

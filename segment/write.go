@@ -95,24 +95,27 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
 	if nch <= loc.nch {
+		h := tb.entryHeader(loc.nch, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
 		}
-		tb.writeEntry(&loc.tier, loc.chunk, loc.nch, key, value)
+		tb.rewriteValue(&loc.tier, loc.chunk, &h, loc.klen, value)
 		return nil
 	}
 	// Grow in place if the chunks after the run are free.
 	if loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
+		h := tb.entryHeader(nch, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
 		}
 		loc.tier.mark(loc.chunk+loc.nch, nch-loc.nch, true)
 		atomic.AddUint64(&loc.tier.header[thUsedChunks/8], uint64(nch-loc.nch))
-		tb.writeEntry(&loc.tier, loc.chunk, nch, key, value)
+		tb.rewriteValue(&loc.tier, loc.chunk, &h, loc.klen, value)
 		return nil
 	}
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
 	tb.Relocations.Add(1)
+	h := tb.entryHeader(nch, key, value)
 	nt, c, err := s.allocRun(w, nch, &loc.tier)
 	if err != nil {
 		return err
@@ -126,7 +129,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	if !ok || !found {
 		return s.corrupt(loc.tier.index, "entry vanished during relocation")
 	}
-	tb.writeEntry(&nt, c, nch, key, value)
+	tb.writeEntry(&nt, c, &h, key, value)
 	tag := uint32(hash >> tb.layout.segmentBits)
 	if nt.index == cur.tier.index {
 		atomic.StoreUint64(&cur.tier.slots[cur.pos], makeSlot(tag, c))
@@ -156,11 +159,12 @@ func (t *tier) runFree(c, n int64) bool {
 func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
+	h := tb.entryHeader(nch, key, value)
 	t, c, err := s.allocRun(w, nch, nil)
 	if err != nil {
 		return err
 	}
-	tb.writeEntry(&t, c, nch, key, value)
+	tb.writeEntry(&t, c, &h, key, value)
 	tb.placeSlot(&t, uint32(hash>>tb.layout.segmentBits), c)
 	t.addEntries(1)
 	atomic.AddUint64(s.entries, 1)
@@ -300,9 +304,9 @@ func (s *Segment) compact(t *tier) error {
 	l := &tb.layout
 	tb.Compactions.Add(1)
 	type live struct {
-		pos  int64
-		data []byte
-		nch  int64
+		pos        int64
+		key, value []byte // copies
+		nch        int64
 	}
 	var entries []live
 	for pos, slot := range t.slots {
@@ -315,19 +319,16 @@ func (s *Segment) compact(t *tier) error {
 			return s.corrupt(t.index, "undecodable entry during compaction")
 		}
 		size := entryHeaderSize + klen + vlen
-		buf := make([]byte, size)
-		copy(buf, t.space[c*l.ChunkSize:c*l.ChunkSize+size])
-		entries = append(entries, live{pos: int64(pos), data: buf, nch: ceilDiv(size, l.ChunkSize)})
+		kv := append([]byte(nil), t.space[c*l.ChunkSize+entryHeaderSize:c*l.ChunkSize+size]...)
+		entries = append(entries, live{pos: int64(pos), key: kv[:klen], value: kv[klen:], nch: ceilDiv(size, l.ChunkSize)})
 	}
 	clear(t.bitmap)
 	atomic.StoreUint64(&t.header[thUsedChunks/8], 0)
 	t.setLowestFree(0)
 	next := int64(0)
 	for _, e := range entries {
-		copy(t.space[next*l.ChunkSize:], e.data)
-		e.data = t.space[next*l.ChunkSize : next*l.ChunkSize+int64(len(e.data))]
-		putUint32(e.data[ehChunks:], uint32(e.nch))
-		tb.seal(e.data)
+		h := tb.entryHeader(e.nch, e.key, e.value)
+		tb.writeEntry(t, next, &h, e.key, e.value)
 		t.mark(next, e.nch, true)
 		tag := slotTag(t.slots[e.pos])
 		atomic.StoreUint64(&t.slots[e.pos], makeSlot(tag, next))
@@ -399,9 +400,4 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 		return s.replace(&w, hash, &loc, key, value)
 	}
 	return s.insert(&w, hash, key, value)
-}
-
-func putUint32(b []byte, v uint32) {
-	_ = b[3]
-	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
