@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -244,4 +245,13 @@ func checkTable(t *testing.T, tb *Table, model map[string][]byte) {
 		t.Fatalf("iteration saw %d entries, model has %d", seen, len(model))
 	}
 	_ = atomic.LoadUint64
+}
+
+// usedBits counts the chunks marked used (for checks).
+func (t *tier) usedBits() int64 {
+	var n int
+	for _, w := range t.bitmap {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
 }

@@ -38,7 +38,6 @@ type Layout struct {
 	segmentBits    uint  // log2(Segments)
 	slotMask       uint64
 	Checksums      bool
-	headerReserved int64
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -47,7 +46,7 @@ const (
 	MaxSegments     = 1 << 20
 	maxChunks       = 1 << 31
 	maxEntryBytes   = 1 << 30
-	defaultPerSeg   = 1024 // mean entries per segment: enough segments for parallelism, few enough that a tier's hash lookup stays in cache; see BenchmarkMap in hashmap
+	defaultPerSeg   = 1024 // mean entries per segment: many segments for parallelism, each tier's hash lookup (2048 slots, 16 KiB) small enough to stay in cache; not tuned by measurement yet
 	layoutMagic     = "SMLAYOUT"
 	layoutVersion   = 1
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
@@ -112,7 +111,6 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 
 	extra := int64(math.Ceil((p.MaxBloatFactor-1)*float64(l.Segments))) + l.Segments/8 + 1
 	l.Tiers = l.Segments + extra
-	l.headerReserved = headerSize
 	l.GlobalOff = headerSize
 	l.SegmentsOff = l.GlobalOff + globalSize
 	l.TiersOff = roundUp(l.SegmentsOff+l.Segments*segmentHeaderSize, 4096)

@@ -2,7 +2,6 @@ package segment
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -195,13 +194,4 @@ func (t *tier) mark(c, n int64, used bool) {
 		c += k
 		n -= k
 	}
-}
-
-// usedBits counts the chunks marked used (for checks).
-func (t *tier) usedBits() int64 {
-	var n int
-	for _, w := range t.bitmap {
-		n += bits.OnesCount64(w)
-	}
-	return int64(n)
 }

@@ -16,10 +16,6 @@ const (
 	futexWake = 1 // FUTEX_WAKE
 )
 
-// Supported reports whether this platform can sleep on a shared word. Where
-// it cannot, Sleep naps for the timeout instead.
-const Supported = true
-
 // Sleep blocks while *addr == expected, for at most timeout. It returns on a
 // wake, a change of the word, the timeout, or spuriously: the caller must
 // re-check its condition. EINTR (Go's preemption signal SIGURG causes it

@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// Supported reports whether this platform can sleep on a shared word. Where
-// it cannot, Sleep naps for the timeout instead.
-const Supported = false
-
 // Sleep naps for a short while; without a cross-process futex the caller
 // polls. The nap is capped so that a release is noticed quickly.
 func Sleep(addr *uint32, expected uint32, timeout time.Duration) {
