@@ -28,6 +28,7 @@ type CorruptError struct {
 	Problem string
 }
 
+// Error names the segment (and tier, when known) and the problem.
 func (e *CorruptError) Error() string {
 	if e.Tier < 0 {
 		return fmt.Sprintf("segment %d: %s", e.Segment, e.Problem)
@@ -35,6 +36,7 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("segment %d tier %d: %s", e.Segment, e.Tier, e.Problem)
 }
 
+// Unwrap makes errors.Is(err, ErrCorrupt) hold.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // Table is every segment of one mapped map, in one process.

@@ -138,6 +138,7 @@ type indenter struct {
 	mid bool // inside a line
 }
 
+// Write implements io.Writer, indenting each line it starts.
 func (in *indenter) Write(p []byte) (int, error) {
 	var out []byte
 	for _, b := range p {
