@@ -1,4 +1,18 @@
-// Package ipc will hold the value-based cross-process locks (Hapax, Tidex,
-// Ticket AWN, cohort, ALock) whose waiting array lives in the map file. It
-// is empty until that work lands; see DESIGN.md section 4.
+// Package ipc holds value-based exclusive locks that work across OS
+// processes: every word they use lives in an Arena, a run of 64-bit words
+// the caller maps from a shared file, and nothing in it is an address, so
+// processes that map the file at different places share the locks.
+//
+// The algorithms (see Algorithms) are Tidex, the Hapax locks of Dice and
+// Kogan with invisible ("hapax") and visible ("hapax-vw") waiters, and a
+// test-and-test-and-set word with futex parking ("ttas", the Chronicle Map
+// style baseline). All are thread-oblivious: the context an unlock needs is
+// kept in the lock body, so any goroutine of any process may release a lock
+// another acquired.
+//
+// Waiting is polite on machines with fewer cores than waiters: a short spin
+// with a pause hint, a few OS yields, then a timed futex sleep on a 32-bit
+// sequence word beside the watched value. A waiter re-checks the ground
+// truth (Depart, the generation) on every wake, because a waker may die
+// between its store and its wake, and signals interrupt sleeps.
 package ipc

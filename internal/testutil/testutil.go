@@ -90,3 +90,13 @@ func Run(t testing.TB, cmds ...*exec.Cmd) [][]string {
 	}
 	return lines
 }
+
+// Commands returns n commands for the same role, each with HELPER_INDEX set
+// to its index (0..n-1) besides env.
+func Commands(role string, n int, env ...string) []*exec.Cmd {
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		cmds[i] = Command(role, append(env, fmt.Sprintf("HELPER_INDEX=%d", i))...)
+	}
+	return cmds
+}

@@ -1,0 +1,212 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// Errors. Each is matched with errors.Is.
+var (
+	// ErrTimeout: a LockTimeout gave up before the lock was granted.
+	ErrTimeout = errors.New("ipc: lock wait timed out")
+	// ErrNotLocked: Unlock found the lock free or not held by this
+	// episode's context (a double unlock, or an unlock without a lock).
+	ErrNotLocked = errors.New("ipc: unlock of a lock that is not held")
+	// ErrUnknownAlgorithm: a name that Algorithms does not list.
+	ErrUnknownAlgorithm = errors.New("ipc: unknown lock algorithm")
+	// ErrBadConfig: an arena configuration or lock index out of range.
+	ErrBadConfig = errors.New("ipc: bad arena configuration")
+	// ErrNotArena: the words handed to Attach do not hold a formatted arena
+	// of that size.
+	ErrNotArena = errors.New("ipc: not a lock arena")
+)
+
+// Config sizes an arena.
+type Config struct {
+	// Slots is the size of the shared waiting array, a power of two from 2
+	// to 1<<20; 0 means DefaultSlots. Small arrays are for tests that force
+	// collisions.
+	Slots int
+	// Locks is how many locks the arena holds, from 0 to MaxLocks.
+	Locks int
+}
+
+const (
+	// DefaultSlots is the waiting array size the Hapax paper uses: enough
+	// that waiters on a machine rarely share a slot.
+	DefaultSlots = 4096
+	// MaxLocks bounds Config.Locks (64 MiB of lock bodies).
+	MaxLocks = 1 << 20
+
+	arenaMagic = 0x31414e4552414350 // "PCARENA1", little-endian
+
+	lineWords = 8 // one 64-byte cache line
+	slotWords = 2 // value, then seq (low half) and sleepers (high half)
+	lockWords = lineWords
+
+	// Header words.
+	hMagic     = 0
+	hSlots     = 1
+	hLocks     = 2
+	hHapax     = 3 // hapax block allocator: blocks handed out so far
+	hTidex     = 4 // Tidex id allocator: ids handed out so far
+	slotsStart = lineWords
+)
+
+// Lock body words. Arrive, Depart and the holder's context share one line on
+// purpose: an arrival touches both, and the owner writes the context right
+// after acquiring, while the line is still its own.
+const (
+	lArrive  = 0
+	lDepart  = 1
+	lHolder  = 2 // the owning episode's value, for Unlock
+	lDepartQ = 3 // low half: bumped when Depart changes and someone sleeps; high half: sleepers
+	lGen     = 4 // bumped when recovery resets the lock; waiters restart
+	lWord    = 5 // low half: the ttas word
+)
+
+func (c Config) normalized() (Config, error) {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.Slots < 2 || c.Slots > 1<<20 || bits.OnesCount(uint(c.Slots)) != 1 {
+		return c, fmt.Errorf("%w: %d waiting slots; want a power of two from 2 to %d", ErrBadConfig, c.Slots, 1<<20)
+	}
+	if c.Locks < 0 || c.Locks > MaxLocks {
+		return c, fmt.Errorf("%w: %d locks; want 0 to %d", ErrBadConfig, c.Locks, MaxLocks)
+	}
+	return c, nil
+}
+
+func (c Config) locksStart() int {
+	n := slotsStart + c.Slots*slotWords
+	return (n + lineWords - 1) / lineWords * lineWords
+}
+
+// Words is how many 64-bit words an arena with this configuration needs.
+func (c Config) Words() (int, error) {
+	c, err := c.normalized()
+	if err != nil {
+		return 0, err
+	}
+	return c.locksStart() + c.Locks*lockWords, nil
+}
+
+// Arena is the shared lock memory of one file: the hapax block allocator,
+// the waiting array and the lock bodies. Its methods are safe for concurrent
+// use; every access to the words is atomic.
+type Arena struct {
+	w     []uint64
+	cfg   Config
+	locks int // offset of lock 0
+	mask  uint64
+
+	hapaxCursors sync.Pool // *cursor: per-P blocks of hapax values
+	tidexIDs     idPool
+}
+
+// Format writes an empty arena into words, which must be zero and exactly
+// cfg.Words() long. Only the creator of the file calls it, before any other
+// process can see the words.
+func Format(words []uint64, cfg Config) error {
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return err
+	}
+	n, _ := cfg.Words()
+	if len(words) != n {
+		return fmt.Errorf("%w: %d words handed, %d needed", ErrBadConfig, len(words), n)
+	}
+	for i := range words {
+		if atomic.LoadUint64(&words[i]) != 0 {
+			return fmt.Errorf("%w: word %d is not zero", ErrBadConfig, i)
+		}
+	}
+	atomic.StoreUint64(&words[hSlots], uint64(cfg.Slots))
+	atomic.StoreUint64(&words[hLocks], uint64(cfg.Locks))
+	atomic.StoreUint64(&words[hMagic], arenaMagic)
+	return nil
+}
+
+// Attach returns the arena formatted in words.
+func Attach(words []uint64) (*Arena, error) {
+	if len(words) < slotsStart || atomic.LoadUint64(&words[hMagic]) != arenaMagic {
+		return nil, ErrNotArena
+	}
+	slots, locks := atomic.LoadUint64(&words[hSlots]), atomic.LoadUint64(&words[hLocks])
+	if slots > 1<<20 || locks > MaxLocks {
+		return nil, fmt.Errorf("%w: header says %d slots, %d locks", ErrNotArena, slots, locks)
+	}
+	cfg, err := Config{Slots: int(slots), Locks: int(locks)}.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotArena, err)
+	}
+	if n, _ := cfg.Words(); n != len(words) {
+		return nil, fmt.Errorf("%w: header says %d words, %d handed", ErrNotArena, n, len(words))
+	}
+	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1)}
+	a.hapaxCursors.New = func() any { return new(cursor) }
+	a.tidexIDs.arena = a
+	return a, nil
+}
+
+// Config returns the arena's configuration.
+func (a *Arena) Config() Config { return a.cfg }
+
+// HapaxBlocks is how many blocks of hapax values the file has handed out.
+// It only grows, across every process and reopen.
+func (a *Arena) HapaxBlocks() uint64 { return atomic.LoadUint64(&a.w[hHapax]) }
+
+// lockBody returns the words of lock i.
+func (a *Arena) lockBody(i int) []uint64 {
+	off := a.locks + i*lockWords
+	return a.w[off : off+lockWords : off+lockWords]
+}
+
+func (a *Arena) checkIndex(i int) error {
+	if i < 0 || i >= a.cfg.Locks {
+		return fmt.Errorf("%w: lock %d of %d", ErrBadConfig, i, a.cfg.Locks)
+	}
+	return nil
+}
+
+// slot is one element of the waiting array.
+type slot struct {
+	value    *uint64
+	seq      *uint32 // bumped by a writer that finds sleepers; the futex word
+	sleepers *uint32
+}
+
+func (a *Arena) slotAt(i uint64) slot {
+	off := slotsStart + int(i)*slotWords
+	seq, sleepers := wait.Halves(&a.w[off+1])
+	return slot{value: &a.w[off], seq: seq, sleepers: sleepers}
+}
+
+// toSlot maps an episode value and a lock's salt to a waiting slot. Unlike
+// the paper, which keeps a thread on one slot for a whole block, it mixes
+// every bit of the value: Go has no thread-local cursor that lives from Lock
+// to Unlock, so two goroutines of one process can draw consecutive values of
+// one block and queue back to back on one lock, and they must not share a
+// slot. The salt is the lock's index, never an address, so every process
+// computes the same slot.
+func (a *Arena) toSlot(salt int, v uint64) slot {
+	x := (v + uint64(salt+1)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	return a.slotAt(x & a.mask)
+}
+
+// signal tells sleepers on (seq, sleepers) that the value they watch has
+// changed. The caller has already stored the value; the sleepers count is
+// read after it, so either a sleeper sees the value or we see the sleeper.
+func signal(seq, sleepers *uint32) {
+	if atomic.LoadUint32(sleepers) != 0 {
+		atomic.AddUint32(seq, 1)
+		wait.WakeAll(seq)
+	}
+}

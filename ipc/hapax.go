@@ -1,0 +1,255 @@
+package ipc
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// body holds pointers to one lock's words in the arena.
+type body struct {
+	a      *Arena
+	index  int
+	arrive *uint64
+	depart *uint64
+	holder *uint64 // the owner's episode value, written after acquiring
+	waited *uint64 // 1 if the owner had to wait: predicts contention at unlock
+	gen    *uint64
+	// Waiters that watch Depart itself (Tidex, and Hapax-VW after a slot
+	// collision) sleep on dseq; writers of Depart bump it when dsleepers > 0.
+	dseq, dsleepers *uint32
+}
+
+func newBody(a *Arena, index int) body {
+	w := a.lockBody(index)
+	dseq, dsleepers := wait.Halves(&w[lDepartQ])
+	return body{a: a, index: index, arrive: &w[lArrive], depart: &w[lDepart], holder: &w[lHolder],
+		waited: &w[lWord+1], gen: &w[lGen], dseq: dseq, dsleepers: dsleepers}
+}
+
+// outcome of one wait for the lock.
+type outcome int
+
+const (
+	granted outcome = iota
+	timedOut
+	reset // the lock was reset under us: queue again
+)
+
+// hapax is a Hapax lock (Dice and Kogan, PPoPP 2026). Each episode swaps a
+// fresh hapax h into Arrive and gets its predecessor's value pred; the lock
+// is free iff Arrive == Depart. The waiter watches the waiting slot
+// ToSlot(pred): the predecessor's unlock writes its value there (invisible
+// waiters) or clears the waiter's registration from it (visible waiters).
+type hapax struct {
+	body
+	visible bool
+}
+
+func openHapax(visible bool) func(*Arena, int) Mutex {
+	return func(a *Arena, index int) Mutex { return &hapax{body: newBody(a, index), visible: visible} }
+}
+
+func (l *hapax) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *hapax) LockTimeout(d time.Duration) error {
+	w := newWaiter(d)
+	for {
+		h := l.a.nextHapax()
+		gen := atomic.LoadUint64(l.gen)
+		pred := atomic.SwapUint64(l.arrive, h)
+		if atomic.LoadUint64(l.depart) == pred {
+			l.acquired(h, false)
+			return nil
+		}
+		var vw vwWait
+		switch l.wait(pred, gen, &w, &vw) {
+		case granted:
+			l.acquired(h, true)
+			return nil
+		case timedOut:
+			go l.takeTurnAndRelease(h, pred, gen, vw)
+			return ErrTimeout
+		}
+	}
+}
+
+// takeTurnAndRelease finishes an episode whose waiter gave up: the queue
+// cannot skip it, so it waits its turn and hands the lock on.
+func (l *hapax) takeTurnAndRelease(h, pred, gen uint64, vw vwWait) {
+	w := newWaiter(-1)
+	if l.wait(pred, gen, &w, &vw) == granted {
+		atomic.StoreUint64(l.waited, 1)
+		l.release(h)
+	}
+}
+
+func (l *hapax) wait(pred, gen uint64, w *waiter, vw *vwWait) outcome {
+	if l.visible {
+		return l.waitVisible(pred, gen, w, vw)
+	}
+	return l.waitInvisible(pred, gen, w)
+}
+
+// acquired records the episode for Unlock and, if someone queued behind us,
+// wakes them to spin: they are next, and a sleeping successor would add a
+// wake-up to the handover.
+func (l *hapax) acquired(h uint64, waited bool) {
+	atomic.StoreUint64(l.holder, h)
+	if waited {
+		atomic.StoreUint64(l.waited, 1)
+	} else {
+		atomic.StoreUint64(l.waited, 0)
+	}
+	if atomic.LoadUint64(l.arrive) != h {
+		s := l.a.toSlot(l.index, h)
+		signal(s.seq, s.sleepers)
+	}
+}
+
+// waitInvisible is HapaxIW's wait. It samples the slot before re-checking
+// Depart, so any later write to the slot shows as a change; values never
+// recur, so a change is never missed. A slot equal to pred is a direct
+// handover; any other change (a collision) sends it back to Depart.
+func (l *hapax) waitInvisible(pred, gen uint64, w *waiter) outcome {
+	s := l.a.toSlot(l.index, pred)
+	for {
+		v := atomic.LoadUint64(s.value)
+		if v == pred || atomic.LoadUint64(l.depart) == pred {
+			return granted
+		}
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+	watch:
+		for atomic.LoadUint64(s.value) == v {
+			switch w.await(s.seq, s.sleepers, func() bool { return atomic.LoadUint64(s.value) != v }) {
+			case expired:
+				return timedOut
+			case slept:
+				break watch // after a sleep or a wake, look at Depart again
+			}
+		}
+	}
+}
+
+// vwWait is the state of a visible waiter, kept across a timeout so that
+// the goroutine that finishes an abandoned episode knows whether it owns a
+// slot registration.
+type vwWait struct {
+	tried, registered bool
+}
+
+// waitVisible is HapaxVW's wait: register in the slot by CAS 0 -> pred and
+// wait for the predecessor to clear it, or, when another waiter holds the
+// slot, fall back to watching Depart as Tidex does.
+func (l *hapax) waitVisible(pred, gen uint64, w *waiter, vw *vwWait) outcome {
+	s := l.a.toSlot(l.index, pred)
+	if !vw.tried {
+		vw.tried = true
+		vw.registered = atomic.CompareAndSwapUint64(s.value, 0, pred)
+	}
+	if !vw.registered {
+		return l.waitDepart(pred, gen, w)
+	}
+	for {
+		if atomic.LoadUint64(s.value) != pred {
+			return granted // the predecessor's CAS handed over
+		}
+		// Ratify: the predecessor may have released before it could see us.
+		// Only a CAS may clear our registration: a plain store could erase a
+		// colliding waiter's fresh one and make it think it was granted.
+		if atomic.LoadUint64(l.depart) == pred {
+			atomic.CompareAndSwapUint64(s.value, pred, 0)
+			return granted
+		}
+		if atomic.LoadUint64(l.gen) != gen {
+			if atomic.CompareAndSwapUint64(s.value, pred, 0) {
+				return reset
+			}
+			return granted // handed over as we withdrew
+		}
+	watch:
+		for atomic.LoadUint64(s.value) == pred {
+			switch w.await(s.seq, s.sleepers, func() bool { return atomic.LoadUint64(s.value) != pred }) {
+			case expired:
+				return timedOut
+			case slept:
+				break watch
+			}
+		}
+	}
+}
+
+// waitDepart watches Depart itself: Tidex's global spinning, and HapaxVW's
+// fallback after a slot collision.
+func (b *body) waitDepart(pred, gen uint64, w *waiter) outcome {
+	for atomic.LoadUint64(b.depart) != pred {
+		if atomic.LoadUint64(b.gen) != gen {
+			return reset
+		}
+		if w.await(b.dseq, b.dsleepers, func() bool { return atomic.LoadUint64(b.depart) == pred }) == expired {
+			return timedOut
+		}
+	}
+	return granted
+}
+
+func (l *hapax) TryLock() bool {
+	a := atomic.LoadUint64(l.arrive)
+	if atomic.LoadUint64(l.depart) != a {
+		return false
+	}
+	// Values never recur, so a successful CAS proves the lock was still
+	// free (a, a) at that instant.
+	h := l.a.nextHapax()
+	if !atomic.CompareAndSwapUint64(l.arrive, a, h) {
+		return false
+	}
+	l.acquired(h, false)
+	return true
+}
+
+func (l *hapax) Unlock() error {
+	h := atomic.SwapUint64(l.holder, 0)
+	if h == 0 || atomic.LoadUint64(l.arrive) == atomic.LoadUint64(l.depart) {
+		if h != 0 {
+			atomic.StoreUint64(l.holder, h)
+		}
+		return ErrNotLocked
+	}
+	l.release(h)
+	return nil
+}
+
+func (l *hapax) release(h uint64) {
+	s := l.a.toSlot(l.index, h)
+	if !l.visible {
+		atomic.StoreUint64(l.depart, h)
+		if atomic.LoadUint64(l.arrive) == h {
+			return // nobody queued: a later arrival sees Depart == h
+		}
+		// The slot store must follow the Depart store: a colliding value
+		// sends the successor to Depart, which must already be h.
+		atomic.StoreUint64(s.value, h)
+		signal(s.seq, s.sleepers)
+		return
+	}
+	contended := atomic.LoadUint64(l.waited) == 1
+	if contended && atomic.CompareAndSwapUint64(s.value, h, 0) {
+		signal(s.seq, s.sleepers) // assured handover: Depart stays as it is
+		return
+	}
+	atomic.StoreUint64(l.depart, h)
+	signal(l.dseq, l.dsleepers)
+	if !contended && atomic.LoadUint64(l.arrive) == h {
+		return // nobody queued
+	}
+	// A successor may have registered after our first look and read the old
+	// Depart when it ratified; SC atomics order our Depart store before this
+	// CAS, so either it saw Depart or this CAS sees its registration.
+	if atomic.CompareAndSwapUint64(s.value, h, 0) {
+		signal(s.seq, s.sleepers)
+	}
+}

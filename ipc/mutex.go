@@ -1,0 +1,111 @@
+package ipc
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// Mutex is an exclusive lock in an arena, shared by every process that maps
+// it. Any goroutine of any process may unlock a lock another one locked:
+// the context an unlock needs is kept in the lock body, not in the caller.
+type Mutex interface {
+	// Lock blocks until the lock is granted.
+	Lock()
+	// LockTimeout is Lock bounded by d; it returns ErrTimeout when d passes
+	// first. A FIFO lock cannot take a waiter out of its queue, so a waiter
+	// that gives up leaves a goroutine behind that takes its turn and
+	// releases the lock at once.
+	LockTimeout(d time.Duration) error
+	// TryLock takes the lock only if it is free, without waiting.
+	TryLock() bool
+	// Unlock releases the lock. It returns ErrNotLocked when it can tell the
+	// lock is not held (it cannot tell whose it is).
+	Unlock() error
+}
+
+// Algorithm describes one lock algorithm.
+type Algorithm struct {
+	// Name selects the algorithm, as in "hapax".
+	Name string
+	// Summary is a one-line description for help texts.
+	Summary string
+	// FIFO reports whether waiters are admitted in arrival order.
+	FIFO bool
+
+	open func(a *Arena, index int) Mutex
+}
+
+// algorithms is in the order Algorithms lists them, the default first.
+var algorithms = []Algorithm{
+	{Name: "hapax", FIFO: true, open: openHapax(false),
+		Summary: "Hapax lock with invisible waiters: FIFO, waiters watch a slot of the shared waiting array"},
+	{Name: "hapax-vw", FIFO: true, open: openHapax(true),
+		Summary: "Hapax lock with visible waiters: FIFO, assured handover through the waiting slot"},
+	{Name: "tidex", FIFO: true, open: openTidex,
+		Summary: "Tidex lock: FIFO, every waiter watches the lock's Depart word"},
+	{Name: "ttas", FIFO: false, open: openTTAS,
+		Summary: "test-and-test-and-set word with futex parking (Chronicle Map style): not fair"},
+}
+
+// Algorithms lists the lock algorithms by name, the default first.
+func Algorithms() []Algorithm { return slices.Clone(algorithms) }
+
+// DefaultAlgorithm is the algorithm used when none is named.
+const DefaultAlgorithm = "hapax"
+
+// Lookup returns the algorithm called name.
+func Lookup(name string) (Algorithm, error) {
+	for _, alg := range algorithms {
+		if alg.Name == name {
+			return alg, nil
+		}
+	}
+	names := make([]string, len(algorithms))
+	for i, alg := range algorithms {
+		names[i] = alg.Name
+	}
+	return Algorithm{}, fmt.Errorf("%w %q; known: %v", ErrUnknownAlgorithm, name, names)
+}
+
+// Mutex returns lock index of the arena, run with the named algorithm. Every
+// process must use the same algorithm for a given lock; the map records it
+// in its header.
+func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
+	alg, err := Lookup(algorithm)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.checkIndex(index); err != nil {
+		return nil, err
+	}
+	return alg.open(a, index), nil
+}
+
+// Reset forces lock index back to free and makes every goroutine waiting on
+// it queue again. It is for recovery after a process died holding or
+// waiting for the lock, and is only correct when no live process is inside
+// the lock's critical section.
+func (a *Arena) Reset(index int) error {
+	if err := a.checkIndex(index); err != nil {
+		return err
+	}
+	b := a.lockBody(index)
+	// Depart := Arrive frees the lock for whoever arrived last or arrives
+	// next; everyone queued before that waits for a predecessor that will
+	// never release, sees the generation move and queues again. A grant a
+	// waiter sees is always real, because Hapax values never recur.
+	atomic.AddUint64(&b[lGen], 1)
+	atomic.StoreUint64(&b[lHolder], 0)
+	atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
+	atomic.StoreUint64(&b[lWord], 0)
+	seq, _ := wait.Halves(&b[lDepartQ])
+	atomic.AddUint32(seq, 1)
+	wait.WakeAll(seq)
+	word, _ := wait.Halves(&b[lWord])
+	wait.WakeAll(word)
+	return nil
+}

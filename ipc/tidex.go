@@ -1,0 +1,99 @@
+package ipc
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// tidex is the Tidex lock (Ramalhete and Correia), the baseline Hapax
+// improves on: Arrive and Depart hold identities, an arrival swaps its own
+// into Arrive and waits for its predecessor's to appear in Depart. Every
+// waiter watches Depart, so each handover disturbs all of them. An identity
+// is reused after its episode, so an arrival that finds its own identity
+// left in Depart uses the negated one.
+type tidex struct{ body }
+
+func openTidex(a *Arena, index int) Mutex { return &tidex{newBody(a, index)} }
+
+func (l *tidex) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *tidex) LockTimeout(d time.Duration) error {
+	w := newWaiter(d)
+	for {
+		id := l.a.tidexIDs.get()
+		my := id
+		if atomic.LoadUint64(l.depart) == id {
+			my = -id
+		}
+		gen := atomic.LoadUint64(l.gen)
+		pred := atomic.SwapUint64(l.arrive, my)
+		switch l.waitDepart(pred, gen, &w) {
+		case granted:
+			atomic.StoreUint64(l.holder, my)
+			return nil
+		case timedOut:
+			go func() {
+				w := newWaiter(-1)
+				if l.waitDepart(pred, gen, &w) == granted {
+					l.release(my)
+				}
+			}()
+			return ErrTimeout
+		}
+		l.a.tidexIDs.put(id)
+	}
+}
+
+// TryLock is Ramalhete's: claim Arrive by CAS when it equals Depart.
+// Identities recur, so the CAS can succeed on a value that left and came
+// back (ABA) while the lock is held; the episode is then queued behind that
+// value like any arrival and waits its turn, so exclusion holds, but this
+// TryLock may wait in that rare case. Hapax values never recur, which is
+// what makes Hapax's TryLock wait-free.
+func (l *tidex) TryLock() bool {
+	e := atomic.LoadUint64(l.depart)
+	if atomic.LoadUint64(l.arrive) != e {
+		return false
+	}
+	id := l.a.tidexIDs.get()
+	my := id
+	// Compare with Depart now, not with e: the identity may have been
+	// released into Depart since e was read, and then my == Depart would make
+	// a held lock look free.
+	if atomic.LoadUint64(l.depart) == id {
+		my = -id
+	}
+	gen := atomic.LoadUint64(l.gen)
+	if !atomic.CompareAndSwapUint64(l.arrive, e, my) {
+		l.a.tidexIDs.put(id)
+		return false
+	}
+	w := newWaiter(-1)
+	if l.waitDepart(e, gen, &w) != granted {
+		return false // reset by recovery while we waited
+	}
+	atomic.StoreUint64(l.holder, my)
+	return true
+}
+
+func (l *tidex) Unlock() error {
+	my := atomic.SwapUint64(l.holder, 0)
+	if my == 0 || atomic.LoadUint64(l.arrive) == atomic.LoadUint64(l.depart) {
+		if my != 0 {
+			atomic.StoreUint64(l.holder, my)
+		}
+		return ErrNotLocked
+	}
+	l.release(my)
+	return nil
+}
+
+func (l *tidex) release(my uint64) {
+	atomic.StoreUint64(l.depart, my)
+	signal(l.dseq, l.dsleepers)
+	id := my
+	if int64(id) < 0 {
+		id = -id
+	}
+	l.a.tidexIDs.put(id)
+}
