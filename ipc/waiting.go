@@ -15,6 +15,7 @@ var forever = time.Unix(1<<62, 0)
 type waiter struct {
 	policy   wait.Policy
 	deadline time.Time
+	next     bool // the waiter's predecessor holds the lock
 }
 
 func newWaiter(d time.Duration) waiter {

@@ -12,7 +12,7 @@ import (
 // TestMain lets the demo re-execute this test binary as its worker
 // processes: they come with MAPCTL_DEMO_WORKER=1 and "demo-worker ..." args.
 func TestMain(m *testing.M) {
-	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "demo-worker" {
+	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "demo-worker" || os.Args[1] == "lockbench-worker") {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -257,5 +257,35 @@ func TestDemo(t *testing.T) {
 	c, o, e := mapctl(t, "", "demo", "--procs", "3", "--goroutines", "2", "--ops", "2000")
 	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
 		t.Fatalf("demo: %d\n%s\n%s", c, o, e)
+	}
+}
+
+// TestLockbench runs every algorithm across real worker processes and
+// checks the JSON report: keys present, work done, exclusion held.
+func TestLockbench(t *testing.T) {
+	c, o, e := mapctl(t, "", "lockbench", "--algo", "all", "--procs", "2", "--goroutines", "2", "--duration", "150ms", "--json")
+	if c != 0 {
+		t.Fatalf("lockbench: %d %q %q", c, o, e)
+	}
+	lines := strings.Split(strings.TrimSpace(o), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want one line per algorithm (5), got %q", o)
+	}
+	for _, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"algo", "procs", "goroutines", "ops_per_sec", "fairness", "exclusion_ok"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s: no %q in %s", r["algo"], k, l)
+			}
+		}
+		if r["exclusion_ok"] != true || r["ops_per_sec"].(float64) <= 0 || r["procs"].(float64) != 2 {
+			t.Errorf("bad result %s", l)
+		}
+	}
+	if c, _, e := mapctl(t, "", "lockbench", "--algo", "nope"); c != exitUsage || !strings.Contains(e, "unknown lock algorithm") {
+		t.Errorf("unknown algorithm: %d %q", c, e)
 	}
 }

@@ -64,3 +64,11 @@ func (p *Policy) Nap(deadline time.Time) time.Duration {
 	}
 	return p.nap
 }
+
+// SkipSpin ends the spinning phases at once: the next Pause returns false,
+// so the waiter sleeps. For waiters that know they will not be served soon.
+func (p *Policy) SkipSpin() {
+	if p.attempts < spinRounds+yieldRounds {
+		p.attempts = spinRounds + yieldRounds
+	}
+}

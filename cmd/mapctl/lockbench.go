@@ -1,0 +1,439 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sharedmap/sharedmap/ipc"
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// flockAlgorithm is the lockbench baseline that is not an ipc lock: flock(2)
+// on the bench file, one open file description per goroutine.
+const flockAlgorithm = "flock"
+
+// The bench file is an ipc arena with one lock, then these words.
+const (
+	benchReady   = 0 // goroutines ready to start
+	benchStart   = 1 // set to 1 by the parent to start everyone
+	benchStop    = 2 // set to 1 by the parent to stop
+	benchPRNG    = 8 // the shared PRNG, advanced only inside the critical section
+	benchCounts  = 16
+	benchWorkers = 4096 // the most procs x goroutines
+)
+
+type lockbenchOpts struct {
+	algos                     string
+	procs, goroutines, cs, ncs int
+	slots                     int
+	duration                  time.Duration
+	json                      bool
+}
+
+var lockbenchCmd = &command{
+	name:    "lockbench",
+	args:    "",
+	summary: "measure the cross-process lock algorithms (MutexBench)",
+	help: `MutexBench across processes, as in the Hapax paper. Creates a lock file in a
+temporary directory and starts --procs worker processes (this program,
+re-executed), each running --goroutines goroutines that loop for --duration:
+
+  lock; advance a shared PRNG --cs steps; unlock;
+  advance a private PRNG a random 0..2x--ncs steps.
+
+It reports, per algorithm:
+  ops/s      lock/unlock pairs per second, all workers together;
+  fairness   the fewest pairs any goroutine completed divided by the most
+             (1 is perfectly fair, 0 means someone starved);
+  exclusion  whether the shared PRNG, replayed afterwards for the total
+             number of steps, arrives at the same state: any two holders at
+             once lose steps and fail it.
+
+Algorithms (--algo, comma-separated, or "all"):
+` + lockbenchAlgoHelp() + `  flock      flock(2) on the file: the kernel's lock, one file description
+             per goroutine
+
+With --json, one JSON object per algorithm and line, with the keys algo, procs,
+goroutines, cs, ncs, seconds, ops, ops_per_sec, fairness, min_ops, max_ops
+and exclusion_ok. Exit status 3 if any exclusion check fails.
+
+Examples:
+  mapctl lockbench --algo hapax,ttas --procs 4
+  mapctl lockbench --algo all --procs 8 --duration 2s --json`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &lockbenchOpts{}
+		fs.StringVar(&o.algos, "algo", "hapax", `lock algorithms, comma-separated, or "all"`)
+		fs.IntVar(&o.procs, "procs", 2, "worker processes")
+		fs.IntVar(&o.goroutines, "goroutines", 1, "goroutines per worker process")
+		fs.IntVar(&o.cs, "cs", 1, "shared PRNG steps inside the critical section")
+		fs.IntVar(&o.ncs, "ncs", 500, "mean private PRNG steps outside it (randomized 0..2x)")
+		fs.IntVar(&o.slots, "slots", ipc.DefaultSlots, "waiting array slots (a power of two; small values force collisions)")
+		fs.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per algorithm")
+		fs.BoolVar(&o.json, "json", false, "print one JSON object per algorithm")
+		return o
+	},
+	run: runLockbench,
+}
+
+func lockbenchAlgoHelp() string {
+	var b strings.Builder
+	for _, a := range ipc.Algorithms() {
+		fmt.Fprintf(&b, "  %-10s %s\n", a.Name, a.Summary)
+	}
+	return b.String()
+}
+
+// lockbenchResult is one algorithm's run; its JSON form is --json's output.
+type lockbenchResult struct {
+	Algo        string  `json:"algo"`
+	Procs       int     `json:"procs"`
+	Goroutines  int     `json:"goroutines"`
+	CS          int     `json:"cs"`
+	NCS         int     `json:"ncs"`
+	Seconds     float64 `json:"seconds"`
+	Ops         uint64  `json:"ops"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	Fairness    float64 `json:"fairness"`
+	MinOps      uint64  `json:"min_ops"`
+	MaxOps      uint64  `json:"max_ops"`
+	ExclusionOK bool    `json:"exclusion_ok"`
+}
+
+func runLockbench(e *env, c *command, opts any, args []string) int {
+	o := opts.(*lockbenchOpts)
+	if len(args) != 0 {
+		return e.usageError(c, "takes no arguments")
+	}
+	if o.procs < 1 || o.goroutines < 1 || o.procs*o.goroutines > benchWorkers {
+		return e.usageError(c, fmt.Sprintf("--procs and --goroutines must be at least 1, and procs x goroutines at most %d", benchWorkers))
+	}
+	if o.cs < 0 || o.ncs < 0 || o.duration <= 0 {
+		return e.usageError(c, "--cs and --ncs must be at least 0, --duration positive")
+	}
+	if _, err := (ipc.Config{Slots: o.slots, Locks: 1}).Words(); err != nil {
+		return e.usageError(c, err.Error())
+	}
+	algos := strings.Split(o.algos, ",")
+	if o.algos == "all" {
+		algos = nil
+		for _, a := range ipc.Algorithms() {
+			algos = append(algos, a.Name)
+		}
+		algos = append(algos, flockAlgorithm)
+	}
+	for _, a := range algos {
+		if _, err := ipc.Lookup(a); err != nil && a != flockAlgorithm {
+			return e.usageError(c, err.Error())
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	dir, err := os.MkdirTemp("", "sharedmap-lockbench-")
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer os.RemoveAll(dir)
+	if !o.json {
+		fmt.Fprintf(e.stdout, "%d processes x %d goroutines, cs %d, ncs %d, %v per algorithm, %d waiting slots\n",
+			o.procs, o.goroutines, o.cs, o.ncs, o.duration, o.slots)
+		fmt.Fprintf(e.stdout, "%-10s %14s %9s %10s\n", "algo", "ops/s", "fairness", "exclusion")
+	}
+	status := exitOK
+	for i, algo := range algos {
+		r, err := lockbenchRun(self, filepath.Join(dir, fmt.Sprintf("locks-%d", i)), algo, o)
+		if err != nil {
+			return e.fail(c, fmt.Errorf("%s: %w", algo, err))
+		}
+		if !r.ExclusionOK {
+			status = exitError
+		}
+		if o.json {
+			b, _ := json.Marshal(r)
+			fmt.Fprintf(e.stdout, "%s\n", b)
+			continue
+		}
+		verdict := "ok"
+		if !r.ExclusionOK {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(e.stdout, "%-10s %14.0f %9.3f %10s\n", r.Algo, r.OpsPerSec, r.Fairness, verdict)
+	}
+	return status
+}
+
+// benchFile is a mapped lock file.
+type benchFile struct {
+	file   *os.File
+	region *offheap.Region
+	arena  *ipc.Arena
+	words  []uint64 // the bench words after the arena
+}
+
+func createBenchFile(path string, slots int) (*benchFile, error) {
+	cfg := ipc.Config{Slots: slots, Locks: 1}
+	n, err := cfg.Words()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(int64(n+benchCounts+benchWorkers) * 8); err != nil {
+		f.Close()
+		return nil, err
+	}
+	b, err := mapBenchFile(f, n, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := ipc.Format(b.region.Uint64s(0, int64(n)), cfg); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.close()
+	return openBenchFile(path)
+}
+
+func openBenchFile(path string) (*benchFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return mapBenchFile(f, int(st.Size()/8)-benchCounts-benchWorkers, true)
+}
+
+func mapBenchFile(f *os.File, arenaWords int, attach bool) (*benchFile, error) {
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r, err := offheap.MapRegion(f, st.Size(), true)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	b := &benchFile{file: f, region: r, words: r.Uint64s(int64(arenaWords)*8, benchCounts+benchWorkers)}
+	if attach {
+		if b.arena, err = ipc.Attach(r.Uint64s(0, int64(arenaWords))); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *benchFile) close() {
+	b.region.Unmap()
+	b.file.Close()
+}
+
+func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
+	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs}
+	b, err := createBenchFile(path, o.slots)
+	if err != nil {
+		return r, err
+	}
+	defer b.close()
+	cmds := make([]*exec.Cmd, o.procs)
+	outs := make([]bytes.Buffer, o.procs)
+	for p := range cmds {
+		cmd := exec.Command(self, "lockbench-worker", path, algo, strconv.Itoa(p*o.goroutines),
+			strconv.Itoa(o.goroutines), strconv.Itoa(o.cs), strconv.Itoa(o.ncs))
+		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
+		cmd.Stdout, cmd.Stderr = &outs[p], &outs[p]
+		if err := cmd.Start(); err != nil {
+			return r, err
+		}
+		cmds[p] = cmd
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, o.procs)
+	for p, cmd := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				errs[p] = fmt.Errorf("worker %d: %v: %s", p, err, strings.TrimSpace(outs[p].String()))
+			}
+		}()
+	}
+	workers := uint64(o.procs * o.goroutines)
+	ready := time.Now().Add(30 * time.Second)
+	for atomic.LoadUint64(&b.words[benchReady]) < workers {
+		if time.Now().After(ready) {
+			atomic.StoreUint64(&b.words[benchStop], 1)
+			atomic.StoreUint64(&b.words[benchStart], 1)
+			wg.Wait()
+			return r, fmt.Errorf("workers not ready after 30 s: %v", errors.Join(errs...))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	atomic.StoreUint64(&b.words[benchStart], 1)
+	time.Sleep(o.duration)
+	atomic.StoreUint64(&b.words[benchStop], 1)
+	wg.Wait()
+	r.Seconds = time.Since(start).Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return r, err
+	}
+	counts := slices.Clone(b.words[benchCounts : benchCounts+workers])
+	r.MinOps, r.MaxOps = slices.Min(counts), slices.Max(counts)
+	for _, n := range counts {
+		r.Ops += n
+	}
+	r.OpsPerSec = float64(r.Ops) / r.Seconds
+	if r.MaxOps > 0 {
+		r.Fairness = math.Round(float64(r.MinOps)/float64(r.MaxOps)*1000) / 1000
+	}
+	var x uint64 = 1
+	for range r.Ops * uint64(o.cs) {
+		x = benchPRNGStep(x)
+	}
+	got := atomic.LoadUint64(&b.words[benchPRNG])
+	r.ExclusionOK = got == x || (r.Ops == 0 && got == 0)
+	return r, nil
+}
+
+// benchPRNGStep is one step of xorshift64, the PRNG both sections advance.
+func benchPRNGStep(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
+var lockbenchWorkerCmd = &command{
+	name:    "lockbench-worker",
+	args:    "PATH ALGO BASE GOROUTINES CS NCS",
+	summary: "one worker process of mapctl lockbench (internal)",
+	help: `Internal: mapctl lockbench starts its worker processes with this command.
+Runs GOROUTINES goroutines, numbered from BASE, of the loop "mapctl lockbench
+--help" describes, on the lock file PATH with algorithm ALGO.`,
+	hidden: true,
+	run:    runLockbenchWorker,
+}
+
+func runLockbenchWorker(e *env, c *command, _ any, args []string) int {
+	if !e.wantArgs(c, args, 6) {
+		return exitUsage
+	}
+	var n [4]int
+	for i, a := range args[2:] {
+		v, err := strconv.Atoi(a)
+		if err != nil || v < 0 {
+			return e.usageError(c, fmt.Sprintf("%q is not a count", a))
+		}
+		n[i] = v
+	}
+	path, algo, base, goroutines, cs, ncs := args[0], args[1], n[0], n[1], n[2], n[3]
+	if base+goroutines > benchWorkers {
+		return e.usageError(c, "too many workers")
+	}
+	b, err := openBenchFile(path)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer b.close()
+	// Built before the start so that setup costs stay out of the timing.
+	lockers := make([]ipc.Mutex, goroutines)
+	for g := range lockers {
+		if algo == flockAlgorithm {
+			lk, err := newFlockMutex(path)
+			if err != nil {
+				return e.fail(c, err)
+			}
+			defer lk.f.Close()
+			lockers[g] = lk
+		} else if lockers[g], err = b.arena.Mutex(algo, 0); err != nil {
+			return e.fail(c, err)
+		}
+	}
+	words := b.words
+	var wg sync.WaitGroup
+	for g, m := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := uint64(base+g)*0x9e3779b97f4a7c15 | 1
+			atomic.AddUint64(&words[benchReady], 1)
+			for atomic.LoadUint64(&words[benchStart]) == 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			var ops uint64
+			for atomic.LoadUint64(&words[benchStop]) == 0 {
+				m.Lock()
+				// Plain, non-atomic steps on shared memory: two holders at
+				// once lose steps, which the replay detects.
+				x := words[benchPRNG]
+				if x == 0 {
+					x = 1
+				}
+				for range cs {
+					x = benchPRNGStep(x)
+				}
+				words[benchPRNG] = x
+				m.Unlock()
+				ops++
+				if ncs > 0 {
+					local = benchPRNGStep(local)
+					for range local % uint64(2*ncs+1) {
+						local = benchPRNGStep(local)
+					}
+				}
+			}
+			atomic.StoreUint64(&words[benchCounts+base+g], ops)
+		}()
+	}
+	wg.Wait()
+	return exitOK
+}
+
+// flockMutex is flock(2) on its own open file description, so that two
+// goroutines of one process exclude each other.
+type flockMutex struct{ f *os.File }
+
+func newFlockMutex(path string) (*flockMutex, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &flockMutex{f: f}, nil
+}
+
+func (l *flockMutex) Lock() {
+	for unix.Flock(int(l.f.Fd()), unix.LOCK_EX) == unix.EINTR {
+	}
+}
+
+func (l *flockMutex) LockTimeout(time.Duration) error { l.Lock(); return nil }
+
+func (l *flockMutex) TryLock() bool {
+	return unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+}
+
+func (l *flockMutex) Unlock() error { return unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }
