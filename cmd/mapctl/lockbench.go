@@ -38,11 +38,11 @@ const (
 )
 
 type lockbenchOpts struct {
-	algos                     string
+	algos                      string
 	procs, goroutines, cs, ncs int
-	slots                     int
-	duration                  time.Duration
-	json                      bool
+	slots                      int
+	duration                   time.Duration
+	json                       bool
 }
 
 var lockbenchCmd = &command{
