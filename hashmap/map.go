@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/segment"
 )
@@ -21,6 +22,10 @@ type Map struct {
 	opts     Options
 	readOnly bool
 	closed   atomic.Bool
+
+	lockLayout lockLayout
+	lockTable  *LockTable
+	admin      ipc.Mutex // the map's own lock, arena lock 0; nil in files without a lock table
 }
 
 // Open opens the map at path, creating it (sized by opts) if the file does
@@ -31,32 +36,48 @@ func Open(path string, opts *Options) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	want, err := segment.NewLayout(segment.Params{
-		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
-		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments,
-	}, offheap.HeaderSize, !o.NoChecksums)
+	wantLocks, err := newLockLayout(o.Locks, o.LockAlgorithm)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	want, err := segment.NewLayout(segment.Params{
+		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments,
+	}, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	segRecord := want.Encode()
 	f, err := offheap.Open(path, offheap.OpenOptions{
 		Create:   !o.ReadOnly,
 		ReadOnly: o.ReadOnly,
 		Size:     want.End,
-		Layout:   want.Encode(),
+		Layout:   append(segRecord, wantLocks.encode()...),
 		Init: func(r *offheap.Region) error {
-			return nil // a sparse file is all zeros: every segment starts empty and unlocked
+			// A sparse file is all zeros: every segment starts empty and
+			// unlocked. Only the lock arena needs its header.
+			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	l, err := segment.DecodeLayout(f.Layout(), f.DataOffset(), f.Size())
+	rec := f.Layout()
+	var locks lockLayout // files from before lock tables have no record and no arena
+	if len(rec) > len(segRecord) {
+		if locks, err = decodeLockLayout(rec[len(segRecord):]); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		rec = rec[:len(segRecord)]
+	}
+	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes, f.Size())
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if !f.Created() && opts != nil {
-		if err := conflicts(opts, &l); err != nil {
+		if err := conflicts(opts, &l, locks); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
@@ -78,11 +99,16 @@ func Open(path string, opts *Options) (*Map, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Map{file: f, table: tb, layout: tb.Layout(), opts: o, readOnly: o.ReadOnly}, nil
+	m := &Map{file: f, table: tb, layout: tb.Layout(), opts: o, readOnly: o.ReadOnly, lockLayout: locks}
+	if m.lockTable, err = newLockTable(m, f.Region, locks); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return m, nil
 }
 
 // conflicts reports sizing options that disagree with an existing map.
-func conflicts(o *Options, l *segment.Layout) error {
+func conflicts(o *Options, l *segment.Layout, locks lockLayout) error {
 	var diffs []string
 	check := func(name string, asked, has int) {
 		if asked != 0 && asked != has {
@@ -93,6 +119,10 @@ func conflicts(o *Options, l *segment.Layout) error {
 	check("AverageKeySize", o.AverageKeySize, l.AverageKeySize)
 	check("AverageValueSize", o.AverageValueSize, l.AverageValueSize)
 	check("Segments", o.Segments, int(l.Segments))
+	check("Locks", o.Locks, locks.locks)
+	if o.LockAlgorithm != "" && o.LockAlgorithm != locks.algorithm {
+		diffs = append(diffs, fmt.Sprintf("LockAlgorithm %q (the file has %q)", o.LockAlgorithm, locks.algorithm))
+	}
 	if o.MaxBloatFactor != 0 && o.MaxBloatFactor != l.MaxBloatFactor {
 		diffs = append(diffs, fmt.Sprintf("MaxBloatFactor %v (the file has %v)", o.MaxBloatFactor, l.MaxBloatFactor))
 	}
@@ -109,6 +139,7 @@ func (m *Map) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.lockTable.close()
 	return m.file.Close()
 }
 

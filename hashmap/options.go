@@ -3,6 +3,8 @@ package hashmap
 import (
 	"fmt"
 	"time"
+
+	"github.com/sharedmap/sharedmap/ipc"
 )
 
 // Options size a new map and tune how this process uses it. Zero fields take
@@ -29,6 +31,12 @@ type Options struct {
 	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
 	// return ErrReadOnly. The file must exist.
 	ReadOnly bool
+	// Locks is how many application locks the map's lock table holds (see
+	// Map.Locks). Default 0. Fixed at creation.
+	Locks int
+	// LockAlgorithm names the lock table's algorithm, one of
+	// ipc.Algorithms(). Default "hapax". Fixed at creation.
+	LockAlgorithm string
 	// NoChecksums skips the per-entry checksum (on by default) when
 	// creating; it saves a hash of each written entry.
 	NoChecksums bool
@@ -48,7 +56,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 {
+	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 {
 		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
 	}
 	if r.Entries == 0 {
@@ -62,6 +70,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxBloatFactor == 0 {
 		r.MaxBloatFactor = DefaultMaxBloatFactor
+	}
+	if r.LockAlgorithm == "" {
+		r.LockAlgorithm = ipc.DefaultAlgorithm
 	}
 	if r.LockTimeout == 0 {
 		r.LockTimeout = DefaultLockTimeout

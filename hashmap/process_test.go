@@ -36,6 +36,34 @@ func TestHelperProcess(t *testing.T) {
 	args := strings.Split(os.Getenv("HASHMAP_ARGS"), ",")
 	n := func(i int) int { v, _ := strconv.Atoi(args[i]); return v }
 	switch role {
+	case "locked-increment": // goroutines, increments each: Get then Put under application lock 1
+		var wg sync.WaitGroup
+		for range n(0) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n(1) {
+					if err := m.Locks().Lock(1); err != nil {
+						testutil.Report("error %v", err)
+						return
+					}
+					var v uint64
+					if old, err := m.Get([]byte("plain-counter")); err == nil {
+						v = binary.LittleEndian.Uint64(old)
+					}
+					err := m.Put([]byte("plain-counter"), binary.LittleEndian.AppendUint64(nil, v+1))
+					if uerr := m.Locks().Unlock(1); err == nil {
+						err = uerr
+					}
+					if err != nil {
+						testutil.Report("error %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		testutil.Report("done")
 	case "increment": // goroutines, increments each, over 4 counters
 		var wg sync.WaitGroup
 		for g := range n(0) {

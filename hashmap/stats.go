@@ -18,6 +18,8 @@ type Stats struct {
 	EntriesPerTier   int     `json:"entries_per_tier"`  // entries a tier takes before overflowing
 	Compactions      int64   `json:"compactions"`       // tiers compacted by this process
 	Relocations      int64   `json:"relocations"`       // values moved by this process
+	Locks            int     `json:"locks"`             // application locks in the lock table
+	LockAlgorithm    string  `json:"lock_algorithm"`    // the lock table's algorithm
 	ReadOnly         bool    `json:"read_only"`         // this process mapped the file read-only
 	Path             string  `json:"path"`              // the map file
 }
@@ -31,6 +33,7 @@ func (m *Map) Stats() Stats {
 		TiersMax: int(l.Tiers), FileSize: l.End, ChunkSize: int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
 		Compactions: m.table.Compactions.Load(), Relocations: m.table.Relocations.Load(),
+		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
 		ReadOnly: m.readOnly, Path: m.file.Path(),
 	}
 	st.BytesUsed = m.table.UsedChunks() * l.ChunkSize

@@ -108,6 +108,48 @@ type Arena struct {
 
 	hapaxCursors sync.Pool // *cursor: per-P blocks of hapax values
 	tidexIDs     idPool
+
+	// Goroutines finishing the episodes of timed-out waiters; Close stops
+	// them before the caller unmaps the words.
+	closing     atomic.Bool
+	mu          sync.Mutex
+	idle        sync.Cond
+	substitutes int
+}
+
+// Close stops the goroutines that take the turns of timed-out waiters and
+// waits for them (at most one sleep, wait.MaxNap), so that the caller may
+// unmap the words. A turn not yet taken is left in its lock's queue, as if
+// this process had died waiting: the lock needs Reset before anyone behind
+// it gets in. Locks must not be used after Close.
+func (a *Arena) Close() {
+	a.closing.Store(true)
+	a.mu.Lock()
+	for a.substitutes > 0 {
+		a.idle.Wait()
+	}
+	a.mu.Unlock()
+}
+
+// substitute runs take in a goroutine that Close can stop: it finishes the
+// episode of a waiter that gave up. take must return once waiter.await
+// reports expired.
+func (a *Arena) substitute(take func(w *waiter)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing.Load() {
+		return
+	}
+	a.substitutes++
+	go func() {
+		w := newWaiter(-1)
+		w.stop = &a.closing
+		take(&w)
+		a.mu.Lock()
+		a.substitutes--
+		a.idle.Broadcast()
+		a.mu.Unlock()
+	}()
 }
 
 // Format writes an empty arena into words, which must be zero and exactly
@@ -151,6 +193,7 @@ func Attach(words []uint64) (*Arena, error) {
 	}
 	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1)}
 	a.hapaxCursors.New = func() any { return new(cursor) }
+	a.idle.L = &a.mu
 	a.tidexIDs.arena = a
 	return a, nil
 }

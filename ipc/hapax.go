@@ -91,7 +91,7 @@ func (l *hapax) LockTimeout(d time.Duration) error {
 			l.acquired(h, true)
 			return nil
 		case timedOut:
-			go l.takeTurnAndRelease(h, pred, gen, vw)
+			l.a.substitute(func(w *waiter) { l.takeTurnAndRelease(w, h, pred, gen, vw) })
 			return ErrTimeout
 		}
 	}
@@ -99,9 +99,8 @@ func (l *hapax) LockTimeout(d time.Duration) error {
 
 // takeTurnAndRelease finishes an episode whose waiter gave up: the queue
 // cannot skip it, so it waits its turn and hands the lock on.
-func (l *hapax) takeTurnAndRelease(h, pred, gen uint64, vw vwWait) {
-	w := newWaiter(-1)
-	if l.wait(pred, gen, &w, &vw) == granted {
+func (l *hapax) takeTurnAndRelease(w *waiter, h, pred, gen uint64, vw vwWait) {
+	if l.wait(pred, gen, w, &vw) == granted {
 		atomic.StoreUint64(l.waited, 1)
 		l.release(h)
 	}

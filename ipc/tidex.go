@@ -32,12 +32,11 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, my)
 			return nil
 		case timedOut:
-			go func() {
-				w := newWaiter(-1)
-				if l.waitDepart(pred, gen, &w) == granted {
+			l.a.substitute(func(w *waiter) {
+				if l.waitDepart(pred, gen, w) == granted {
 					l.release(my)
 				}
-			}()
+			})
 			return ErrTimeout
 		}
 		l.a.tidexIDs.put(id)

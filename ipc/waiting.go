@@ -15,7 +15,8 @@ var forever = time.Unix(1<<62, 0)
 type waiter struct {
 	policy   wait.Policy
 	deadline time.Time
-	next     bool // the waiter's predecessor holds the lock
+	next     bool         // the waiter's predecessor holds the lock
+	stop     *atomic.Bool // if set and true, the wait ends as if expired
 }
 
 func newWaiter(d time.Duration) waiter {
@@ -41,6 +42,9 @@ const (
 // makes the handover fast. Sleeps are bounded (wait.MaxNap) so that a waiter
 // whose waker died between its store and its wake still re-checks.
 func (w *waiter) await(seq, sleepers *uint32, changed func() bool) step {
+	if w.stop != nil && w.stop.Load() {
+		return expired
+	}
 	if w.policy.Pause() {
 		return spun
 	}

@@ -1,0 +1,182 @@
+package hashmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sharedmap/sharedmap/ipc"
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// ErrNoSuchLock: a lock table index outside 0..Len()-1.
+var ErrNoSuchLock = errors.New("sharedmap: no such lock in the map's lock table")
+
+// The lock record follows the segment layout record in the header. Files
+// written before it existed have none: they open with an empty lock table.
+const lockRecordMagic = "SMLOCKS1"
+
+// lockLayout places the ipc arena right after the header; the segments
+// follow it. Arena lock 0 is the map's own admin lock, application lock i
+// is arena lock i+1.
+type lockLayout struct {
+	locks     int // application locks
+	slots     int
+	algorithm string
+	words     int64 // arena size in 64-bit words
+	bytes     int64 // arena size rounded up to whole pages
+}
+
+func newLockLayout(locks int, algorithm string) (lockLayout, error) {
+	if locks < 0 || locks >= ipc.MaxLocks {
+		return lockLayout{}, fmt.Errorf("%w: Locks %d must be in 0..%d", ErrBadOptions, locks, ipc.MaxLocks-1)
+	}
+	if _, err := ipc.Lookup(algorithm); err != nil {
+		return lockLayout{}, fmt.Errorf("%w: LockAlgorithm: %v", ErrBadOptions, err)
+	}
+	l := lockLayout{locks: locks, slots: ipc.DefaultSlots, algorithm: algorithm}
+	words, err := l.config().Words()
+	if err != nil {
+		return lockLayout{}, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	l.words = int64(words)
+	l.bytes = (l.words*8 + 4095) / 4096 * 4096
+	return l, nil
+}
+
+func (l lockLayout) config() ipc.Config { return ipc.Config{Slots: l.slots, Locks: l.locks + 1} }
+
+func (l lockLayout) encode() []byte {
+	b := []byte(lockRecordMagic)
+	b = binary.LittleEndian.AppendUint64(b, uint64(l.locks))
+	b = binary.LittleEndian.AppendUint64(b, uint64(l.slots))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(l.algorithm)))
+	return append(b, l.algorithm...)
+}
+
+func decodeLockLayout(b []byte) (lockLayout, error) {
+	bad := fmt.Errorf("%w: damaged lock record in the header", ErrCorrupt)
+	if len(b) < len(lockRecordMagic)+24 || string(b[:len(lockRecordMagic)]) != lockRecordMagic {
+		return lockLayout{}, bad
+	}
+	b = b[len(lockRecordMagic):]
+	locks, slots, n := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	if n != uint64(len(b)-24) || locks >= ipc.MaxLocks {
+		return lockLayout{}, bad
+	}
+	l, err := newLockLayout(int(locks), string(b[24:]))
+	if err != nil {
+		return lockLayout{}, fmt.Errorf("%w: %v", bad, err)
+	}
+	if uint64(l.slots) != slots {
+		return lockLayout{}, bad
+	}
+	return l, nil
+}
+
+// LockTable is the map file's table of cross-process locks, for
+// applications to coordinate across processes: lock i is the same lock in
+// every process that opens the file. Locks are exclusive, and any goroutine
+// may unlock a lock another one locked. Create the map with Options.Locks
+// and Options.LockAlgorithm.
+type LockTable struct {
+	m         *Map
+	arena     *ipc.Arena
+	algorithm string
+	locks     []ipc.Mutex
+}
+
+func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
+	t := &LockTable{m: m, algorithm: l.algorithm}
+	if l.words == 0 || r.ReadOnly() {
+		return t, nil // no table (old file), or one this process may not write
+	}
+	a, err := ipc.Attach(r.Uint64s(offheap.HeaderSize, l.words))
+	if err != nil {
+		return nil, fmt.Errorf("%w: lock arena: %v", ErrCorrupt, err)
+	}
+	t.arena = a
+	t.locks = make([]ipc.Mutex, l.locks+1)
+	for i := range t.locks {
+		if t.locks[i], err = a.Mutex(l.algorithm, i); err != nil {
+			return nil, err
+		}
+	}
+	m.admin = t.locks[0]
+	t.locks = t.locks[1:]
+	return t, nil
+}
+
+func (t *LockTable) close() {
+	if t.arena != nil {
+		t.arena.Close()
+	}
+}
+
+// Locks returns the map's lock table.
+func (m *Map) Locks() *LockTable { return m.lockTable }
+
+// Len is the number of locks in the table.
+func (t *LockTable) Len() int { return t.m.lockLayout.locks }
+
+// Algorithm is the lock algorithm the map was created with.
+func (t *LockTable) Algorithm() string { return t.algorithm }
+
+func (t *LockTable) lock(i int) (ipc.Mutex, error) {
+	if err := t.m.check(true); err != nil {
+		return nil, err
+	}
+	if i < 0 || i >= len(t.locks) {
+		return nil, fmt.Errorf("%w: lock %d of %d", ErrNoSuchLock, i, t.Len())
+	}
+	return t.locks[i], nil
+}
+
+// Lock blocks until lock i is granted.
+func (t *LockTable) Lock(i int) error {
+	l, err := t.lock(i)
+	if err != nil {
+		return err
+	}
+	l.Lock()
+	return nil
+}
+
+// LockTimeout is Lock bounded by d; it returns an error matching ErrTimeout
+// if d passes first.
+func (t *LockTable) LockTimeout(i int, d time.Duration) error {
+	l, err := t.lock(i)
+	if err != nil {
+		return err
+	}
+	if err := l.LockTimeout(d); err != nil {
+		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
+	}
+	return nil
+}
+
+// TryLock takes lock i if it is free, without waiting.
+func (t *LockTable) TryLock(i int) (bool, error) {
+	l, err := t.lock(i)
+	if err != nil {
+		return false, err
+	}
+	return l.TryLock(), nil
+}
+
+// Unlock releases lock i; it returns an error matching ErrNotLocked when the
+// lock is not held.
+func (t *LockTable) Unlock(i int) error {
+	l, err := t.lock(i)
+	if err != nil {
+		return err
+	}
+	if err := l.Unlock(); err != nil {
+		return fmt.Errorf("lock %d: %w", i, err)
+	}
+	return nil
+}
+
+// ErrNotLocked: Unlock of a lock that is not held.
+var ErrNotLocked = ipc.ErrNotLocked

@@ -1,0 +1,122 @@
+package hashmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+)
+
+func TestLockTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.map")
+	m, err := Open(path, &Options{Entries: 1000, Locks: 3, LockAlgorithm: "hapax-vw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt := m.Locks()
+	if lt.Len() != 3 || lt.Algorithm() != "hapax-vw" {
+		t.Fatalf("table %d %q", lt.Len(), lt.Algorithm())
+	}
+	if err := lt.Lock(3); !errors.Is(err, ErrNoSuchLock) {
+		t.Errorf("Lock(3) = %v, want ErrNoSuchLock", err)
+	}
+	if err := lt.Unlock(0); !errors.Is(err, ErrNotLocked) {
+		t.Errorf("Unlock of a free lock = %v", err)
+	}
+	if err := lt.Lock(0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lt.TryLock(0); ok {
+		t.Error("TryLock of a held lock succeeded")
+	}
+	if err := lt.LockTimeout(0, 10*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Errorf("LockTimeout on a held lock = %v", err)
+	}
+	if ok, _ := lt.TryLock(2); !ok {
+		t.Error("TryLock of a free lock failed")
+	}
+	if st := m.Stats(); st.Locks != 3 || st.LockAlgorithm != "hapax-vw" {
+		t.Errorf("stats: %d %q", st.Locks, st.LockAlgorithm)
+	}
+	m.Close()
+	if err := lt.Unlock(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+
+	// The layout survives reopen; asking for another one is refused.
+	if _, err := Open(path, &Options{Locks: 4}); !errors.Is(err, ErrIncompatible) {
+		t.Errorf("reopen with other Locks: %v", err)
+	}
+	if _, err := Open(path, &Options{LockAlgorithm: "tidex"}); !errors.Is(err, ErrIncompatible) {
+		t.Errorf("reopen with other LockAlgorithm: %v", err)
+	}
+	m, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Locks().Len() != 3 || m.Locks().Algorithm() != "hapax-vw" {
+		t.Fatalf("reopened table %d %q", m.Locks().Len(), m.Locks().Algorithm())
+	}
+	// Lock 0 is still held from before (locks live in the file); 2 as well.
+	if ok, _ := m.Locks().TryLock(0); ok {
+		t.Error("lock 0 held before Close is free after reopen")
+	}
+	for _, i := range []int{0, 2} {
+		if err := m.Locks().Unlock(i); err != nil {
+			t.Error(err)
+		}
+	}
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Locks().Lock(0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Lock: %v", err)
+	}
+	for _, o := range []*Options{{Locks: -1}, {LockAlgorithm: "nope"}} {
+		if _, err := Open(filepath.Join(t.TempDir(), "x.map"), o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestLockTableAcrossProcesses: 4 processes x 2 goroutines increment a
+// counter with plain Get and Put under application lock 1; only mutual
+// exclusion across processes makes the total exact.
+func TestLockTableAcrossProcesses(t *testing.T) {
+	for _, algo := range []string{"hapax", "hapax-vw", "tidex", "ttas"} {
+		t.Run(algo, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.map")
+			opts := *helperOpts
+			opts.Locks, opts.LockAlgorithm = 2, algo
+			m, err := Open(path, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			const procs, goroutines, iters = 4, 2, 500
+			var cmds []*exec.Cmd
+			for range procs {
+				cmds = append(cmds, helperCmd("locked-increment", path, "2", "500"))
+			}
+			lines := testutil.Run(t, cmds...)
+			errorsIn(t, lines)
+			if len(lines) != procs {
+				t.Fatalf("%d of %d helpers finished", len(lines), procs)
+			}
+			v, err := m.Get([]byte("plain-counter"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := binary.LittleEndian.Uint64(v); got != procs*goroutines*iters {
+				t.Fatalf("counter %d, want %d: the lock did not exclude", got, procs*goroutines*iters)
+			}
+		})
+	}
+}
