@@ -295,9 +295,11 @@ func helperExclusion(t *testing.T) {
 	algo := os.Getenv("LOCKS_ALGO")
 	goroutines, iters := envInt(t, "LOCKS_GOROUTINES"), envInt(t, "LOCKS_ITERS")
 	noise := os.Getenv("LOCKS_NOISE") != ""
-	stop := make(chan struct{})
+	stop, noiseDone := make(chan struct{}), make(chan struct{})
 	if noise {
-		go makeNoise(tf.arena, stop)
+		go func() { makeNoise(tf.arena, stop); close(noiseDone) }()
+	} else {
+		close(noiseDone)
 	}
 	var wg sync.WaitGroup
 	var held atomic.Int32
@@ -322,6 +324,7 @@ func helperExclusion(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
+	<-noiseDone // it touches the mapping, which the deferred close unmaps
 	testutil.Report("done %d", goroutines*iters)
 }
 

@@ -72,7 +72,7 @@ With --json, one JSON object per algorithm and line, with the keys algo, procs,
 goroutines, cs, ncs, seconds, ops, ops_per_sec, fairness, min_ops, max_ops
 and exclusion_ok. Exit status 3 if any exclusion check fails.
 
-Examples:
+Example:
   mapctl lockbench --algo hapax,ttas --procs 4
   mapctl lockbench --algo all --procs 8 --duration 2s --json`,
 	flags: func(fs *flag.FlagSet) any {
@@ -333,7 +333,10 @@ var lockbenchWorkerCmd = &command{
 	summary: "one worker process of mapctl lockbench (internal)",
 	help: `Internal: mapctl lockbench starts its worker processes with this command.
 Runs GOROUTINES goroutines, numbered from BASE, of the loop "mapctl lockbench
---help" describes, on the lock file PATH with algorithm ALGO.`,
+--help" describes, on the lock file PATH with algorithm ALGO.
+
+Example:
+  mapctl lockbench-worker /tmp/locks hapax 0 2 1 500`,
 	hidden: true,
 	run:    runLockbenchWorker,
 }
