@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/ipc"
 )
 
 func TestLockTable(t *testing.T) {
@@ -119,4 +120,68 @@ func TestLockTableAcrossProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecodeLockLayout: any bytes after the segment record either decode to
+// a lock layout that encodes back to the same bytes, or give ErrCorrupt;
+// never a panic.
+func FuzzDecodeLockLayout(f *testing.F) {
+	for _, n := range []int{0, 1, 16} {
+		l, err := newLockLayout(n, "hapax")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(l.encode())
+	}
+	f.Add([]byte(lockRecordMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := decodeLockLayout(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not match ErrCorrupt", err)
+			}
+			return
+		}
+		if got := l.encode(); string(got) != string(b) {
+			t.Fatalf("decoded %+v re-encodes to %q, not %q", l, got, b)
+		}
+	})
+}
+
+// FuzzAttachArena: Attach of arbitrary words never panics, and an arena it
+// accepts has locks that work.
+func FuzzAttachArena(f *testing.F) {
+	n, _ := ipc.Config{Slots: 2, Locks: 1}.Words()
+	good := make([]uint64, n)
+	if err := ipc.Format(good, ipc.Config{Slots: 2, Locks: 1}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(wordsToBytes(good))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		words := make([]uint64, len(b)/8)
+		for i := range words {
+			words[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+		a, err := ipc.Attach(words)
+		if err != nil {
+			return
+		}
+		if a.Config().Locks > 0 {
+			m, err := a.Mutex("ttas", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.TryLock() {
+				_ = m.Unlock()
+			}
+		}
+	})
+}
+
+func wordsToBytes(w []uint64) []byte {
+	var b []byte
+	for _, x := range w {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	return b
 }
