@@ -104,6 +104,9 @@ func Open(path string, opts *Options) (*Map, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	if m.admin != nil {
+		tb.SetAdminLock(m.admin)
+	}
 	return m, nil
 }
 

@@ -48,11 +48,25 @@ type Table struct {
 	extraTiers *uint64
 	segs       []Segment
 	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
+	admin      Locker
 
 	// Counted in this process only, for Stats and tests.
 	Compactions atomic.Int64 // tiers compacted
 	Relocations atomic.Int64 // values moved because they outgrew their chunks
 }
+
+// Locker is an exclusive lock shared by every process that maps the file.
+type Locker interface {
+	Lock()
+	Unlock() error
+}
+
+// SetAdminLock makes the table take tiers from the overflow pool under
+// admin, the file's admin lock: the tier's disk blocks are then reserved
+// before the pool counter moves, so a full disk wastes no tier. It is always
+// the innermost lock: taken with a segment lock held, never the other way.
+// Without it (nil), tiers are taken by CAS alone.
+func (t *Table) SetAdminLock(admin Locker) { t.admin = admin }
 
 // Segment is a handle on one segment: its header words and its lock.
 type Segment struct {

@@ -267,18 +267,33 @@ func (s *Segment) allocRun(w *writer, n int64, moving *tier) (tier, int64, error
 }
 
 // linkTier takes a tier from the overflow pool and appends it to the chain
-// after last. The pool is a counter bumped by CAS: tiers are never returned,
-// so no lock is needed, and a process that dies between taking and linking
-// a tier only wastes it.
+// after last. The pool is a counter: tiers are never returned, and a process
+// that dies between taking and linking a tier only wastes it.
 func (s *Segment) linkTier(last *tier) (tier, error) {
 	tb := s.tb
 	l := &tb.layout
 	pool := uint64(l.Tiers - l.Segments)
 	var idx uint64
+	if tb.admin != nil {
+		tb.admin.Lock()
+		used := atomic.LoadUint64(tb.extraTiers)
+		if used >= pool {
+			_ = tb.admin.Unlock()
+			return tier{}, s.poolExhausted(pool)
+		}
+		idx = uint64(l.Segments) + used
+		if err := tb.allocate(l.TiersOff+int64(idx)*l.TierSize, l.TierSize); err != nil {
+			_ = tb.admin.Unlock()
+			return tier{}, fmt.Errorf("%w: cannot reserve disk for a new tier: %v", ErrFull, err)
+		}
+		atomic.StoreUint64(tb.extraTiers, used+1)
+		_ = tb.admin.Unlock()
+		return s.attachTier(last, idx), nil
+	}
 	for {
 		used := atomic.LoadUint64(tb.extraTiers)
 		if used >= pool {
-			return tier{}, fmt.Errorf("%w: all %d overflow tiers are in use (segment %d has %d entries); create the map with more entries or a larger MaxBloatFactor", ErrFull, pool, s.index, s.Len())
+			return tier{}, s.poolExhausted(pool)
 		}
 		if atomic.CompareAndSwapUint64(tb.extraTiers, used, used+1) {
 			idx = uint64(l.Segments) + used
@@ -288,12 +303,22 @@ func (s *Segment) linkTier(last *tier) (tier, error) {
 	if err := tb.allocate(l.TiersOff+int64(idx)*l.TierSize, l.TierSize); err != nil {
 		return tier{}, fmt.Errorf("%w: cannot reserve disk for a new tier: %v", ErrFull, err)
 	}
-	nt := tb.tier(int64(idx))
+	return s.attachTier(last, idx), nil
+}
+
+func (s *Segment) poolExhausted(pool uint64) error {
+	return fmt.Errorf("%w: all %d overflow tiers are in use (segment %d has %d entries); create the map with more entries or a larger MaxBloatFactor", ErrFull, pool, s.index, s.Len())
+}
+
+// attachTier initializes tier idx, just taken from the pool, and links it
+// after last.
+func (s *Segment) attachTier(last *tier, idx uint64) tier {
+	nt := s.tb.tier(int64(idx))
 	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
 	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
 	atomic.StoreUint64(&last.header[thNext/8], idx+1) // publish: readers may follow it now
 	atomic.AddUint64(s.tiers, 1)
-	return nt, nil
+	return nt
 }
 
 // compact moves the tier's entries to the start of its entry space, in slot
