@@ -91,7 +91,7 @@ func TestLockTable(t *testing.T) {
 // counter with plain Get and Put under application lock 1; only mutual
 // exclusion across processes makes the total exact.
 func TestLockTableAcrossProcesses(t *testing.T) {
-	for _, algo := range []string{"hapax", "hapax-vw", "tidex", "ttas"} {
+	for _, algo := range []string{"hapax-cr", "hapax", "hapax-vw", "tidex", "ttas"} {
 		t.Run(algo, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.map")
 			opts := *helperOpts

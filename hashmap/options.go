@@ -35,7 +35,7 @@ type Options struct {
 	// Map.Locks). Default 0. Fixed at creation.
 	Locks int
 	// LockAlgorithm names the lock table's algorithm, one of
-	// ipc.Algorithms(). Default "hapax". Fixed at creation.
+	// ipc.Algorithms(). Default "hapax-cr". Fixed at creation.
 	LockAlgorithm string
 	// NoChecksums skips the per-entry checksum (on by default) when
 	// creating; it saves a hash of each written entry.

@@ -62,12 +62,14 @@ const (
 // purpose: an arrival touches both, and the owner writes the context right
 // after acquiring, while the line is still its own.
 const (
-	lArrive  = 0
-	lDepart  = 1
-	lHolder  = 2 // the owning episode's value, for Unlock
-	lDepartQ = 3 // low half: bumped when Depart changes and someone sleeps; high half: sleepers
-	lGen     = 4 // bumped when recovery resets the lock; waiters restart
-	lWord    = 5 // low half: the ttas word
+	lArrive   = 0
+	lDepart   = 1
+	lHolder   = 2 // the owning episode's value, for Unlock
+	lDepartQ  = 3 // low half: bumped when Depart changes and someone sleeps; high half: sleepers
+	lGen      = 4 // bumped when recovery resets the lock; waiters restart
+	lWord     = 5 // low half: the ttas word
+	lWaited   = 6 // 1 if the owner had to wait
+	lRestrict = 7 // concurrency restriction state (restrict.go)
 )
 
 func (c Config) normalized() (Config, error) {

@@ -4,7 +4,11 @@
 // processes that map the file at different places share the locks.
 //
 // The algorithms (see Algorithms) are Tidex, the Hapax locks of Dice and
-// Kogan with invisible ("hapax") and visible ("hapax-vw") waiters, and a
+// Kogan with invisible ("hapax") and visible ("hapax-vw") waiters, Hapax
+// under concurrency restriction ("hapax-cr", the default: strict FIFO
+// collapses when waiters outnumber cores, because every handover then waits
+// for a sleeping waiter to be scheduled; restriction keeps the circulating
+// set as large as the core count and rotates the others in), and a
 // test-and-test-and-set word with futex parking ("ttas", the Chronicle Map
 // style baseline). All are thread-oblivious: the context an unlock needs is
 // kept in the lock body, so any goroutine of any process may release a lock

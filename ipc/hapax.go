@@ -25,7 +25,7 @@ func newBody(a *Arena, index int) body {
 	w := a.lockBody(index)
 	dseq, dsleepers := wait.Halves(&w[lDepartQ])
 	return body{a: a, index: index, arrive: &w[lArrive], depart: &w[lDepart], holder: &w[lHolder],
-		waited: &w[lWord+1], gen: &w[lGen], dseq: dseq, dsleepers: dsleepers}
+		waited: &w[lWaited], gen: &w[lGen], dseq: dseq, dsleepers: dsleepers}
 }
 
 // pace decides how a waiter waits: spinning only pays for the one waiter

@@ -41,6 +41,8 @@ type Algorithm struct {
 
 // algorithms is in the order Algorithms lists them, the default first.
 var algorithms = []Algorithm{
+	{Name: "hapax-cr", FIFO: false, open: openRestricted(openHapax(false)),
+		Summary: "Hapax with concurrency restriction (default): as many waiters as cores circulate, the rest queue asleep outside and rotate in (each head within 250µs)"},
 	{Name: "hapax", FIFO: true, open: openHapax(false),
 		Summary: "Hapax lock with invisible waiters: FIFO, waiters watch a slot of the shared waiting array"},
 	{Name: "hapax-vw", FIFO: true, open: openHapax(true),
@@ -55,7 +57,7 @@ var algorithms = []Algorithm{
 func Algorithms() []Algorithm { return slices.Clone(algorithms) }
 
 // DefaultAlgorithm is the algorithm used when none is named.
-const DefaultAlgorithm = "hapax"
+const DefaultAlgorithm = "hapax-cr"
 
 // Lookup returns the algorithm called name.
 func Lookup(name string) (Algorithm, error) {
@@ -102,6 +104,7 @@ func (a *Arena) Reset(index int) error {
 	atomic.StoreUint64(&b[lHolder], 0)
 	atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
 	atomic.StoreUint64(&b[lWord], 0)
+	atomic.StoreUint64(&b[lRestrict], 0)
 	seq, _ := wait.Halves(&b[lDepartQ])
 	atomic.AddUint32(seq, 1)
 	wait.WakeAll(seq)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,11 +39,11 @@ const (
 )
 
 type lockbenchOpts struct {
-	algos                      string
+	algos, procsList           string
 	procs, goroutines, cs, ncs int
-	slots                      int
+	slots, runs                int
 	duration                   time.Duration
-	json                       bool
+	json, markdown             bool
 }
 
 var lockbenchCmd = &command{
@@ -68,17 +69,28 @@ Algorithms (--algo, comma-separated, or "all"):
 ` + lockbenchAlgoHelp() + `  flock      flock(2) on the file: the kernel's lock, one file description
              per goroutine
 
-With --json, one JSON object per algorithm and line, with the keys algo, procs,
-goroutines, cs, ncs, seconds, ops, ops_per_sec, fairness, min_ops, max_ops
-and exclusion_ok. Exit status 3 if any exclusion check fails.
+--procs takes a list: every algorithm is measured at each count. With --runs N,
+each measurement is repeated N times, the algorithms taking turns so that a
+noisy moment does not fall on one of them, and the medians of throughput and
+of fairness are reported (exclusion must hold in every run).
+
+With --json, one JSON object per algorithm, process count and line, with the
+keys algo, procs, goroutines, cs, ncs, runs, seconds, ops, ops_per_sec,
+fairness, min_ops, max_ops and exclusion_ok (ops, min_ops and max_ops are
+from the run with the median throughput). With --markdown, one table:
+an algorithm per row, a process count per column. Exit status 3 if any
+exclusion check fails.
 
 Example:
-  mapctl lockbench --algo hapax,ttas --procs 4
-  mapctl lockbench --algo all --procs 8 --duration 2s --json`,
+  mapctl lockbench --algo hapax-cr,hapax,ttas --procs 4
+  mapctl lockbench --algo all --procs 8 --duration 2s --json
+  mapctl lockbench --algo all --procs 1,2,4,8 --runs 5 --duration 1s --markdown`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &lockbenchOpts{}
-		fs.StringVar(&o.algos, "algo", "hapax", `lock algorithms, comma-separated, or "all"`)
-		fs.IntVar(&o.procs, "procs", 2, "worker processes")
+		fs.StringVar(&o.algos, "algo", ipc.DefaultAlgorithm, `lock algorithms, comma-separated, or "all"`)
+		fs.StringVar(&o.procsList, "procs", "2", "worker processes, or a comma-separated list of counts")
+		fs.IntVar(&o.runs, "runs", 1, "runs per measurement; medians are reported")
+		fs.BoolVar(&o.markdown, "markdown", false, "print one Markdown table (algorithms x process counts)")
 		fs.IntVar(&o.goroutines, "goroutines", 1, "goroutines per worker process")
 		fs.IntVar(&o.cs, "cs", 1, "shared PRNG steps inside the critical section")
 		fs.IntVar(&o.ncs, "ncs", 500, "mean private PRNG steps outside it (randomized 0..2x)")
@@ -105,6 +117,7 @@ type lockbenchResult struct {
 	Goroutines  int     `json:"goroutines"`
 	CS          int     `json:"cs"`
 	NCS         int     `json:"ncs"`
+	Runs        int     `json:"runs"`
 	Seconds     float64 `json:"seconds"`
 	Ops         uint64  `json:"ops"`
 	OpsPerSec   float64 `json:"ops_per_sec"`
@@ -119,11 +132,22 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 	if len(args) != 0 {
 		return e.usageError(c, "takes no arguments")
 	}
-	if o.procs < 1 || o.goroutines < 1 || o.procs*o.goroutines > benchWorkers {
-		return e.usageError(c, fmt.Sprintf("--procs and --goroutines must be at least 1, and procs x goroutines at most %d", benchWorkers))
+	var procs []int
+	for _, f := range strings.Split(o.procsList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return e.usageError(c, fmt.Sprintf("--procs %q: want process counts of at least 1, comma-separated", o.procsList))
+		}
+		procs = append(procs, n)
 	}
-	if o.cs < 0 || o.ncs < 0 || o.duration <= 0 {
-		return e.usageError(c, "--cs and --ncs must be at least 0, --duration positive")
+	if o.goroutines < 1 || slices.Max(procs)*o.goroutines > benchWorkers {
+		return e.usageError(c, fmt.Sprintf("--goroutines must be at least 1, and procs x goroutines at most %d", benchWorkers))
+	}
+	if o.cs < 0 || o.ncs < 0 || o.duration <= 0 || o.runs < 1 {
+		return e.usageError(c, "--cs and --ncs must be at least 0, --duration positive, --runs at least 1")
+	}
+	if o.json && o.markdown {
+		return e.usageError(c, "--json and --markdown exclude each other")
 	}
 	if _, err := (ipc.Config{Slots: o.slots, Locks: 1}).Words(); err != nil {
 		return e.usageError(c, err.Error())
@@ -150,32 +174,103 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 		return e.fail(c, err)
 	}
 	defer os.RemoveAll(dir)
-	if !o.json {
-		fmt.Fprintf(e.stdout, "%d processes x %d goroutines, cs %d, ncs %d, %v per algorithm, %d waiting slots\n",
-			o.procs, o.goroutines, o.cs, o.ncs, o.duration, o.slots)
-		fmt.Fprintf(e.stdout, "%-10s %14s %9s %10s\n", "algo", "ops/s", "fairness", "exclusion")
-	}
 	status := exitOK
-	for i, algo := range algos {
-		r, err := lockbenchRun(self, filepath.Join(dir, fmt.Sprintf("locks-%d", i)), algo, o)
-		if err != nil {
-			return e.fail(c, fmt.Errorf("%s: %w", algo, err))
+	table := make(map[string][]lockbenchResult)
+	for _, n := range procs {
+		po := *o
+		po.procs = n
+		if !o.json && !o.markdown {
+			fmt.Fprintf(e.stdout, "%d processes x %d goroutines, cs %d, ncs %d, %v per run, %d runs, %d waiting slots\n",
+				n, o.goroutines, o.cs, o.ncs, o.duration, o.runs, o.slots)
+			fmt.Fprintf(e.stdout, "%-10s %14s %9s %10s\n", "algo", "ops/s", "fairness", "exclusion")
 		}
-		if !r.ExclusionOK {
-			status = exitError
+		runs := make([][]lockbenchResult, len(algos))
+		for run := range o.runs {
+			for i, algo := range algos {
+				r, err := lockbenchRun(self, filepath.Join(dir, fmt.Sprintf("locks-%d-%d-%d", n, run, i)), algo, &po)
+				if err != nil {
+					return e.fail(c, fmt.Errorf("%s at %d processes: %w", algo, n, err))
+				}
+				runs[i] = append(runs[i], r)
+			}
 		}
-		if o.json {
-			b, _ := json.Marshal(r)
-			fmt.Fprintf(e.stdout, "%s\n", b)
-			continue
+		for i := range algos {
+			r := medianResult(runs[i])
+			table[r.Algo] = append(table[r.Algo], r)
+			if !r.ExclusionOK {
+				status = exitError
+			}
+			switch {
+			case o.json:
+				b, _ := json.Marshal(r)
+				fmt.Fprintf(e.stdout, "%s\n", b)
+			case !o.markdown:
+				fmt.Fprintf(e.stdout, "%-10s %14.0f %9.3f %10s\n", r.Algo, r.OpsPerSec, r.Fairness, exclusionVerdict(r.ExclusionOK))
+			}
 		}
-		verdict := "ok"
-		if !r.ExclusionOK {
-			verdict = "FAILED"
+	}
+	if o.markdown {
+		fmt.Fprint(e.stdout, "| algorithm |")
+		for _, n := range procs {
+			fmt.Fprintf(e.stdout, " %d %s |", n, plural(n, "process", "processes"))
 		}
-		fmt.Fprintf(e.stdout, "%-10s %14.0f %9.3f %10s\n", r.Algo, r.OpsPerSec, r.Fairness, verdict)
+		fmt.Fprint(e.stdout, "\n|---|")
+		fmt.Fprint(e.stdout, strings.Repeat("---|", len(procs)))
+		fmt.Fprintln(e.stdout)
+		for _, algo := range algos {
+			fmt.Fprintf(e.stdout, "| %s |", algo)
+			for _, r := range table[algo] {
+				fmt.Fprintf(e.stdout, " %sk (fair %.2f)", thousands(uint64(math.Round(r.OpsPerSec/1000))), r.Fairness)
+				if !r.ExclusionOK {
+					fmt.Fprint(e.stdout, " EXCLUSION FAILED")
+				}
+				fmt.Fprint(e.stdout, " |")
+			}
+			fmt.Fprintln(e.stdout)
+		}
 	}
 	return status
+}
+
+func exclusionVerdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAILED"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// thousands formats n with comma separators.
+func thousands(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// medianResult folds repeated runs of one measurement into one result: the
+// run with the median throughput, the median fairness, and exclusion only
+// if every run kept it.
+func medianResult(runs []lockbenchResult) lockbenchResult {
+	byOps := slices.Clone(runs)
+	slices.SortFunc(byOps, func(a, b lockbenchResult) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
+	r := byOps[len(byOps)/2]
+	fair := make([]float64, len(runs))
+	for i, x := range runs {
+		fair[i] = x.Fairness
+		r.ExclusionOK = r.ExclusionOK && x.ExclusionOK
+	}
+	slices.Sort(fair)
+	r.Fairness = fair[len(fair)/2]
+	r.Runs = len(runs)
+	return r
 }
 
 // benchFile is a mapped lock file.
@@ -252,7 +347,7 @@ func (b *benchFile) close() {
 }
 
 func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
-	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs}
+	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs, Runs: 1}
 	b, err := createBenchFile(path, o.slots)
 	if err != nil {
 		return r, err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sharedmap/sharedmap/ipc"
 )
 
 // TestMain lets the demo re-execute this test binary as its worker
@@ -268,8 +270,8 @@ func TestLockbench(t *testing.T) {
 		t.Fatalf("lockbench: %d %q %q", c, o, e)
 	}
 	lines := strings.Split(strings.TrimSpace(o), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("want one line per algorithm (5), got %q", o)
+	if want := len(ipc.Algorithms()) + 1; len(lines) != want { // and flock
+		t.Fatalf("want one line per algorithm (%d), got %q", want, o)
 	}
 	for _, l := range lines {
 		var r map[string]any
@@ -284,6 +286,14 @@ func TestLockbench(t *testing.T) {
 		if r["exclusion_ok"] != true || r["ops_per_sec"].(float64) <= 0 || r["procs"].(float64) != 2 {
 			t.Errorf("bad result %s", l)
 		}
+	}
+	c, o, e = mapctl(t, "", "lockbench", "--algo", "hapax-cr,ttas", "--procs", "1,3", "--runs", "2", "--duration", "50ms", "--markdown")
+	if c != 0 || !strings.HasPrefix(o, "| algorithm | 1 process | 3 processes |\n|---|---|---|\n| hapax-cr | ") ||
+		strings.Count(o, "(fair ") != 4 {
+		t.Errorf("markdown table: %d %q %q", c, o, e)
+	}
+	if c, _, e := mapctl(t, "", "lockbench", "--procs", "2,0"); c != exitUsage || !strings.Contains(e, "--procs") {
+		t.Errorf("bad --procs: %d %q", c, e)
 	}
 	if c, _, e := mapctl(t, "", "lockbench", "--algo", "nope"); c != exitUsage || !strings.Contains(e, "unknown lock algorithm") {
 		t.Errorf("unknown algorithm: %d %q", c, e)

@@ -1,0 +1,235 @@
+package ipc
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// Concurrency restriction (after Dice and Kogan's GCR, "Avoiding Scalability
+// Collapse by Restricting Concurrency", 2019) keeps a FIFO lock fast when
+// waiters outnumber cores. A FIFO lock must hand over to its next waiter;
+// when that waiter is not running, the lock stays idle for a wake-up and a
+// trip through the scheduler, tens of microseconds on a loaded machine,
+// which is what collapses Hapax at 8 processes on 2 cores. Restriction lets
+// at most seats goroutines (the holder and its queue) circulate over the
+// inner lock; later arrivals wait outside in a passive FIFO, asleep, so the
+// inner lock only hands over to goroutines that are running. The passive
+// queue's head enters when a seat is free, and after crPatience it enters
+// anyway, so every waiter gets in within a bounded time and the circulating
+// set rotates: long-run fairness is kept, short-run FIFO is given up.
+//
+// The state is one word (lRestrict) in the lock body's line:
+// bits 0-15 the goroutines seated (admitted, not yet unlocked), bits 16-39
+// the passive arrival ticket, bits 40-63 the ticket being served. Passive
+// waiters sleep on the waiting-array slot of their ticket, salted apart
+// from the inner lock's slots.
+const (
+	crSeatBits   = 16
+	crTicketBits = 24
+	crSeatMask   = 1<<crSeatBits - 1
+	crTicketMask = 1<<crTicketBits - 1
+	crArriveOne  = 1 << crSeatBits
+	crServeShift = crSeatBits + crTicketBits
+	crServeOne   = 1 << crServeShift
+
+	// crStreak is how many admissions in a row a handle takes past passive
+	// waiters before it joins them: it makes the circulating set rotate in
+	// turn rather than by chance.
+	crStreak = 512
+	// crLook is how often the sleeping passive head looks for a free seat.
+	crLook = 50 * time.Microsecond
+)
+
+// crPatience bounds how long the passive head waits for a free seat before
+// it takes one anyway. A variable only so that tests can stop the clock.
+var crPatience = 250 * time.Microsecond
+
+type crState uint64
+
+func (s crState) seated() uint64  { return uint64(s) & crSeatMask }
+func (s crState) arrival() uint64 { return uint64(s) >> crSeatBits & crTicketMask }
+func (s crState) serving() uint64 { return uint64(s) >> crServeShift }
+func (s crState) passive() bool   { return s.arrival() != s.serving() }
+
+// restricted wraps a FIFO lock of the same body with concurrency restriction.
+type restricted struct {
+	inner Mutex
+	a     *Arena
+	index int
+	state *uint64
+	gen   *uint64
+	seats uint64
+	// streak counts this handle's admissions in a row past passive waiters.
+	streak atomic.Uint32
+}
+
+func openRestricted(open func(*Arena, int) Mutex) func(*Arena, int) Mutex {
+	return func(a *Arena, index int) Mutex {
+		w := a.lockBody(index)
+		return &restricted{inner: open(a, index), a: a, index: index, state: &w[lRestrict], gen: &w[lGen],
+			seats: crSeats()}
+	}
+}
+
+// crSeats is the number of goroutines that may circulate over one lock: as
+// many as can run at once. Processes that see different CPU counts may
+// disagree; that changes the policy, never the exclusion.
+func crSeats() uint64 {
+	return uint64(max(2, min(runtime.NumCPU(), crSeatMask/2)))
+}
+
+// passiveSlot is where the waiter with ticket t sleeps.
+func (l *restricted) passiveSlot(t uint64) slot {
+	return l.a.toSlot(MaxLocks+l.index, t&crTicketMask)
+}
+
+func (l *restricted) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *restricted) LockTimeout(d time.Duration) error {
+	w := newWaiter(d)
+	if err := l.takeSeat(&w); err != nil {
+		return err
+	}
+	var err error
+	if d < 0 {
+		l.inner.Lock()
+	} else {
+		err = l.inner.LockTimeout(max(0, time.Until(w.deadline)))
+	}
+	if err != nil {
+		l.leaveSeat()
+	}
+	return err
+}
+
+func (l *restricted) TryLock() bool {
+	if !l.inner.TryLock() {
+		return false
+	}
+	atomic.AddUint64(l.state, 1) // a holder always has a seat
+	return true
+}
+
+func (l *restricted) Unlock() error {
+	if err := l.inner.Unlock(); err != nil {
+		return err
+	}
+	l.leaveSeat()
+	return nil
+}
+
+// leaveSeat gives a seat back. It never goes below zero: Reset zeroes the
+// count while goroutines that hold seats are still running.
+func (l *restricted) leaveSeat() {
+	for {
+		s := atomic.LoadUint64(l.state)
+		if crState(s).seated() == 0 || atomic.CompareAndSwapUint64(l.state, s, s-1) {
+			return
+		}
+	}
+}
+
+// takeSeat admits the caller at once while a seat is free, even past
+// passive waiters: they are asleep, and waiting for one to wake would idle
+// the lock (the head's patience bounds the bypass). Else it queues the
+// caller in the passive FIFO.
+func (l *restricted) takeSeat(w *waiter) error {
+	for {
+		gen := atomic.LoadUint64(l.gen)
+		s := atomic.LoadUint64(l.state)
+		if crState(s).seated() < l.seats && !l.yieldTurn(crState(s)) {
+			if atomic.CompareAndSwapUint64(l.state, s, s+1) {
+				return nil
+			}
+			continue
+		}
+		if !atomic.CompareAndSwapUint64(l.state, s, l.nextArrival(s)) {
+			continue
+		}
+		t := crState(s).arrival()
+		switch l.waitPassive(w, t, gen, false) {
+		case granted:
+			return nil
+		case timedOut:
+			l.a.substitute(func(w *waiter) { l.waitPassive(w, t, gen, true) })
+			return ErrTimeout
+		}
+	}
+}
+
+// yieldTurn reports whether a handle that would be admitted past passive
+// waiters has had its streak and should queue behind them instead.
+func (l *restricted) yieldTurn(s crState) bool {
+	if !s.passive() {
+		if l.streak.Load() != 0 {
+			l.streak.Store(0)
+		}
+		return false
+	}
+	if l.streak.Add(1) < crStreak {
+		return false
+	}
+	l.streak.Store(0)
+	return true
+}
+
+func (l *restricted) nextArrival(s uint64) uint64 {
+	return s&^(crTicketMask<<crSeatBits) | (crState(s).arrival()+1)&crTicketMask<<crSeatBits
+}
+
+// waitPassive waits until ticket t is served, then until a seat is free or
+// its patience runs out, and takes the seat; a pass (the turn of a waiter
+// that timed out) moves the queue on without taking one.
+func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool) outcome {
+	sl := l.passiveSlot(t)
+	var headSince time.Time
+	for {
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		s := atomic.LoadUint64(l.state)
+		if crState(s).serving() == t {
+			if headSince.IsZero() {
+				headSince = time.Now()
+			}
+			if pass || crState(s).seated() < l.seats || time.Since(headSince) >= crPatience {
+				ns := s + crServeOne
+				if !pass {
+					ns++
+				}
+				if !atomic.CompareAndSwapUint64(l.state, s, ns) {
+					continue
+				}
+				if crState(ns).passive() {
+					next := l.passiveSlot(t + 1)
+					signal(next.seq, next.sleepers)
+				}
+				return granted
+			}
+		}
+		if w.stop != nil && w.stop.Load() {
+			return timedOut
+		}
+		// Passive waiters never spin: spinning is the CPU the circulating
+		// goroutines need. The head naps briefly to look for a free seat;
+		// the others sleep until the head before them enters.
+		nap := wait.MaxNap
+		if !headSince.IsZero() {
+			nap = crLook
+		}
+		if left := time.Until(w.deadline); left <= 0 {
+			return timedOut
+		} else if left < nap {
+			nap = left
+		}
+		atomic.AddUint32(sl.sleepers, 1)
+		seq := atomic.LoadUint32(sl.seq)
+		if crState(atomic.LoadUint64(l.state)).serving() != t || !headSince.IsZero() {
+			wait.Sleep(sl.seq, seq, nap)
+		}
+		atomic.AddUint32(sl.sleepers, ^uint32(0))
+	}
+}

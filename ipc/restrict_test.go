@@ -1,0 +1,153 @@
+package ipc
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func restrictState(tf *testFile, i int) crState {
+	return crState(atomic.LoadUint64(&tf.arena.lockBody(i)[lRestrict]))
+}
+
+// waitState polls until ok accepts the lock's restriction state.
+func waitState(t *testing.T, tf *testFile, what string, ok func(crState) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(restrictState(tf, 0)) {
+		if time.Now().After(deadline) {
+			s := restrictState(tf, 0)
+			t.Fatalf("%s: state never got there: seated %d, arrival %d, serving %d", what, s.seated(), s.arrival(), s.serving())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRestrictionBoundsSeats: with the patience clock stopped, at most
+// seats goroutines enter the inner lock; the rest wait outside and all get
+// in as seats come free. (Admission order is not asserted: two waiters
+// seated one after the other can swap on their way into the inner queue.)
+func TestRestrictionBoundsSeats(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour
+	defer func() { crPatience = saved }()
+
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	holder := tf.mutex(t, "hapax-cr", 0)
+	holder.Lock()
+	seats := crSeats()
+	const waiters = 8
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := tf.mutex(t, "hapax-cr", 0)
+			m.Lock()
+			admitted.Add(1)
+			if err := m.Unlock(); err != nil {
+				t.Error(err)
+			}
+		}()
+		// Arrive one at a time, so that arrival order is known.
+		want := uint64(g + 2)
+		waitState(t, tf, "arrival", func(s crState) bool { return s.seated()+(s.arrival()-s.serving()) == want })
+	}
+	s := restrictState(tf, 0)
+	if s.seated() != seats || s.arrival()-s.serving() != waiters+1-seats {
+		t.Fatalf("seated %d, passive %d; want %d and %d", s.seated(), s.arrival()-s.serving(), seats, waiters+1-seats)
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if admitted.Load() != waiters {
+		t.Fatalf("%d of %d waiters admitted", admitted.Load(), waiters)
+	}
+	waitState(t, tf, "settle", func(s crState) bool { return s.seated() == 0 && !s.passive() })
+}
+
+// TestRestrictionPatience: a passive waiter gets in while seated goroutines
+// keep the lock circulating and never leave a seat free.
+func TestRestrictionPatience(t *testing.T) {
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	holder := tf.mutex(t, "hapax-cr", 0)
+	holder.Lock()
+	// Fill every other seat with waiters in the inner queue.
+	var wg sync.WaitGroup
+	for range crSeats() - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := tf.mutex(t, "hapax-cr", 0)
+			m.Lock()
+			m.Unlock()
+		}()
+	}
+	waitState(t, tf, "seats full", func(s crState) bool { return s.seated() == crSeats() })
+	late := tf.mutex(t, "hapax-cr", 0)
+	got := make(chan error, 1)
+	go func() { got <- late.LockTimeout(10 * time.Second) }()
+	// The late waiter is passive; after its patience it enters the inner
+	// queue although no seat came free.
+	waitState(t, tf, "over capacity", func(s crState) bool { return s.seated() == crSeats()+1 && !s.passive() })
+	holder.Unlock()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	late.Unlock()
+	wg.Wait()
+	waitState(t, tf, "settle", func(s crState) bool { return s.seated() == 0 && !s.passive() })
+}
+
+// TestRestrictionTimeoutsSettle: timeouts in both phases (outside, and in
+// the inner queue) and trylocks give every seat and ticket back.
+func TestRestrictionTimeoutsSettle(t *testing.T) {
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	var wg sync.WaitGroup
+	var timeouts atomic.Int64
+	for g := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := tf.mutex(t, "hapax-cr", 0)
+			for i := range 2000 {
+				switch {
+				case i%5 == 0 && m.TryLock():
+				case i%3 == 0:
+					if m.LockTimeout(time.Duration(g%4)*20*time.Microsecond) != nil {
+						timeouts.Add(1)
+						continue
+					}
+				default:
+					m.Lock()
+				}
+				criticalSection(tf.scratch)
+				if i%100 == 0 {
+					time.Sleep(100 * time.Microsecond) // a long holder makes waiters time out
+				}
+				if err := m.Unlock(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d timeouts", timeouts.Load())
+	if timeouts.Load() == 0 {
+		t.Fatal("no LockTimeout timed out: the test did not test timeouts")
+	}
+	m := tf.mutex(t, "hapax-cr", 0)
+	m.Lock() // after every abandoned inner turn
+	m.Unlock()
+	waitState(t, tf, "settle", func(s crState) bool { return s.seated() == 0 && !s.passive() })
+	if n := tf.scratch[scratchCounter]; tf.scratch[scratchPRNG] != replay(n) {
+		t.Fatal("exclusion failed")
+	}
+}
