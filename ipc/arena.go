@@ -117,13 +117,17 @@ type Arena struct {
 	mu          sync.Mutex
 	idle        sync.Cond
 	substitutes int
+	cohorts     map[int]*cohortRecord // this process's half of cohort locks, by index
 }
 
 // Close stops the goroutines that take the turns of timed-out waiters and
 // waits for them (at most one sleep, wait.MaxNap), so that the caller may
 // unmap the words. A turn not yet taken is left in its lock's queue, as if
 // this process had died waiting: the lock needs Reset before anyone behind
-// it gets in. Locks must not be used after Close.
+// it gets in. A cohort lock's helper that waits for the process-local lock
+// for a timed-out LockTimeout ends when this process's holder unlocks, so
+// Close must come after every lock of this process is released. Locks must
+// not be used after Close.
 func (a *Arena) Close() {
 	a.closing.Store(true)
 	a.mu.Lock()
@@ -146,12 +150,16 @@ func (a *Arena) substitute(take func(w *waiter)) {
 	go func() {
 		w := newWaiter(-1)
 		w.stop = &a.closing
+		defer a.substituteDone()
 		take(&w)
-		a.mu.Lock()
-		a.substitutes--
-		a.idle.Broadcast()
-		a.mu.Unlock()
 	}()
+}
+
+func (a *Arena) substituteDone() {
+	a.mu.Lock()
+	a.substitutes--
+	a.idle.Broadcast()
+	a.mu.Unlock()
 }
 
 // Format writes an empty arena into words, which must be zero and exactly

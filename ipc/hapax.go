@@ -67,6 +67,7 @@ const (
 type hapax struct {
 	body
 	visible bool
+	arrived func() // test hook: runs right after the Arrive swap
 }
 
 func openHapax(visible bool) func(*Arena, int) Mutex {
@@ -81,6 +82,9 @@ func (l *hapax) LockTimeout(d time.Duration) error {
 		h := l.a.nextHapax()
 		gen := atomic.LoadUint64(l.gen)
 		pred := atomic.SwapUint64(l.arrive, h)
+		if l.arrived != nil {
+			l.arrived()
+		}
 		if atomic.LoadUint64(l.depart) == pred {
 			l.acquired(h, false)
 			return nil

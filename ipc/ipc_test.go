@@ -82,6 +82,9 @@ func openTestFile(t testing.TB, path string) *testFile {
 }
 
 func (tf *testFile) close() {
+	if tf.arena != nil {
+		tf.arena.Close()
+	}
 	tf.region.Unmap()
 	tf.file.Close()
 }
@@ -276,6 +279,10 @@ func TestHelperProcess(t *testing.T) {
 		helperExclusion(t)
 	case "fifo":
 		helperFIFO(t)
+	case "cohort-bypass":
+		helperCohortBypass(t)
+	case "trylock-and-leave":
+		helperTryLockAndLeave(t)
 	default:
 		t.Fatalf("unknown role %q", testutil.Role())
 	}
@@ -541,9 +548,12 @@ func TestAllocatorMonotonicAcrossReopen(t *testing.T) {
 func TestResetFreesALockHeldByTheDead(t *testing.T) {
 	for _, algo := range allAlgorithms {
 		t.Run(algo, func(t *testing.T) {
-			tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+			path := createTestFile(t, Config{Locks: 1})
+			tf := openTestFile(t, path)
 			defer tf.close()
-			tf.mutex(t, algo, 0).Lock() // the "dead" holder
+			dead := openTestFile(t, path) // another attachment stands for another process
+			defer dead.close()
+			dead.mutex(t, algo, 0).Lock() // the "dead" holder
 			var wg sync.WaitGroup
 			var got atomic.Int32
 			for range 3 {

@@ -1,0 +1,197 @@
+package ipc
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultPassLimit is how many critical sections one tenure of a cohort
+// lock's global lock may hold before the process must let others in (ck's
+// CK_COHORT_DEFAULT_LOCAL_PASS_LIMIT).
+const DefaultPassLimit = 10
+
+// cohort is lock cohorting (Dice, Marathe and Shavit; ck_cohort) with the OS
+// process as the cohort. Goroutines of one process queue on a process-local
+// lock, parked by the Go scheduler; only the local holder takes the shared,
+// thread-oblivious global lock, and it passes the global lock to the next
+// local waiter for up to passLimit critical sections in a row. So at most
+// one goroutine per process waits on shared memory, and a hot lock changes
+// process (and cache) once per tenure instead of once per critical section.
+//
+// Every handle of one lock index in one Arena shares one cohortRecord: the
+// Arena stands for the process.
+type cohort struct {
+	a         *Arena
+	rec       *cohortRecord
+	global    Mutex
+	passLimit int
+}
+
+// cohortRecord is the process-local half of a cohort lock.
+type cohortRecord struct {
+	local sync.Mutex
+	// waiting counts goroutines blocked on local: the releaser's "is anyone
+	// of my process waiting?" test. Only blocking waiters advertise: a
+	// TryLock that counted itself could make an unlock keep the global lock
+	// for a process that then leaves, stalling every other process.
+	waiting atomic.Int32
+	held    atomic.Bool // local is held: Unlock's guard against a double unlock
+	// Guarded by local:
+	keepsGlobal bool // the global lock is held for this process (ck's LOCAL state)
+	tenure      int  // critical sections in this tenure of the global lock
+	// Counters for tests and stats: global acquisitions, local handovers.
+	globalTakes, localPasses atomic.Int64
+}
+
+// openCohort runs cohorting over a thread-oblivious global lock, so that any
+// goroutine of the process can end the tenure. Over Hapax ("cohort"), which
+// is FIFO, a process whose representative waits is bypassed by at most
+// (processes-1) x passLimit critical sections. Over hapax-cr ("cohort-cr")
+// that bound is traded for throughput when processes outnumber cores.
+func openCohort(global func(*Arena, int) Mutex) func(*Arena, int) Mutex {
+	return func(a *Arena, index int) Mutex {
+		return &cohort{a: a, rec: a.cohortRecord(index), global: global(a, index), passLimit: DefaultPassLimit}
+	}
+}
+
+// cohortRecord returns this process's record for lock index.
+func (a *Arena) cohortRecord(index int) *cohortRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cohorts == nil {
+		a.cohorts = make(map[int]*cohortRecord)
+	}
+	r := a.cohorts[index]
+	if r == nil {
+		r = new(cohortRecord)
+		a.cohorts[index] = r
+	}
+	return r
+}
+
+func (l *cohort) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *cohort) LockTimeout(d time.Duration) error {
+	deadline := forever
+	if d >= 0 {
+		deadline = time.Now().Add(d)
+	}
+	r := l.rec
+	if !r.local.TryLock() {
+		if d < 0 {
+			r.waiting.Add(1)
+			r.local.Lock()
+			r.waiting.Add(-1)
+		} else if !l.lockLocalUntil(deadline) {
+			return ErrTimeout
+		}
+	}
+	r.held.Store(true)
+	if !r.keepsGlobal {
+		var err error
+		if d < 0 {
+			l.global.Lock()
+		} else {
+			err = l.global.LockTimeout(max(0, time.Until(deadline)))
+		}
+		if err != nil {
+			r.held.Store(false)
+			r.local.Unlock()
+			return err
+		}
+		r.globalTakes.Add(1)
+	} else {
+		r.localPasses.Add(1)
+	}
+	r.tenure++
+	return nil
+}
+
+// lockLocalUntil waits for the local lock until deadline. sync.Mutex cannot
+// time out, so a helper goroutine waits for it; when the caller gives up
+// first, the helper, once it gets the lock, releases it as an unlock would
+// (a holder may have kept the global lock for it), so nothing is stranded.
+func (l *cohort) lockLocalUntil(deadline time.Time) bool {
+	r := l.rec
+	const (
+		pending = iota
+		delivered
+		abandoned
+	)
+	var state atomic.Int32
+	got := make(chan struct{})
+	r.waiting.Add(1)
+	l.a.mu.Lock()
+	l.a.substitutes++ // Close waits for it: it may touch the global lock
+	l.a.mu.Unlock()
+	go func() {
+		defer l.a.substituteDone()
+		r.local.Lock()
+		r.waiting.Add(-1)
+		if state.CompareAndSwap(pending, delivered) {
+			close(got)
+			return
+		}
+		if r.keepsGlobal {
+			r.held.Store(true)
+			l.release() // pass the global lock on, or release it
+		} else {
+			r.local.Unlock()
+		}
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-got:
+		return true
+	case <-timer.C:
+	}
+	if state.CompareAndSwap(pending, abandoned) {
+		return false
+	}
+	<-got // delivered just as the timer fired
+	return true
+}
+
+func (l *cohort) TryLock() bool {
+	r := l.rec
+	if !r.local.TryLock() {
+		return false
+	}
+	if !r.keepsGlobal {
+		if !l.global.TryLock() {
+			r.local.Unlock()
+			return false
+		}
+		r.globalTakes.Add(1)
+	}
+	r.held.Store(true)
+	r.tenure++
+	return true
+}
+
+func (l *cohort) Unlock() error {
+	if !l.rec.held.CompareAndSwap(true, false) {
+		return ErrNotLocked
+	}
+	return l.release()
+}
+
+// release ends a critical section: it keeps the global lock for a local
+// waiter while the tenure is under the pass limit, else releases it; then it
+// releases the local lock.
+func (l *cohort) release() error {
+	r := l.rec
+	r.held.Store(false)
+	var err error
+	if r.waiting.Load() > 0 && r.tenure < l.passLimit {
+		r.keepsGlobal = true
+	} else {
+		r.keepsGlobal = false
+		r.tenure = 0
+		err = l.global.Unlock()
+	}
+	r.local.Unlock()
+	return err
+}

@@ -1,0 +1,237 @@
+package ipc
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+)
+
+// Scratch words of the cohort bypass test, per process i: queued[i] is 1
+// while i's representative is past the global lock's doorway (its Arrive
+// swap); bypass[i] counts other processes' critical sections since; most[i]
+// is the largest such count seen.
+const (
+	cohortQueued = scratchLog
+	cohortBypass = scratchLog + 64
+	cohortMost   = scratchLog + 128
+	cohortReady  = scratchLog + 192 // helpers started: they begin together
+)
+
+// TestCohortBypassAcrossProcesses: with a FIFO global lock, a process whose
+// representative has queued waits for at most (P-1) x passLimit critical
+// sections of other processes, and passing within a process does happen.
+func TestCohortBypassAcrossProcesses(t *testing.T) {
+	const procs, goroutines = 3, 4
+	iters := 3000
+	if testing.Short() {
+		iters = 800
+	}
+	path := createTestFile(t, Config{Locks: 1})
+	reports := testutil.Run(t, testutil.Commands("cohort-bypass", procs, "LOCKS_PATH="+path, "LOCKS_PROCS="+strconv.Itoa(procs),
+		"LOCKS_GOROUTINES="+strconv.Itoa(goroutines), "LOCKS_ITERS="+strconv.Itoa(iters))...)
+	if len(reports) != procs {
+		t.Fatalf("%d of %d helpers reported", len(reports), procs)
+	}
+	t.Logf("helpers: %v", reports)
+	tf := openTestFile(t, path)
+	defer tf.close()
+	want := uint64(procs * goroutines * iters)
+	if got := tf.scratch[scratchCounter]; got != want || tf.scratch[scratchPRNG] != replay(want) {
+		t.Fatalf("counter %d of %d, or PRNG off: exclusion failed", got, want)
+	}
+	bound := uint64((procs - 1) * DefaultPassLimit)
+	var worst uint64
+	for i := range procs {
+		worst = max(worst, tf.scratch[cohortMost+i])
+	}
+	t.Logf("largest bypass %d, bound %d", worst, bound)
+	if worst > bound {
+		t.Fatalf("a queued process was bypassed by %d critical sections; bound (P-1) x limit = %d", worst, bound)
+	}
+	if worst < DefaultPassLimit {
+		t.Fatalf("largest bypass %d: processes never waited a whole tenure, the test did not test the bound", worst)
+	}
+}
+
+func helperCohortBypass(t *testing.T) {
+	tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
+	defer tf.close()
+	me := envInt(t, "HELPER_INDEX")
+	goroutines, iters := envInt(t, "LOCKS_GOROUTINES"), envInt(t, "LOCKS_ITERS")
+	s := tf.scratch
+	atomic.AddUint64(&s[cohortReady], 1)
+	for atomic.LoadUint64(&s[cohortReady]) < uint64(envInt(t, "LOCKS_PROCS")) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	var wg sync.WaitGroup
+	var rec *cohortRecord
+	for range goroutines {
+		m := tf.mutex(t, "cohort", 0).(*cohort)
+		rec = m.rec
+		m.global.(*hapax).arrived = func() { atomic.StoreUint64(&s[cohortQueued+me], 1) }
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range iters {
+				m.Lock()
+				// Our representative holds the lock: we are not queued.
+				s[cohortMost+me] = max(s[cohortMost+me], s[cohortBypass+me])
+				s[cohortBypass+me] = 0
+				atomic.StoreUint64(&s[cohortQueued+me], 0)
+				for j := range 64 {
+					if j != me && atomic.LoadUint64(&s[cohortQueued+j]) == 1 {
+						s[cohortBypass+j]++
+					}
+				}
+				criticalSection(s)
+				if err := m.Unlock(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	testutil.Report("global takes %d, local passes %d", rec.globalTakes.Load(), rec.localPasses.Load())
+}
+
+// TestCohortPassesLocally: with several goroutines of one process on a
+// lock, the global lock is handed between them up to the pass limit.
+func TestCohortPassesLocally(t *testing.T) {
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	var wg sync.WaitGroup
+	var rec *cohortRecord
+	for range 8 {
+		m := tf.mutex(t, "cohort", 0).(*cohort)
+		rec = m.rec
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				m.Lock()
+				criticalSection(tf.scratch)
+				runtime.Gosched() // let the others queue
+				m.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	takes, passes := rec.globalTakes.Load(), rec.localPasses.Load()
+	t.Logf("global takes %d, local passes %d", takes, passes)
+	if passes < takes*(DefaultPassLimit-1)/2 {
+		t.Fatalf("local passes %d for %d global takes: want at least (limit-1)/2 per take", passes, takes)
+	}
+	if limit := int64(DefaultPassLimit - 1); passes > takes*limit {
+		t.Fatalf("local passes %d for %d global takes: more than limit-1 per tenure", passes, takes)
+	}
+}
+
+// TestCohortTryLockDoesNotStrand is ck_cohort's trylock hazard, inverted: a
+// TryLock that fails against its own process's holder must not make that
+// holder's unlock keep the global lock for a process with nobody left in it.
+func TestCohortTryLockDoesNotStrand(t *testing.T) {
+	path := createTestFile(t, Config{Locks: 1})
+	a, b := openTestFile(t, path), openTestFile(t, path) // two "processes"
+	defer a.close()
+	defer b.close()
+	holder, trier := a.mutex(t, "cohort", 0), a.mutex(t, "cohort", 0)
+	holder.Lock()
+	if trier.TryLock() {
+		t.Fatal("TryLock succeeded while its process holds the lock")
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.mutex(t, "cohort", 0).LockTimeout(time.Second); err != nil {
+		t.Fatalf("another process cannot get the lock after a failed TryLock: %v", err)
+	}
+	// And a LockTimeout that gives up while the holder keeps the global
+	// lock for it must pass the lock on, not strand it.
+	other := b.mutex(t, "cohort", 0)
+	other.Unlock()
+	holder.Lock()
+	if err := trier.LockTimeout(5 * time.Millisecond); err != ErrTimeout {
+		t.Fatalf("LockTimeout against a holder: %v", err)
+	}
+	holder.Unlock()
+	if err := other.LockTimeout(time.Second); err != nil {
+		t.Fatalf("lock stranded by an abandoned LockTimeout: %v", err)
+	}
+	other.Unlock()
+}
+
+// TestCohortTryLockAndLeave: process A mixes TryLock, Lock and short
+// LockTimeouts from many goroutines and exits; process B then gets the lock.
+func TestCohortTryLockAndLeave(t *testing.T) {
+	path := createTestFile(t, Config{Locks: 1})
+	tf := openTestFile(t, path)
+	defer tf.close()
+	m := tf.mutex(t, "cohort", 0)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // B's own traffic while A runs
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if m.LockTimeout(100*time.Millisecond) == nil {
+				criticalSection(tf.scratch)
+				m.Unlock()
+			}
+		}
+	}()
+	testutil.Run(t, testutil.Commands("trylock-and-leave", 2, "LOCKS_PATH="+path)...)
+	close(stop)
+	<-done
+	if err := m.LockTimeout(2 * time.Second); err != nil {
+		t.Fatalf("the lock is stranded after the other processes left: %v", err)
+	}
+	m.Unlock()
+	if n := tf.scratch[scratchCounter]; tf.scratch[scratchPRNG] != replay(n) {
+		t.Fatal("exclusion failed")
+	}
+}
+
+func helperTryLockAndLeave(t *testing.T) {
+	tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
+	defer tf.close()
+	var wg sync.WaitGroup
+	var ops atomic.Int64
+	end := time.Now().Add(300 * time.Millisecond)
+	for g := range 6 {
+		m := tf.mutex(t, "cohort", 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(end); i++ {
+				var ok bool
+				switch (g + i) % 3 {
+				case 0:
+					ok = m.TryLock()
+				case 1:
+					ok = m.LockTimeout(time.Duration(i%50)*time.Microsecond) == nil
+				default:
+					m.Lock()
+					ok = true
+				}
+				if ok {
+					criticalSection(tf.scratch)
+					m.Unlock()
+					ops.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	testutil.Report("ops %d", ops.Load())
+}
