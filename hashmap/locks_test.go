@@ -91,7 +91,8 @@ func TestLockTable(t *testing.T) {
 // counter with plain Get and Put under application lock 1; only mutual
 // exclusion across processes makes the total exact.
 func TestLockTableAcrossProcesses(t *testing.T) {
-	for _, algo := range []string{"hapax-cr", "hapax", "hapax-vw", "tidex", "ttas"} {
+	for _, alg := range ipc.Algorithms() {
+		algo := alg.Name
 		t.Run(algo, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.map")
 			opts := *helperOpts
