@@ -102,26 +102,32 @@ func helperCohortBypass(t *testing.T) {
 }
 
 // TestCohortPassesLocally: with several goroutines of one process on a
-// lock, the global lock is handed between them up to the pass limit.
+// lock, the global lock is handed between them up to the pass limit. All of
+// them run until one stop, so that no goroutine is left alone at the end.
 func TestCohortPassesLocally(t *testing.T) {
 	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
 	defer tf.close()
 	var wg sync.WaitGroup
-	var rec *cohortRecord
+	var stop atomic.Bool
+	rec := tf.mutex(t, "cohort", 0).(*cohort).rec
 	for range 8 {
-		m := tf.mutex(t, "cohort", 0).(*cohort)
-		rec = m.rec
+		m := tf.mutex(t, "cohort", 0)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 2000 {
+			for !stop.Load() {
 				m.Lock()
 				criticalSection(tf.scratch)
-				runtime.Gosched() // let the others queue
+				// Saturate: unlock only once another goroutine waits.
+				for end := time.Now().Add(time.Millisecond); rec.waiting.Load() == 0 && time.Now().Before(end); {
+					runtime.Gosched()
+				}
 				m.Unlock()
 			}
 		}()
 	}
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
 	wg.Wait()
 	takes, passes := rec.globalTakes.Load(), rec.localPasses.Load()
 	t.Logf("global takes %d, local passes %d", takes, passes)
