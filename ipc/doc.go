@@ -8,7 +8,9 @@
 // under concurrency restriction ("hapax-cr", the default: strict FIFO
 // collapses when waiters outnumber cores, because every handover then waits
 // for a sleeping waiter to be scheduled; restriction keeps the circulating
-// set as large as the core count and rotates the others in), and a
+// set as large as the core count and rotates the others in), cohort locks
+// ("cohort", "cohort-cr": a process's goroutines queue on a local mutex and
+// pass the shared lock among themselves up to a limit), and a
 // test-and-test-and-set word with futex parking ("ttas", the Chronicle Map
 // style baseline). All are thread-oblivious: the context an unlock needs is
 // kept in the lock body, so any goroutine of any process may release a lock
