@@ -141,25 +141,32 @@ func (a *Arena) Close() {
 // episode of a waiter that gave up. take must return once waiter.await
 // reports expired.
 func (a *Arena) substitute(take func(w *waiter)) {
+	a.spawn(true, func() {
+		w := newWaiter(-1)
+		w.stop = &a.closing
+		take(&w)
+	})
+}
+
+// spawn runs fn in a goroutine that Close waits for. If skipWhenClosing,
+// nothing runs once Close has begun; the check and the count are made under
+// one lock, so Close never misses a goroutine it must wait for.
+func (a *Arena) spawn(skipWhenClosing bool, fn func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closing.Load() {
+	if skipWhenClosing && a.closing.Load() {
 		return
 	}
 	a.substitutes++
 	go func() {
-		w := newWaiter(-1)
-		w.stop = &a.closing
-		defer a.substituteDone()
-		take(&w)
+		defer func() {
+			a.mu.Lock()
+			a.substitutes--
+			a.idle.Broadcast()
+			a.mu.Unlock()
+		}()
+		fn()
 	}()
-}
-
-func (a *Arena) substituteDone() {
-	a.mu.Lock()
-	a.substitutes--
-	a.idle.Broadcast()
-	a.mu.Unlock()
 }
 
 // Format writes an empty arena into words, which must be zero and exactly

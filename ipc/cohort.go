@@ -36,7 +36,7 @@ type cohortRecord struct {
 	// TryLock that counted itself could make an unlock keep the global lock
 	// for a process that then leaves, stalling every other process.
 	waiting atomic.Int32
-	held    atomic.Bool // local is held: Unlock's guard against a double unlock
+	held    atomic.Bool // a critical section is on: Unlock's guard against a double unlock
 	// Guarded by local:
 	keepsGlobal bool // the global lock is held for this process (ck's LOCAL state)
 	tenure      int  // critical sections in this tenure of the global lock
@@ -73,10 +73,7 @@ func (a *Arena) cohortRecord(index int) *cohortRecord {
 func (l *cohort) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *cohort) LockTimeout(d time.Duration) error {
-	deadline := forever
-	if d >= 0 {
-		deadline = time.Now().Add(d)
-	}
+	deadline := deadlineAfter(d)
 	r := l.rec
 	if !r.local.TryLock() {
 		if d < 0 {
@@ -87,16 +84,8 @@ func (l *cohort) LockTimeout(d time.Duration) error {
 			return ErrTimeout
 		}
 	}
-	r.held.Store(true)
 	if !r.keepsGlobal {
-		var err error
-		if d < 0 {
-			l.global.Lock()
-		} else {
-			err = l.global.LockTimeout(max(0, time.Until(deadline)))
-		}
-		if err != nil {
-			r.held.Store(false)
+		if err := lockUntil(l.global, deadline); err != nil {
 			r.local.Unlock()
 			return err
 		}
@@ -105,6 +94,7 @@ func (l *cohort) LockTimeout(d time.Duration) error {
 		r.localPasses.Add(1)
 	}
 	r.tenure++
+	r.held.Store(true)
 	return nil
 }
 
@@ -122,11 +112,9 @@ func (l *cohort) lockLocalUntil(deadline time.Time) bool {
 	var state atomic.Int32
 	got := make(chan struct{})
 	r.waiting.Add(1)
-	l.a.mu.Lock()
-	l.a.substitutes++ // Close waits for it: it may touch the global lock
-	l.a.mu.Unlock()
-	go func() {
-		defer l.a.substituteDone()
+	// It runs even once Close has begun: it must take and release the
+	// local lock to keep the process's other goroutines going.
+	l.a.spawn(false, func() {
 		r.local.Lock()
 		r.waiting.Add(-1)
 		if state.CompareAndSwap(pending, delivered) {
@@ -134,12 +122,11 @@ func (l *cohort) lockLocalUntil(deadline time.Time) bool {
 			return
 		}
 		if r.keepsGlobal {
-			r.held.Store(true)
 			l.release() // pass the global lock on, or release it
 		} else {
 			r.local.Unlock()
 		}
-	}()
+	})
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -183,7 +170,6 @@ func (l *cohort) Unlock() error {
 // releases the local lock.
 func (l *cohort) release() error {
 	r := l.rec
-	r.held.Store(false)
 	var err error
 	if r.waiting.Load() > 0 && r.tenure < l.passLimit {
 		r.keepsGlobal = true

@@ -31,7 +31,6 @@ const (
 	crTicketBits = 24
 	crSeatMask   = 1<<crSeatBits - 1
 	crTicketMask = 1<<crTicketBits - 1
-	crArriveOne  = 1 << crSeatBits
 	crServeShift = crSeatBits + crTicketBits
 	crServeOne   = 1 << crServeShift
 
@@ -93,12 +92,7 @@ func (l *restricted) LockTimeout(d time.Duration) error {
 	if err := l.takeSeat(&w); err != nil {
 		return err
 	}
-	var err error
-	if d < 0 {
-		l.inner.Lock()
-	} else {
-		err = l.inner.LockTimeout(max(0, time.Until(w.deadline)))
-	}
+	err := lockUntil(l.inner, w.deadline)
 	if err != nil {
 		l.leaveSeat()
 	}

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 func restrictState(tf *testFile, i int) crState {
@@ -14,13 +16,9 @@ func restrictState(tf *testFile, i int) crState {
 // waitState polls until ok accepts the lock's restriction state.
 func waitState(t *testing.T, tf *testFile, what string, ok func(crState) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok(restrictState(tf, 0)) {
-		if time.Now().After(deadline) {
-			s := restrictState(tf, 0)
-			t.Fatalf("%s: state never got there: seated %d, arrival %d, serving %d", what, s.seated(), s.arrival(), s.serving())
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.WaitFor(10*time.Second, func() bool { return ok(restrictState(tf, 0)) }) {
+		s := restrictState(tf, 0)
+		t.Fatalf("%s: state never got there: seated %d, arrival %d, serving %d", what, s.seated(), s.arrival(), s.serving())
 	}
 }
 

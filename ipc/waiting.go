@@ -19,11 +19,24 @@ type waiter struct {
 	stop     *atomic.Bool // if set and true, the wait ends as if expired
 }
 
-func newWaiter(d time.Duration) waiter {
+func newWaiter(d time.Duration) waiter { return waiter{deadline: deadlineAfter(d)} }
+
+// deadlineAfter is the deadline of a wait bounded by d; d < 0 means none.
+func deadlineAfter(d time.Duration) time.Time {
 	if d < 0 {
-		return waiter{deadline: forever}
+		return forever
 	}
-	return waiter{deadline: time.Now().Add(d)}
+	return time.Now().Add(d)
+}
+
+// lockUntil locks m, giving up at deadline: the second stage of a layered
+// lock (restriction, cohorting) spends what is left of the caller's wait.
+func lockUntil(m Mutex, deadline time.Time) error {
+	if deadline == forever {
+		m.Lock()
+		return nil
+	}
+	return m.LockTimeout(max(0, time.Until(deadline)))
 }
 
 // step is what one call of await did.

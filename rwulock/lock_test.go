@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 // newLock returns a lock on a fresh heap word set to raw, with a sleeper word.
@@ -301,12 +303,8 @@ func TestUpgradeNotHeld(t *testing.T) {
 // waitFor polls until cond holds or fails the test after 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.WaitFor(5*time.Second, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // roleEnv names the helper's role in its environment; empty in the parent.
@@ -99,4 +100,17 @@ func Commands(role string, n int, env ...string) []*exec.Cmd {
 		cmds[i] = Command(role, append(env, fmt.Sprintf("HELPER_INDEX=%d", i))...)
 	}
 	return cmds
+}
+
+// WaitFor polls cond every millisecond until it holds, and reports false if
+// timeout passes first.
+func WaitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
