@@ -90,6 +90,11 @@ func Open(path string, opts *Options) (*Map, error) {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 	}
+	if !o.NoPrefault {
+		// Every operation touches a segment header and its first tier; fault
+		// them in here rather than one page at a time inside Puts.
+		_ = f.Region.Prefault(l.SegmentsOff, l.TiersOff+l.Segments*l.TierSize-l.SegmentsOff, f.Created()) // advisory
+	}
 	alloc := f.Allocate
 	if o.ReadOnly {
 		alloc = nil

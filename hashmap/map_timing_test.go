@@ -101,6 +101,48 @@ func BenchmarkMap(b *testing.B) {
 			i += 7919
 		}
 	})
+	// Fill: inserting into a fresh store, the way a cache or an index is
+	// first loaded. The Go map is measured as users write it (grown from
+	// make(map)) and pre-sized, like this map, which is sized at creation.
+	dir := b.TempDir()
+	b.Run("sharedmap/Fill", func(b *testing.B) {
+		b.ReportAllocs()
+		var fresh *Map
+		for i := 0; b.Loop(); i++ {
+			if i%benchKeys == 0 {
+				b.StopTimer()
+				if fresh != nil {
+					_ = fresh.Close()
+				}
+				path := filepath.Join(dir, fmt.Sprintf("fill-%d.map", i/benchKeys))
+				var err error
+				if fresh, err = Open(path, &Options{Entries: benchKeys, AverageKeySize: 16, AverageValueSize: 64}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if err := fresh.Put(keys[i%benchKeys], benchValue); err != nil {
+				b.Fatal(err)
+			}
+		}
+		_ = fresh.Close()
+	})
+	fill := func(size int) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			var fresh *rwMap
+			for i := 0; b.Loop(); i++ {
+				if i%benchKeys == 0 {
+					b.StopTimer()
+					fresh = &rwMap{m: make(map[string][]byte, size)}
+					b.StartTimer()
+				}
+				fresh.set(keys[i%benchKeys], benchValue)
+			}
+		}
+	}
+	b.Run("rwmutex-map/Fill", fill(0))
+	b.Run("rwmutex-map/Fill-presized", fill(benchKeys))
 	b.Run("sharedmap/GetInto-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

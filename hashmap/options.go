@@ -40,6 +40,11 @@ type Options struct {
 	// NoChecksums skips the per-entry checksum (on by default) when
 	// creating; it saves a hash of each written entry.
 	NoChecksums bool
+	// NoPrefault skips mapping the segment headers and first tiers into the
+	// process at Open. By default Open maps them up front (allocating them
+	// when it creates the file), which costs time at Open in proportion to
+	// the map's size and keeps page faults off later Puts and Gets.
+	NoPrefault bool
 }
 
 // Defaults for zero Options fields.

@@ -1,6 +1,7 @@
 package offheap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -153,6 +154,25 @@ func (r *Region) Advise(off, n int64, advice int) error {
 		return fmt.Errorf("madvise: %w", err)
 	}
 	return nil
+}
+
+// Prefault maps the pages of [off, off+n) into this process now
+// (madvise MADV_POPULATE_WRITE, or MADV_POPULATE_READ when write is false
+// or the mapping is read-only), so the first operations to touch them do
+// not each take a page fault. Writing populates allocate the pages of a
+// sparse file; use them on a file just created, since on an existing file
+// they would dirty every page. On kernels before 5.14, which lack the
+// advice, it does nothing and returns nil.
+func (r *Region) Prefault(off, n int64, write bool) error {
+	advice := unix.MADV_POPULATE_READ
+	if write && !r.readOnly {
+		advice = unix.MADV_POPULATE_WRITE
+	}
+	err := r.Advise(off, n, advice)
+	if errors.Is(err, unix.EINVAL) {
+		return nil
+	}
+	return err
 }
 
 // SyncRange writes the pages holding [off, off+n) to the file and waits

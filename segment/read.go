@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,67 @@ func (s *Segment) readOptimistic(read func() bool) error {
 
 // Get appends the value of key to dst and reports whether it was found.
 func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
+		out, found, decided := s.getHomeTier(hash, key, dst)
+		if decided && atomic.LoadUint64(s.seq) == seq {
+			return out, found, nil
+		}
+	}
+	return s.getSlow(hash, key, dst)
+}
+
+// getHomeTier is Get's fast path: one optimistic pass over the segment's
+// first tier, straight-line code over the mapping with no tier view and no
+// closure. It is short on purpose: a lookup is two dependent cache misses
+// (slot, then entry), and the fewer instructions around them, the more of
+// the next lookup's misses the CPU overlaps with this one's. decided is
+// false when the answer lies beyond the first tier or something did not
+// decode (a torn read, or corruption): getSlow then answers, and reports
+// corruption properly. The caller validates the result with seq.
+func (s *Segment) getHomeTier(hash uint64, key, dst []byte) (out []byte, found, decided bool) {
+	tb := s.tb
+	l := &tb.layout
+	tag := uint32(hash >> l.segmentBits)
+	base := s.index * l.TierSize
+	slotsAt := (base + tierHeaderSize) / 8
+	slots := tb.tierWords[slotsAt : slotsAt+l.Slots]
+	space := tb.tierBytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize]
+	mask := l.slotMask
+	pos := uint64(tag) & mask
+	for range slots {
+		slot := atomic.LoadUint64(&slots[pos])
+		if slot == 0 {
+			if atomic.LoadUint64(&tb.tierWords[base/8+thNext/8]) != 0 {
+				return dst, false, false // the key may be in a later tier
+			}
+			return dst, false, true
+		}
+		if slotTag(slot) == tag {
+			c := slotChunk(slot)
+			if c < 0 || c >= l.Chunks {
+				return dst, false, false
+			}
+			off := c * l.ChunkSize
+			h := space[off : off+entryHeaderSize]
+			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
+			vlen := int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
+			nch := int64(binary.LittleEndian.Uint32(h[ehChunks:]))
+			if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
+				return dst, false, false
+			}
+			k := off + entryHeaderSize
+			if klen == int64(len(key)) && string(space[k:k+klen]) == string(key) {
+				return append(dst, space[k+klen:k+klen+vlen]...), true, true
+			}
+		}
+		pos = (pos + 1) & mask
+	}
+	return dst, false, false // no empty slot: let the slow path walk the chain
+}
+
+// getSlow is Get through consistentRead: the whole chain, the read lock
+// after repeated collisions, corruption reported.
+func (s *Segment) getSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
 	var found bool
 	err := s.consistentRead("get", func() bool {

@@ -50,6 +50,11 @@ type Table struct {
 	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
 
+	// The tiers area as bytes and as words, for Get's fast path, which
+	// indexes them directly instead of building a tier view per call.
+	tierBytes []byte
+	tierWords []uint64
+
 	// Counted in this process only, for Stats and tests.
 	Compactions atomic.Int64 // tiers compacted
 	Relocations atomic.Int64 // values moved because they outgrew their chunks
@@ -90,6 +95,9 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	}
 	tb := &Table{region: r, layout: l, allocate: allocate, timeout: timeout,
 		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly()}
+	tiersLen := l.Tiers * l.TierSize
+	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
+	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
 	tb.segs = make([]Segment, l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
