@@ -45,7 +45,16 @@ func newLockLayout(locks int, algorithm string) (lockLayout, error) {
 	return l, nil
 }
 
-func (l lockLayout) config() ipc.Config { return ipc.Config{Slots: l.slots, Locks: l.locks + 1} }
+// config is the arena's configuration. Only ticket-awn uses the arrays and
+// node table of waiting nodes, so other algorithms' files go without them
+// (as files from before ticket-awn do); ticket-awn files get the defaults.
+func (l lockLayout) config() ipc.Config {
+	c := ipc.Config{Slots: l.slots, Locks: l.locks + 1, AWNWaiters: -1, AWNNodes: -1}
+	if l.algorithm == "ticket-awn" {
+		c.AWNWaiters, c.AWNNodes = 0, 0
+	}
+	return c
+}
 
 func (l lockLayout) encode() []byte {
 	b := []byte(lockRecordMagic)

@@ -34,6 +34,18 @@ type Config struct {
 	Slots int
 	// Locks is how many locks the arena holds, from 0 to MaxLocks.
 	Locks int
+	// AWNWaiters is the length of each lock's array of waiting nodes for
+	// ticket-awn (the seed's maxArrayWaiters), from 2 to MaxAWNWaiters: up
+	// to AWNWaiters-2 waiters beyond the next one wait on their own node;
+	// the rest wait on the lock's egress word. 0 means DefaultAWNWaiters;
+	// negative means no arrays (ticket-awn then runs as a plain ticket
+	// lock), which saves a cache line per lock for other algorithms.
+	AWNWaiters int
+	// AWNNodes is the size of the shared table of ticket-awn waiting nodes,
+	// one cache line each, handed out to processes as they need them and
+	// reused within a process. 0 means DefaultAWNNodes; negative means
+	// none. A waiter that finds the table used up waits on egress instead.
+	AWNNodes int
 }
 
 const (
@@ -42,6 +54,15 @@ const (
 	DefaultSlots = 4096
 	// MaxLocks bounds Config.Locks (64 MiB of lock bodies).
 	MaxLocks = 1 << 20
+	// DefaultAWNWaiters fills one cache line of 32-bit node indices.
+	DefaultAWNWaiters = 16
+	// MaxAWNWaiters bounds Config.AWNWaiters.
+	MaxAWNWaiters = 1024
+	// DefaultAWNNodes is 64 KiB of nodes: far more waiters than a machine
+	// runs at once.
+	DefaultAWNNodes = 1024
+	// MaxAWNNodes bounds Config.AWNNodes.
+	MaxAWNNodes = 1 << 20
 
 	arenaMagic = 0x31414e4552414350 // "PCARENA1", little-endian
 
@@ -55,6 +76,9 @@ const (
 	hLocks     = 2
 	hHapax     = 3 // hapax block allocator: blocks handed out so far
 	hTidex     = 4 // Tidex id allocator: ids handed out so far
+	hAWNArrays = 5 // ticket-awn: waiters per lock array (0 in files from before it)
+	hAWNNodes  = 6 // ticket-awn: nodes in the node table
+	hAWNCursor = 7 // ticket-awn: nodes handed out so far
 	slotsStart = lineWords
 )
 
@@ -72,9 +96,34 @@ const (
 	lRestrict = 7 // concurrency restriction state (restrict.go)
 )
 
+// normalized applies the defaults; the result holds literal sizes (0 = none).
 func (c Config) normalized() (Config, error) {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
+	}
+	switch {
+	case c.AWNWaiters == 0:
+		c.AWNWaiters = DefaultAWNWaiters
+	case c.AWNWaiters < 0:
+		c.AWNWaiters = 0
+	}
+	switch {
+	case c.AWNNodes == 0:
+		c.AWNNodes = DefaultAWNNodes
+	case c.AWNNodes < 0:
+		c.AWNNodes = 0
+	}
+	return c.validate()
+}
+
+// validate checks literal sizes, as normalized returns them or as an
+// arena's header holds them.
+func (c Config) validate() (Config, error) {
+	if c.AWNWaiters != 0 && (c.AWNWaiters < 2 || c.AWNWaiters > MaxAWNWaiters) {
+		return c, fmt.Errorf("%w: %d ticket-awn waiters per lock; want 2 to %d", ErrBadConfig, c.AWNWaiters, MaxAWNWaiters)
+	}
+	if c.AWNNodes < 0 || c.AWNNodes > MaxAWNNodes {
+		return c, fmt.Errorf("%w: %d ticket-awn nodes; want 0 to %d", ErrBadConfig, c.AWNNodes, MaxAWNNodes)
 	}
 	if c.Slots < 2 || c.Slots > 1<<20 || bits.OnesCount(uint(c.Slots)) != 1 {
 		return c, fmt.Errorf("%w: %d waiting slots; want a power of two from 2 to %d", ErrBadConfig, c.Slots, 1<<20)
@@ -90,13 +139,26 @@ func (c Config) locksStart() int {
 	return (n + lineWords - 1) / lineWords * lineWords
 }
 
+// awnArrayWords is the size of one lock's array of node indices (32 bits
+// each), in whole cache lines.
+func (c Config) awnArrayWords() int {
+	return (c.AWNWaiters*4 + 63) / 64 * lineWords
+}
+
+func (c Config) awnArraysStart() int { return c.locksStart() + c.Locks*lockWords }
+
+func (c Config) awnNodesStart() int { return c.awnArraysStart() + c.Locks*c.awnArrayWords() }
+
+// words is the size of an arena with these literal sizes.
+func (c Config) words() int { return c.awnNodesStart() + c.AWNNodes*lineWords }
+
 // Words is how many 64-bit words an arena with this configuration needs.
 func (c Config) Words() (int, error) {
 	c, err := c.normalized()
 	if err != nil {
 		return 0, err
 	}
-	return c.locksStart() + c.Locks*lockWords, nil
+	return c.words(), nil
 }
 
 // Arena is the shared lock memory of one file: the hapax block allocator,
@@ -110,6 +172,11 @@ type Arena struct {
 
 	hapaxCursors sync.Pool // *cursor: per-P blocks of hapax values
 	tidexIDs     idPool
+	awnNodes     nodePool
+
+	// AWNNodeHandovers counts ticket-awn acquisitions in this process that
+	// were handed over through a waiting node rather than through egress.
+	AWNNodeHandovers atomic.Int64
 
 	// Goroutines finishing the episodes of timed-out waiters; Close stops
 	// them before the caller unmaps the words.
@@ -177,9 +244,8 @@ func Format(words []uint64, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	n, _ := cfg.Words()
-	if len(words) != n {
-		return fmt.Errorf("%w: %d words handed, %d needed", ErrBadConfig, len(words), n)
+	if n := cfg.words(); len(words) != n {
+		return fmt.Errorf("%w: %d words handed, %d needed", ErrBadConfig, len(words), cfg.words())
 	}
 	for i := range words {
 		if atomic.LoadUint64(&words[i]) != 0 {
@@ -188,6 +254,8 @@ func Format(words []uint64, cfg Config) error {
 	}
 	atomic.StoreUint64(&words[hSlots], uint64(cfg.Slots))
 	atomic.StoreUint64(&words[hLocks], uint64(cfg.Locks))
+	atomic.StoreUint64(&words[hAWNArrays], uint64(cfg.AWNWaiters))
+	atomic.StoreUint64(&words[hAWNNodes], uint64(cfg.AWNNodes))
 	atomic.StoreUint64(&words[hMagic], arenaMagic)
 	return nil
 }
@@ -198,20 +266,24 @@ func Attach(words []uint64) (*Arena, error) {
 		return nil, ErrNotArena
 	}
 	slots, locks := atomic.LoadUint64(&words[hSlots]), atomic.LoadUint64(&words[hLocks])
-	if slots > 1<<20 || locks > MaxLocks {
-		return nil, fmt.Errorf("%w: header says %d slots, %d locks", ErrNotArena, slots, locks)
+	awnWaiters, awnNodes := atomic.LoadUint64(&words[hAWNArrays]), atomic.LoadUint64(&words[hAWNNodes])
+	if slots > 1<<20 || locks > MaxLocks || awnWaiters > MaxAWNWaiters || awnNodes > MaxAWNNodes {
+		return nil, fmt.Errorf("%w: header says %d slots, %d locks, %d ticket-awn waiters, %d nodes", ErrNotArena, slots, locks, awnWaiters, awnNodes)
 	}
-	cfg, err := Config{Slots: int(slots), Locks: int(locks)}.normalized()
+	// The header holds literal sizes: 0 ticket-awn waiters is an arena
+	// without arrays (as in files from before ticket-awn), not the default.
+	cfg, err := Config{Slots: int(slots), Locks: int(locks), AWNWaiters: int(awnWaiters), AWNNodes: int(awnNodes)}.validate()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotArena, err)
 	}
-	if n, _ := cfg.Words(); n != len(words) {
+	if n := cfg.words(); n != len(words) {
 		return nil, fmt.Errorf("%w: header says %d words, %d handed", ErrNotArena, n, len(words))
 	}
 	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1)}
 	a.hapaxCursors.New = func() any { return new(cursor) }
 	a.idle.L = &a.mu
 	a.tidexIDs.arena = a
+	a.awnNodes.arena = a
 	return a, nil
 }
 

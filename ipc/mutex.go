@@ -51,6 +51,8 @@ var algorithms = []Algorithm{
 		Summary: "lock cohorting: a process's goroutines queue locally and pass a Hapax lock between them, up to 10 in a row"},
 	{Name: "cohort-cr", FIFO: false, open: openCohort(openRestricted(openHapax(false))),
 		Summary: "lock cohorting over hapax-cr: for many goroutines in more processes than cores"},
+	{Name: "ticket-awn", FIFO: true, open: openTicketAWN,
+		Summary: "Ticket AWN, negative egress: a ticket lock whose waiters further back wait on their own node in the file"},
 	{Name: "tidex", FIFO: true, open: openTidex,
 		Summary: "Tidex lock: FIFO, every waiter watches the lock's Depart word"},
 	{Name: "ttas", FIFO: false, open: openTTAS,
@@ -109,6 +111,7 @@ func (a *Arena) Reset(index int) error {
 	atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
 	atomic.StoreUint64(&b[lWord], 0)
 	atomic.StoreUint64(&b[lRestrict], 0)
+	a.awnArray(index).clear()
 	seq, _ := wait.Halves(&b[lDepartQ])
 	atomic.AddUint32(seq, 1)
 	wait.WakeAll(seq)

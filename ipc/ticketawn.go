@@ -1,0 +1,302 @@
+package ipc
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// ticketAWN is Ticket AWN, negative egress (Ramalhete and Correia): a
+// ticket lock (ingress, egress) in which a waiter that is far back in the
+// queue publishes a waiting node in the lock's array at its ticket modulo
+// the array length, and waits on that node alone, so a handover disturbs
+// one waiter, not all of them. The releaser of ticket t looks at slot t+1:
+// if it finds a node it writes egress = -(t+1) and then the node's
+// lockIsMine; otherwise egress = t+1. The sign tells the next waiter
+// whether to trust egress or wait for its node, so the releaser's last
+// write always lands before the node can be reused.
+//
+// Across processes, nodes are 1-based indices into a node table in the
+// file (0 is no node); lockIsMine is the low half of the node's first word,
+// so that a waiter can sleep on it with a futex, and the high half counts
+// sleepers. A waiter resets lockIsMine before publishing its index, and
+// returns the node to its process's pool only after it has seen 1 (or has
+// seen egress turn positive for it, which means the releaser never looked).
+//
+// Lock body words: lArrive is ingress, lDepart is egress (two's complement),
+// lHolder is the owner's ticket + 1 (for Unlock), lDepartQ lets waiters on
+// egress sleep, lGen is bumped by Reset.
+type ticketAWN struct {
+	body
+	waiters awnArray
+}
+
+func openTicketAWN(a *Arena, index int) Mutex {
+	return &ticketAWN{body: newBody(a, index), waiters: a.awnArray(index)}
+}
+
+// awnArray is one lock's array of 32-bit node indices, two to a word.
+type awnArray struct {
+	words []uint64
+	n     int64 // entries; 0 in arenas without arrays
+}
+
+func (a *Arena) awnArray(i int) awnArray {
+	if a.cfg.AWNWaiters == 0 {
+		return awnArray{}
+	}
+	off := a.cfg.awnArraysStart() + i*a.cfg.awnArrayWords()
+	return awnArray{words: a.w[off : off+a.cfg.awnArrayWords()], n: int64(a.cfg.AWNWaiters)}
+}
+
+// at is the entry for ticket t.
+func (w awnArray) at(t int64) *uint32 {
+	i := t % w.n
+	lo, hi := wait.Halves(&w.words[i/2])
+	if i%2 == 0 {
+		return lo
+	}
+	return hi
+}
+
+// clear empties every entry (Reset).
+func (w awnArray) clear() {
+	for i := range w.words {
+		atomic.StoreUint64(&w.words[i], 0)
+	}
+}
+
+// awnNode is one node of the table: lockIsMine (futex word), its sleepers,
+// and the pid of the process that drew it, for whoever recovers after a
+// crash.
+type awnNode struct {
+	mine, sleepers *uint32
+	owner          *uint64
+}
+
+func (a *Arena) awnNode(n uint32) awnNode {
+	off := a.cfg.awnNodesStart() + int(n-1)*lineWords
+	mine, sleepers := wait.Halves(&a.w[off])
+	return awnNode{mine: mine, sleepers: sleepers, owner: &a.w[off+1]}
+}
+
+// nodePool hands this process's ticket-awn nodes to waiters. Nodes come
+// from the file's table once and then circulate within the process; a
+// process's nodes are only ever as many as its waiters at one time.
+type nodePool struct {
+	arena *Arena
+	mu    sync.Mutex
+	free  []uint32
+}
+
+// get returns a node, or 0 when the table is used up.
+func (p *nodePool) get() uint32 {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		node := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return node
+	}
+	p.mu.Unlock()
+	a := p.arena
+	limit := uint64(a.cfg.AWNNodes)
+	cursor := &a.w[hAWNCursor]
+	for {
+		c := atomic.LoadUint64(cursor)
+		if c >= limit {
+			return 0
+		}
+		if atomic.CompareAndSwapUint64(cursor, c, c+1) {
+			node := uint32(c + 1)
+			atomic.StoreUint64(a.awnNode(node).owner, uint64(os.Getpid()))
+			return node
+		}
+	}
+}
+
+func (p *nodePool) put(node uint32) {
+	p.mu.Lock()
+	p.free = append(p.free, node)
+	p.mu.Unlock()
+}
+
+func (l *ticketAWN) egress() int64 { return int64(atomic.LoadUint64(l.depart)) }
+
+func pos(e int64) int64 {
+	if e < 0 {
+		return -e
+	}
+	return e
+}
+
+func (l *ticketAWN) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *ticketAWN) LockTimeout(d time.Duration) error {
+	w := newWaiter(d)
+	for {
+		gen := atomic.LoadUint64(l.gen)
+		t := int64(atomic.AddUint64(l.arrive, 1) - 1)
+		var node uint32
+		switch l.wait(t, gen, &node, &w) {
+		case granted:
+			l.acquired(t, node)
+			return nil
+		case timedOut:
+			l.a.substitute(func(w *waiter) {
+				if l.wait(t, gen, &node, w) == granted {
+					l.acquired(t, node)
+					l.release()
+				}
+			})
+			return ErrTimeout
+		}
+		// Reset by recovery: the node may still be named in an array that
+		// Reset cleared after we looked, so it is dropped, not reused.
+	}
+}
+
+func (l *ticketAWN) acquired(t int64, node uint32) {
+	if node != 0 {
+		l.a.awnNodes.put(node)
+	}
+	atomic.StoreUint64(l.holder, uint64(t)+1)
+}
+
+// wait runs the seed's lock procedure for ticket t from wherever *node says
+// it got to (0: not published), so that a substitute can resume it.
+func (l *ticketAWN) wait(t int64, gen uint64, node *uint32, w *waiter) outcome {
+	if *node != 0 {
+		return l.waitNode(t, gen, *node, w)
+	}
+	n := l.waiters.n
+	// Near the front, or no arrays: wait on egress like a ticket lock.
+	if n == 0 || pos(l.egress()) >= t-1 {
+		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t })
+	}
+	// Far back: wait for room in the array, so that no two live waiters
+	// share an index modulo n.
+	if o := l.waitEgress(t, gen, w, func(e int64) bool { return t-pos(e) < n-1 }); o != granted {
+		return o
+	}
+	if pos(l.egress()) >= t-1 {
+		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t })
+	}
+	nd := l.a.awnNodes.get()
+	if nd == 0 {
+		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t }) // table used up
+	}
+	atomic.StoreUint32(l.a.awnNode(nd).mine, 0)
+	atomic.StoreUint32(l.waiters.at(t), nd)
+	*node = nd
+	for {
+		e := l.egress()
+		if pos(e) < t-1 || e == -t {
+			return l.waitNode(t, gen, nd, w) // the releaser of t-1 will see the node, or has
+		}
+		if e == t {
+			return granted // the releaser did not see the node and never will touch it
+		}
+		// egress is ±(t-1): we are next and the releaser has not decided.
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		wait.Yield()
+	}
+}
+
+// waitEgress waits until ready(egress) holds.
+func (l *ticketAWN) waitEgress(t int64, gen uint64, w *waiter, ready func(int64) bool) outcome {
+	for !ready(l.egress()) {
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		l.paceTicket(w, t)
+		if w.await(l.dseq, l.dsleepers, func() bool { return ready(l.egress()) }) == expired {
+			return timedOut
+		}
+	}
+	return granted
+}
+
+// waitNode waits for the releaser of t-1 to set the node's lockIsMine.
+func (l *ticketAWN) waitNode(t int64, gen uint64, node uint32, w *waiter) outcome {
+	nd := l.a.awnNode(node)
+	for atomic.LoadUint32(nd.mine) == 0 {
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		l.paceTicket(w, t)
+		if w.await(nd.mine, nd.sleepers, func() bool { return atomic.LoadUint32(nd.mine) != 0 }) == expired {
+			return timedOut
+		}
+	}
+	l.a.AWNNodeHandovers.Add(1)
+	return granted
+}
+
+// paceTicket: only the waiter whose predecessor holds the lock spins; the
+// rest sleep at once (see body.pace).
+func (l *ticketAWN) paceTicket(w *waiter, t int64) {
+	if pos(l.egress()) >= t-1 {
+		if !w.next {
+			w.next = true
+			w.policy = wait.Policy{}
+		}
+		return
+	}
+	w.next = false
+	w.policy.SkipSpin()
+}
+
+// TryLock takes a ticket only if it would be served at once: egress equals
+// ingress (a negative egress never does). 64-bit tickets do not wrap, so
+// the CAS cannot succeed on a recurring value.
+func (l *ticketAWN) TryLock() bool {
+	e := atomic.LoadUint64(l.depart)
+	i := atomic.LoadUint64(l.arrive)
+	if e != i || !atomic.CompareAndSwapUint64(l.arrive, i, i+1) {
+		return false
+	}
+	atomic.StoreUint64(l.holder, i+1)
+	return true
+}
+
+func (l *ticketAWN) Unlock() error {
+	h := atomic.SwapUint64(l.holder, 0)
+	if h == 0 || pos(l.egress()) != int64(h-1) {
+		if h != 0 {
+			atomic.StoreUint64(l.holder, h)
+		}
+		return ErrNotLocked
+	}
+	l.release()
+	return nil
+}
+
+// release is the seed's unlock: clear our array entry, look at the next
+// ticket's, and hand over through its node or through egress.
+func (l *ticketAWN) release() {
+	t := pos(l.egress())
+	n := l.waiters.n
+	if n == 0 {
+		atomic.StoreUint64(l.depart, uint64(t+1))
+		signal(l.dseq, l.dsleepers)
+		return
+	}
+	atomic.StoreUint32(l.waiters.at(t), 0)
+	if next := atomic.LoadUint32(l.waiters.at(t+1)); next != 0 && next <= uint32(l.a.cfg.AWNNodes) {
+		nd := l.a.awnNode(next)
+		atomic.StoreUint64(l.depart, uint64(-(t + 1)))
+		atomic.StoreUint32(nd.mine, 1)
+		if atomic.LoadUint32(nd.sleepers) != 0 {
+			wait.WakeAll(nd.mine)
+		}
+	} else {
+		atomic.StoreUint64(l.depart, uint64(t+1))
+	}
+	signal(l.dseq, l.dsleepers) // waiters for room in the array, and the next one if it watches egress
+}
