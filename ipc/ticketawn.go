@@ -288,7 +288,7 @@ func (l *ticketAWN) release() {
 		return
 	}
 	atomic.StoreUint32(l.waiters.at(t), 0)
-	if next := atomic.LoadUint32(l.waiters.at(t+1)); next != 0 && next <= uint32(l.a.cfg.AWNNodes) {
+	if next := atomic.LoadUint32(l.waiters.at(t + 1)); next != 0 && next <= uint32(l.a.cfg.AWNNodes) {
 		nd := l.a.awnNode(next)
 		atomic.StoreUint64(l.depart, uint64(-(t + 1)))
 		atomic.StoreUint32(nd.mine, 1)
