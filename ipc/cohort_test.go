@@ -32,6 +32,27 @@ func TestCohortBypassAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		iters = 800
 	}
+	bound := uint64((procs - 1) * DefaultPassLimit)
+	// A run where the processes happen not to overlap (a loaded machine can
+	// run each one's share in turn) tests nothing; it is run again, up to 3
+	// times. A bound exceeded fails at once.
+	for attempt := 1; ; attempt++ {
+		worst := cohortBypassRun(t, procs, goroutines, iters)
+		t.Logf("attempt %d: largest bypass %d, bound %d", attempt, worst, bound)
+		if worst > bound {
+			t.Fatalf("a queued process was bypassed by %d critical sections; bound (P-1) x limit = %d", worst, bound)
+		}
+		if worst >= DefaultPassLimit {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("largest bypass %d in %d runs: processes never waited a whole tenure, the test did not test the bound", worst, attempt)
+		}
+	}
+}
+
+// cohortBypassRun runs the helpers once and returns the largest bypass seen.
+func cohortBypassRun(t *testing.T, procs, goroutines, iters int) uint64 {
 	path := createTestFile(t, Config{Locks: 1})
 	reports := testutil.Run(t, testutil.Commands("cohort-bypass", procs, "LOCKS_PATH="+path, "LOCKS_PROCS="+strconv.Itoa(procs),
 		"LOCKS_GOROUTINES="+strconv.Itoa(goroutines), "LOCKS_ITERS="+strconv.Itoa(iters))...)
@@ -45,18 +66,11 @@ func TestCohortBypassAcrossProcesses(t *testing.T) {
 	if got := tf.scratch[scratchCounter]; got != want || tf.scratch[scratchPRNG] != replay(want) {
 		t.Fatalf("counter %d of %d, or PRNG off: exclusion failed", got, want)
 	}
-	bound := uint64((procs - 1) * DefaultPassLimit)
 	var worst uint64
 	for i := range procs {
 		worst = max(worst, tf.scratch[cohortMost+i])
 	}
-	t.Logf("largest bypass %d, bound %d", worst, bound)
-	if worst > bound {
-		t.Fatalf("a queued process was bypassed by %d critical sections; bound (P-1) x limit = %d", worst, bound)
-	}
-	if worst < DefaultPassLimit {
-		t.Fatalf("largest bypass %d: processes never waited a whole tenure, the test did not test the bound", worst)
-	}
+	return worst
 }
 
 func helperCohortBypass(t *testing.T) {

@@ -302,6 +302,10 @@ func helperExclusion(t *testing.T) {
 	algo := os.Getenv("LOCKS_ALGO")
 	goroutines, iters := envInt(t, "LOCKS_GOROUTINES"), envInt(t, "LOCKS_ITERS")
 	noise := os.Getenv("LOCKS_NOISE") != ""
+	holdEvery := 0 // if set, every holdEvery-th critical section sleeps, so queues form
+	if os.Getenv("LOCKS_HOLD_EVERY") != "" {
+		holdEvery = envInt(t, "LOCKS_HOLD_EVERY")
+	}
 	stop, noiseDone := make(chan struct{}), make(chan struct{})
 	if noise {
 		go func() { makeNoise(tf.arena, stop); close(noiseDone) }()
@@ -315,12 +319,15 @@ func helperExclusion(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			m := tf.mutex(t, algo, 0)
-			for range iters {
+			for i := range iters {
 				m.Lock()
 				if held.Add(1) != 1 {
 					t.Error("two goroutines of one process in the critical section")
 				}
 				criticalSection(tf.scratch)
+				if holdEvery > 0 && i%holdEvery == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
 				held.Add(-1)
 				if err := m.Unlock(); err != nil {
 					t.Error(err)

@@ -90,7 +90,7 @@ func TestTicketAWNAcrossProcesses(t *testing.T) {
 		t.Run(fmt.Sprintf("waiters=%d/nodes=%d", cfg.AWNWaiters, cfg.AWNNodes), func(t *testing.T) {
 			path := createTestFile(t, cfg)
 			cmds := testutil.Commands("exclusion", procs, "LOCKS_PATH="+path, "LOCKS_ALGO=ticket-awn",
-				"LOCKS_GOROUTINES="+strconv.Itoa(goroutines), "LOCKS_ITERS="+strconv.Itoa(iters))
+				"LOCKS_GOROUTINES="+strconv.Itoa(goroutines), "LOCKS_ITERS="+strconv.Itoa(iters), "LOCKS_HOLD_EVERY=50")
 			if reports := testutil.Run(t, cmds...); len(reports) != procs {
 				t.Fatalf("%d of %d helpers reported", len(reports), procs)
 			}
