@@ -46,12 +46,15 @@ func newLockLayout(locks int, algorithm string) (lockLayout, error) {
 }
 
 // config is the arena's configuration. Only ticket-awn uses the arrays and
-// node table of waiting nodes, so other algorithms' files go without them
+// node table of waiting nodes (alock the node table), so other algorithms' files go without them
 // (as files from before ticket-awn do); ticket-awn files get the defaults.
 func (l lockLayout) config() ipc.Config {
 	c := ipc.Config{Slots: l.slots, Locks: l.locks + 1, AWNWaiters: -1, AWNNodes: -1}
-	if l.algorithm == "ticket-awn" {
+	switch l.algorithm {
+	case "ticket-awn":
 		c.AWNWaiters, c.AWNNodes = 0, 0
+	case "alock": // its other processes queue on nodes of the table
+		c.AWNNodes = 0
 	}
 	return c
 }

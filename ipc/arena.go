@@ -185,6 +185,9 @@ type Arena struct {
 	idle        sync.Cond
 	substitutes int
 	cohorts     map[int]*cohortRecord // this process's half of cohort locks, by index
+
+	alockBudgets [2]int32            // home, remote; zero means the defaults
+	alockHomes   map[int]*alockLocal // alock locks this process is home of, by index
 }
 
 // Close stops the goroutines that take the turns of timed-out waiters and
@@ -201,6 +204,7 @@ func (a *Arena) Close() {
 	for a.substitutes > 0 {
 		a.idle.Wait()
 	}
+	a.releaseALockHomes()
 	a.mu.Unlock()
 }
 

@@ -283,6 +283,8 @@ func TestHelperProcess(t *testing.T) {
 		helperCohortBypass(t)
 	case "trylock-and-leave":
 		helperTryLockAndLeave(t)
+	case "alock":
+		helperALock(t)
 	default:
 		t.Fatalf("unknown role %q", testutil.Role())
 	}

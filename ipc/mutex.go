@@ -53,6 +53,8 @@ var algorithms = []Algorithm{
 		Summary: "lock cohorting over hapax-cr: for many goroutines in more processes than cores"},
 	{Name: "ticket-awn", FIFO: true, open: openTicketAWN,
 		Summary: "Ticket AWN, negative egress: a ticket lock whose waiters further back wait on their own node in the file"},
+	{Name: "alock", FIFO: false, open: openALock,
+		Summary: "ALock: the home process's goroutines and all other processes queue apart and share by Peterson, 20:5 handovers"},
 	{Name: "tidex", FIFO: true, open: openTidex,
 		Summary: "Tidex lock: FIFO, every waiter watches the lock's Depart word"},
 	{Name: "ttas", FIFO: false, open: openTTAS,

@@ -1,0 +1,397 @@
+package ipc
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// alock is ALock (Nelson-Slivon, Tseng and Palmieri, SPAA 2024), the
+// asymmetric lock: two cohorts, each with its own MCS-style queue, and a
+// Peterson lock between the two queues built from loads and stores only.
+// Across processes on one machine the local cohort is the lock's home
+// process, whose queue descriptors live in its own memory, and the remote
+// cohort is every other process, whose descriptors are nodes of the arena's
+// node table. Only home goroutines swap or CAS tailL, only other processes
+// swap or CAS tailR, and victim is only ever stored: between the cohorts
+// there are loads and stores and nothing else, as the algorithm requires.
+//
+// Each queue's tail doubles as its cohort's Peterson flag. The head of a
+// queue that was empty arbitrates (victim = me; wait while the other tail
+// is set and victim is still me) and then holds the lock with a budget of
+// handovers within its cohort: each unlock hands the lock to the next in
+// its queue with the budget minus one, without arbitration; a successor
+// handed budget 0 arbitrates again, so a waiting other cohort gets in after
+// at most a budget of critical sections. Budgets set the split between the
+// cohorts under saturation: about BudgetHome : BudgetRemote.
+//
+// The home is the first process to open the lock, and stays home until its
+// arena closes. Any goroutine of the process that locked may unlock (the
+// lock is thread-oblivious within a process); a lock taken by the home
+// cannot be unlocked from another process, whose memory holds no
+// descriptor of it.
+//
+// Lock body words: lArrive the home's pid, lHolder the holding episode,
+// lDepartQ the futex for arbitration waits, lGen bumped by Reset, lWord
+// tailR, lWaited victim, lRestrict tailL.
+type alock struct {
+	a                       *Arena
+	index                   int
+	home, holder, gen       *uint64
+	tailR, tailL, victim    *uint64
+	aseq, asleepers         *uint32
+	isHome                  bool
+	local                   *alockLocal // the home's descriptors; nil in other processes
+	budgetHome, budgetOther int32
+}
+
+// Default budgets: the home gets four handovers for each one of the others,
+// a priority the lock exists to give. The paper's RDMA setting used 5/20
+// the other way round, because there remote operations are the slow ones.
+const (
+	DefaultALockBudgetHome   = 20
+	DefaultALockBudgetRemote = 5
+)
+
+const (
+	alockVictimHome   = 1
+	alockVictimRemote = 2
+	// holder encoding: home episodes carry this bit, remote ones are node
+	// indices.
+	alockHomeEpisode = 1 << 62
+	budgetWaiting    = ^uint32(0) // -1: queued, not yet handed the lock
+)
+
+// SetALockBudgets sets the budgets alock locks opened afterwards in this
+// process use: home for the home process's cohort, remote for the others'.
+// Each must be at least 1; 1 means arbitration at every handover.
+func (a *Arena) SetALockBudgets(home, remote int) error {
+	if home < 1 || remote < 1 || home > 1<<20 || remote > 1<<20 {
+		return fmt.Errorf("%w: alock budgets %d/%d; want 1 to %d", ErrBadConfig, home, remote, 1<<20)
+	}
+	a.mu.Lock()
+	a.alockBudgets = [2]int32{int32(home), int32(remote)}
+	a.mu.Unlock()
+	return nil
+}
+
+// alockLocal is the home process's half of one alock: its descriptors,
+// named in tailL by token (index + 1).
+type alockLocal struct {
+	mu    sync.Mutex
+	descs []*alockDesc
+	free  []*alockDesc
+}
+
+// alockDesc is a queue descriptor: the budget handed over (low half of
+// word, a futex word; -1 while waiting) and its sleepers (high half), the
+// successor's token or node index, and its own token or node index.
+type alockDesc struct {
+	word  uint64
+	next  uint64
+	token uint64
+}
+
+func (r *alockLocal) get() *alockDesc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.free); n > 0 {
+		d := r.free[n-1]
+		r.free = r.free[:n-1]
+		return d
+	}
+	d := &alockDesc{token: uint64(len(r.descs) + 1)}
+	r.descs = append(r.descs, d)
+	return d
+}
+
+func (r *alockLocal) put(d *alockDesc) {
+	r.mu.Lock()
+	r.free = append(r.free, d)
+	r.mu.Unlock()
+}
+
+func (r *alockLocal) lookup(token uint64) *alockDesc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if token == 0 || token > uint64(len(r.descs)) {
+		return nil
+	}
+	return r.descs[token-1]
+}
+
+// queued is one episode's place in its cohort's queue: pointers to the
+// budget half-words, the next link and its own name in the tail.
+type queued struct {
+	budget, sleepers *uint32
+	next             *uint64
+	name             uint64
+	desc             *alockDesc // home episodes
+}
+
+func openALock(a *Arena, index int) Mutex {
+	b := a.lockBody(index)
+	aseq, asleepers := wait.Halves(&b[lDepartQ])
+	l := &alock{a: a, index: index, home: &b[lArrive], holder: &b[lHolder], gen: &b[lGen],
+		tailR: &b[lWord], tailL: &b[lRestrict], victim: &b[lWaited], aseq: aseq, asleepers: asleepers}
+	a.mu.Lock()
+	budgets := a.alockBudgets
+	if budgets[0] == 0 {
+		budgets = [2]int32{DefaultALockBudgetHome, DefaultALockBudgetRemote}
+	}
+	l.budgetHome, l.budgetOther = budgets[0], budgets[1]
+	pid := uint64(os.Getpid())
+	if atomic.CompareAndSwapUint64(l.home, 0, pid) || atomic.LoadUint64(l.home) == pid {
+		if a.alockHomes == nil {
+			a.alockHomes = make(map[int]*alockLocal)
+		}
+		if a.alockHomes[index] == nil {
+			a.alockHomes[index] = &alockLocal{}
+		}
+		l.isHome, l.local = true, a.alockHomes[index]
+	}
+	a.mu.Unlock()
+	return l
+}
+
+// IsALockHome reports whether this process is the home of alock lock
+// index, i.e. its goroutines form the lock's local cohort.
+func (a *Arena) IsALockHome(index int) bool {
+	return a.checkIndex(index) == nil && atomic.LoadUint64(&a.lockBody(index)[lArrive]) == uint64(os.Getpid())
+}
+
+// releaseALockHomes gives up this process's homes when the arena closes, so
+// that a later process may become home. Every lock is released by then, so
+// no home descriptor is queued.
+func (a *Arena) releaseALockHomes() {
+	pid := uint64(os.Getpid())
+	for index := range a.alockHomes {
+		atomic.CompareAndSwapUint64(&a.lockBody(index)[lArrive], pid, 0)
+	}
+}
+
+func (l *alock) Lock() { _ = l.LockTimeout(-1) }
+
+func (l *alock) LockTimeout(d time.Duration) error {
+	w := newWaiter(d)
+	for {
+		gen := atomic.LoadUint64(l.gen)
+		q, ok := l.enqueue()
+		if !ok {
+			time.Sleep(time.Millisecond) // node table used up for now
+			continue
+		}
+		switch o := l.await(q, gen, &w); o {
+		case granted:
+			atomic.StoreUint64(l.holder, l.episode(q))
+			return nil
+		case timedOut:
+			l.a.substitute(func(w *waiter) {
+				if l.await(q, gen, w) == granted {
+					l.release(q)
+				}
+			})
+			return ErrTimeout
+		}
+		// Reset by recovery: queue again with a fresh descriptor.
+	}
+}
+
+// enqueue takes a descriptor and swaps it into the cohort's tail, linking
+// it behind its predecessor. A queue that was empty leaves the descriptor
+// with its cohort's budget, to arbitrate; otherwise it waits with -1.
+func (l *alock) enqueue() (queued, bool) {
+	q, ok := l.newQueued()
+	if !ok {
+		return q, false
+	}
+	atomic.StoreUint32(q.budget, budgetWaiting)
+	atomic.StoreUint64(q.next, 0)
+	tail := l.tailR
+	if l.isHome {
+		tail = l.tailL
+	}
+	prev := atomic.SwapUint64(tail, q.name)
+	if prev == 0 {
+		atomic.StoreUint32(q.budget, 0) // head of an empty queue: arbitrate
+		return q, true
+	}
+	atomic.StoreUint64(l.queuedFor(prev).next, q.name)
+	return q, true
+}
+
+func (l *alock) newQueued() (queued, bool) {
+	if l.isHome {
+		d := l.local.get()
+		lo, hi := wait.Halves(&d.word)
+		return queued{budget: lo, sleepers: hi, next: &d.next, name: d.token, desc: d}, true
+	}
+	n := l.a.awnNodes.get()
+	if n == 0 {
+		return queued{}, false
+	}
+	return l.nodeQueued(uint64(n)), true
+}
+
+// nodeQueued: a remote descriptor is node n of the table: word 0 budget and
+// sleepers, word 1 the owner's pid (as ticket-awn), word 2 next.
+func (l *alock) nodeQueued(n uint64) queued {
+	off := l.a.cfg.awnNodesStart() + int(n-1)*lineWords
+	lo, hi := wait.Halves(&l.a.w[off])
+	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], name: n}
+}
+
+// queuedFor finds a predecessor by the name its cohort's tail held.
+func (l *alock) queuedFor(name uint64) queued {
+	if l.isHome {
+		d := l.local.lookup(name)
+		lo, hi := wait.Halves(&d.word)
+		return queued{budget: lo, sleepers: hi, next: &d.next, name: name, desc: d}
+	}
+	return l.nodeQueued(name)
+}
+
+func (l *alock) episode(q queued) uint64 {
+	if l.isHome {
+		return alockHomeEpisode | q.name
+	}
+	return q.name
+}
+
+// await waits for the handover and arbitrates when it must: at the head of
+// an empty queue, or handed budget 0.
+func (l *alock) await(q queued, gen uint64, w *waiter) outcome {
+	for atomic.LoadUint32(q.budget) == budgetWaiting {
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		if w.await(q.budget, q.sleepers, func() bool { return atomic.LoadUint32(q.budget) != budgetWaiting }) == expired {
+			return timedOut
+		}
+	}
+	if atomic.LoadUint32(q.budget) != 0 {
+		return granted // handed over within the cohort, which keeps the Peterson lock
+	}
+	if o := l.arbitrate(gen, w); o != granted {
+		return o
+	}
+	budget := l.budgetOther
+	if l.isHome {
+		budget = l.budgetHome
+	}
+	atomic.StoreUint32(q.budget, uint32(budget))
+	return granted
+}
+
+// arbitrate is the modified Peterson lock: our flag (our tail) is already
+// up; yield to the other cohort if it is waiting.
+func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
+	me, other := uint64(alockVictimRemote), l.tailL
+	if l.isHome {
+		me, other = alockVictimHome, l.tailR
+	}
+	atomic.StoreUint64(l.victim, me)
+	signal(l.aseq, l.asleepers)
+	mustWait := func() bool { return atomic.LoadUint64(other) != 0 && atomic.LoadUint64(l.victim) == me }
+	for mustWait() {
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		if w.await(l.aseq, l.asleepers, func() bool { return !mustWait() }) == expired {
+			return timedOut
+		}
+	}
+	return granted
+}
+
+// TryLock takes the lock only if neither cohort holds or wants it: raise
+// our flag by CAS of our tail from empty, enter if the other tail is empty
+// (Peterson's first case), else lower it again. If a successor linked in
+// between, it is handed budget 0, so it arbitrates as the head of a fresh
+// queue would.
+func (l *alock) TryLock() bool {
+	tail, other := l.tailR, l.tailL
+	if l.isHome {
+		tail, other = l.tailL, l.tailR
+	}
+	if atomic.LoadUint64(tail) != 0 || atomic.LoadUint64(other) != 0 {
+		return false
+	}
+	q, ok := l.newQueued()
+	if !ok {
+		return false
+	}
+	atomic.StoreUint64(q.next, 0)
+	atomic.StoreUint32(q.budget, 0)
+	if !atomic.CompareAndSwapUint64(tail, 0, q.name) {
+		l.free(q)
+		return false
+	}
+	if atomic.LoadUint64(other) == 0 {
+		budget := l.budgetOther
+		if l.isHome {
+			budget = l.budgetHome
+		}
+		atomic.StoreUint32(q.budget, uint32(budget))
+		atomic.StoreUint64(l.holder, l.episode(q))
+		return true
+	}
+	// Back out: hand a successor budget 0 so that it arbitrates.
+	atomic.StoreUint32(q.budget, 1)
+	l.release(q)
+	return false
+}
+
+func (l *alock) Unlock() error {
+	h := atomic.SwapUint64(l.holder, 0)
+	if h == 0 || (h&alockHomeEpisode != 0) != l.isHome {
+		if h != 0 {
+			atomic.StoreUint64(l.holder, h) // another cohort's episode: not ours to end
+		}
+		return ErrNotLocked
+	}
+	l.release(l.queuedFor(h &^ alockHomeEpisode))
+	return nil
+}
+
+// release is qUnlock: empty the queue by CAS of the tail (which also lowers
+// our Peterson flag), or hand the successor our budget minus one.
+func (l *alock) release(q queued) {
+	tail := l.tailR
+	if l.isHome {
+		tail = l.tailL
+	}
+	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
+		signal(l.aseq, l.asleepers) // the other cohort may be waiting on our flag
+		l.free(q)
+		return
+	}
+	var next uint64
+	for p := (wait.Policy{}); ; {
+		if next = atomic.LoadUint64(q.next); next != 0 {
+			break // the successor swapped the tail and has now linked
+		}
+		if !p.Pause() {
+			time.Sleep(time.Microsecond)
+		}
+	}
+	succ := l.queuedFor(next)
+	budget := atomic.LoadUint32(q.budget) - 1
+	l.free(q)
+	atomic.StoreUint32(succ.budget, budget)
+	if atomic.LoadUint32(succ.sleepers) != 0 {
+		wait.WakeAll(succ.budget)
+	}
+}
+
+func (l *alock) free(q queued) {
+	if l.isHome {
+		l.local.put(q.desc)
+		return
+	}
+	l.a.awnNodes.put(uint32(q.name))
+}

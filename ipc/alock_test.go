@@ -1,0 +1,161 @@
+package ipc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+)
+
+// Scratch words of the alock tests (after the cohort test's).
+const (
+	alockReady    = scratchLog + 256 // helper 0 (the home) has opened the lock
+	alockStarted  = scratchLog + 257 // helpers past the barrier
+	alockStop     = scratchLog + 258 // set by helper 0 when the run is over
+	alockRunWho   = scratchLog + 259 // 1 home, 2 remote: the cohort of the current run
+	alockRunLen   = scratchLog + 260 // critical sections of that cohort in a row while the other waited
+	alockMostHome = scratchLog + 261 // longest such run by the home cohort
+	alockMostRem  = scratchLog + 262 // ... by the remote cohort
+	alockOpsHome  = scratchLog + 263
+	alockOpsRem   = scratchLog + 264
+)
+
+// TestALockAcrossProcesses runs a home process and two others, 3
+// goroutines each, saturating one alock, for two pairs of budgets. It
+// checks exclusion (counter and PRNG replay), that a cohort holds the lock
+// for at most 2 x its budget + 1 critical sections in a row once the other
+// cohort has queued (its budget after the other's leader yields, plus the
+// tenure that leader may have arrived during), and that the split of
+// critical sections between the cohorts follows the budgets.
+func TestALockAcrossProcesses(t *testing.T) {
+	duration := 600 * time.Millisecond
+	if testing.Short() {
+		duration = 250 * time.Millisecond
+	}
+	for _, budgets := range [][2]int{{20, 5}, {5, 20}} {
+		t.Run(fmt.Sprintf("budgets=%d:%d", budgets[0], budgets[1]), func(t *testing.T) {
+			path := createTestFile(t, Config{Locks: 1})
+			const procs, goroutines = 3, 3
+			reports := testutil.Run(t, testutil.Commands("alock", procs, "LOCKS_PATH="+path, "LOCKS_PROCS="+strconv.Itoa(procs),
+				"LOCKS_GOROUTINES="+strconv.Itoa(goroutines), "LOCKS_BUDGETS="+fmt.Sprintf("%d,%d", budgets[0], budgets[1]),
+				"LOCKS_DURATION="+duration.String())...)
+			if len(reports) != procs {
+				t.Fatalf("%d of %d helpers reported", len(reports), procs)
+			}
+			tf := openTestFile(t, path)
+			defer tf.close()
+			s := tf.scratch
+			var done uint64
+			for _, r := range reports {
+				n, _ := strconv.ParseUint(strings.TrimPrefix(r[0], "done="), 10, 64)
+				done += n
+			}
+			if got := s[scratchCounter]; got != done || s[scratchPRNG] != replay(done) {
+				t.Fatalf("counter %d of %d critical sections, PRNG replays %v: exclusion failed", got, done, s[scratchPRNG] == replay(done))
+			}
+			home, remote := s[alockOpsHome], s[alockOpsRem]
+			t.Logf("critical sections: home %d, others %d (ratio %.2f, budgets %d:%d); longest runs while the other cohort waited: home %d, others %d",
+				home, remote, float64(home)/float64(remote), budgets[0], budgets[1], s[alockMostHome], s[alockMostRem])
+			if most, bound := s[alockMostHome], uint64(2*budgets[0]+1); most > bound {
+				t.Errorf("the home cohort ran %d critical sections in a row while the others waited; bound 2 x %d + 1", most, budgets[0])
+			}
+			if most, bound := s[alockMostRem], uint64(2*budgets[1]+1); most > bound {
+				t.Errorf("the other processes ran %d critical sections in a row while the home waited; bound 2 x %d + 1", most, budgets[1])
+			}
+			if min(s[alockMostHome], s[alockMostRem]) == 0 {
+				t.Fatal("the cohorts never waited for each other: the test did not test the budgets")
+			}
+			// The split follows the budgets: the cohort with the larger one
+			// gets clearly more (the ideal is the budget ratio, 4).
+			if budgets[0] > budgets[1] && float64(home) < 1.5*float64(remote) ||
+				budgets[0] < budgets[1] && float64(remote) < 1.5*float64(home) {
+				t.Errorf("home %d vs others %d critical sections does not follow budgets %d:%d", home, remote, budgets[0], budgets[1])
+			}
+		})
+	}
+}
+
+func helperALock(t *testing.T) {
+	tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
+	defer tf.close()
+	s := tf.scratch
+	me := envInt(t, "HELPER_INDEX")
+	goroutines, procs := envInt(t, "LOCKS_GOROUTINES"), envInt(t, "LOCKS_PROCS")
+	var home, remote int
+	if _, err := fmt.Sscanf(os.Getenv("LOCKS_BUDGETS"), "%d,%d", &home, &remote); err != nil {
+		t.Fatal(err)
+	}
+	duration, err := time.ParseDuration(os.Getenv("LOCKS_DURATION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.arena.SetALockBudgets(home, remote); err != nil {
+		t.Fatal(err)
+	}
+	// Helper 0 opens first and so becomes the home.
+	if me != 0 {
+		for atomic.LoadUint64(&s[alockReady]) == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	mutexes := make([]Mutex, goroutines)
+	for i := range mutexes {
+		mutexes[i] = tf.mutex(t, "alock", 0)
+	}
+	isHome := tf.arena.IsALockHome(0)
+	if isHome != (me == 0) {
+		t.Fatalf("helper %d: home is %v", me, isHome)
+	}
+	if me == 0 {
+		atomic.StoreUint64(&s[alockReady], 1)
+	}
+	atomic.AddUint64(&s[alockStarted], 1)
+	for atomic.LoadUint64(&s[alockStarted]) < uint64(procs) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	body := tf.arena.lockBody(0)
+	who, other, ops, most := uint64(2), &body[lRestrict], alockOpsRem, alockMostRem
+	if isHome {
+		who, other, ops, most = 1, &body[lWord], alockOpsHome, alockMostHome
+	}
+	var wg sync.WaitGroup
+	var done atomic.Uint64
+	giveUp := time.Now().Add(duration + 5*time.Second) // if helper 0 never says stop
+	for _, m := range mutexes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for atomic.LoadUint64(&s[alockStop]) == 0 && time.Now().Before(giveUp) {
+				m.Lock()
+				criticalSection(s)
+				s[ops]++
+				switch {
+				case atomic.LoadUint64(other) == 0:
+					s[alockRunLen] = 0 // nobody waits on the other side: no bypass
+				case s[alockRunWho] == who:
+					s[alockRunLen]++
+				default:
+					s[alockRunWho], s[alockRunLen] = who, 1
+				}
+				s[most] = max(s[most], s[alockRunLen])
+				if err := m.Unlock(); err != nil {
+					t.Error(err)
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	if me == 0 {
+		time.Sleep(duration)
+		atomic.StoreUint64(&s[alockStop], 1)
+	}
+	wg.Wait()
+	testutil.Report("done=%d", done.Load())
+}
