@@ -158,6 +158,18 @@ func openALock(a *Arena, index int) Mutex {
 	return l
 }
 
+// DeclareALockHome makes process pid the home of alock lock index, unless
+// the lock already has a home; it reports whether pid is now the home. Call
+// it before pid opens the lock; otherwise the first process to open the
+// lock becomes its home.
+func (a *Arena) DeclareALockHome(index, pid int) bool {
+	if a.checkIndex(index) != nil || pid <= 0 {
+		return false
+	}
+	home := &a.lockBody(index)[lArrive]
+	return atomic.CompareAndSwapUint64(home, 0, uint64(pid)) || atomic.LoadUint64(home) == uint64(pid)
+}
+
 // IsALockHome reports whether this process is the home of alock lock
 // index, i.e. its goroutines form the lock's local cohort.
 func (a *Arena) IsALockHome(index int) bool {

@@ -42,6 +42,7 @@ type lockbenchOpts struct {
 	algos, procsList           string
 	procs, goroutines, cs, ncs int
 	slots, runs                int
+	alockBudgets               string
 	duration                   time.Duration
 	json, markdown             bool
 }
@@ -96,6 +97,8 @@ Example:
 		fs.IntVar(&o.ncs, "ncs", 500, "mean private PRNG steps outside it (randomized 0..2x)")
 		fs.IntVar(&o.slots, "slots", ipc.DefaultSlots, "waiting array slots (a power of two; small values force collisions)")
 		fs.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per algorithm")
+		fs.StringVar(&o.alockBudgets, "alock-budgets", fmt.Sprintf("%d,%d", ipc.DefaultALockBudgetHome, ipc.DefaultALockBudgetRemote),
+			"alock handovers within a cohort before it yields: home,others (worker 0 is the home)")
 		fs.BoolVar(&o.json, "json", false, "print one JSON object per algorithm")
 		return o
 	},
@@ -123,6 +126,7 @@ type lockbenchResult struct {
 	OpsPerSec   float64 `json:"ops_per_sec"`
 	Fairness    float64 `json:"fairness"`
 	MinOps      uint64  `json:"min_ops"`
+	HomeShare   float64 `json:"home_share,omitempty"` // alock: worker 0's share of the operations
 	MaxOps      uint64  `json:"max_ops"`
 	ExclusionOK bool    `json:"exclusion_ok"`
 }
@@ -150,6 +154,9 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, "--json and --markdown exclude each other")
 	}
 	if _, err := (ipc.Config{Slots: o.slots, Locks: 1}).Words(); err != nil {
+		return e.usageError(c, err.Error())
+	}
+	if _, _, err := parseALockBudgets(o.alockBudgets); err != nil {
 		return e.usageError(c, err.Error())
 	}
 	algos := strings.Split(o.algos, ",")
@@ -205,7 +212,11 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 				b, _ := json.Marshal(r)
 				fmt.Fprintf(e.stdout, "%s\n", b)
 			case !o.markdown:
-				fmt.Fprintf(e.stdout, "%-10s %14.0f %9.3f %10s\n", r.Algo, r.OpsPerSec, r.Fairness, exclusionVerdict(r.ExclusionOK))
+				fmt.Fprintf(e.stdout, "%-10s %14.0f %9.3f %10s", r.Algo, r.OpsPerSec, r.Fairness, exclusionVerdict(r.ExclusionOK))
+				if r.HomeShare > 0 {
+					fmt.Fprintf(e.stdout, "   home share %.2f (budgets %s)", r.HomeShare, o.alockBudgets)
+				}
+				fmt.Fprintln(e.stdout)
 			}
 		}
 	}
@@ -358,12 +369,16 @@ func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, e
 	for p := range cmds {
 		cmd := exec.Command(self, "lockbench-worker", path, algo, strconv.Itoa(p*o.goroutines),
 			strconv.Itoa(o.goroutines), strconv.Itoa(o.cs), strconv.Itoa(o.ncs))
-		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
+		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1", alockBudgetsEnv+"="+o.alockBudgets)
 		cmd.Stdout, cmd.Stderr = &outs[p], &outs[p]
 		if err := cmd.Start(); err != nil {
 			return r, err
 		}
 		cmds[p] = cmd
+		if p == 0 && algo == "alock" {
+			// Worker 0 is the home, whichever worker opens the lock first.
+			b.arena.DeclareALockHome(0, cmd.Process.Pid)
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, o.procs)
@@ -397,6 +412,13 @@ func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, e
 		return r, err
 	}
 	counts := slices.Clone(b.words[benchCounts : benchCounts+workers])
+	if algo == "alock" {
+		var home uint64
+		for _, n := range counts[:o.goroutines] {
+			home += n
+		}
+		r.HomeShare = math.Round(float64(home)/float64(max(1, sumOf(counts)))*1000) / 1000
+	}
 	r.MinOps, r.MaxOps = slices.Min(counts), slices.Max(counts)
 	for _, n := range counts {
 		r.Ops += n
@@ -457,6 +479,11 @@ func runLockbenchWorker(e *env, c *command, _ any, args []string) int {
 		return e.fail(c, err)
 	}
 	defer b.close()
+	if home, others, err := parseALockBudgets(os.Getenv(alockBudgetsEnv)); err == nil {
+		if err := b.arena.SetALockBudgets(home, others); err != nil {
+			return e.fail(c, err)
+		}
+	}
 	// Built before the start so that setup costs stay out of the timing.
 	lockers := make([]ipc.Mutex, goroutines)
 	for g := range lockers {
@@ -535,3 +562,21 @@ func (l *flockMutex) TryLock() bool {
 }
 
 func (l *flockMutex) Unlock() error { return unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }
+
+// alockBudgetsEnv passes --alock-budgets to the workers.
+const alockBudgetsEnv = "SHAREDMAP_ALOCK_BUDGETS"
+
+func parseALockBudgets(s string) (home, others int, err error) {
+	if _, err := fmt.Sscanf(s, "%d,%d", &home, &others); err != nil || home < 1 || others < 1 {
+		return 0, 0, fmt.Errorf("--alock-budgets %q: want two positive counts, home,others (as 20,5)", s)
+	}
+	return home, others, nil
+}
+
+func sumOf(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
