@@ -104,6 +104,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	tb.SetLocalQueue(o.QueueWritersLocally)
 	m := &Map{file: f, table: tb, layout: tb.Layout(), opts: o, readOnly: o.ReadOnly, lockLayout: locks}
 	if m.lockTable, err = newLockTable(m, f.Region, locks); err != nil {
 		f.Close()

@@ -45,6 +45,13 @@ type Options struct {
 	// when it creates the file), which costs time at Open in proportion to
 	// the map's size and keeps page faults off later Puts and Gets.
 	NoPrefault bool
+	// QueueWritersLocally makes this process's writers to one segment queue
+	// on a process-local mutex before the segment's shared lock word, so
+	// that at most one of them waits on the word: the local half of lock
+	// cohorting, for processes with many writing goroutines. It is a choice
+	// of this process; others may differ. Off by default: see the README
+	// for what it measured.
+	QueueWritersLocally bool
 }
 
 // Defaults for zero Options fields.

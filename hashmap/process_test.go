@@ -27,7 +27,9 @@ func TestHelperProcess(t *testing.T) {
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
-	m, err := Open(os.Getenv("HASHMAP_FILE"), helperOpts)
+	opts := *helperOpts
+	opts.QueueWritersLocally = os.Getenv("HASHMAP_QUEUE_LOCAL") == "1"
+	m, err := Open(os.Getenv("HASHMAP_FILE"), &opts)
 	if err != nil {
 		testutil.Report("error %v", err)
 		return
@@ -136,12 +138,24 @@ func errorsIn(t *testing.T, lines [][]string) {
 
 // 4 processes x 4 goroutines increment 4 shared counters with Compute: the
 // totals are exact, so no read-modify-write was lost across processes.
+// With QueueWritersLocally in every other process, a process's writers to
+// a segment queue on a local mutex first; totals must stay exact.
 func TestCrossProcessCompute(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queue-writers-locally=%v", local), func(t *testing.T) { testCrossProcessCompute(t, local) })
+	}
+}
+
+func testCrossProcessCompute(t *testing.T, local bool) {
 	path := filepath.Join(t.TempDir(), "m")
 	const procs, goroutines, each = 4, 4, 1000
 	var cmds []*exec.Cmd
-	for range procs {
-		cmds = append(cmds, helperCmd("increment", path, strconv.Itoa(goroutines), strconv.Itoa(each)))
+	for p := range procs {
+		cmd := helperCmd("increment", path, strconv.Itoa(goroutines), strconv.Itoa(each))
+		if local && p%2 == 1 {
+			cmd.Env = append(cmd.Env, "HASHMAP_QUEUE_LOCAL=1")
+		}
+		cmds = append(cmds, cmd)
 	}
 	errorsIn(t, testutil.Run(t, cmds...))
 	m, err := Open(path, nil)

@@ -131,6 +131,7 @@ type queued struct {
 	next             *uint64
 	name             uint64
 	desc             *alockDesc // home episodes
+	pred             uint64     // the predecessor's episode (holder value), 0 at the head
 }
 
 func openALock(a *Arena, index int) Mutex {
@@ -233,6 +234,7 @@ func (l *alock) enqueue() (queued, bool) {
 		return q, true
 	}
 	atomic.StoreUint64(l.queuedFor(prev).next, q.name)
+	q.pred = l.episode(queued{name: prev})
 	return q, true
 }
 
@@ -280,6 +282,17 @@ func (l *alock) await(q queued, gen uint64, w *waiter) outcome {
 	for atomic.LoadUint32(q.budget) == budgetWaiting {
 		if atomic.LoadUint64(l.gen) != gen {
 			return reset
+		}
+		// Only the waiter whose predecessor holds the lock spins; the rest
+		// sleep at once, leaving the cores to the holder (see body.pace).
+		if atomic.LoadUint64(l.holder) == q.pred {
+			if !w.next {
+				w.next = true
+				w.policy = wait.Policy{}
+			}
+		} else {
+			w.next = false
+			w.policy.SkipSpin()
 		}
 		if w.await(q.budget, q.sleepers, func() bool { return atomic.LoadUint32(q.budget) != budgetWaiting }) == expired {
 			return timedOut

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,7 @@ type Table struct {
 	segs       []Segment
 	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
+	queueLocal bool // writers of one segment in this process queue on Segment.local first
 
 	// The tiers area as bytes and as words, for Get's fast path, which
 	// indexes them directly instead of building a tier view per call.
@@ -73,8 +75,15 @@ type Locker interface {
 // Without it (nil), tiers are taken by CAS alone.
 func (t *Table) SetAdminLock(admin Locker) { t.admin = admin }
 
+// SetLocalQueue makes this process's modifying operations on one segment
+// queue on a process-local mutex before they take the segment's lock word,
+// so that at most one of them at a time waits on the shared word (the
+// local half of lock cohorting). It must be set before the table is used.
+func (t *Table) SetLocalQueue(on bool) { t.queueLocal = on }
+
 // Segment is a handle on one segment: its header words and its lock.
 type Segment struct {
+	local   sync.Mutex // see SetLocalQueue
 	tb      *Table
 	index   int64
 	lock    *rwulock.Lock

@@ -22,7 +22,13 @@ type writer struct {
 }
 
 func (s *Segment) beginUpdate(op string) (writer, error) {
+	if s.tb.queueLocal {
+		s.local.Lock()
+	}
 	if err := s.lock.UpdateLock(s.tb.timeout); err != nil {
+		if s.tb.queueLocal {
+			s.local.Unlock()
+		}
 		return writer{}, s.lockErr(op, err)
 	}
 	return writer{s: s}, nil
@@ -47,9 +53,12 @@ func (w *writer) end() {
 	if w.write {
 		atomic.AddUint64(w.s.seq, 1)
 		_ = w.s.lock.WriteUnlock()
-		return
+	} else {
+		_ = w.s.lock.UpdateUnlock()
 	}
-	_ = w.s.lock.UpdateUnlock()
+	if w.s.tb.queueLocal {
+		w.s.local.Unlock()
+	}
 }
 
 func (s *Segment) checkSize(key, value []byte) error {

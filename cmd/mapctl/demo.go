@@ -28,8 +28,11 @@ const demoCounters = 16
 
 type demoOpts struct {
 	procs, goroutines, ops int
-	keep                   bool
+	keep, queueWriters     bool
 }
+
+// demoQueueWritersEnv passes --queue-writers-locally to the workers.
+const demoQueueWritersEnv = "MAPCTL_DEMO_QUEUE_WRITERS"
 
 var demoCmd = &command{
 	name:    "demo",
@@ -60,6 +63,7 @@ Example:
 		fs.IntVar(&o.goroutines, "goroutines", 4, "goroutines per worker process")
 		fs.IntVar(&o.ops, "ops", 20000, "operations per goroutine")
 		fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory and its map file")
+		fs.BoolVar(&o.queueWriters, "queue-writers-locally", false, "workers open the map with Options.QueueWritersLocally (a process's writers to a segment queue locally first)")
 		return o
 	},
 	run: runDemo,
@@ -125,6 +129,9 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	for p := range o.procs {
 		cmd := exec.Command(self, "demo-worker", path, strconv.Itoa(p), strconv.Itoa(o.goroutines), strconv.Itoa(o.ops))
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
+		if o.queueWriters {
+			cmd.Env = append(cmd.Env, demoQueueWritersEnv+"=1")
+		}
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -41,7 +42,7 @@ func runDemoWorker(e *env, c *command, _ any, args []string) int {
 		n[i] = v
 	}
 	id, goroutines, ops := n[0], n[1], n[2]
-	m, err := openExisting(args[0], false)
+	m, err := openExistingWith(args[0], &hashmap.Options{QueueWritersLocally: os.Getenv(demoQueueWritersEnv) == "1"})
 	if err != nil {
 		return e.fail(c, err)
 	}

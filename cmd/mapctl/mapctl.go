@@ -206,10 +206,14 @@ func (e *env) fail(c *command, err error) int {
 // openExisting opens a map that must already exist: hashmap.Open alone
 // would create a missing file.
 func openExisting(path string, readOnly bool) (*hashmap.Map, error) {
+	return openExistingWith(path, &hashmap.Options{ReadOnly: readOnly})
+}
+
+func openExistingWith(path string, o *hashmap.Options) (*hashmap.Map, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no map at %s (create it with mapctl create)", path)
 	} else if err != nil {
 		return nil, err
 	}
-	return hashmap.Open(path, &hashmap.Options{ReadOnly: readOnly})
+	return hashmap.Open(path, o)
 }
