@@ -107,7 +107,7 @@ func helperCohortBypass(t *testing.T) {
 				// Give this process's other goroutines a moment to queue
 				// locally: on a loaded machine a process can otherwise run
 				// its whole share in one time slice, alone.
-				for k := 0; k < 2 && rec.waiting.Load() == 0; k++ {
+				for k := 0; k < 2 && m.rec.waiting.Load() == 0; k++ {
 					runtime.Gosched()
 				}
 				if err := m.Unlock(); err != nil {
