@@ -193,13 +193,21 @@ func TestCohortTryLockDoesNotStrand(t *testing.T) {
 	other.Unlock()
 }
 
-// TestCohortTryLockAndLeave: process A mixes TryLock, Lock and short
-// LockTimeouts from many goroutines and exits; process B then gets the lock.
-func TestCohortTryLockAndLeave(t *testing.T) {
+// TestTryLockAndLeave, for every algorithm: processes mix TryLock, Lock
+// and short LockTimeouts from many goroutines and exit; the parent, which
+// kept using the lock meanwhile, then still gets it: nothing they did
+// strands it (for cohort locks, ck_cohort's trylock hazard).
+func TestTryLockAndLeave(t *testing.T) {
+	for _, algo := range allAlgorithms {
+		t.Run(algo, func(t *testing.T) { testTryLockAndLeave(t, algo) })
+	}
+}
+
+func testTryLockAndLeave(t *testing.T, algo string) {
 	path := createTestFile(t, Config{Locks: 1})
 	tf := openTestFile(t, path)
 	defer tf.close()
-	m := tf.mutex(t, "cohort", 0)
+	m := tf.mutex(t, algo, 0)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { // B's own traffic while A runs
@@ -216,7 +224,7 @@ func TestCohortTryLockAndLeave(t *testing.T) {
 			}
 		}
 	}()
-	testutil.Run(t, testutil.Commands("trylock-and-leave", 2, "LOCKS_PATH="+path)...)
+	testutil.Run(t, testutil.Commands("trylock-and-leave", 2, "LOCKS_PATH="+path, "LOCKS_ALGO="+algo)...)
 	close(stop)
 	<-done
 	if err := m.LockTimeout(2 * time.Second); err != nil {
@@ -235,7 +243,7 @@ func helperTryLockAndLeave(t *testing.T) {
 	var ops atomic.Int64
 	end := time.Now().Add(300 * time.Millisecond)
 	for g := range 6 {
-		m := tf.mutex(t, "cohort", 0)
+		m := tf.mutex(t, os.Getenv("LOCKS_ALGO"), 0)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
