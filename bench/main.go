@@ -1,0 +1,420 @@
+// Command bench measures sharedmap against what a user would pick instead:
+// a Go map under sync.RWMutex, fastcache, freecache, bigcache, ristretto,
+// bbolt, LMDB and Redis over a unix socket. Run it through run.sh, which
+// installs and starts what it needs and stops it afterwards.
+//
+// Every cell runs for -duration; ns/op is wall time over all operations of
+// all goroutines (or processes), so with 2 of them perfect scaling halves
+// it. Each cell is repeated -runs times, the stores taking turns, and the
+// median is reported; the raw lines are printed in Go benchmark format
+// (benchstat reads them) and the medians go to -out as results.md and
+// chart.png.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const keySize = 16
+
+type dataset struct {
+	name      string
+	keys      int
+	valueSize int
+}
+
+func (d dataset) memory() int { return d.keys * (d.valueSize + keySize + 64) * 2 }
+
+var datasets = []dataset{
+	{name: "1M-64B", keys: 1_000_000, valueSize: 64},
+	{name: "100k-1KiB", keys: 100_000, valueSize: 1024},
+}
+
+type workload struct {
+	name   string
+	getPct int // percent of operations that are Gets, the rest Puts
+}
+
+var workloads = []workload{{"get", 100}, {"put", 0}, {"mix95", 95}, {"mix50", 50}}
+
+// cell is one measured combination.
+type cell struct {
+	workload workload
+	zipf     bool
+	workers  int
+	procs    bool // workers are processes, not goroutines
+}
+
+func (c cell) String() string {
+	dist := "uniform"
+	if c.zipf {
+		dist = "zipf"
+	}
+	unit := "g"
+	if c.procs {
+		unit = "p"
+	}
+	return fmt.Sprintf("%s-%s-%s%d", c.workload.name, dist, unit, c.workers)
+}
+
+func main() {
+	var (
+		duration  = flag.Duration("duration", time.Second, "measuring time per cell")
+		runs      = flag.Int("runs", 5, "runs per cell; medians are reported")
+		out       = flag.String("out", "results", "directory for results.md and chart.png")
+		only      = flag.String("stores", "", "comma-separated stores to run (default all)")
+		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
+		workerArg = flag.String("worker", "", "internal: run as a worker process")
+	)
+	flag.Parse()
+	if *workerArg != "" {
+		os.Exit(runWorker(*workerArg))
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fatal(err)
+	}
+	var res results
+	res.init()
+	for _, d := range datasets {
+		if *onlyData != "" && !slices.Contains(strings.Split(*onlyData, ","), d.name) {
+			continue
+		}
+		keys := makeKeys(d.keys)
+		for run := range *runs {
+			for _, s := range stores {
+				if *only != "" && !slices.Contains(strings.Split(*only, ","), s.name) {
+					continue
+				}
+				if err := measureStore(&res, s, d, keys, run, *duration); err != nil {
+					res.skip(s.name, d.name, err)
+					fmt.Fprintf(os.Stderr, "%s %s: %v\n", s.name, d.name, err)
+				}
+			}
+		}
+	}
+	if err := res.write(*out); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func makeKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	flat := make([]byte, n*keySize)
+	for i := range keys {
+		keys[i] = flat[i*keySize : (i+1)*keySize : (i+1)*keySize]
+		copy(keys[i], fmt.Sprintf("k%015d", i))
+	}
+	return keys
+}
+
+// valueFor fills buf with key i's value: the index, then a pattern.
+func valueFor(buf []byte, i int) []byte {
+	for j := range buf {
+		buf[j] = byte(i + j)
+	}
+	return buf
+}
+
+func cellsFor(s storeSpec) []cell {
+	var cs []cell
+	for _, w := range workloads {
+		for _, z := range []bool{false, true} {
+			for _, g := range []int{1, 2} {
+				cs = append(cs, cell{workload: w, zipf: z, workers: g})
+				if s.multiProcess {
+					cs = append(cs, cell{workload: w, zipf: z, workers: g, procs: true})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run int, dur time.Duration) error {
+	dir, err := os.MkdirTemp(storeDir(), "sharedmap-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := spec.open(dir, d)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// Load phase: every key, in index order, into the fresh store.
+	runtime.GC()
+	buf := make([]byte, d.valueSize)
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	if bl, ok := st.(batchLoader); ok {
+		err = bl.LoadBatch(keys, func(i int) []byte { return valueFor(buf, i) })
+	} else {
+		for i, k := range keys {
+			if err = st.Put(k, valueFor(buf, i)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	loadNs := float64(time.Since(start).Nanoseconds()) / float64(len(keys))
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	gcStart := time.Now()
+	runtime.GC()
+	gcMs := float64(time.Since(gcStart).Microseconds()) / 1000
+	res.addStatic(spec.name, d.name, run, staticFigures{loadNs: loadNs,
+		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys)), gcMs: gcMs, rssMB: rssMB()})
+	if dr, ok := st.(dropper); ok {
+		res.addDropped(spec.name, d.name, dr.Dropped())
+	}
+	found := 0
+	for i := 0; i < len(keys); i += 97 {
+		if _, ok, _ := st.Get(nil, keys[i]); ok {
+			found++
+		}
+	}
+	res.addHitRatio(spec.name, d.name, float64(found)/float64((len(keys)+96)/97))
+	cellDur := dur
+	if spec.slow {
+		cellDur = dur / 4 // tens of µs per op: fewer ops suffice
+	}
+	for _, c := range cellsFor(spec) {
+		var ops uint64
+		var allocs float64
+		var elapsed time.Duration
+		if c.procs {
+			ops, elapsed, err = runProcesses(spec, d, dir, c, cellDur, st)
+		} else {
+			ops, allocs, elapsed, err = runGoroutines(st, d, keys, c, cellDur)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+		ns := float64(elapsed.Nanoseconds()) / float64(max(ops, 1))
+		fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op %.2f allocs/op\n", spec.name, d.name, c, ops, ns, allocs)
+		res.add(spec.name, d.name, c.String(), run, ns, allocs)
+	}
+	return nil
+}
+
+// picker draws key indices, uniformly or Zipf-distributed (s = 1.1, the
+// hot keys spread over the key space so they do not share segments).
+type picker struct {
+	r    *rand.Rand
+	z    *rand.Zipf
+	n    int
+	perm uint64
+}
+
+func newPicker(seed int64, n int, zipf bool) *picker {
+	r := rand.New(rand.NewSource(seed))
+	p := &picker{r: r, n: n}
+	if zipf {
+		p.z = rand.NewZipf(r, 1.1, 1, uint64(n-1))
+	}
+	return p
+}
+
+func (p *picker) next() int {
+	if p.z == nil {
+		return p.r.Intn(p.n)
+	}
+	return int((p.z.Uint64() * 2654435761) % uint64(p.n))
+}
+
+// work runs the cell's operation mix on st until stop; it returns its ops.
+func work(st store, d dataset, keys [][]byte, c cell, seed int64, stop *atomic.Bool) (uint64, error) {
+	p := newPicker(seed, len(keys), c.zipf)
+	dst := make([]byte, 0, d.valueSize)
+	val := make([]byte, d.valueSize)
+	var ops uint64
+	for !stop.Load() {
+		for range 64 {
+			i := p.next()
+			if p.r.Intn(100) < c.workload.getPct {
+				var err error
+				if dst, _, err = st.Get(dst[:0], keys[i]); err != nil {
+					return ops, err
+				}
+			} else if err := st.Put(keys[i], valueFor(val, i)); err != nil {
+				return ops, err
+			}
+			ops++
+		}
+	}
+	return ops, nil
+}
+
+func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration) (uint64, float64, time.Duration, error) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	counts := make([]uint64, c.workers)
+	errs := make([]error, c.workers)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	for g := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			counts[g], errs[g] = work(st, d, keys, c, int64(g+1), &stop)
+		}()
+	}
+	time.Sleep(dur)
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	var ops uint64
+	for _, n := range counts {
+		ops += n
+	}
+	for _, err := range errs {
+		if err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return ops, float64(m1.Mallocs-m0.Mallocs) / float64(max(ops, 1)), elapsed, nil
+}
+
+// runProcesses runs the cell in worker processes on the same file. The
+// parent's own handle stays open but idle.
+func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Duration, _ store) (uint64, time.Duration, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmds := make([]*exec.Cmd, c.workers)
+	outs := make([]*bufio.Reader, c.workers)
+	for i := range cmds {
+		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
+			dur.String(), strconv.Itoa(i + 1)}, ",")
+		cmds[i] = exec.Command(self, "-worker", arg)
+		cmds[i].Stderr = os.Stderr
+		pipe, err := cmds[i].StdoutPipe()
+		if err != nil {
+			return 0, 0, err
+		}
+		outs[i] = bufio.NewReader(pipe)
+		if err := cmds[i].Start(); err != nil {
+			return 0, 0, err
+		}
+	}
+	var ops uint64
+	var longest time.Duration
+	for i, cmd := range cmds {
+		line, _ := outs[i].ReadString('\n')
+		var n uint64
+		var ns int64
+		if _, err := fmt.Sscanf(line, "%d %d", &n, &ns); err != nil {
+			_ = cmd.Wait()
+			return 0, 0, fmt.Errorf("worker %d said %q", i, line)
+		}
+		if err := cmd.Wait(); err != nil {
+			return 0, 0, fmt.Errorf("worker %d: %w", i, err)
+		}
+		ops += n
+		longest = max(longest, time.Duration(ns))
+	}
+	return ops, longest, nil
+}
+
+// runWorker is one worker process: it opens the store the parent loaded
+// and runs the cell for the duration, printing "ops elapsed-ns".
+func runWorker(arg string) int {
+	f := strings.Split(arg, ",")
+	if len(f) != 7 {
+		fmt.Fprintln(os.Stderr, "bad worker argument", arg)
+		return 2
+	}
+	var spec storeSpec
+	for _, s := range stores {
+		if s.name == f[0] {
+			spec = s
+		}
+	}
+	var d dataset
+	for _, x := range datasets {
+		if x.name == f[1] {
+			d = x
+		}
+	}
+	var w workload
+	for _, x := range workloads {
+		if x.name == f[3] {
+			w = x
+		}
+	}
+	zipf, _ := strconv.ParseBool(f[4])
+	dur, _ := time.ParseDuration(f[5])
+	seed, _ := strconv.Atoi(f[6])
+	if spec.open == nil || d.keys == 0 {
+		fmt.Fprintln(os.Stderr, "unknown store or dataset", arg)
+		return 2
+	}
+	st, err := spec.open(f[2], d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer st.Close()
+	keys := makeKeys(d.keys)
+	var stop atomic.Bool
+	start := time.Now()
+	time.AfterFunc(dur, func() { stop.Store(true) })
+	n, err := work(st, d, keys, cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919), &stop)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%d %d\n", n, time.Since(start).Nanoseconds())
+	return 0
+}
+
+// storeDir is where file-backed stores (sharedmap, bbolt, LMDB) live:
+// $BENCH_DIR, else /dev/shm when it exists (memory, as a shared cache is
+// deployed: a disk-backed mapping adds a write-protect fault whenever the
+// kernel has written a dirty page back), else the temp directory.
+func storeDir() string {
+	if d := os.Getenv("BENCH_DIR"); d != "" {
+		return d
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}
+
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+)
+
+type staticFigures struct {
+	loadNs, loadAllocs, gcMs, rssMB float64
+}
+
+type sample struct{ ns, allocs float64 }
+
+// results holds every run's figures, by store, dataset and cell.
+type results struct {
+	cells   map[string]map[string]map[string][]sample // store, dataset, cell
+	static  map[string]map[string][]staticFigures
+	dropped map[string]map[string]uint64
+	hits    map[string]map[string]float64
+	skipped map[string]string
+	order   []string // cells in first-seen order
+}
+
+func (r *results) init() {
+	r.cells = map[string]map[string]map[string][]sample{}
+	r.static = map[string]map[string][]staticFigures{}
+	r.dropped = map[string]map[string]uint64{}
+	r.hits = map[string]map[string]float64{}
+	r.skipped = map[string]string{}
+}
+
+func nested[T any](m map[string]map[string]T, a, b string) map[string]T {
+	if m[a] == nil {
+		m[a] = map[string]T{}
+	}
+	return m[a]
+}
+
+func (r *results) add(st, ds, c string, _ int, ns, allocs float64) {
+	byDS := nested(r.cells, st, ds)
+	if byDS[ds] == nil {
+		byDS[ds] = map[string][]sample{}
+	}
+	byDS[ds][c] = append(byDS[ds][c], sample{ns, allocs})
+	if !slices.Contains(r.order, c) {
+		r.order = append(r.order, c)
+	}
+}
+
+func (r *results) addStatic(st, ds string, _ int, f staticFigures) {
+	m := nested(r.static, st, ds)
+	m[ds] = append(m[ds], f)
+}
+
+func (r *results) addDropped(st, ds string, n uint64) { nested(r.dropped, st, ds)[ds] = n }
+func (r *results) addHitRatio(st, ds string, x float64) {
+	nested(r.hits, st, ds)[ds] = x
+}
+func (r *results) skip(st, ds string, err error) { r.skipped[st+" "+ds] = err.Error() }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func (r *results) medianNs(st, ds, c string) (ns, allocs float64, ok bool) {
+	ss := r.cells[st][ds][c]
+	if len(ss) == 0 {
+		return 0, 0, false
+	}
+	var a, b []float64
+	for _, s := range ss {
+		a, b = append(a, s.ns), append(b, s.allocs)
+	}
+	return median(a), median(b), true
+}
+
+func storeNames() []string {
+	var names []string
+	for _, s := range stores {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// headline cells, in table order.
+var headline = []string{"get-uniform-g1", "get-zipf-g1", "put-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
+	"get-uniform-g2", "put-uniform-g2", "mix95-zipf-g2", "get-uniform-p2", "put-uniform-p2"}
+
+func (r *results) write(dir string) error {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# sharedmap against its peers\n\nMeasured %s on %s: %d CPUs (%s), %s, %s/%s. ",
+		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "ns/op is wall time over all operations of all workers (g2: 2 goroutines, p2: 2 processes on one file), median of the runs; (xN) is the ratio to sharedmap in the same run set. allocs/op counts the whole process. File-backed stores (sharedmap, bbolt, LMDB) live in %s.\n\n", storeDirName())
+	for _, d := range datasets {
+		if !r.hasDataset(d.name) {
+			continue
+		}
+		fmt.Fprintf(&b, "## %s (%d keys of %d B, values of %d B)\n\n| store |", d.name, d.keys, keySize, d.valueSize)
+		for _, c := range headline {
+			fmt.Fprintf(&b, " %s |", c)
+		}
+		b.WriteString(" allocs/op (get, put g1) | load ns/key | process RSS MB after load | full GC ms | hits after load |\n|---|")
+		b.WriteString(strings.Repeat("---:|", len(headline)+5) + "\n")
+		for _, st := range storeNames() {
+			if r.cells[st][d.name] == nil {
+				if why, ok := r.skipped[st+" "+d.name]; ok {
+					fmt.Fprintf(&b, "| %s | skipped: %s |\n", st, strings.ReplaceAll(why, "|", "/"))
+				}
+				continue
+			}
+			fmt.Fprintf(&b, "| %s |", st)
+			for _, c := range headline {
+				ns, _, ok := r.medianNs(st, d.name, c)
+				if !ok {
+					b.WriteString(" - |")
+					continue
+				}
+				base, _, bok := r.medianNs("sharedmap", d.name, c)
+				if bok && st != "sharedmap" {
+					fmt.Fprintf(&b, " %s (x%.2f) |", fmtNs(ns), ns/base)
+				} else {
+					fmt.Fprintf(&b, " %s |", fmtNs(ns))
+				}
+			}
+			_, ga, _ := r.medianNs(st, d.name, "get-uniform-g1")
+			_, pa, _ := r.medianNs(st, d.name, "put-uniform-g1")
+			var load, gc, rss []float64
+			for _, f := range r.static[st][d.name] {
+				load, gc, rss = append(load, f.loadNs), append(gc, f.gcMs), append(rss, f.rssMB)
+			}
+			hit := fmt.Sprintf("%.3f", r.hits[st][d.name])
+			if n, ok := r.dropped[st][d.name]; ok {
+				hit += fmt.Sprintf(" (%d sets dropped)", n)
+			}
+			fmt.Fprintf(&b, " %.2f, %.2f | %s | %.0f | %.1f | %s |\n", ga, pa, fmtNs(median(load)), median(rss), median(gc), hit)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
+	b.WriteString("Every cell: ")
+	b.WriteString(strings.Join(r.order, ", "))
+	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return r.chart(filepath.Join(dir, "chart.png"))
+}
+
+func (r *results) hasDataset(ds string) bool {
+	for _, st := range storeNames() {
+		if r.cells[st][ds] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func storeDirName() string {
+	if d := storeDir(); d != "" {
+		return d
+	}
+	return os.TempDir()
+}
+
+func fmtNs(ns float64) string {
+	switch {
+	case ns >= 10000:
+		return fmt.Sprintf("%.1f µs", ns/1000)
+	case ns >= 100:
+		return fmt.Sprintf("%.0f ns", ns)
+	default:
+		return fmt.Sprintf("%.1f ns", ns)
+	}
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+		}
+	}
+	return "unknown CPU"
+}
+
+// chart draws the first dataset's Get and Put (1 goroutine, uniform) per
+// store as horizontal bars on a log scale.
+func (r *results) chart(path string) error {
+	ds := ""
+	for _, d := range datasets {
+		if r.hasDataset(d.name) {
+			ds = d.name
+			break
+		}
+	}
+	series := []struct {
+		cell string
+		col  color.RGBA
+	}{{"get-uniform-g1", color.RGBA{0x33, 0x66, 0xcc, 0xff}}, {"put-uniform-g1", color.RGBA{0xdd, 0x77, 0x22, 0xff}}}
+	names := storeNames()
+	const left, top, rowH, barH, width = 120, 40, 36, 14, 900
+	img := image.NewRGBA(image.Rect(0, 0, width, top+rowH*len(names)+50))
+	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
+	text := func(x, y int, s string, c color.Color) {
+		s = strings.ReplaceAll(s, "µ", "u") // the 7x13 font has ASCII only
+		d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
+		d.DrawString(s)
+	}
+	text(10, 20, fmt.Sprintf("%s: ns/op, log scale (blue: Get, orange: Put; 1 goroutine, uniform keys)", ds), color.Black)
+	const lo, hi = 1.0, 6.0 // 10 ns to 1 ms
+	scale := func(ns float64) int {
+		x := (math.Log10(max(ns, 10)) - lo) / (hi - lo)
+		return left + int(x*float64(width-left-80))
+	}
+	for p := lo; p <= hi; p++ {
+		x := scale(math.Pow(10, p))
+		for y := top - 5; y < top+rowH*len(names); y++ {
+			img.Set(x, y, color.RGBA{0xdd, 0xdd, 0xdd, 0xff})
+		}
+		text(x-12, top+rowH*len(names)+15, fmtNs(math.Pow(10, p)), color.Black)
+	}
+	for i, st := range names {
+		y := top + i*rowH
+		text(10, y+barH+4, st, color.Black)
+		for j, s := range series {
+			ns, _, ok := r.medianNs(st, ds, s.cell)
+			if !ok {
+				continue
+			}
+			by := y + j*(barH+2)
+			draw.Draw(img, image.Rect(left, by, scale(ns), by+barH), image.NewUniform(s.col), image.Point{}, draw.Src)
+			text(scale(ns)+4, by+barH-2, fmtNs(ns), color.Black)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

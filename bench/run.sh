@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the peer benchmark end to end: installs what it needs (Debian's
+# redis-server; the Go peers come from the module proxy, LMDB through cgo
+# from github.com/PowerDNS/lmdb-go v1.9.3, pinned in go.mod), starts Redis on
+# a unix socket, runs every store, stops Redis, and writes results/:
+# results.md (the table), chart.png, raw.txt (Go benchmark format; feed it to
+# benchstat). Extra arguments go to the benchmark, e.g. -runs 3 -duration 500ms
+# or -stores sharedmap,lmdb -datasets 1M-64B.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if ! command -v redis-server >/dev/null; then
+	echo "installing redis-server (Debian package)" >&2
+	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+command -v gcc >/dev/null || { echo "gcc is needed for LMDB (cgo): apt-get install gcc" >&2; exit 1; }
+
+work=$(mktemp -d)
+sock="$work/redis.sock"
+redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
+	--dir "$work" --daemonize no >"$work/redis.log" 2>&1 &
+redis_pid=$!
+cleanup() {
+	kill "$redis_pid" 2>/dev/null || true
+	wait "$redis_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+[ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
+
+mkdir -p results
+go build -o "$work/bench" .
+BENCH_REDIS_SOCKET="$sock" "$work/bench" -out results "$@" | tee results/raw.txt
+echo "wrote $(pwd)/results/results.md and chart.png" >&2

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/PowerDNS/lmdb-go/lmdb"
+	"github.com/VictoriaMetrics/fastcache"
+	"github.com/allegro/bigcache/v3"
+	"github.com/coocood/freecache"
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/sharedmap/sharedmap/hashmap"
+	bolt "go.etcd.io/bbolt"
+)
+
+// store is what every peer is measured through. Get appends the value to
+// dst (copying it where the store hands out a reference it may reuse).
+type store interface {
+	Get(dst, key []byte) ([]byte, bool, error)
+	Put(key, value []byte) error
+	Close() error
+}
+
+// batchLoader is implemented by transactional stores, whose load phase
+// commits 1000 keys per transaction (as a user loading them would).
+type batchLoader interface {
+	LoadBatch(keys [][]byte, value func(i int) []byte) error
+}
+
+// dropper reports how many sets a lossy store dropped.
+type dropper interface{ Dropped() uint64 }
+
+type storeSpec struct {
+	name string
+	open func(dir string, d dataset) (store, error)
+	// multiProcess: the store can be opened by several processes at once.
+	multiProcess bool
+	// slow: peers whose operations cost tens of microseconds get fewer ops.
+	slow bool
+}
+
+var stores = []storeSpec{
+	{name: "sharedmap", open: openSharedmap, multiProcess: true},
+	{name: "rwmutex-map", open: func(string, dataset) (store, error) { return &rwMap{m: map[string][]byte{}}, nil }},
+	{name: "fastcache", open: func(_ string, d dataset) (store, error) { return &fastStore{fastcache.New(d.memory())}, nil }},
+	{name: "freecache", open: func(_ string, d dataset) (store, error) {
+		return &freeStore{freecache.NewCache(d.memory())}, nil
+	}},
+	{name: "bigcache", open: openBigcache},
+	{name: "ristretto", open: openRistretto},
+	{name: "bbolt", open: openBolt, slow: true},
+	{name: "lmdb", open: openLMDB, multiProcess: true},
+	{name: "redis-unix", open: openRedis, slow: true},
+}
+
+// --- sharedmap ---
+
+type sharedStore struct{ m *hashmap.Map }
+
+func openSharedmap(dir string, d dataset) (store, error) {
+	m, err := hashmap.Open(filepath.Join(dir, "sharedmap.map"), &hashmap.Options{
+		Entries: d.keys, AverageKeySize: keySize, AverageValueSize: d.valueSize})
+	return &sharedStore{m}, err
+}
+
+func (s *sharedStore) Get(dst, k []byte) ([]byte, bool, error) {
+	v, err := s.m.GetInto(dst, k)
+	if errors.Is(err, hashmap.ErrNotFound) {
+		return dst, false, nil
+	}
+	return v, err == nil, err
+}
+func (s *sharedStore) Put(k, v []byte) error { return s.m.Put(k, v) }
+func (s *sharedStore) Close() error          { return s.m.Close() }
+
+// --- map[string][]byte under sync.RWMutex ---
+
+type rwMap struct {
+	mu sync.RWMutex
+	m  map[string][]byte
+}
+
+func (r *rwMap) Get(dst, k []byte) ([]byte, bool, error) {
+	r.mu.RLock()
+	v, ok := r.m[string(k)]
+	dst = append(dst, v...)
+	r.mu.RUnlock()
+	return dst, ok, nil
+}
+
+func (r *rwMap) Put(k, v []byte) error {
+	c := append([]byte(nil), v...)
+	r.mu.Lock()
+	r.m[string(k)] = c
+	r.mu.Unlock()
+	return nil
+}
+func (r *rwMap) Close() error { return nil }
+
+// --- fastcache, freecache, bigcache, ristretto ---
+
+type fastStore struct{ c *fastcache.Cache }
+
+func (s *fastStore) Get(dst, k []byte) ([]byte, bool, error) {
+	n := len(dst)
+	dst = s.c.Get(dst, k)
+	return dst, len(dst) > n || s.c.Has(k), nil
+}
+func (s *fastStore) Put(k, v []byte) error { s.c.Set(k, v); return nil }
+func (s *fastStore) Close() error          { s.c.Reset(); return nil }
+
+type freeStore struct{ c *freecache.Cache }
+
+func (s *freeStore) Get(dst, k []byte) ([]byte, bool, error) {
+	v, err := s.c.GetWithBuf(k, dst[len(dst):cap(dst)])
+	if err != nil {
+		return dst, false, nil
+	}
+	return append(dst, v...), true, nil
+}
+func (s *freeStore) Put(k, v []byte) error { return s.c.Set(k, v, 0) }
+func (s *freeStore) Close() error          { s.c.Clear(); return nil }
+
+type bigStore struct{ c *bigcache.BigCache }
+
+func openBigcache(_ string, d dataset) (store, error) {
+	cfg := bigcache.DefaultConfig(0)
+	cfg.Shards = 1024
+	cfg.MaxEntriesInWindow = d.keys
+	cfg.MaxEntrySize = d.valueSize + 64
+	cfg.CleanWindow = 0
+	cfg.Verbose = false
+	c, err := bigcache.New(context.Background(), cfg)
+	return &bigStore{c}, err
+}
+
+func (s *bigStore) Get(dst, k []byte) ([]byte, bool, error) {
+	v, err := s.c.Get(string(k))
+	if err != nil {
+		return dst, false, nil
+	}
+	return append(dst, v...), true, nil
+}
+func (s *bigStore) Put(k, v []byte) error { return s.c.Set(string(k), v) }
+func (s *bigStore) Close() error          { return s.c.Close() }
+
+type ristrettoStore struct {
+	c *ristretto.Cache[string, []byte]
+}
+
+func openRistretto(_ string, d dataset) (store, error) {
+	c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+		NumCounters: int64(d.keys) * 10, MaxCost: int64(d.keys) * 2, BufferItems: 64,
+		IgnoreInternalCost: true, Metrics: true})
+	return &ristrettoStore{c}, err
+}
+
+func (s *ristrettoStore) Get(dst, k []byte) ([]byte, bool, error) {
+	v, ok := s.c.Get(string(k))
+	return append(dst, v...), ok, nil
+}
+func (s *ristrettoStore) Put(k, v []byte) error {
+	s.c.Set(string(k), append([]byte(nil), v...), 1)
+	return nil
+}
+func (s *ristrettoStore) Close() error { s.c.Close(); return nil }
+
+// LoadBatch waits for ristretto's buffers after the load, so what was
+// dropped is dropped for good when Get runs.
+func (s *ristrettoStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
+	for i, k := range keys {
+		_ = s.Put(k, value(i))
+	}
+	s.c.Wait()
+	return nil
+}
+func (s *ristrettoStore) Dropped() uint64 {
+	return s.c.Metrics.SetsDropped() + s.c.Metrics.SetsRejected()
+}
+
+// --- bbolt: one transaction per operation ---
+
+var bucket = []byte("b")
+
+type boltStore struct{ db *bolt.DB }
+
+func openBolt(dir string, _ dataset) (store, error) {
+	db, err := bolt.Open(filepath.Join(dir, "bolt.db"), 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true,
+		FreelistType: bolt.FreelistMapType, InitialMmapSize: 1 << 30})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucket); return err })
+	return &boltStore{db}, err
+}
+
+func (s *boltStore) Get(dst, k []byte) ([]byte, bool, error) {
+	var ok bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucket).Get(k)
+		ok = v != nil
+		dst = append(dst, v...)
+		return nil
+	})
+	return dst, ok, err
+}
+
+func (s *boltStore) Put(k, v []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(k, v) })
+}
+
+func (s *boltStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
+	for start := 0; start < len(keys); start += 1000 {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			for i := start; i < min(start+1000, len(keys)); i++ {
+				if err := b.Put(keys[i], value(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (s *boltStore) Close() error { return s.db.Close() }
+
+// --- LMDB: one transaction per operation ---
+
+type lmdbStore struct {
+	env *lmdb.Env
+	dbi lmdb.DBI
+}
+
+func openLMDB(dir string, d dataset) (store, error) {
+	env, err := lmdb.NewEnv()
+	if err != nil {
+		return nil, err
+	}
+	if err := env.SetMapSize(int64(d.keys) * int64(d.valueSize+keySize+64) * 4); err != nil {
+		return nil, err
+	}
+	if err := env.SetMaxReaders(256); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "lmdb")
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, err
+	}
+	if err := env.Open(path, lmdb.NoSync|lmdb.NoMetaSync|lmdb.WriteMap|lmdb.NoTLS, 0o600); err != nil {
+		return nil, err
+	}
+	s := &lmdbStore{env: env}
+	err = env.Update(func(txn *lmdb.Txn) (err error) { s.dbi, err = txn.OpenRoot(0); return err })
+	return s, err
+}
+
+func (s *lmdbStore) Get(dst, k []byte) ([]byte, bool, error) {
+	var ok bool
+	err := s.env.View(func(txn *lmdb.Txn) error {
+		txn.RawRead = true
+		v, err := txn.Get(s.dbi, k)
+		if lmdb.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		dst = append(dst, v...)
+		return nil
+	})
+	return dst, ok, err
+}
+
+func (s *lmdbStore) Put(k, v []byte) error {
+	return s.env.Update(func(txn *lmdb.Txn) error { return txn.Put(s.dbi, k, v, 0) })
+}
+
+func (s *lmdbStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
+	for start := 0; start < len(keys); start += 1000 {
+		err := s.env.Update(func(txn *lmdb.Txn) error {
+			for i := start; i < min(start+1000, len(keys)); i++ {
+				if err := txn.Put(s.dbi, keys[i], value(i), 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (s *lmdbStore) Close() error { s.env.Close(); return nil }
+
+// --- Redis over a unix socket (server started by run.sh) ---
+
+type redisStore struct{ c *redis.Client }
+
+func openRedis(string, dataset) (store, error) {
+	sock := os.Getenv("BENCH_REDIS_SOCKET")
+	if sock == "" {
+		return nil, errSkip("BENCH_REDIS_SOCKET not set (run.sh starts redis-server)")
+	}
+	c := redis.NewClient(&redis.Options{Network: "unix", Addr: sock, Protocol: 2, PoolSize: 4,
+		Dialer: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "unix", addr)
+		}})
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", sock, err)
+	}
+	return &redisStore{c}, nil
+}
+
+func (s *redisStore) Get(dst, k []byte) ([]byte, bool, error) {
+	v, err := s.c.Get(context.Background(), string(k)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return dst, false, nil
+	}
+	return append(dst, v...), err == nil, err
+}
+func (s *redisStore) Put(k, v []byte) error {
+	return s.c.Set(context.Background(), string(k), v, 0).Err()
+}
+
+// LoadBatch pipelines 1000 keys at a time: a loader would.
+func (s *redisStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
+	ctx := context.Background()
+	for start := 0; start < len(keys); start += 1000 {
+		p := s.c.Pipeline()
+		for i := start; i < min(start+1000, len(keys)); i++ {
+			p.Set(ctx, string(keys[i]), value(i), 0)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (s *redisStore) Close() error { return s.c.Close() }
+
+// errSkip marks a store that cannot run here; the table says why.
+type errSkip string
+
+func (e errSkip) Error() string { return string(e) }
