@@ -242,16 +242,36 @@ func (p *picker) next() int {
 	return int((p.z.Uint64() * 2654435761) % uint64(p.n))
 }
 
-// work runs the cell's operation mix on st until stop; it returns its ops.
-func work(st store, d dataset, keys [][]byte, c cell, seed int64, stop *atomic.Bool) (uint64, error) {
-	p := newPicker(seed, len(keys), c.zipf)
+// script is a worker's pre-drawn sequence of operations, so that drawing
+// random keys costs nothing inside the measurement: key indices, and
+// whether each operation is a Get.
+type script struct {
+	idx []uint32
+	get []bool
+}
+
+const scriptLen = 1 << 18
+
+func newScript(n int, c cell, seed int64) script {
+	p := newPicker(seed, n, c.zipf)
+	s := script{idx: make([]uint32, scriptLen), get: make([]bool, scriptLen)}
+	for i := range s.idx {
+		s.idx[i] = uint32(p.next())
+		s.get[i] = p.r.Intn(100) < c.workload.getPct
+	}
+	return s
+}
+
+// work runs the script on st, round and round, until stop; it returns its
+// ops.
+func work(st store, d dataset, keys [][]byte, s script, stop *atomic.Bool) (uint64, error) {
 	dst := make([]byte, 0, d.valueSize)
 	val := make([]byte, d.valueSize)
 	var ops uint64
-	for !stop.Load() {
+	for j := 0; !stop.Load(); {
 		for range 64 {
-			i := p.next()
-			if p.r.Intn(100) < c.workload.getPct {
+			i := int(s.idx[j])
+			if s.get[j] {
 				var err error
 				if dst, _, err = st.Get(dst[:0], keys[i]); err != nil {
 					return ops, err
@@ -260,6 +280,7 @@ func work(st store, d dataset, keys [][]byte, c cell, seed int64, stop *atomic.B
 				return ops, err
 			}
 			ops++
+			j = (j + 1) & (scriptLen - 1)
 		}
 	}
 	return ops, nil
@@ -270,6 +291,10 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 	var wg sync.WaitGroup
 	counts := make([]uint64, c.workers)
 	errs := make([]error, c.workers)
+	scripts := make([]script, c.workers)
+	for g := range scripts {
+		scripts[g] = newScript(len(keys), c, int64(g+1))
+	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
@@ -277,7 +302,7 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts[g], errs[g] = work(st, d, keys, c, int64(g+1), &stop)
+			counts[g], errs[g] = work(st, d, keys, scripts[g], &stop)
 		}()
 	}
 	time.Sleep(dur)
@@ -379,10 +404,11 @@ func runWorker(arg string) int {
 	}
 	defer st.Close()
 	keys := makeKeys(d.keys)
+	s := newScript(len(keys), cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919))
 	var stop atomic.Bool
 	start := time.Now()
 	time.AfterFunc(dur, func() { stop.Store(true) })
-	n, err := work(st, d, keys, cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919), &stop)
+	n, err := work(st, d, keys, s, &stop)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -33,8 +33,25 @@ func newBody(a *Arena, index int) body {
 // waiters, everyone further back spinning takes the CPU the holder and the
 // next waiter need, and a FIFO lock then hands over to waiters that are not
 // running. So the others sleep at once, until a wake tells them to look again.
+//
+// holder is 0 for a moment at both ends of an episode: the predecessor
+// clears it as it starts to unlock, and a waiter it hands over to records
+// itself only after it sees the handover. A waiter that finds 0 watches
+// for a few microseconds whether its predecessor shows up in holder or in
+// Depart before it concludes it is not next: sleeping at such a moment
+// makes the handover it is about to get wait for a futex wake-up (measured:
+// Hapax at 2 processes on 2 cores ran at a third of the speed).
 func (b *body) pace(w *waiter, pred uint64) {
-	if atomic.LoadUint64(b.holder) == pred {
+	h := atomic.LoadUint64(b.holder)
+	for look := 0; h == 0 && look < paceLooks; look++ {
+		if atomic.LoadUint64(b.depart) == pred {
+			h = pred // released to us: the caller will see it
+			break
+		}
+		wait.Spin(paceSpin)
+		h = atomic.LoadUint64(b.holder)
+	}
+	if h == pred {
 		if !w.next {
 			w.next = true
 			w.policy = wait.Policy{}
@@ -44,6 +61,13 @@ func (b *body) pace(w *waiter, pred uint64) {
 	w.next = false
 	w.policy.SkipSpin()
 }
+
+// How long pace watches a holder word that reads 0: paceLooks x paceSpin
+// pause instructions, a few microseconds.
+const (
+	paceLooks = 32
+	paceSpin  = 30
+)
 
 // promoted reports whether a waiter that was not next has become next.
 func (b *body) promoted(w *waiter, pred uint64) bool {
