@@ -285,15 +285,7 @@ func (l *alock) await(q queued, gen uint64, w *waiter) outcome {
 		}
 		// Only the waiter whose predecessor holds the lock spins; the rest
 		// sleep at once, leaving the cores to the holder (see body.pace).
-		if atomic.LoadUint64(l.holder) == q.pred {
-			if !w.next {
-				w.next = true
-				w.policy = wait.Policy{}
-			}
-		} else {
-			w.next = false
-			w.policy.SkipSpin()
-		}
+		w.setNext(atomic.LoadUint64(l.holder) == q.pred)
 		if w.await(q.budget, q.sleepers, func() bool { return atomic.LoadUint32(q.budget) != budgetWaiting }) == expired {
 			return timedOut
 		}

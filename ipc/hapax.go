@@ -51,15 +51,7 @@ func (b *body) pace(w *waiter, pred uint64) {
 		wait.Spin(paceSpin)
 		h = atomic.LoadUint64(b.holder)
 	}
-	if h == pred {
-		if !w.next {
-			w.next = true
-			w.policy = wait.Policy{}
-		}
-		return
-	}
-	w.next = false
-	w.policy.SkipSpin()
+	w.setNext(h == pred)
 }
 
 // How long pace watches a holder word that reads 0: paceLooks x paceSpin

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,20 +87,14 @@ func (a *Arena) awnNode(n uint32) awnNode {
 // process's nodes are only ever as many as its waiters at one time.
 type nodePool struct {
 	arena *Arena
-	mu    sync.Mutex
-	free  []uint32
+	freeList[uint32]
 }
 
 // get returns a node, or 0 when the table is used up.
 func (p *nodePool) get() uint32 {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		node := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
+	if node, ok := p.pop(); ok {
 		return node
 	}
-	p.mu.Unlock()
 	a := p.arena
 	limit := uint64(a.cfg.AWNNodes)
 	cursor := &a.w[hAWNCursor]
@@ -118,11 +111,7 @@ func (p *nodePool) get() uint32 {
 	}
 }
 
-func (p *nodePool) put(node uint32) {
-	p.mu.Lock()
-	p.free = append(p.free, node)
-	p.mu.Unlock()
-}
+func (p *nodePool) put(node uint32) { p.push(node, 0) }
 
 func (l *ticketAWN) egress() int64 { return int64(atomic.LoadUint64(l.depart)) }
 
@@ -241,15 +230,7 @@ func (l *ticketAWN) waitNode(t int64, gen uint64, node uint32, w *waiter) outcom
 // paceTicket: only the waiter whose predecessor holds the lock spins; the
 // rest sleep at once (see body.pace).
 func (l *ticketAWN) paceTicket(w *waiter, t int64) {
-	if pos(l.egress()) >= t-1 {
-		if !w.next {
-			w.next = true
-			w.policy = wait.Policy{}
-		}
-		return
-	}
-	w.next = false
-	w.policy.SkipSpin()
+	w.setNext(pos(l.egress()) >= t-1)
 }
 
 // TryLock takes a ticket only if it would be served at once: egress equals

@@ -38,26 +38,41 @@ func (a *Arena) nextHapax() uint64 {
 // episode and returned by Unlock; new ones come from a counter in the file.
 type idPool struct {
 	arena *Arena
-	mu    sync.Mutex
-	free  []uint64
+	freeList[uint64]
 }
 
 func (p *idPool) get() uint64 {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		id := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
+	if id, ok := p.pop(); ok {
 		return id
 	}
-	p.mu.Unlock()
 	return atomic.AddUint64(&p.arena.w[hTidex], 1)
 }
 
-func (p *idPool) put(id uint64) {
-	p.mu.Lock()
-	if len(p.free) < 1024 {
-		p.free = append(p.free, id)
+func (p *idPool) put(id uint64) { p.push(id, 1024) }
+
+// freeList is a process-local stack of values to hand out again (node
+// indices, identities), shared by the goroutines of one process.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	free []T
+}
+
+// pop takes the most recently returned value, if any.
+func (f *freeList[T]) pop() (v T, ok bool) {
+	f.mu.Lock()
+	if n := len(f.free); n > 0 {
+		v, ok = f.free[n-1], true
+		f.free = f.free[:n-1]
 	}
-	p.mu.Unlock()
+	f.mu.Unlock()
+	return v, ok
+}
+
+// push returns v; with limit > 0, values beyond limit are dropped.
+func (f *freeList[T]) push(v T, limit int) {
+	f.mu.Lock()
+	if limit <= 0 || len(f.free) < limit {
+		f.free = append(f.free, v)
+	}
+	f.mu.Unlock()
 }

@@ -21,6 +21,20 @@ type waiter struct {
 
 func newWaiter(d time.Duration) waiter { return waiter{deadline: deadlineAfter(d)} }
 
+// setNext records whether the waiter is next in line (its predecessor
+// holds the lock). Only the next waiter spins, from a fresh policy when it
+// becomes next; the others skip spinning and sleep at once, leaving the
+// cores to the holder.
+func (w *waiter) setNext(next bool) {
+	switch {
+	case next && !w.next:
+		w.policy = wait.Policy{}
+	case !next:
+		w.policy.SkipSpin()
+	}
+	w.next = next
+}
+
 // deadlineAfter is the deadline of a wait bounded by d; d < 0 means none.
 func deadlineAfter(d time.Duration) time.Time {
 	if d < 0 {
