@@ -1,0 +1,304 @@
+package registry
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+const (
+	magic          = "SMREG001"
+	areaHeaderSize = 64
+	slotHeaderSize = 256
+
+	hSlots      = 8
+	hLedgers    = 16
+	hGeneration = 24
+
+	sState      = 0
+	sPID        = 8
+	sStartTicks = 16
+	sGeneration = 24
+	sClaimedAt  = 32
+
+	stateFree  = 0
+	stateInUse = 1
+)
+
+// Errors of the registry.
+var (
+	// ErrFull: every slot belongs to a live process.
+	ErrFull = errors.New("registry: every process slot is in use by a live process")
+	// ErrCorrupt: the area does not hold a registry of the expected shape.
+	ErrCorrupt = errors.New("registry: damaged process registry")
+	// ErrUnsupported: this platform has no OFD locks, so liveness cannot be
+	// told safely.
+	ErrUnsupported = errors.New("registry: process liveness needs OFD locks (Linux)")
+)
+
+// Layout is where the registry lives in the file and how big it is.
+type Layout struct {
+	Off     int64 // start of the area in the file
+	Slots   int   // processes that can have the file open at once
+	Ledgers int   // ledger words per slot: one per segment lock
+}
+
+// SlotSize is the size of one slot, a multiple of 64 bytes.
+func (l Layout) SlotSize() int64 {
+	return (slotHeaderSize + int64(l.Ledgers)*8 + 63) / 64 * 64
+}
+
+// Bytes is the size of the whole area, rounded up to whole 4 KiB pages.
+func (l Layout) Bytes() int64 {
+	return (areaHeaderSize + int64(l.Slots)*l.SlotSize() + 4095) / 4096 * 4096
+}
+
+func (l Layout) slotOff(i int) int64 { return l.Off + areaHeaderSize + int64(i)*l.SlotSize() }
+
+// Format writes an empty registry into area, the Bytes() bytes at Off.
+func Format(area []byte, l Layout) {
+	copy(area, magic)
+	binary.LittleEndian.PutUint64(area[hSlots:], uint64(l.Slots))
+	binary.LittleEndian.PutUint64(area[hLedgers:], uint64(l.Ledgers))
+}
+
+// Registry is this process's view of the registry of one open file.
+type Registry struct {
+	file   *offheap.File
+	layout Layout
+	gen    *uint64
+	self   int // our slot, -1 if we hold none
+
+	// recovering serializes the recovery lock among this process's
+	// goroutines: an OFD lock never conflicts with its own description.
+	recovering sync.Mutex
+}
+
+// Attach checks the registry of f laid out as l, without claiming a slot.
+func Attach(f *offheap.File, l Layout) (*Registry, error) {
+	if l.Slots <= 0 || l.Ledgers < 0 || l.Off < 0 || l.Off+l.Bytes() > f.Len() {
+		return nil, fmt.Errorf("%w: layout %+v does not fit a file of %d bytes", ErrCorrupt, l, f.Len())
+	}
+	head := f.Bytes(l.Off, areaHeaderSize)
+	if string(head[:8]) != magic ||
+		binary.LittleEndian.Uint64(head[hSlots:]) != uint64(l.Slots) ||
+		binary.LittleEndian.Uint64(head[hLedgers:]) != uint64(l.Ledgers) {
+		return nil, fmt.Errorf("%w: header does not match the layout", ErrCorrupt)
+	}
+	return &Registry{file: f, layout: l, gen: f.Uint64(l.Off + hGeneration), self: -1}, nil
+}
+
+// Layout returns the registry's layout.
+func (r *Registry) Layout() Layout { return r.layout }
+
+// Self is this process's slot, or -1.
+func (r *Registry) Self() int { return r.self }
+
+// Join claims a free slot (or one whose process died) for this process,
+// under the recovery lock, and returns its index. The slot's ledgers start
+// at zero: what the dead previous owner held stays in the lock words and
+// is told apart from the living by recovery, which needs no dead ledger.
+func (r *Registry) Join(timeout time.Duration) (int, error) {
+	if r.self >= 0 {
+		return r.self, nil
+	}
+	unlock, err := r.LockRecovery(timeout)
+	if err != nil {
+		return -1, err
+	}
+	defer unlock()
+	// Free slots first: a dead process's slot stays visible (to Check and
+	// to recovery) until there is no other room.
+	for pass, i := 0, 0; pass < 2; i++ {
+		if i == r.layout.Slots {
+			pass, i = pass+1, -1
+			continue
+		}
+		inUse := atomic.LoadUint64(r.file.Uint64(r.layout.slotOff(i)+sState)) == stateInUse
+		if inUse != (pass == 1) {
+			continue
+		}
+		ok, err := r.tryLockSlot(i)
+		if err != nil {
+			return -1, err
+		}
+		if !ok {
+			continue // a live process has it
+		}
+		off := r.layout.slotOff(i)
+		clear(r.file.Uint64s(off+slotHeaderSize, int64(r.layout.Ledgers)))
+		gen := atomic.AddUint64(r.gen, 1)
+		atomic.StoreUint64(r.file.Uint64(off+sPID), uint64(os.Getpid()))
+		atomic.StoreUint64(r.file.Uint64(off+sStartTicks), startTicks(os.Getpid()))
+		atomic.StoreUint64(r.file.Uint64(off+sGeneration), gen)
+		atomic.StoreUint64(r.file.Uint64(off+sClaimedAt), uint64(time.Now().UnixNano()))
+		atomic.StoreUint64(r.file.Uint64(off+sState), stateInUse)
+		r.self = i
+		return i, nil
+	}
+	return -1, fmt.Errorf("%w (%d slots)", ErrFull, r.layout.Slots)
+}
+
+// Leave marks our slot free and drops its lock. Call it only after every
+// lock the process held has been released (its ledgers are zero).
+func (r *Registry) Leave() error {
+	if r.self < 0 {
+		return nil
+	}
+	atomic.StoreUint64(r.file.Uint64(r.layout.slotOff(r.self)+sState), stateFree)
+	err := r.unlockSlot(r.self)
+	r.self = -1
+	return err
+}
+
+// Ledgers returns the ledger words of slot i.
+func (r *Registry) Ledgers(i int) []uint64 {
+	return r.file.Uint64s(r.layout.slotOff(i)+slotHeaderSize, int64(r.layout.Ledgers))
+}
+
+// Ledger returns ledger word k of slot i.
+func (r *Registry) Ledger(i, k int) *uint64 {
+	return r.file.Uint64(r.layout.slotOff(i) + slotHeaderSize + int64(k)*8)
+}
+
+// Slot describes one slot.
+type Slot struct {
+	Index      int
+	InUse      bool // its state says a process has the file open
+	Alive      bool // a process holds its lock (always true for our own)
+	Self       bool
+	PID        int
+	StartTicks uint64
+	Generation uint64
+	ClaimedAt  time.Time
+}
+
+// Dead reports a slot whose process died with the file open.
+func (s Slot) Dead() bool { return s.InUse && !s.Alive }
+
+// Slot reads slot i and asks the kernel whether its process lives.
+func (r *Registry) Slot(i int) (Slot, error) {
+	off := r.layout.slotOff(i)
+	s := Slot{
+		Index:      i,
+		InUse:      atomic.LoadUint64(r.file.Uint64(off+sState)) == stateInUse,
+		Self:       i == r.self,
+		PID:        int(atomic.LoadUint64(r.file.Uint64(off + sPID))),
+		StartTicks: atomic.LoadUint64(r.file.Uint64(off + sStartTicks)),
+		Generation: atomic.LoadUint64(r.file.Uint64(off + sGeneration)),
+		ClaimedAt:  time.Unix(0, int64(atomic.LoadUint64(r.file.Uint64(off+sClaimedAt)))),
+	}
+	if s.Self {
+		s.Alive = true
+		return s, nil
+	}
+	held, err := r.slotHeld(i)
+	s.Alive = held
+	return s, err
+}
+
+// Slots reads every slot that is in use or alive.
+func (r *Registry) Slots() ([]Slot, error) {
+	var out []Slot
+	for i := range r.layout.Slots {
+		s, err := r.Slot(i)
+		if err != nil {
+			return nil, err
+		}
+		if s.InUse || s.Alive {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Live appends the indexes of slots whose process is alive (ours included).
+// A slot held by a process still claiming it counts as live; its ledgers
+// are zero until it has claimed it, since claims happen under the recovery
+// lock, which recoverers hold.
+func (r *Registry) Live(dst []int) ([]int, error) {
+	for i := range r.layout.Slots {
+		if i == r.self {
+			dst = append(dst, i)
+			continue
+		}
+		held, err := r.slotHeld(i)
+		if err != nil {
+			return dst, err
+		}
+		if held {
+			dst = append(dst, i)
+		}
+	}
+	return dst, nil
+}
+
+// Alone reports whether no other process has the file open (writable).
+func (r *Registry) Alone() (bool, error) {
+	live, err := r.Live(nil)
+	return len(live) == 1 && live[0] == r.self || len(live) == 0, err
+}
+
+// MarkDeadRecovered frees the slots of dead processes once the caller has
+// repaired everything they held, so they are not reported again.
+func (r *Registry) MarkDeadRecovered() (int, error) {
+	n := 0
+	for i := range r.layout.Slots {
+		s, err := r.Slot(i)
+		if err != nil {
+			return n, err
+		}
+		if s.Dead() {
+			atomic.StoreUint64(r.file.Uint64(r.layout.slotOff(i)+sState), stateFree)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// startTicks is the start time of process pid in clock ticks since boot
+// (field 22 of /proc/pid/stat), 0 if unknown. Recorded beside the pid so a
+// human reading the registry can tell a reused pid apart.
+func startTicks(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted after its last ')'.
+	i := len(b) - 1
+	for i >= 0 && b[i] != ')' {
+		i--
+	}
+	var v uint64
+	field := 2
+	for _, c := range b[i+1:] {
+		switch {
+		case c == ' ':
+			field++
+			if field > 22 {
+				return v
+			}
+		case field == 22 && c >= '0' && c <= '9':
+			v = v*10 + uint64(c-'0')
+		}
+	}
+	return v
+}
+
+// lockLocal takes the process-local half of the recovery lock by deadline.
+func (r *Registry) lockLocal(deadline time.Time) bool {
+	for !r.recovering.TryLock() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
+}

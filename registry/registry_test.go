@@ -1,0 +1,227 @@
+package registry
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+var testLayout = Layout{Off: offheap.HeaderSize, Slots: 4, Ledgers: 3}
+
+func openFile(t testing.TB, path string) *offheap.File {
+	t.Helper()
+	f, err := offheap.Open(path, offheap.OpenOptions{
+		Create: true,
+		Size:   offheap.HeaderSize + testLayout.Bytes(),
+		Init: func(r *offheap.Region) error {
+			Format(r.Bytes(testLayout.Off, testLayout.Bytes()), testLayout)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func attach(t testing.TB, f *offheap.File) *Registry {
+	t.Helper()
+	r, err := Attach(f, testLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestHelperProcess is the body of helper processes: join, report the
+// slot, dirty a ledger, and wait to be killed.
+func TestHelperProcess(t *testing.T) {
+	if testutil.Role() != "join" {
+		t.Skip("runs only as a helper process")
+	}
+	f := openFile(t, os.Getenv("REGISTRY_FILE"))
+	r := attach(t, f)
+	i, err := r.Join(time.Second)
+	if err != nil {
+		testutil.Report("error %v", err)
+		return
+	}
+	atomic.StoreUint64(r.Ledger(i, 1), 42)
+	testutil.Report("slot %d", i)
+	time.Sleep(time.Hour)
+}
+
+func TestJoinLeaveAndDeath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reg")
+	fa, fb := openFile(t, path), openFile(t, path)
+	defer fa.Close()
+	a, b := attach(t, fa), attach(t, fb)
+	ia, err := a.Join(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := b.Join(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ia == ib {
+		t.Fatalf("two descriptions got slot %d", ia)
+	}
+	live, _ := a.Live(nil)
+	if len(live) != 2 {
+		t.Fatalf("live %v, want both", live)
+	}
+	if alone, _ := a.Alone(); alone {
+		t.Fatal("Alone with b open")
+	}
+	s, _ := a.Slot(ib)
+	if !s.Alive || !s.InUse || s.PID != os.Getpid() || s.StartTicks == 0 || s.Generation == 0 {
+		t.Fatalf("b's slot seen from a: %+v", s)
+	}
+	// b "dies": its descriptor closes without Leave, like a killed process.
+	atomic.StoreUint64(b.Ledger(ib, 2), 7)
+	fb.Close()
+	s, _ = a.Slot(ib)
+	if !s.Dead() {
+		t.Fatalf("b's slot after its descriptor closed: %+v", s)
+	}
+	if alone, _ := a.Alone(); !alone {
+		t.Fatal("not Alone after b died")
+	}
+	// Newcomers take free slots first; the dead slot only when no other is
+	// left, with its ledgers clean.
+	var c *Registry
+	ic := -1
+	for range testLayout.Slots - 1 {
+		fc := openFile(t, path)
+		defer fc.Close()
+		c = attach(t, fc)
+		if ic, err = c.Join(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ic == ib {
+			break
+		}
+	}
+	if ic != ib {
+		t.Fatalf("last newcomer took slot %d, the dead one was %d", ic, ib)
+	}
+	if v := atomic.LoadUint64(c.Ledger(ic, 2)); v != 0 {
+		t.Fatalf("inherited ledger %d", v)
+	}
+	if s2, _ := a.Slot(ic); s2.Generation <= s.Generation {
+		t.Fatalf("generation %d after %d", s2.Generation, s.Generation)
+	}
+	// Leave frees the slot for good.
+	if err := c.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := a.Slot(ic); s.InUse || s.Alive {
+		t.Fatalf("slot after Leave: %+v", s)
+	}
+}
+
+func TestFullAndRecoveryLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reg")
+	var regs []*Registry
+	for range testLayout.Slots {
+		f := openFile(t, path)
+		defer f.Close()
+		r := attach(t, f)
+		if _, err := r.Join(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	f := openFile(t, path)
+	defer f.Close()
+	extra := attach(t, f)
+	if _, err := extra.Join(time.Second); err == nil || !strings.Contains(err.Error(), "every process slot") {
+		t.Fatalf("join of one too many: %v", err)
+	}
+	unlock, err := regs[0].LockRecovery(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := regs[1].LockRecovery(30 * time.Millisecond); err == nil {
+		t.Fatal("two holders of the recovery lock")
+	}
+	if time.Since(start) < 30*time.Millisecond {
+		t.Fatal("gave up before its timeout")
+	}
+	// The same process (same description) is kept out too.
+	if _, err := regs[0].LockRecovery(10 * time.Millisecond); err == nil {
+		t.Fatal("recovery lock taken twice through one description")
+	}
+	unlock()
+	unlock2, err := regs[1].LockRecovery(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock2()
+}
+
+// TestKilledProcessIsDead: a real process joins and is SIGKILLed; its slot
+// reads dead (the kernel dropped its lock), its pid is recorded, and the
+// slot can be taken again.
+func TestKilledProcessIsDead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reg")
+	f := openFile(t, path)
+	defer f.Close()
+	r := attach(t, f)
+	cmd := testutil.Command("join", "REGISTRY_FILE="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "@ slot ") {
+		cmd.Process.Kill()
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	s, _ := r.Slot(0)
+	if !s.Alive || s.PID != cmd.Process.Pid {
+		t.Fatalf("helper's slot while it runs: %+v (pid %d)", s, cmd.Process.Pid)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	s, _ = r.Slot(0)
+	if !s.Dead() {
+		t.Fatalf("helper's slot after SIGKILL: %+v", s)
+	}
+	n, err := r.MarkDeadRecovered()
+	if err != nil || n != 1 {
+		t.Fatalf("MarkDeadRecovered = %d, %v", n, err)
+	}
+	if i, err := r.Join(time.Second); err != nil || i != 0 {
+		t.Fatalf("rejoin: slot %d, %v", i, err)
+	}
+}
+
+func TestAttachRejectsMismatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reg")
+	f := openFile(t, path)
+	defer f.Close()
+	l := testLayout
+	l.Ledgers++
+	if _, err := Attach(f, l); err == nil {
+		t.Fatal("attached with the wrong ledger count")
+	}
+	l = testLayout
+	l.Slots = 1 << 40
+	if _, err := Attach(f, l); err == nil {
+		t.Fatal("attached a layout larger than the file")
+	}
+}
