@@ -38,6 +38,9 @@ type Lock struct {
 	// means the lock has no sleeper word: waiters nap for short bounded
 	// times and releases never wake anyone.
 	sleepers *uint32
+
+	// ledger, if set, accounts for what this process holds (ledger.go).
+	ledger *uint64
 }
 
 // napCapNoSleepers bounds one nap of a waiter on a lock without a sleeper
@@ -95,7 +98,7 @@ func (l *Lock) TryReadLock() bool {
 	if c&WriteFlag != 0 || waitWord(s) != 0 || c&ReadCountMask == MaxReadCount {
 		return false
 	}
-	return l.casCount(c, c+1)
+	return l.casCountNoted(c, c+1)
 }
 
 // ReadUnlock releases one read lock. ErrNotHeld if no reader holds it.
@@ -105,7 +108,7 @@ func (l *Lock) ReadUnlock() error {
 		if c&ReadCountMask == 0 {
 			return ErrNotHeld
 		}
-		if l.casCount(c, c-1) {
+		if l.casCountNoted(c, c-1) {
 			if c&ReadCountMask == 1 {
 				l.wake() // the last reader leaves: a writer or upgrader may proceed
 			}
@@ -122,7 +125,7 @@ func (l *Lock) TryUpdateLock() bool {
 	if c&(UpdateFlag|WriteFlag) != 0 || waitWord(s) != 0 {
 		return false
 	}
-	return l.casCount(c, c|UpdateFlag)
+	return l.casCountNoted(c, c|UpdateFlag)
 }
 
 // UpdateUnlock releases the update lock. ErrNotHeld if the flag is not set.
@@ -132,7 +135,7 @@ func (l *Lock) UpdateUnlock() error {
 		if c&UpdateFlag == 0 {
 			return ErrNotHeld
 		}
-		if l.casCount(c, c&^UpdateFlag) {
+		if l.casCountNoted(c, c&^UpdateFlag) {
 			l.wake()
 			return nil
 		}
@@ -143,7 +146,7 @@ func (l *Lock) UpdateUnlock() error {
 // no update, no write). It ignores waits: a waiting writer that loses this
 // race simply keeps waiting. One CAS with no pre-read, as the spec advises
 // when success is likely.
-func (l *Lock) TryWriteLock() bool { return l.casCount(0, writeLocked) }
+func (l *Lock) TryWriteLock() bool { return l.casCountNoted(0, writeLocked) }
 
 // WriteUnlock releases the write lock. ErrNotHeld unless the count word is
 // exactly the write flag.
@@ -158,7 +161,7 @@ func (l *Lock) DowngradeWriteToRead() error { return l.fromWrite(1) }
 
 // fromWrite is the spec's single CAS from the write-locked count word.
 func (l *Lock) fromWrite(to uint32) error {
-	if !l.casCount(writeLocked, to) {
+	if !l.casCountNoted(writeLocked, to) {
 		return ErrNotHeld
 	}
 	l.wake()
@@ -175,7 +178,7 @@ func (l *Lock) DowngradeUpdateToRead() error {
 		if c&ReadCountMask == MaxReadCount {
 			return ErrReadCountOverflow
 		}
-		if l.casCount(c, (c&^UpdateFlag)+1) {
+		if l.casCountNoted(c, (c&^UpdateFlag)+1) {
 			l.wake() // another updater may now enter
 			return nil
 		}
@@ -184,7 +187,7 @@ func (l *Lock) DowngradeUpdateToRead() error {
 
 // TryUpgradeUpdateToWrite turns the held update lock into the write lock if
 // no reader holds the lock.
-func (l *Lock) TryUpgradeUpdateToWrite() bool { return l.casCount(updateLocked, writeLocked) }
+func (l *Lock) TryUpgradeUpdateToWrite() bool { return l.casCountNoted(updateLocked, writeLocked) }
 
 // RegisterWait adds one to the wait count, which makes new read and update
 // acquisitions fail until it is removed. The time-limited write and upgrade
@@ -195,7 +198,7 @@ func (l *Lock) RegisterWait() error {
 		if w >= MaxWaitCount {
 			return ErrWaitCountOverflow
 		}
-		if atomic.CompareAndSwapUint32(l.wait, w, w+1) {
+		if l.casWaitNoted(w, w+1) {
 			return nil
 		}
 	}
@@ -208,7 +211,7 @@ func (l *Lock) DeregisterWait() error {
 		if w == 0 {
 			return ErrWaitCountUnderflow
 		}
-		if atomic.CompareAndSwapUint32(l.wait, w, w-1) {
+		if l.casWaitNoted(w, w-1) {
 			if w == 1 {
 				l.wake() // readers and updaters held back by the wait may enter
 			}

@@ -91,7 +91,7 @@ func (l *Lock) acquireShared(timeout time.Duration, update bool) error {
 			if update {
 				next = c | UpdateFlag
 			}
-			if l.casCount(c, next) {
+			if l.casCountNoted(c, next) {
 				return nil
 			}
 			continue
@@ -120,7 +120,7 @@ func (l *Lock) acquireWithWait(timeout time.Duration, from uint32) error {
 			if w == 0 { // step 5: our wait is gone; someone reset the word
 				return ErrWaitCountUnderflow
 			}
-			if l.casWord(s, makeState(writeLocked, w-1)) { // step 6
+			if l.casWordNoted(s, makeState(writeLocked, w-1)) { // step 6
 				return nil
 			}
 			continue // the word changed under us; look again at once

@@ -1,0 +1,241 @@
+package rwulock
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// A ledger is a 64-bit word, kept by one process (in memory the other
+// processes can read), that accounts for exactly what this process holds of
+// one lock: so when a process dies, survivors can tell what in the lock
+// word belonged to it. The lock word has no owner identity (the spec), so
+// the ledger is the only place that knows.
+//
+// The rule that makes it exact: around every CAS a handle with a ledger
+// makes on the lock word, the ledger is marked unsettled before and, after
+// the CAS, unmarked with the CAS's effect on the word added. So whenever
+// every live ledger of a lock is settled and none changed while the word was
+// read, the word is the sum of the live ledgers plus what dead processes
+// left: FindOrphans. Many goroutines of one process share its ledger; it
+// is only ever changed by atomic adds.
+//
+//	bits 0..15   read locks held
+//	bit  16      update lock held
+//	bit  17      write lock held
+//	bits 18..33  waits registered
+//	bits 34..41  CASes in flight (unsettled while non-zero)
+//	bits 42..63  version: +1 on every change, so a reader that sees the same
+//	             value twice knows nothing changed in between
+//
+// Fields never go below zero and stay far below their widths (one process
+// holds at most a few read locks of one lock at a time: one per goroutine
+// inside an operation), so one 64-bit add changes any mix of them exactly.
+const (
+	ledgerRead      uint64 = 1
+	ledgerUpdate    uint64 = 1 << 16
+	ledgerWrite     uint64 = 1 << 17
+	ledgerWait      uint64 = 1 << 18
+	ledgerUnsettled uint64 = 1 << 34
+	ledgerVersion   uint64 = 1 << 42
+
+	ledgerReadMask      = ledgerUpdate - 1
+	ledgerWaitMask      = (ledgerUnsettled - 1) &^ (ledgerWait - 1)
+	ledgerUnsettledMask = (ledgerVersion - 1) &^ (ledgerUnsettled - 1)
+)
+
+// SetLedger makes this handle account for every change it makes to the
+// lock word in the ledger word at p (nil: no ledger). Every handle of one
+// process on one lock must share one ledger word, zero when the process
+// starts using it.
+func (l *Lock) SetLedger(p *uint64) { l.ledger = p }
+
+// Ledger returns the handle's ledger word, or nil.
+func (l *Lock) Ledger() *uint64 { return l.ledger }
+
+// begin marks a CAS in flight. It must be visible before the CAS: both are
+// sequentially consistent atomics.
+func (l *Lock) begin() {
+	if l.ledger != nil {
+		atomic.AddUint64(l.ledger, ledgerVersion+ledgerUnsettled)
+	}
+}
+
+// settle ends a CAS begun with begin, accounting delta (the change the CAS
+// made to what this process holds) if it succeeded, and returns ok.
+func (l *Lock) settle(ok bool, delta uint64) bool {
+	if l.ledger != nil {
+		if !ok {
+			delta = 0
+		}
+		atomic.AddUint64(l.ledger, ledgerVersion-ledgerUnsettled+delta)
+	}
+	return ok
+}
+
+// countDelta is the ledger change for a count word going from old to new.
+func countDelta(old, new uint32) uint64 {
+	d := uint64(new&ReadCountMask) - uint64(old&ReadCountMask)
+	d += (uint64(new&UpdateFlag>>30) - uint64(old&UpdateFlag>>30)) * ledgerUpdate
+	d += (uint64(new&WriteFlag>>31) - uint64(old&WriteFlag>>31)) * ledgerWrite
+	return d
+}
+
+// waitDelta is the ledger change for a wait word going from old to new.
+func waitDelta(old, new uint32) uint64 { return (uint64(new) - uint64(old)) * ledgerWait }
+
+// The three CASes of the lock word, with the ledger kept.
+
+func (l *Lock) casCountNoted(old, new uint32) bool {
+	l.begin()
+	return l.settle(l.casCount(old, new), countDelta(old, new))
+}
+
+func (l *Lock) casWaitNoted(old, new uint32) bool {
+	l.begin()
+	return l.settle(atomic.CompareAndSwapUint32(l.wait, old, new), waitDelta(old, new))
+}
+
+func (l *Lock) casWordNoted(old, new uint64) bool {
+	l.begin()
+	return l.settle(l.casWord(old, new), countDelta(countWord(old), countWord(new))+waitDelta(waitWord(old), waitWord(new)))
+}
+
+// LedgerHolds decodes a ledger word: the lock state it accounts for (as a
+// lock word: reads, flags, waits) and whether it is settled (no CAS of its
+// process is in flight).
+func LedgerHolds(v uint64) (held uint64, settled bool) {
+	count := uint32(v&ledgerReadMask) | uint32(v&ledgerUpdate>>16)<<30 | uint32(v&ledgerWrite>>17)<<31
+	waits := uint32((v & ledgerWaitMask) / ledgerWait)
+	return makeState(count, waits), v&ledgerUnsettledMask == 0
+}
+
+// Orphans is what a lock word holds that no live process accounts for: the
+// share of processes that died holding the lock or waiting for it.
+type Orphans struct {
+	Reads  uint32 // read locks
+	Update bool   // the update lock
+	Write  bool   // the write lock
+	Waits  uint32 // registered waits
+}
+
+// None reports that nothing is orphaned.
+func (o Orphans) None() bool { return o == Orphans{} }
+
+// Exclusive reports that a dead process held the update or write lock, so
+// the data under the lock may be half changed.
+func (o Orphans) Exclusive() bool { return o.Update || o.Write }
+
+// Errors of lock repair.
+var (
+	// ErrUnsettled: a live process kept a change to the lock in flight for
+	// the whole time allowed, so its share could not be told apart. Nothing
+	// was changed; try again later.
+	ErrUnsettled = errors.New("rwulock: a live holder stayed mid-change; lock not repaired")
+	// ErrUnexplained: the live ledgers account for more than the lock word
+	// holds. Some process changed the word without its ledger (an old
+	// binary, or a handle without SetLedger), so no repair is safe.
+	ErrUnexplained = errors.New("rwulock: live ledgers disagree with the lock word; lock not repaired")
+	// ErrChanged: the word moved between FindOrphans and ReleaseOrphans.
+	// Nothing was changed; find the orphans again.
+	ErrChanged = errors.New("rwulock: lock word changed during repair")
+)
+
+// FindOrphans reads the lock word and works out what in it no live ledger
+// accounts for. live appends the current values of the ledgers of every
+// live process for this lock to dst and returns it (the caller knows which
+// processes live; a process that dies during the call only makes the result
+// leave its share in place, never take a live one). It waits, up to
+// deadline, for those ledgers to be settled; the word is read between two
+// identical snapshots of them, which makes the answer exact for that word.
+// The returned word is the one to pass to ReleaseOrphans.
+func (l *Lock) FindOrphans(live func(dst []uint64) []uint64, deadline time.Time) (uint64, Orphans, error) {
+	var before, after [16]uint64
+	for spins := 0; ; spins++ {
+		a := live(before[:0])
+		settled := true
+		var sum uint64
+		for _, v := range a {
+			held, ok := LedgerHolds(v)
+			settled = settled && ok
+			sum += held // never carries: each field is far below its width
+		}
+		if settled {
+			w := l.load()
+			b := live(after[:0])
+			if equalWords(a, b) {
+				return orphansOf(w, sum)
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return 0, Orphans{}, ErrUnsettled
+		}
+		if spins < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+func equalWords(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// orphansOf subtracts what the live processes hold from the word.
+func orphansOf(w, live uint64) (uint64, Orphans, error) {
+	wc, lc := countWord(w), countWord(live)
+	if wc&ReadCountMask < lc&ReadCountMask || lc&UpdateFlag > wc&UpdateFlag ||
+		lc&WriteFlag > wc&WriteFlag || waitWord(live) > waitWord(w) {
+		return w, Orphans{}, ErrUnexplained
+	}
+	return w, Orphans{
+		Reads:  wc&ReadCountMask - lc&ReadCountMask,
+		Update: wc&UpdateFlag != 0 && lc&UpdateFlag == 0,
+		Write:  wc&WriteFlag != 0 && lc&WriteFlag == 0,
+		Waits:  waitWord(w) - waitWord(live),
+	}, nil
+}
+
+// ReleaseOrphans removes the orphans found in word by FindOrphans, with one
+// CAS against that exact word (ErrChanged if it moved: find them again;
+// whatever live processes did in between nets out, so a CAS that succeeds
+// is right). If the orphans held the update or write lock, the data under
+// the lock may be half changed, so instead of freeing the lock this handle
+// takes the update lock in their place (takenOver is true, and its ledger
+// says so): the caller upgrades, repairs the data, and releases as usual.
+func (l *Lock) ReleaseOrphans(word uint64, o Orphans) (takenOver bool, err error) {
+	if o.None() {
+		return false, nil
+	}
+	c := countWord(word) - o.Reads
+	if o.Update {
+		c &^= UpdateFlag
+	}
+	if o.Write {
+		c &^= WriteFlag
+	}
+	if o.Exclusive() {
+		c |= UpdateFlag
+	}
+	next := makeState(c, waitWord(word)-o.Waits)
+	var took uint64
+	if o.Exclusive() {
+		took = ledgerUpdate
+	}
+	l.begin()
+	if !l.settle(l.casWord(word, next), took) {
+		return false, ErrChanged
+	}
+	l.wake()
+	return o.Exclusive(), nil
+}

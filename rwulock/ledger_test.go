@@ -1,0 +1,259 @@
+package rwulock
+
+import (
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// heldBy sums what the ledgers account for.
+func heldBy(ledgers ...*uint64) uint64 {
+	var sum uint64
+	for _, p := range ledgers {
+		h, settled := LedgerHolds(atomic.LoadUint64(p))
+		if !settled {
+			panic("unsettled ledger in a quiet test")
+		}
+		sum += h
+	}
+	return sum
+}
+
+// TestLedgerFollowsEveryProcedure runs every procedure of the spec through
+// two handles with their own ledgers and checks after each step that the
+// word is exactly what the two ledgers account for.
+func TestLedgerFollowsEveryProcedure(t *testing.T) {
+	word, sleepers := new(uint64), new(uint32)
+	a, b := AtWithSleepers(word, sleepers), AtWithSleepers(word, sleepers)
+	la, lb := new(uint64), new(uint64)
+	a.SetLedger(la)
+	b.SetLedger(lb)
+	step := func(name string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got, want := atomic.LoadUint64(word), heldBy(la, lb); got != want {
+			t.Fatalf("after %s: word %v, ledgers account for %v", name, Decode(got), Decode(want))
+		}
+	}
+	ok := func(b bool) error {
+		if !b {
+			return errors.New("refused")
+		}
+		return nil
+	}
+	step("a read", a.ReadLock(0))
+	step("b read", ok(b.TryReadLock()))
+	step("b update", b.UpdateLock(0))
+	step("a read unlock", a.ReadUnlock())
+	step("b read unlock", b.ReadUnlock())
+	step("b upgrade", b.UpgradeUpdateToWrite(time.Second))
+	step("b downgrade to update", b.DowngradeWriteToUpdate())
+	step("b update to read", b.DowngradeUpdateToRead())
+	step("a register wait", a.RegisterWait())
+	step("a deregister wait", a.DeregisterWait())
+	step("b read unlock", b.ReadUnlock())
+	step("a write", a.WriteLock(time.Second))
+	step("a downgrade to read", a.DowngradeWriteToRead())
+	step("a read unlock", a.ReadUnlock())
+	step("b try write", ok(b.TryWriteLock()))
+	step("b write unlock", b.WriteUnlock())
+	step("a update", ok(a.TryUpdateLock()))
+	step("a try upgrade", ok(a.TryUpgradeUpdateToWrite()))
+	step("a write unlock", a.WriteUnlock())
+	// Upgrade that must wait for a reader: goes through RegisterWait and the
+	// whole-word CAS of step 6.
+	step("a update", a.UpdateLock(0))
+	step("b read", b.ReadLock(0))
+	done := make(chan error)
+	go func() { done <- a.UpgradeUpdateToWrite(5 * time.Second) }()
+	waitFor(t, "a's wait", func() bool { return waitWord(atomic.LoadUint64(word)) == 1 })
+	if got, want := atomic.LoadUint64(word), heldBy(la, lb); got != want {
+		t.Fatalf("with a waiting: word %v, ledgers %v", Decode(got), Decode(want))
+	}
+	step("b read unlock", b.ReadUnlock())
+	step("a upgraded", <-done)
+	// A write that times out removes its wait, in the ledger too.
+	step("b write times out", func() error {
+		if err := b.WriteLock(20 * time.Millisecond); !errors.Is(err, ErrTimeout) {
+			return errors.New("expected a timeout")
+		}
+		return nil
+	}())
+	step("a write unlock", a.WriteUnlock())
+	if *word != 0 {
+		t.Fatalf("word %v at the end", Decode(*word))
+	}
+}
+
+// TestOrphansOfDeadProcess: "processes" (handles with their own ledgers)
+// hammer one lock with every kind of acquisition; one of them stops dead
+// with whatever it holds or waits for at that instant. FindOrphans, given
+// the other ledgers, must name exactly the dead one's share; released (or
+// taken over and released), the survivors must all finish. While all live,
+// it must find nothing, however busy the lock.
+func TestOrphansOfDeadProcess(t *testing.T) {
+	rounds := 30
+	if testing.Short() {
+		rounds = 10
+	}
+	// Short, so that the dying process's waiters give up soon and park.
+	const opTimeout = 50 * time.Millisecond
+	for round := range rounds {
+		word, sleepers := new(uint64), new(uint32)
+		const procs, perProc = 3, 3
+		ledgers := make([]*uint64, procs)
+		for i := range ledgers {
+			ledgers[i] = new(uint64)
+		}
+		handle := func(p int) *Lock {
+			l := AtWithSleepers(word, sleepers)
+			l.SetLedger(ledgers[p])
+			return l
+		}
+		var inside atomic.Int64 // writers inside; > 1 or with readers is a violation
+		var stop, dead atomic.Bool
+		var wg sync.WaitGroup
+		freeze := make(chan struct{}) // the dead process's goroutines park here forever (until the test ends)
+		var parked atomic.Int64
+		park := func() {
+			parked.Add(1)
+			<-freeze
+			runtime.Goexit() // the dead never come back
+		}
+		for p := range procs {
+			for g := range perProc {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l := handle(p)
+					rng := rand.New(rand.NewPCG(uint64(round), uint64(p*10+g)))
+					hold := func(writing bool) {
+						if p == 0 && dead.Load() {
+							if writing {
+								inside.Add(-1) // its critical section ends with it
+							}
+							park() // die holding the lock
+						}
+					}
+					for !stop.Load() {
+						switch rng.IntN(4) {
+						case 0:
+							if l.ReadLock(opTimeout) == nil {
+								hold(false)
+								_ = l.ReadUnlock()
+							}
+						case 1:
+							if l.UpdateLock(opTimeout) == nil {
+								hold(false)
+								if rng.IntN(2) == 0 && l.UpgradeUpdateToWrite(opTimeout) == nil {
+									if inside.Add(1) != 1 {
+										t.Error("two writers")
+									}
+									hold(true)
+									inside.Add(-1)
+									_ = l.WriteUnlock()
+								} else {
+									_ = l.UpdateUnlock()
+								}
+							}
+						default:
+							if l.WriteLock(opTimeout) == nil {
+								if inside.Add(1) != 1 {
+									t.Error("two writers")
+								}
+								hold(true)
+								inside.Add(-1)
+								_ = l.WriteUnlock()
+							}
+						}
+						if p == 0 && dead.Load() {
+							park()
+						}
+					}
+				}()
+			}
+		}
+		all := func(dst []uint64) []uint64 {
+			for _, p := range ledgers {
+				dst = append(dst, atomic.LoadUint64(p))
+			}
+			return dst
+		}
+		survivors := func(dst []uint64) []uint64 {
+			for _, p := range ledgers[1:] {
+				dst = append(dst, atomic.LoadUint64(p))
+			}
+			return dst
+		}
+		checker := AtWithSleepers(word, sleepers)
+		for range 20 {
+			time.Sleep(100 * time.Microsecond)
+			_, o, err := checker.FindOrphans(all, time.Now().Add(time.Second))
+			if err != nil || !o.None() {
+				t.Fatalf("round %d, everyone alive: orphans %+v, %v", round, o, err)
+			}
+		}
+		dead.Store(true)
+		// Process 0 dies once every one of its goroutines has parked at its
+		// next hold or loop end, wherever its ledger stands then.
+		waitFor(t, "process 0 to die", func() bool { return parked.Load() == perProc })
+		deadShare, settled := LedgerHolds(atomic.LoadUint64(ledgers[0]))
+		if !settled {
+			t.Fatalf("round %d: dead process's goroutines park only between CASes", round)
+		}
+		recoverer := AtWithSleepers(word, sleepers)
+		rl := new(uint64)
+		recoverer.SetLedger(rl)
+		withRecoverer := func(dst []uint64) []uint64 { return append(survivors(dst), atomic.LoadUint64(rl)) }
+		for {
+			w, o, err := recoverer.FindOrphans(withRecoverer, time.Now().Add(time.Second))
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			want := Orphans{Reads: countWord(deadShare) & ReadCountMask, Update: countWord(deadShare)&UpdateFlag != 0,
+				Write: countWord(deadShare)&WriteFlag != 0, Waits: waitWord(deadShare)}
+			if o != want {
+				t.Fatalf("round %d: orphans %+v, dead process held %v", round, o, Decode(deadShare))
+			}
+			took, err := recoverer.ReleaseOrphans(w, o)
+			if errors.Is(err, ErrChanged) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took {
+				if err := recoverer.UpgradeUpdateToWrite(time.Second); err != nil {
+					t.Fatalf("round %d: upgrade after take-over: %v", round, err)
+				}
+				_ = recoverer.WriteUnlock()
+			}
+			break
+		}
+		stop.Store(true)
+		finished := make(chan struct{})
+		go func() {
+			// Survivors finish; the dead process's goroutines stay parked.
+			for {
+				if atomic.LoadUint64(word) == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(finished)
+		}()
+		select {
+		case <-finished:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: survivors stuck after repair, word %v", round, Decode(atomic.LoadUint64(word)))
+		}
+		close(freeze) // lets the parked goroutines exit
+		wg.Wait()
+	}
+}
