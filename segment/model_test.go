@@ -244,6 +244,7 @@ func checkTable(t *testing.T, tb *Table, model map[string][]byte) {
 	if seen != len(model) {
 		t.Fatalf("iteration saw %d entries, model has %d", seen, len(model))
 	}
+	checkClean(t, tb) // Check must agree that a table the model accepts is sound
 	_ = atomic.LoadUint64
 }
 

@@ -40,7 +40,10 @@ var (
 func (s *Segment) consistentRead(op string, read func() bool) error {
 	err := s.readOptimistic(read)
 	if errors.Is(err, errBusy) {
-		if err = s.lock.ReadLock(s.tb.timeout); err == nil {
+		if err = s.lock.ReadLock(s.tb.timeout); err != nil {
+			err = s.retryAfterTimeout(err, s.lock.ReadLock)
+		}
+		if err == nil {
 			if !read() {
 				err = errInconsistent
 			}

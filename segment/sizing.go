@@ -207,3 +207,15 @@ func nextPow2(x uint64) uint64 {
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 func roundUp(a, m int64) int64 { return ceilDiv(a, m) * m }
+
+// RecordSegments reads the segment count from a layout record without
+// checking the rest, for callers that place other areas before the
+// segments and need their size to know where the segments start.
+func RecordSegments(b []byte) (int64, bool) {
+	off := len(layoutMagic) + 8*6
+	if len(b) < off+8 || string(b[:len(layoutMagic)]) != layoutMagic {
+		return 0, false
+	}
+	n := int64(binary.LittleEndian.Uint64(b[off:]))
+	return n, n > 0 && n <= 1<<30
+}

@@ -52,6 +52,11 @@ type Table struct {
 	admin      Locker
 	queueLocal bool // writers of one segment in this process queue on Segment.local first
 
+	// recoverAfterTimeout, if set, repairs what dead processes left in a
+	// segment whose lock wait timed out, and reports whether a second wait
+	// is worth it (see SetRecoverAfterTimeout).
+	recoverAfterTimeout func(segment int64) bool
+
 	// The tiers area as bytes and as words, for Get's fast path, which
 	// indexes them directly instead of building a tier view per call.
 	tierBytes []byte
@@ -74,6 +79,23 @@ type Locker interface {
 // the innermost lock: taken with a segment lock held, never the other way.
 // Without it (nil), tiers are taken by CAS alone.
 func (t *Table) SetAdminLock(admin Locker) { t.admin = admin }
+
+// SetRecoverAfterTimeout makes every lock wait of this table that times out
+// call repair with the segment's index and, if it reports true, wait once
+// more: a process that died holding the lock (or waiting for it) is why a
+// wait times out, and repair is what releases its share.
+func (t *Table) SetRecoverAfterTimeout(repair func(segment int64) bool) {
+	t.recoverAfterTimeout = repair
+}
+
+// retryAfterTimeout is the slow path of a lock wait that failed with err:
+// on a timeout, recover and wait again with again.
+func (s *Segment) retryAfterTimeout(err error, again func(time.Duration) error) error {
+	if !errors.Is(err, rwulock.ErrTimeout) || s.tb.recoverAfterTimeout == nil || !s.tb.recoverAfterTimeout(s.index) {
+		return err
+	}
+	return again(s.tb.timeout)
+}
 
 // SetLocalQueue makes this process's modifying operations on one segment
 // queue on a process-local mutex before they take the segment's lock word,

@@ -25,7 +25,11 @@ func (s *Segment) beginUpdate(op string) (writer, error) {
 	if s.tb.queueLocal {
 		s.local.Lock()
 	}
-	if err := s.lock.UpdateLock(s.tb.timeout); err != nil {
+	err := s.lock.UpdateLock(s.tb.timeout)
+	if err != nil {
+		err = s.retryAfterTimeout(err, s.lock.UpdateLock)
+	}
+	if err != nil {
 		if s.tb.queueLocal {
 			s.local.Unlock()
 		}
@@ -41,7 +45,9 @@ func (w *writer) modify(op string) error {
 		return nil
 	}
 	if err := w.s.lock.UpgradeUpdateToWrite(w.s.tb.timeout); err != nil {
-		return w.s.lockErr(op, err)
+		if err = w.s.retryAfterTimeout(err, w.s.lock.UpgradeUpdateToWrite); err != nil {
+			return w.s.lockErr(op, err)
+		}
 	}
 	w.write = true
 	atomic.AddUint64(w.s.seq, 1)

@@ -1,0 +1,149 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// checkClean fails the test if Check finds anything in the table.
+func checkClean(t *testing.T, tb *Table) {
+	t.Helper()
+	for i := range tb.layout.Segments {
+		tb.Segment(int(i)).Check(func(err error) { t.Errorf("check: %v", err) })
+	}
+}
+
+// TestRecoverRebuildsAfterDeadWriter: a "dead" writer left segment 0 write
+// locked with its sequence odd, one value torn (bytes changed after the
+// checksum), a second copy of a key that was moving (not indexed), a run of
+// chunks marked used with nothing in it, and a slot removed without its
+// entry freed. Check must report each; Recover must release the lock,
+// drop the torn entry and the stale copy, keep everything else, and leave
+// a table Check finds clean and a model test can continue on.
+func TestRecoverRebuildsAfterDeadWriter(t *testing.T) {
+	p := Params{Entries: 400, AverageKeySize: 12, AverageValueSize: 20, MaxBloatFactor: 8, Segments: 2}
+	tb, _ := newTable(t, p)
+	model := map[string][]byte{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 1500 {
+		k := []byte(fmt.Sprintf("key-%05d", i))
+		v := bytes.Repeat([]byte{byte('a' + i%26)}, 5+rng.IntN(40))
+		if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatal(err)
+		}
+		model[string(k)] = v
+	}
+	checkClean(t, tb)
+	s := tb.Segment(0)
+	if s.Tiers() < 2 {
+		t.Fatalf("want a chained segment, it has %d tiers", s.Tiers())
+	}
+	var torn, moved string
+	for k := range model {
+		if hashOf([]byte(k))&1 != 0 {
+			continue
+		}
+		if torn == "" {
+			torn = k
+		} else if moved == "" {
+			moved = k
+			break
+		}
+	}
+	// The dead writer: write lock, odd sequence.
+	if err := s.lock.WriteLock(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	atomic.AddUint64(s.seq, 1)
+	loc, found, ok := s.find(hashOf([]byte(torn)), []byte(torn))
+	if !found || !ok {
+		t.Fatal("torn key not found")
+	}
+	v := tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
+	v[0] ^= 0xff // torn in-place rewrite: the checksum no longer matches
+	// A move cut short: a stale copy of "moved" with another value, not indexed.
+	mloc, _, _ := s.find(hashOf([]byte(moved)), []byte(moved))
+	mt := mloc.tier
+	stale := []byte("stale value")
+	nch := tb.chunksFor(len(moved), len(stale))
+	c := mt.alloc(nch, tb.layout.Chunks)
+	if c < 0 {
+		t.Fatal("no room for the stale copy")
+	}
+	h := tb.entryHeader(nch, []byte(moved), stale)
+	tb.writeEntry(&mt, c, &h, []byte(moved), stale)
+	// Chunks marked used by an allocation whose entry was never written.
+	leak := mt.alloc(2, tb.layout.Chunks)
+	clear(mt.space[leak*tb.layout.ChunkSize : (leak+2)*tb.layout.ChunkSize])
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	for _, want := range []string{"lock word not free", "sequence is odd", "fails its checksum", "no entry occupies"} {
+		if !containsAny(problems, want) {
+			t.Errorf("Check missed %q; it said %q", want, problems)
+		}
+	}
+	rep, err := s.Recover(func(dst []uint64) []uint64 { return dst }, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Orphans.Write || !rep.Rebuilt || rep.Doubled != 1 || rep.Dropped < 1 {
+		t.Fatalf("recovery report %+v", rep)
+	}
+	delete(model, torn)
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+	// And the table keeps working.
+	for k, v := range model {
+		got, found, err := tb.For(hashOf([]byte(k))).Get(hashOf([]byte(k)), []byte(k), nil)
+		if err != nil || !found || !bytes.Equal(got, v) {
+			t.Fatalf("%s: %q %v %v, want %q", k, got, found, err, v)
+		}
+	}
+	if _, err := s.Put(hashOf([]byte(torn)), []byte(torn), []byte("back"), Replace); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoverReleasesOrphanReaders: orphaned read locks and a waiting
+// writer's registered wait are released without a rebuild.
+func TestRecoverReleasesOrphanReaders(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	_ = s.lock.ReadLock(0)
+	_ = s.lock.ReadLock(0)
+	_ = s.lock.RegisterWait()
+	rep, err := s.Recover(func(dst []uint64) []uint64 { return dst }, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Orphans.Reads != 2 || rep.Orphans.Waits != 1 || rep.Rebuilt {
+		t.Fatalf("report %+v", rep)
+	}
+	if st := s.lock.State(); !st.Free() {
+		t.Fatalf("lock after recovery: %v", st)
+	}
+	// A live holder's share is left alone.
+	live := new(uint64)
+	s.lock.SetLedger(live)
+	_ = s.lock.ReadLock(0)
+	rep, err = s.Recover(func(dst []uint64) []uint64 { return append(dst, atomic.LoadUint64(live)) }, time.Now().Add(time.Second))
+	if err != nil || !rep.Orphans.None() {
+		t.Fatalf("recovery with a live reader: %+v, %v", rep, err)
+	}
+	if s.lock.State().Readers != 1 {
+		t.Fatalf("live reader's lock removed: %v", s.lock.State())
+	}
+}
+
+func containsAny(list []string, sub string) bool {
+	for _, s := range list {
+		if bytes.Contains([]byte(s), []byte(sub)) {
+			return true
+		}
+	}
+	return false
+}
