@@ -67,6 +67,21 @@ func (l lockLayout) encode() []byte {
 	return append(b, l.algorithm...)
 }
 
+// lockRecordLen is the length of the lock record at the start of b, as its
+// own length field says (len(b) if b is too short to tell: decoding then
+// reports the damage).
+func lockRecordLen(b []byte) int {
+	head := len(lockRecordMagic) + 24
+	if len(b) < head {
+		return len(b)
+	}
+	n := binary.LittleEndian.Uint64(b[len(lockRecordMagic)+16:])
+	if n > uint64(len(b)-head) {
+		return len(b)
+	}
+	return head + int(n)
+}
+
 func decodeLockLayout(b []byte) (lockLayout, error) {
 	bad := fmt.Errorf("%w: damaged lock record in the header", ErrCorrupt)
 	if len(b) < len(lockRecordMagic)+24 || string(b[:len(lockRecordMagic)]) != lockRecordMagic {

@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/segment"
 )
 
@@ -25,7 +26,11 @@ type Map struct {
 
 	lockLayout lockLayout
 	lockTable  *LockTable
-	admin      ipc.Mutex // the map's own lock, arena lock 0; nil in files without a lock table
+	reg        *registry.Registry // nil: read-only, or a file from before the registry
+	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
+	repairs    atomic.Int64       // recovery passes that released something, in this process
+	atOpen     Recovery           // what Open repaired of processes that died before it
+	admin      ipc.Mutex          // the map's own lock, arena lock 0; nil in files without a lock table
 }
 
 // Open opens the map at path, creating it (sized by opts) if the file does
@@ -40,11 +45,18 @@ func Open(path string, opts *Options) (*Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	want, err := segment.NewLayout(segment.Params{
+	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments,
-	}, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
+	}
+	want, err := segment.NewLayout(params, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
 	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// The registry sits between the lock arena and the segments, with a
+	// ledger per segment in every slot.
+	wantReg := registry.Layout{Off: offheap.HeaderSize + wantLocks.bytes, Slots: o.MaxProcesses, Ledgers: int(want.Segments)}
+	if want, err = segment.NewLayout(params, wantReg.Off+wantReg.Bytes(), !o.NoChecksums); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	segRecord := want.Encode()
@@ -52,10 +64,11 @@ func Open(path string, opts *Options) (*Map, error) {
 		Create:   !o.ReadOnly,
 		ReadOnly: o.ReadOnly,
 		Size:     want.End,
-		Layout:   append(segRecord, wantLocks.encode()...),
+		Layout:   append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
-			// unlocked. Only the lock arena needs its header.
+			// unlocked. Only the lock arena and the registry need headers.
+			registry.Format(r.Bytes(wantReg.Off, wantReg.Bytes()), wantReg)
 			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
 		},
 	})
@@ -64,20 +77,38 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	rec := f.Layout()
 	var locks lockLayout // files from before lock tables have no record and no arena
+	regSlots := 0        // nor those from before the registry
 	if len(rec) > len(segRecord) {
-		if locks, err = decodeLockLayout(rec[len(segRecord):]); err != nil {
+		lockRec := rec[len(segRecord):]
+		if n := lockRecordLen(lockRec); n < len(lockRec) {
+			if regSlots, err = decodeRegistryRecord(lockRec[n:]); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open %s: %w", path, err)
+			}
+			lockRec = lockRec[:n]
+		}
+		if locks, err = decodeLockLayout(lockRec); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 		rec = rec[:len(segRecord)]
 	}
-	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes, f.Size())
+	var regBytes int64
+	if regSlots > 0 {
+		// The ledger count is the segment count, which the segment record
+		// holds; the registry's size does not depend on where it starts
+		// (and a wrong count makes DecodeLayout below fail).
+		if segs, ok := segment.RecordSegments(rec); ok {
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: int(segs)}.Bytes()
+		}
+	}
+	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if !f.Created() && opts != nil {
-		if err := conflicts(opts, &l, locks); err != nil {
+		if err := conflicts(opts, &l, locks, regSlots); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
@@ -113,11 +144,55 @@ func Open(path string, opts *Options) (*Map, error) {
 	if m.admin != nil {
 		tb.SetAdminLock(m.admin)
 	}
+	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: int(l.Segments)}
+	if regSlots > 0 && o.ReadOnly {
+		// Read-only: no slot (a slot is written), but Check can still
+		// see who died with the map open.
+		m.reg, _ = registry.Attach(f, regLayout)
+	}
+	if regSlots > 0 && !o.ReadOnly {
+		if err := m.join(regLayout); err != nil {
+			m.lockTable.close()
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
 	return m, nil
 }
 
+// join takes this process's registry slot, gives the segment locks their
+// ledgers, and, if processes died with the map open, releases what they
+// held before this process starts using the map.
+func (m *Map) join(l registry.Layout) error {
+	reg, err := registry.Attach(m.file, l)
+	if err != nil {
+		return err
+	}
+	before, err := reg.Slots()
+	if err != nil {
+		return err
+	}
+	slot, err := reg.Join(m.opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	m.reg = reg
+	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
+	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
+	for _, s := range before {
+		// Dead before we joined (we may have taken its slot): release what
+		// it held. This is also how a file everyone left by dying is
+		// cleaned: its first opener finds only dead slots.
+		if s.Dead() {
+			m.atOpen, err = m.recoverSegments(nil)
+			return err
+		}
+	}
+	return nil
+}
+
 // conflicts reports sizing options that disagree with an existing map.
-func conflicts(o *Options, l *segment.Layout, locks lockLayout) error {
+func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) error {
 	var diffs []string
 	check := func(name string, asked, has int) {
 		if asked != 0 && asked != has {
@@ -129,6 +204,7 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout) error {
 	check("AverageValueSize", o.AverageValueSize, l.AverageValueSize)
 	check("Segments", o.Segments, int(l.Segments))
 	check("Locks", o.Locks, locks.locks)
+	check("MaxProcesses", o.MaxProcesses, processes)
 	if o.LockAlgorithm != "" && o.LockAlgorithm != locks.algorithm {
 		diffs = append(diffs, fmt.Sprintf("LockAlgorithm %q (the file has %q)", o.LockAlgorithm, locks.algorithm))
 	}
@@ -149,6 +225,9 @@ func (m *Map) Close() error {
 		return nil
 	}
 	m.lockTable.close()
+	if m.reg != nil {
+		_ = m.reg.Leave() // closing the file drops its lock anyway
+	}
 	return m.file.Close()
 }
 

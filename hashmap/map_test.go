@@ -96,6 +96,8 @@ func TestOptions(t *testing.T) {
 		{MaxBloatFactor: 0.5},
 		{Segments: 3},
 		{AverageKeySize: -4},
+		{MaxProcesses: -1},
+		{MaxProcesses: 5000},
 	} {
 		if _, err := Open(filepath.Join(dir, "bad"), &o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)
@@ -109,6 +111,9 @@ func TestOptions(t *testing.T) {
 	m.Close()
 	if _, err := Open(path, &Options{Entries: 5000}); !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("reopen with other Entries = %v, want ErrIncompatible", err)
+	}
+	if _, err := Open(path, &Options{MaxProcesses: 7}); !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("reopen with other MaxProcesses = %v, want ErrIncompatible", err)
 	}
 	m, err = Open(path, &Options{LockTimeout: 1e9}) // tuning only: fine
 	if err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	// when it creates the file), which costs time at Open in proportion to
 	// the map's size and keeps page faults off later Puts and Gets.
 	NoPrefault bool
+	// MaxProcesses is how many processes may have the map open for writing
+	// at once (each takes a slot in the file's process registry, which is
+	// how survivors tell which processes died). Default 64. Fixed at
+	// creation.
+	MaxProcesses int
 	// QueueWritersLocally makes this process's writers to one segment queue
 	// on a process-local mutex before the segment's shared lock word, so
 	// that at most one of them waits on the word: the local half of lock
@@ -68,7 +73,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 {
+	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 || r.MaxProcesses < 0 {
 		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
 	}
 	if r.Entries == 0 {
@@ -88,6 +93,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LockTimeout == 0 {
 		r.LockTimeout = DefaultLockTimeout
+	}
+	if r.MaxProcesses == 0 {
+		r.MaxProcesses = DefaultMaxProcesses
+	}
+	if r.MaxProcesses > maxProcesses {
+		return r, fmt.Errorf("%w: MaxProcesses %d is more than %d", ErrBadOptions, r.MaxProcesses, maxProcesses)
 	}
 	return r, nil
 }

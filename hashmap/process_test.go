@@ -29,6 +29,9 @@ func TestHelperProcess(t *testing.T) {
 	}
 	opts := *helperOpts
 	opts.QueueWritersLocally = os.Getenv("HASHMAP_QUEUE_LOCAL") == "1"
+	if role == "kill-writer" {
+		opts.LockTimeout = killLockTimeout
+	}
 	m, err := Open(os.Getenv("HASHMAP_FILE"), &opts)
 	if err != nil {
 		testutil.Report("error %v", err)
@@ -109,6 +112,8 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 		testutil.Report("done")
+	case "kill-writer":
+		killWriter(m, n(0), n(1))
 	case "readtorn": // read key "torn" for ms milliseconds; every value must be uniform
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		buf := make([]byte, 0, 256)

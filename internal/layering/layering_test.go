@@ -23,9 +23,10 @@ var mayImport = map[string][]string{
 	"internal/wait": {},
 	"rwulock":       {"internal/wait"},
 	"ipc":           {"internal/wait", "offheap"},
+	"registry":      {"offheap"},
 	"segment":       {"rwulock", "offheap", "internal/wait"},
-	"hashmap":       {"segment", "rwulock", "ipc", "offheap", "internal/wait"},
-	"cmd/mapctl":    {"hashmap", "segment", "rwulock", "ipc", "offheap"},
+	"hashmap":       {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait"},
+	"cmd/mapctl":    {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
 }
 
 func TestLayering(t *testing.T) {

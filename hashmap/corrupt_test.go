@@ -1,0 +1,129 @@
+package hashmap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// TestCorruptionNeverPanics flips random bytes in each region of a filled
+// map (header page, lock arena, registry, segment headers, and tiers:
+// slots, bitmaps and entries) and opens, reads and checks the damaged
+// copy. Each trial must end, within a bound, with an error from Open, or
+// with Gets that return a value, ErrNotFound or ErrCorrupt, and a Check
+// that lists problems or none: never a panic, never a hang. A value that
+// Get returns for a key must be the key's value or one Check objects to.
+func TestCorruptionNeverPanics(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m")
+	opts := &Options{Entries: 2000, AverageKeySize: 8, AverageValueSize: 24, Segments: 4, LockTimeout: 50 * time.Millisecond}
+	m, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for i := range 1500 {
+		k, v := fmt.Appendf(nil, "k%d", i), bytes.Repeat([]byte{byte(i)}, 1+i%40)
+		if err := m.Put(k, v); err != nil {
+			t.Fatal(err)
+		}
+		want[string(k)] = v
+	}
+	l := *m.layout
+	regStart := offheap.HeaderSize + m.lockLayout.bytes
+	m.Close()
+	clean, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions := []struct {
+		name       string
+		start, end int64
+	}{
+		{"header", 0, offheap.HeaderSize},
+		{"lock arena", offheap.HeaderSize, regStart},
+		{"registry", regStart, l.GlobalOff},
+		{"segment headers", l.GlobalOff, l.TiersOff},
+		{"tiers", l.TiersOff, l.TiersOff + l.Segments*l.TierSize},
+	}
+	trials := 60
+	if testing.Short() {
+		trials = 15
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var openErrs, checkFound, getCorrupt int
+	for _, reg := range regions {
+		if reg.end <= reg.start {
+			continue
+		}
+		for trial := range trials {
+			b := bytes.Clone(clean)
+			for range 1 + rng.IntN(8) {
+				b[reg.start+rng.Int64N(reg.end-reg.start)] ^= byte(1 + rng.IntN(255))
+			}
+			p := filepath.Join(dir, fmt.Sprintf("c-%d", trial))
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan string, 1)
+			go func() {
+				done <- corruptTrial(p, opts, want, &openErrs, &checkFound, &getCorrupt)
+			}()
+			select {
+			case msg := <-done:
+				if msg != "" {
+					t.Errorf("%s, trial %d: %s", reg.name, trial, msg)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s, trial %d: no answer in 20s", reg.name, trial)
+			}
+			os.Remove(p)
+		}
+	}
+	t.Logf("%d damaged files: %d refused at open, %d with problems found by Check, %d with ErrCorrupt from Get",
+		len(regions)*trials, openErrs, checkFound, getCorrupt)
+}
+
+func corruptTrial(p string, opts *Options, want map[string][]byte, openErrs, checkFound, getCorrupt *int) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprintf("panic: %v", r)
+		}
+	}()
+	o := *opts
+	o.ReadOnly = true
+	m, err := Open(p, &o)
+	if err != nil {
+		*openErrs++
+		return ""
+	}
+	defer m.Close()
+	problems, err := m.Check()
+	if err != nil {
+		return fmt.Sprintf("Check: %v", err)
+	}
+	if len(problems) > 0 {
+		*checkFound++
+	}
+	wrong := 0
+	for k, v := range want {
+		got, err := m.Get([]byte(k))
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			*getCorrupt++
+		case err == nil && !bytes.Equal(got, v):
+			wrong++
+		}
+	}
+	if wrong > 0 && len(problems) == 0 {
+		return fmt.Sprintf("%d keys read back wrong and Check found nothing", wrong)
+	}
+	return ""
+}

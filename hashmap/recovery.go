@@ -1,0 +1,197 @@
+package hashmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/registry"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// DefaultMaxProcesses is how many processes may have a new map open for
+// writing at once when Options.MaxProcesses is zero.
+const DefaultMaxProcesses = 64
+
+// registryRecordMagic starts the registry's part of the layout record.
+// Files from before the registry have none; they open without one, and
+// recovery then refuses to run (it could not tell the living from the dead).
+const registryRecordMagic = "SMREGLY1"
+
+func encodeRegistryRecord(slots int) []byte {
+	return binary.LittleEndian.AppendUint64([]byte(registryRecordMagic), uint64(slots))
+}
+
+func decodeRegistryRecord(b []byte) (int, error) {
+	if len(b) != len(registryRecordMagic)+8 || string(b[:len(registryRecordMagic)]) != registryRecordMagic {
+		return 0, fmt.Errorf("%w: damaged process-registry record in the header", ErrCorrupt)
+	}
+	slots := binary.LittleEndian.Uint64(b[len(registryRecordMagic):])
+	if slots == 0 || slots > maxProcesses {
+		return 0, fmt.Errorf("%w: process registry of %d slots", ErrCorrupt, slots)
+	}
+	return int(slots), nil
+}
+
+// maxProcesses bounds Options.MaxProcesses: the liveness scan costs one
+// system call per slot.
+const maxProcesses = 4096
+
+// ErrNoRegistry: the file predates the process registry, so dead processes
+// cannot be told from live ones and nothing is recovered.
+var ErrNoRegistry = errors.New("sharedmap: the file has no process registry (created by an older version); recovery needs one")
+
+// Recovery is what a recovery pass found and repaired.
+type Recovery struct {
+	DeadProcesses []registry.Slot     // slots of processes that died with the map open
+	Segments      []segment.Recovered // segments whose lock held something of the dead
+}
+
+// Repaired reports whether the pass changed anything.
+func (r Recovery) Repaired() bool { return len(r.Segments) > 0 }
+
+// Recover finds processes that died with the map open and releases
+// everything they held: read, update and write locks and registered waits
+// of every segment (segments a dead process was modifying are rebuilt from
+// their entries, see segment.Segment.Recover). It is safe while other
+// processes use the map: it only removes what no live process accounts
+// for. Operations run it by themselves when a lock wait times out; call it
+// (or `mapctl recover`) to repair at a time of your choosing.
+func (m *Map) Recover() (Recovery, error) {
+	if err := m.check(true); err != nil {
+		return Recovery{}, err
+	}
+	if m.reg == nil {
+		return Recovery{}, ErrNoRegistry
+	}
+	return m.recoverSegments(nil)
+}
+
+// RecoveredAtOpen is what Open repaired: when processes had died with the
+// map open, Open released what they held before returning.
+func (m *Map) RecoveredAtOpen() Recovery { return m.atOpen }
+
+// recoverSegments recovers the segments listed (all if nil) under the
+// recovery lock, then frees dead slots if every segment came out clean.
+func (m *Map) recoverSegments(only []int) (Recovery, error) {
+	var rep Recovery
+	unlock, err := m.reg.LockRecovery(m.opts.LockTimeout)
+	if err != nil {
+		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
+	}
+	defer unlock()
+	slots, err := m.reg.Slots()
+	if err != nil {
+		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
+	}
+	for _, s := range slots {
+		if s.Dead() {
+			rep.DeadProcesses = append(rep.DeadProcesses, s)
+		}
+	}
+	live, err := m.reg.Live(nil)
+	if err != nil {
+		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
+	}
+	if only == nil {
+		only = make([]int, m.layout.Segments)
+		for i := range only {
+			only[i] = i
+		}
+	}
+	deadline := time.Now().Add(m.opts.LockTimeout)
+	var firstErr error
+	for _, i := range only {
+		ledgers := func(dst []uint64) []uint64 {
+			for _, slot := range live {
+				dst = append(dst, loadLedger(m.reg.Ledger(slot, i)))
+			}
+			return dst
+		}
+		r, err := m.table.Segment(i).Recover(ledgers, deadline)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if !r.Orphans.None() {
+			rep.Segments = append(rep.Segments, r)
+		}
+	}
+	if rep.Repaired() {
+		m.repairs.Add(1)
+	}
+	if firstErr != nil {
+		return rep, fmt.Errorf("recover %s: %w", m.Path(), firstErr)
+	}
+	if len(only) == int(m.layout.Segments) {
+		// Everything the dead held is released: their slots need no more
+		// attention.
+		_, _ = m.reg.MarkDeadRecovered()
+	}
+	return rep, nil
+}
+
+// recoverAfterTimeout is the segment table's hook for a lock wait on
+// segment seg that timed out: it repairs what dead processes left there
+// and says to wait once more whenever the pass ran, since another process
+// (a restarted one, at open) may have repaired the segment meanwhile. A
+// lock that a live process holds too long still ends in ErrTimeout, after
+// the second wait.
+func (m *Map) recoverAfterTimeout(seg int64) bool {
+	_, err := m.recoverSegments([]int{int(seg)})
+	m.recoveries.Add(1)
+	return err == nil
+}
+
+// Problem is one thing Check found wrong.
+type Problem struct {
+	Segment int // -1 for problems not tied to a segment
+	Err     error
+}
+
+// Check verifies the whole map read-only: every segment's lock word and
+// sequence, tier chains, hash slots, entries and their checksums, and
+// counters; and the process registry, for processes that died without
+// their locks being recovered. A segment that a live writer is changing
+// is looked at again, so a busy map is not reported as damaged; a lock
+// held longer than LockTimeout is reported. It returns every problem found
+// (none: the file is sound).
+func (m *Map) Check() ([]Problem, error) {
+	if err := m.check(false); err != nil {
+		return nil, err
+	}
+	var out []Problem
+	if m.reg != nil {
+		slots, err := m.reg.Slots()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range slots {
+			if s.Dead() {
+				out = append(out, Problem{-1, fmt.Errorf("process %d (slot %d, opened %s) died with the map open; run recover",
+					s.PID, s.Index, s.ClaimedAt.Format(time.RFC3339))})
+			}
+		}
+	}
+	for i := range int(m.layout.Segments) {
+		s := m.table.Segment(i)
+		deadline := time.Now().Add(m.opts.LockTimeout)
+		for {
+			before := s.Seq()
+			var found []error
+			s.Check(func(err error) { found = append(found, err) })
+			quiet := before&1 == 0 && s.Seq() == before && s.Lock().State().Free()
+			if quiet || len(found) == 0 || !time.Now().Before(deadline) {
+				for _, err := range found {
+					out = append(out, Problem{i, err})
+				}
+				break
+			}
+			time.Sleep(time.Millisecond) // a writer is at work: look again
+		}
+	}
+	return out, nil
+}
+
+func loadLedger(p *uint64) uint64 { return atomic.LoadUint64(p) }

@@ -1,0 +1,373 @@
+package hashmap
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// TestDeadHolderRecoveredOnTimeout: two Maps on one file are two registry
+// slots, as two processes would be. B takes a segment's write lock (its
+// sequence odd, as mid-change) and "dies": its descriptor closes, which
+// drops its registry lock exactly as process exit does. A's Put and Get on
+// that segment time out once, recover, and succeed; a read lock A holds
+// itself is not touched by the recovery.
+func TestDeadHolderRecoveredOnTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	opts := &Options{Entries: 4096, AverageKeySize: 8, AverageValueSize: 8, Segments: 4, LockTimeout: 100 * time.Millisecond}
+	a, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := range 200 {
+		if err := a.Put(fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("k7")
+	h := xxhash.Sum64(key)
+	seg := b.table.For(h)
+	if err := seg.Lock().WriteLock(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// And a read lock of B's on another segment, plus one of A's own.
+	other := a.table.Segment(int((h + 1) & 3))
+	if err := b.table.Segment(int((h + 1) & 3)).Lock().ReadLock(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Lock().ReadLock(0); err != nil {
+		t.Fatal(err)
+	}
+	b.file.Close() // dies: no unlock, no Leave
+
+	start := time.Now()
+	if err := a.Put(key, []byte("after")); err != nil {
+		t.Fatalf("Put on the dead writer's segment: %v", err)
+	}
+	if d := time.Since(start); d > opts.LockTimeout+time.Second {
+		t.Fatalf("Put waited %v, lock timeout %v", d, opts.LockTimeout)
+	}
+	if v, err := a.Get(key); err != nil || string(v) != "after" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if a.recoveries.Load() == 0 {
+		t.Fatal("no recovery ran")
+	}
+	// The rest of the dead process's share goes with an explicit pass; A's
+	// own read lock stays.
+	rep, err := a.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Segments) != 1 || rep.Segments[0].Orphans.Reads != 1 {
+		t.Fatalf("explicit recovery: %+v", rep)
+	}
+	if st := other.Lock().State(); st.Readers != 1 {
+		t.Fatalf("A's own read lock was taken away: %v", st)
+	}
+	_ = other.Lock().ReadUnlock()
+	problems, err := a.Check()
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("check after recovery: %v %v", problems, err)
+	}
+}
+
+// TestOpenAloneClearsStaleLocks: every process died; the next one to open
+// the file releases what they left before its first operation.
+func TestOpenAloneClearsStaleLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	opts := &Options{Entries: 4096, AverageKeySize: 8, AverageValueSize: 8, Segments: 4, LockTimeout: time.Second}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Put([]byte("x"), []byte("1"))
+	for i := range 4 {
+		_ = b.table.Segment(i).Lock().UpdateLock(0)
+	}
+	b.file.Close()
+	a, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := range 4 {
+		if st := a.table.Segment(i).Lock().State(); !st.Free() {
+			t.Fatalf("segment %d still %v after an open with everyone dead", i, st)
+		}
+	}
+	start := time.Now()
+	if v, err := a.Get([]byte("x")); err != nil || string(v) != "1" || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("Get = %q, %v after %v", v, err, time.Since(start))
+	}
+	problems, err := a.Check()
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("check: %v %v", problems, err)
+	}
+}
+
+// killLockTimeout is the helpers' lock timeout in the kill test: a survivor
+// blocked by a dead holder waits this long, recovers, and goes on.
+const killLockTimeout = 200 * time.Millisecond
+
+// killValue is the value of key j at sequence seq of writer id: a header
+// and a filler whose length and byte follow from the header, so a reader
+// can tell a torn value from a whole one.
+func killValue(id, j, seq int) []byte {
+	v := fmt.Appendf(nil, "%d:%d:%d:", id, j, seq)
+	return append(v, bytes.Repeat([]byte{byte('a' + seq%26)}, seq%97)...)
+}
+
+func wholeKillValue(v []byte) bool {
+	parts := bytes.SplitN(v, []byte(":"), 4)
+	if len(parts) != 4 {
+		return false
+	}
+	id, _ := strconv.Atoi(string(parts[0]))
+	j, _ := strconv.Atoi(string(parts[1]))
+	seq, err := strconv.Atoi(string(parts[2]))
+	return err == nil && bytes.Equal(v, killValue(id, j, seq))
+}
+
+const killKeys = 64 // keys per writer
+
+// killAcks maps the acknowledgement table of TestKillWriters: for writer w
+// and key j, word (w*killKeys+j)*2 is the sequence last tried and the next
+// word the sequence last acknowledged. Plain memory, not a pipe: a writer
+// that made a system call per Put would nearly always die in one, never
+// holding a lock.
+func killAcks(t testing.TB, path string) []uint64 {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size := int64(3 * killKeys * 2 * 8)
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	r, err := offheap.MapRegion(f, size, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Uint64s(0, 3*killKeys*2)
+}
+
+// killWriter is the helper of TestKillWriters: writer id rewrites its keys
+// (values of changing sizes: in-place rewrites and moves) starting at
+// sequence seq, recording each Put in the acknowledgement table before
+// (tried) and after (acknowledged), and reads the other writers' keys,
+// checking that no value is torn and that no operation waits longer than
+// a lock timeout, a recovery and a retry.
+func killWriter(m *Map, id, seq int) {
+	acks := killAcks(&testing.T{}, os.Getenv("HASHMAP_FILE")+".acks")
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(seq)))
+	limit := 2*killLockTimeout + time.Second
+	buf := make([]byte, 0, 256)
+	var recoveries, repairs int64
+	for ; ; seq++ {
+		if n := m.recoveries.Load(); n != recoveries {
+			recoveries = n
+			testutil.Report("recovered")
+		}
+		if n := m.repairs.Load(); n != repairs {
+			repairs = n
+			testutil.Report("repaired")
+		}
+		j := rng.IntN(killKeys)
+		key := fmt.Appendf(nil, "w%d-k%d", id, j)
+		slot := (id*killKeys + j) * 2
+		atomic.StoreUint64(&acks[slot], uint64(seq))
+		start := time.Now()
+		if err := m.Put(key, killValue(id, j, seq)); err != nil {
+			testutil.Report("error put: %v", err)
+			return
+		}
+		atomic.StoreUint64(&acks[slot+1], uint64(seq))
+		other := fmt.Appendf(nil, "w%d-k%d", rng.IntN(3), rng.IntN(killKeys))
+		v, err := m.GetInto(buf[:0], other)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			testutil.Report("error get: %v", err)
+			return
+		case !wholeKillValue(v):
+			testutil.Report("error torn %q = %q", other, v)
+			return
+		}
+		if d := time.Since(start); d > limit {
+			testutil.Report("error slow: an operation took %v (limit %v)", d, limit)
+			return
+		}
+	}
+}
+
+// killState is what the parent hears from the writers.
+type killState struct {
+	mu                  sync.Mutex
+	errs                []string
+	recoveries, repairs int
+}
+
+func (s *killState) read(id int, out *bufio.Scanner) {
+	for out.Scan() {
+		f := strings.Fields(out.Text())
+		if len(f) < 2 || f[0] != "@" {
+			continue
+		}
+		s.mu.Lock()
+		switch {
+		case f[1] == "recovered":
+			s.recoveries++
+		case f[1] == "repaired":
+			s.repairs++
+		case f[1] == "error":
+			s.errs = append(s.errs, fmt.Sprintf("writer %d: %s", id, strings.Join(f[2:], " ")))
+		}
+		s.mu.Unlock()
+	}
+}
+
+// TestKillWriters: three writer processes share a map; one of them, picked
+// at random, is SIGKILLed at a random instant and restarted, again and
+// again (200 kills; SHAREDMAP_KILLS sets more). Survivors that find a lock
+// held by the dead wait out their lock timeout, recover and go on: none may
+// report an error, a torn value or a wait beyond the bound. At the end,
+// every acknowledged Put is present with its value (a key the dead had a
+// Put in flight on may hold that value instead, or be gone if the rewrite
+// was torn), and Check finds nothing wrong.
+func TestKillWriters(t *testing.T) {
+	kills := 200
+	if n, err := strconv.Atoi(os.Getenv("SHAREDMAP_KILLS")); err == nil {
+		kills = n
+	}
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, helperOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	st := &killState{}
+	acks := killAcks(t, path+".acks")
+	var readers sync.WaitGroup
+	start := func(id int) *exec.Cmd {
+		seq := 1
+		for j := range killKeys {
+			seq = max(seq, int(atomic.LoadUint64(&acks[(id*killKeys+j)*2]))+1)
+		}
+		cmd := helperCmd("kill-writer", path, strconv.Itoa(id), strconv.Itoa(seq))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			st.read(id, bufio.NewScanner(out))
+		}()
+		return cmd
+	}
+	var procs [3]*exec.Cmd
+	for i := range procs {
+		procs[i] = start(i)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	deadline := time.Now().Add(4 * time.Minute)
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(2+rng.IntN(25)) * time.Millisecond)
+		i := rng.IntN(len(procs))
+		_ = procs[i].Process.Signal(syscall.SIGKILL)
+		_ = procs[i].Wait() // the reader has the lines it wrote before dying
+		if k%10 == 9 {
+			// Stay dead past the lock timeout, so survivors blocked by
+			// what it held must recover it themselves, not the restarted
+			// writer when it opens the map.
+			time.Sleep(killLockTimeout + 100*time.Millisecond)
+		}
+		procs[i] = start(i)
+		st.mu.Lock()
+		errs := st.errs
+		st.mu.Unlock()
+		if len(errs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d kills in the time allowed", k)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGKILL)
+		_ = p.Wait()
+	}
+	readers.Wait()
+	for _, e := range st.errs {
+		t.Error(e)
+	}
+	if t.Failed() {
+		return
+	}
+
+	m, err = Open(path, helperOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	problems, err := m.Check()
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("check after the last kills (the opener recovered what they left): %v %v", problems, err)
+	}
+	var absentInFlight, newerInFlight int
+	for id := range 3 {
+		for j := range killKeys {
+			tried, ack := int(acks[(id*killKeys+j)*2]), int(acks[(id*killKeys+j)*2+1])
+			v, err := m.Get(fmt.Appendf(nil, "w%d-k%d", id, j))
+			if errors.Is(err, ErrNotFound) {
+				if ack != 0 && tried == ack {
+					t.Errorf("writer %d key %d: acknowledged seq %d lost", id, j, ack)
+				}
+				if ack != 0 {
+					absentInFlight++
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case ack != 0 && bytes.Equal(v, killValue(id, j, ack)):
+			case tried != ack && bytes.Equal(v, killValue(id, j, tried)):
+				newerInFlight++
+			default:
+				t.Errorf("writer %d key %d: value %q; acknowledged %d, tried %d", id, j, v, ack, tried)
+			}
+		}
+	}
+	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight Puts found applied %d, keys absent after an unacknowledged Put %d",
+		kills, st.repairs, st.recoveries, newerInFlight, absentInFlight)
+}
