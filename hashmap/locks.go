@@ -160,13 +160,15 @@ func (t *LockTable) lock(i int) (ipc.Mutex, error) {
 	return t.locks[i], nil
 }
 
-// Lock blocks until lock i is granted.
+// Lock blocks until lock i is granted. A holder or waiter that died is
+// recovered: each time the map's LockTimeout passes, the lock table is
+// recovered before waiting again.
 func (t *LockTable) Lock(i int) error {
 	l, err := t.lock(i)
 	if err != nil {
 		return err
 	}
-	l.Lock()
+	t.m.lockRecovering(l)
 	return nil
 }
 

@@ -142,7 +142,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if m.admin != nil {
-		tb.SetAdminLock(m.admin)
+		tb.SetAdminLock(adminLock{m})
 	}
 	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: int(l.Segments)}
 	if regSlots > 0 && o.ReadOnly {
@@ -177,6 +177,15 @@ func (m *Map) join(l registry.Layout) error {
 		return err
 	}
 	m.reg = reg
+	if a := m.lockTable.arena; a != nil {
+		journals := make([][]uint64, l.Slots)
+		for i := range journals {
+			journals[i] = reg.Journal(i)
+		}
+		if err := a.SetJournals(journals, slot); err != nil {
+			return err
+		}
+	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
 	for _, s := range before {

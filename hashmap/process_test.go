@@ -114,6 +114,16 @@ func TestHelperProcess(t *testing.T) {
 		testutil.Report("done")
 	case "kill-writer":
 		killWriter(m, n(0), n(1))
+	case "hold-lock": // take application lock 0, say so with key "held", wait to be killed
+		if err := m.Locks().Lock(0); err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		if err := m.Put([]byte("held"), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		select {}
 	case "readtorn": // read key "torn" for ms milliseconds; every value must be uniform
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		buf := make([]byte, 0, 256)

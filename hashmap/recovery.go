@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sharedmap/sharedmap/ipc"
 	"sync/atomic"
 	"time"
 
@@ -47,10 +48,16 @@ var ErrNoRegistry = errors.New("sharedmap: the file has no process registry (cre
 type Recovery struct {
 	DeadProcesses []registry.Slot     // slots of processes that died with the map open
 	Segments      []segment.Recovered // segments whose lock held something of the dead
+	// Locks is what was done for the lock table (and the map's admin lock):
+	// queue turns of the dead taken over, seats and TTAS locks given back.
+	Locks ipc.Recovery
 }
 
 // Repaired reports whether the pass changed anything.
-func (r Recovery) Repaired() bool { return len(r.Segments) > 0 }
+func (r Recovery) Repaired() bool {
+	l := r.Locks
+	return len(r.Segments) > 0 || l.Adopted+l.Seats+l.Owners+l.Resets > 0
+}
 
 // Recover finds processes that died with the map open and releases
 // everything they held: read, update and write locks and registered waits
@@ -101,6 +108,15 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 			only[i] = i
 		}
 	}
+	if m.lockTable.arena != nil {
+		alive := make(map[int]bool, len(live))
+		for _, slot := range live {
+			alive[slot] = true
+		}
+		if rep.Locks, err = m.lockTable.arena.Recover(m.lockTable.algorithm, func(slot int) bool { return alive[slot] }); err != nil {
+			return rep, fmt.Errorf("recover %s: locks: %w", m.Path(), err)
+		}
+	}
 	deadline := time.Now().Add(m.opts.LockTimeout)
 	var firstErr error
 	for _, i := range only {
@@ -124,13 +140,34 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 	if firstErr != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), firstErr)
 	}
-	if len(only) == int(m.layout.Segments) {
+	if len(only) == int(m.layout.Segments) && rep.Locks.Pending == 0 {
 		// Everything the dead held is released: their slots need no more
 		// attention.
 		_, _ = m.reg.MarkDeadRecovered()
 	}
 	return rep, nil
 }
+
+// lockRecovering waits for ipc lock l with the map's lock timeout and, each
+// time that passes, recovers what dead processes left in the lock table
+// before waiting again: a lock whose holder died is released for its
+// survivors, and a live holder is waited for as long as it takes.
+func (m *Map) lockRecovering(l ipc.Mutex) {
+	if m.reg == nil || m.reg.Self() < 0 {
+		l.Lock()
+		return
+	}
+	for l.LockTimeout(m.opts.LockTimeout) != nil {
+		_, _ = m.recoverSegments([]int{})
+		m.recoveries.Add(1)
+	}
+}
+
+// adminLock is the map's admin lock as the segment table takes it.
+type adminLock struct{ m *Map }
+
+func (a adminLock) Lock()         { a.m.lockRecovering(a.m.admin) }
+func (a adminLock) Unlock() error { return a.m.admin.Unlock() }
 
 // recoverAfterTimeout is the segment table's hook for a lock wait on
 // segment seg that timed out: it repairs what dead processes left there

@@ -371,3 +371,47 @@ func TestKillWriters(t *testing.T) {
 	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight Puts found applied %d, keys absent after an unacknowledged Put %d",
 		kills, st.repairs, st.recoveries, newerInFlight, absentInFlight)
 }
+
+// TestDeadLockTableHolder: a process SIGKILLed while it holds an application
+// lock of the lock table; a survivor's Lock gets the lock after the map's
+// lock timeout and a recovery pass, for each algorithm recovery covers.
+func TestDeadLockTableHolder(t *testing.T) {
+	for _, algo := range []string{"hapax-cr", "hapax", "cohort", "tidex", "ttas"} {
+		t.Run(algo, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			opts := *helperOpts
+			opts.Locks, opts.LockAlgorithm, opts.LockTimeout = 1, algo, 100*time.Millisecond
+			m, err := Open(path, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			cmd := helperCmd("hold-lock", path)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if !testutil.WaitFor(10*time.Second, func() bool { _, err := m.Get([]byte("held")); return err == nil }) {
+				t.Fatal("the helper never took the lock")
+			}
+			if err := m.Locks().LockTimeout(0, 50*time.Millisecond); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("the live holder's lock was granted: %v", err)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			start := time.Now()
+			if err := m.Locks().Lock(0); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("Lock took %v after the holder died", d)
+			}
+			if err := m.Locks().Unlock(0); err != nil {
+				t.Fatal(err)
+			}
+			if m.recoveries.Load() == 0 {
+				t.Fatal("no recovery ran")
+			}
+		})
+	}
+}

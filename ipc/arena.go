@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sharedmap/sharedmap/internal/wait"
 )
@@ -186,27 +187,49 @@ type Arena struct {
 	substitutes int
 	cohorts     map[int]*cohortRecord // this process's half of cohort locks, by index
 
+	journals   *journals // every process's episode journal; nil without SetJournals
+	owner      uint32    // this process's journal slot + 1 (0 without journals): TTAS owner ids
+	surrogates bool      // a goroutine is finishing adopted episodes (guarded by mu)
+
 	alockBudgets [2]int32            // home, remote; zero means the defaults
 	alockHomes   map[int]*alockLocal // alock locks this process is home of, by index
 }
 
-// Close stops the goroutines that take the turns of timed-out waiters and
-// waits for them (at most one sleep, wait.MaxNap), so that the caller may
-// unmap the words. A turn not yet taken is left in its lock's queue, as if
-// this process had died waiting: the lock needs Reset before anyone behind
-// it gets in. A cohort lock's helper that waits for the process-local lock
-// for a timed-out LockTimeout ends when this process's holder unlocks, so
-// Close must come after every lock of this process is released. Locks must
-// not be used after Close.
+// Close lets the goroutines that take the turns of timed-out waiters
+// finish them, for up to CloseWait, then stops the rest and waits for them
+// (at most one sleep, wait.MaxNap), so that the caller may unmap the words.
+// A turn not taken by then stays in its lock's queue as if this process had
+// died waiting: with journals (SetJournals) a survivor's Recover takes it
+// once this process has left; without them the lock needs Reset before
+// anyone behind it gets in. A cohort lock's helper that waits for the
+// process-local lock for a timed-out LockTimeout ends when this process's
+// holder unlocks, so Close must come after every lock of this process is
+// released. Locks must not be used after Close.
 func (a *Arena) Close() {
-	a.closing.Store(true)
 	a.mu.Lock()
+	if a.substitutes > 0 {
+		t := time.AfterFunc(CloseWait, func() {
+			a.closing.Store(true)
+			a.mu.Lock()
+			a.idle.Broadcast()
+			a.mu.Unlock()
+		})
+		for a.substitutes > 0 && !a.closing.Load() {
+			a.idle.Wait()
+		}
+		t.Stop()
+	}
+	a.closing.Store(true)
 	for a.substitutes > 0 {
 		a.idle.Wait()
 	}
 	a.releaseALockHomes()
 	a.mu.Unlock()
 }
+
+// CloseWait bounds how long Close lets pending turns of timed-out waiters
+// complete.
+var CloseWait = time.Second
 
 // substitute runs take in a goroutine that Close can stop: it finishes the
 // episode of a waiter that gave up. take must return once waiter.await

@@ -21,4 +21,9 @@
 // sequence word beside the watched value. A waiter re-checks the ground
 // truth (Depart, the generation) on every wake, because a waker may die
 // between its store and its wake, and signals interrupt sleeps.
+//
+// Processes that die holding or queued in a lock are recovered from
+// journals of lock episodes kept in the file (Arena.SetJournals,
+// Arena.Recover): a survivor takes the dead process's turns and releases
+// on its behalf. ticket-awn and alock keep no journal.
 package ipc

@@ -86,6 +86,11 @@ type hapax struct {
 	arrived func() // test hook: runs right after the Arrive swap
 }
 
+// testHookBetweenStores, if set, runs in a release right after its Depart
+// store (between the two stores of Hapax's release; before the only store
+// of TTAS's): kill tests make a process die there.
+var testHookBetweenStores func()
+
 func openHapax(visible bool) func(*Arena, int) Mutex {
 	return func(a *Arena, index int) Mutex { return &hapax{body: newBody(a, index), visible: visible} }
 }
@@ -94,10 +99,29 @@ func (l *hapax) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *hapax) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if !l.a.reserve(1, w.deadline) {
+		return ErrTimeout
+	}
+	return l.lockReserved(w)
+}
+
+func (l *hapax) kind() uint8 {
+	if l.visible {
+		return kindHapaxVW
+	}
+	return kindHapax
+}
+
+// lockReserved is LockTimeout once a journal entry has been reserved for
+// the episode (restriction reserves its own and this one together).
+func (l *hapax) lockReserved(w waiter) error {
+	e := l.a.claim()
 	for {
 		h := l.a.nextHapax()
 		gen := atomic.LoadUint64(l.gen)
+		e.set(jArriving, l.kind(), l.index, h, 0, gen)
 		pred := atomic.SwapUint64(l.arrive, h)
+		e.queued(pred)
 		if l.arrived != nil {
 			l.arrived()
 		}
@@ -105,24 +129,30 @@ func (l *hapax) LockTimeout(d time.Duration) error {
 			l.acquired(h, false)
 			return nil
 		}
-		var vw vwWait
+		vw := vwWait{e: e}
 		switch l.wait(pred, gen, &w, &vw) {
 		case granted:
 			l.acquired(h, true)
 			return nil
 		case timedOut:
-			l.a.substitute(func(w *waiter) { l.takeTurnAndRelease(w, h, pred, gen, vw) })
+			l.a.substitute(func(w *waiter) { l.takeTurnAndRelease(w, h, pred, gen, vw, e) })
 			return ErrTimeout
 		}
 	}
 }
 
 // takeTurnAndRelease finishes an episode whose waiter gave up: the queue
-// cannot skip it, so it waits its turn and hands the lock on.
-func (l *hapax) takeTurnAndRelease(w *waiter, h, pred, gen uint64, vw vwWait) {
-	if l.wait(pred, gen, w, &vw) == granted {
+// cannot skip it, so it waits its turn and hands the lock on. Stopped by
+// Close, it leaves the episode in the journal for recovery.
+func (l *hapax) takeTurnAndRelease(w *waiter, h, pred, gen uint64, vw vwWait, e entry) {
+	switch l.wait(pred, gen, w, &vw) {
+	case granted:
 		atomic.StoreUint64(l.waited, 1)
+		e.phase(jReleasing)
 		l.release(h)
+		l.a.free(e)
+	case reset:
+		l.a.free(e)
 	}
 }
 
@@ -178,6 +208,7 @@ func (l *hapax) waitInvisible(pred, gen uint64, w *waiter) outcome {
 // slot registration.
 type vwWait struct {
 	tried, registered bool
+	e                 entry // the episode's journal entry
 }
 
 // waitVisible is HapaxVW's wait: register in the slot by CAS 0 -> pred and
@@ -188,6 +219,9 @@ func (l *hapax) waitVisible(pred, gen uint64, w *waiter, vw *vwWait) outcome {
 	if !vw.tried {
 		vw.tried = true
 		vw.registered = atomic.CompareAndSwapUint64(s.value, 0, pred)
+		if vw.registered {
+			vw.e.markRegistered()
+		}
 	}
 	if !vw.registered {
 		return l.waitDepart(pred, gen, w)
@@ -239,15 +273,19 @@ func (b *body) waitDepart(pred, gen uint64, w *waiter) outcome {
 
 func (l *hapax) TryLock() bool {
 	a := atomic.LoadUint64(l.arrive)
-	if atomic.LoadUint64(l.depart) != a {
+	if atomic.LoadUint64(l.depart) != a || !l.a.reserve(1, time.Time{}) {
 		return false
 	}
+	e := l.a.claim()
 	// Values never recur, so a successful CAS proves the lock was still
 	// free (a, a) at that instant.
 	h := l.a.nextHapax()
+	e.set(jArriving, l.kind(), l.index, h, 0, atomic.LoadUint64(l.gen))
 	if !atomic.CompareAndSwapUint64(l.arrive, a, h) {
+		l.a.free(e)
 		return false
 	}
+	e.queued(a)
 	l.acquired(h, false)
 	return true
 }
@@ -260,7 +298,10 @@ func (l *hapax) Unlock() error {
 		}
 		return ErrNotLocked
 	}
+	e, own := l.a.findEpisode(l.index, l.kind(), h)
+	e.phase(jReleasing)
 	l.release(h)
+	l.a.endEpisode(e, own)
 	return nil
 }
 
@@ -268,6 +309,9 @@ func (l *hapax) release(h uint64) {
 	s := l.a.toSlot(l.index, h)
 	if !l.visible {
 		atomic.StoreUint64(l.depart, h)
+		if testHookBetweenStores != nil {
+			testHookBetweenStores()
+		}
 		if atomic.LoadUint64(l.arrive) == h {
 			return // nobody queued: a later arrival sees Depart == h
 		}
@@ -283,6 +327,9 @@ func (l *hapax) release(h uint64) {
 		return
 	}
 	atomic.StoreUint64(l.depart, h)
+	if testHookBetweenStores != nil {
+		testHookBetweenStores()
+	}
 	signal(l.dseq, l.dsleepers)
 	if !contended && atomic.LoadUint64(l.arrive) == h {
 		return // nobody queued

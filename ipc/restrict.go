@@ -89,21 +89,48 @@ func (l *restricted) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *restricted) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
-	if err := l.takeSeat(&w); err != nil {
+	// The seat's entry and the inner lock's turn are reserved together, so
+	// that goroutines holding seats never wait for entries other seated
+	// goroutines would have to free.
+	inner, journaled := l.inner.(*hapax)
+	need := 1
+	if journaled {
+		need = 2
+	}
+	if !l.a.reserve(need, w.deadline) {
+		return ErrTimeout
+	}
+	e := l.a.claim()
+	if err := l.takeSeat(&w, e); err != nil {
+		l.a.unreserve(need - 1)
 		return err
 	}
-	err := lockUntil(l.inner, w.deadline)
-	if err != nil {
-		l.leaveSeat()
+	var err error
+	if journaled {
+		err = inner.lockReserved(newWaiterUntil(w.deadline))
+	} else {
+		err = lockUntil(l.inner, w.deadline)
 	}
-	return err
+	if err != nil {
+		l.leaveSeat(e)
+		return err
+	}
+	e.phase(jSeatHold)
+	return nil
 }
 
 func (l *restricted) TryLock() bool {
+	if !l.a.reserve(1, time.Time{}) {
+		return false
+	}
+	e := l.a.claim()
+	e.set(jSeatAsk, kindCR, l.index, 0, 0, atomic.LoadUint64(l.gen))
 	if !l.inner.TryLock() {
+		l.a.free(e)
 		return false
 	}
 	atomic.AddUint64(l.state, 1) // a holder always has a seat
+	e.phase(jSeatHold)
 	return true
 }
 
@@ -111,44 +138,60 @@ func (l *restricted) Unlock() error {
 	if err := l.inner.Unlock(); err != nil {
 		return err
 	}
-	l.leaveSeat()
+	e, own := l.a.findSeat(l.index)
+	l.leaveSeat(entry{})
+	l.a.endEpisode(e, own)
 	return nil
 }
 
-// leaveSeat gives a seat back. It never goes below zero: Reset zeroes the
-// count while goroutines that hold seats are still running.
-func (l *restricted) leaveSeat() {
+// leaveSeat gives a seat back and frees its entry, if given one. It never
+// goes below zero: Reset zeroes the count while goroutines that hold seats
+// are still running.
+func (l *restricted) leaveSeat(e entry) {
 	for {
 		s := atomic.LoadUint64(l.state)
 		if crState(s).seated() == 0 || atomic.CompareAndSwapUint64(l.state, s, s-1) {
-			return
+			break
 		}
+	}
+	if e.ok() {
+		l.a.free(e)
 	}
 }
 
 // takeSeat admits the caller at once while a seat is free, even past
 // passive waiters: they are asleep, and waiting for one to wake would idle
 // the lock (the head's patience bounds the bypass). Else it queues the
-// caller in the passive FIFO.
-func (l *restricted) takeSeat(w *waiter) error {
+// caller in the passive FIFO. Its journal entry e ends as jSeated, or is
+// handed to the goroutine that takes the turn of a timed-out ticket.
+func (l *restricted) takeSeat(w *waiter, e entry) error {
 	for {
 		gen := atomic.LoadUint64(l.gen)
 		s := atomic.LoadUint64(l.state)
 		if crState(s).seated() < l.seats && !l.yieldTurn(crState(s)) {
+			e.set(jSeatAsk, kindCR, l.index, 0, 0, gen)
 			if atomic.CompareAndSwapUint64(l.state, s, s+1) {
+				e.phase(jSeated)
 				return nil
 			}
 			continue
 		}
+		t := crState(s).arrival()
+		e.set(jTicketAsk, kindCR, l.index, t, 0, gen)
 		if !atomic.CompareAndSwapUint64(l.state, s, l.nextArrival(s)) {
 			continue
 		}
-		t := crState(s).arrival()
-		switch l.waitPassive(w, t, gen, false) {
+		e.phase(jTicket)
+		switch l.waitPassive(w, t, gen, false, e) {
 		case granted:
 			return nil
 		case timedOut:
-			l.a.substitute(func(w *waiter) { l.waitPassive(w, t, gen, true) })
+			l.a.substitute(func(w *waiter) {
+				switch l.waitPassive(w, t, gen, true, e) {
+				case granted, reset:
+					l.a.free(e)
+				}
+			})
 			return ErrTimeout
 		}
 	}
@@ -177,7 +220,7 @@ func (l *restricted) nextArrival(s uint64) uint64 {
 // waitPassive waits until ticket t is served, then until a seat is free or
 // its patience runs out, and takes the seat; a pass (the turn of a waiter
 // that timed out) moves the queue on without taking one.
-func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool) outcome {
+func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) outcome {
 	sl := l.passiveSlot(t)
 	var headSince time.Time
 	for {
@@ -193,9 +236,16 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool) outcome {
 				ns := s + crServeOne
 				if !pass {
 					ns++
+					// Says the serving CAS, which also takes a seat, may
+					// have happened; value is the ticket + 1.
+					e.set(jSeatAsk, kindCR, l.index, t+1, 0, gen)
 				}
 				if !atomic.CompareAndSwapUint64(l.state, s, ns) {
+					e.set(jTicket, kindCR, l.index, t, 0, gen)
 					continue
+				}
+				if !pass {
+					e.phase(jSeated)
 				}
 				if crState(ns).passive() {
 					next := l.passiveSlot(t + 1)

@@ -19,6 +19,10 @@ func (l *tidex) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *tidex) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if !l.a.reserve(1, w.deadline) {
+		return ErrTimeout
+	}
+	e := l.a.claim()
 	for {
 		id := l.a.tidexIDs.get()
 		my := id
@@ -26,15 +30,22 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			my = -id
 		}
 		gen := atomic.LoadUint64(l.gen)
+		e.set(jArriving, kindTidex, l.index, my, 0, gen)
 		pred := atomic.SwapUint64(l.arrive, my)
+		e.queued(pred)
 		switch l.waitDepart(pred, gen, &w) {
 		case granted:
 			atomic.StoreUint64(l.holder, my)
 			return nil
 		case timedOut:
 			l.a.substitute(func(w *waiter) {
-				if l.waitDepart(pred, gen, w) == granted {
+				switch l.waitDepart(pred, gen, w) {
+				case granted:
+					e.phase(jReleasing)
 					l.release(my)
+					l.a.free(e)
+				case reset:
+					l.a.free(e)
 				}
 			})
 			return ErrTimeout
@@ -50,25 +61,30 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 // TryLock may wait in that rare case. Hapax values never recur, which is
 // what makes Hapax's TryLock wait-free.
 func (l *tidex) TryLock() bool {
-	e := atomic.LoadUint64(l.depart)
-	if atomic.LoadUint64(l.arrive) != e {
+	e0 := atomic.LoadUint64(l.depart)
+	if atomic.LoadUint64(l.arrive) != e0 || !l.a.reserve(1, time.Time{}) {
 		return false
 	}
+	e := l.a.claim()
 	id := l.a.tidexIDs.get()
 	my := id
-	// Compare with Depart now, not with e: the identity may have been
-	// released into Depart since e was read, and then my == Depart would make
-	// a held lock look free.
+	// Compare with Depart now, not with e0: the identity may have been
+	// released into Depart since e0 was read, and then my == Depart would
+	// make a held lock look free.
 	if atomic.LoadUint64(l.depart) == id {
 		my = -id
 	}
 	gen := atomic.LoadUint64(l.gen)
-	if !atomic.CompareAndSwapUint64(l.arrive, e, my) {
+	e.set(jArriving, kindTidex, l.index, my, 0, gen)
+	if !atomic.CompareAndSwapUint64(l.arrive, e0, my) {
+		l.a.free(e)
 		l.a.tidexIDs.put(id)
 		return false
 	}
+	e.queued(e0)
 	w := newWaiter(-1)
-	if l.waitDepart(e, gen, &w) != granted {
+	if l.waitDepart(e0, gen, &w) != granted {
+		l.a.free(e)
 		return false // reset by recovery while we waited
 	}
 	atomic.StoreUint64(l.holder, my)
@@ -83,12 +99,18 @@ func (l *tidex) Unlock() error {
 		}
 		return ErrNotLocked
 	}
+	e, own := l.a.findEpisode(l.index, kindTidex, my)
+	e.phase(jReleasing)
 	l.release(my)
+	l.a.endEpisode(e, own)
 	return nil
 }
 
 func (l *tidex) release(my uint64) {
 	atomic.StoreUint64(l.depart, my)
+	if testHookBetweenStores != nil {
+		testHookBetweenStores()
+	}
 	signal(l.dseq, l.dsleepers)
 	id := my
 	if int64(id) < 0 {

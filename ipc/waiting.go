@@ -35,6 +35,8 @@ func (w *waiter) setNext(next bool) {
 	w.next = next
 }
 
+func newWaiterUntil(deadline time.Time) waiter { return waiter{deadline: deadline} }
+
 // deadlineAfter is the deadline of a wait bounded by d; d < 0 means none.
 func deadlineAfter(d time.Duration) time.Time {
 	if d < 0 {

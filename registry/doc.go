@@ -22,7 +22,7 @@
 // little-endian, 8-byte words):
 //
 //	offset                size           field
-//	0                     8              magic "SMREG001"
+//	0                     8              magic "SMREG002"
 //	8                     8              slots
 //	16                    8              ledgers per slot
 //	24                    8              generation: bumped by every claim
@@ -33,8 +33,9 @@
 //	    16                8              process start time, clock ticks since boot (/proc/self/stat)
 //	    24                8              generation at claim
 //	    32                8              claimed at, Unix nanoseconds
-//	    40                216            reserved (lock-episode journal)
-//	    256               ledgers*8      ledger words
+//	    40                24             reserved
+//	    64                1024           lock-episode journal (ipc.Arena.SetJournals)
+//	    1088              ledgers*8      ledger words
 //
 // The OFD lock of slot i is on its first byte; the recovery lock is on byte
 // 8 of the area (the slots word, which never changes).

@@ -13,9 +13,10 @@ import (
 )
 
 const (
-	magic          = "SMREG001"
+	magic          = "SMREG002"
 	areaHeaderSize = 64
-	slotHeaderSize = 256
+	slotHeaderSize = 64 + JournalBytes
+	sJournal       = 64
 
 	hSlots      = 8
 	hLedgers    = 16
@@ -155,6 +156,17 @@ func (r *Registry) Leave() error {
 	err := r.unlockSlot(r.self)
 	r.self = -1
 	return err
+}
+
+// JournalBytes is the size of each slot's lock-episode journal (the ipc
+// package's, see ipc.Arena.SetJournals): 32 episodes of 32 bytes.
+const JournalBytes = 1024
+
+// Journal returns the lock-episode journal words of slot i. A slot keeps
+// its journal when its process dies and another takes the slot: what the
+// dead process left there is recovered by the taker.
+func (r *Registry) Journal(i int) []uint64 {
+	return r.file.Uint64s(r.layout.slotOff(i)+sJournal, JournalBytes/8)
 }
 
 // Ledgers returns the ledger words of slot i.

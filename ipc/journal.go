@@ -1,0 +1,318 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A journal is one process's record, in the shared file, of the lock
+// episodes it is in: for each, the lock, the episode's own value and its
+// predecessor's, and how far it got. A process that dies leaves its journal
+// behind, and a survivor uses it to finish the dead process's episodes
+// (Arena.Recover): a FIFO queue cannot skip a member, so a dead waiter must
+// still take its turn and hand the lock on, and a dead holder must release.
+//
+// Every step is written before it is taken, so a dead process's entry says
+// at most one thing it may or may not have done. The one the journal cannot
+// settle by itself is the swap into Arrive, whose result (the predecessor)
+// arrives with it: an entry that died there says "arriving", and recovery
+// decides from the other entries whether it is in the queue (see ownerOf).
+//
+// Entry layout, journalEntryWords words: state (phase in bits 0-7, kind in
+// 8-15, lock index in 16-39), own value (hapax, Tidex identity, passive
+// ticket), predecessor value, the lock's generation when the episode began.
+const (
+	journalEntryWords = 4
+
+	// Phases.
+	jFree      = 0
+	jClaimed   = 1  // taken by its process; nothing done yet
+	jArriving  = 2  // value and generation written; the swap may have happened
+	jQueued    = 3  // predecessor known: waiting, or holding once Depart == pred
+	jReleasing = 4  // unlock begun: Depart store (and the slot store) may have happened
+	jDone      = 5  // released by another process's Unlock; the owner frees it
+	jSeatAsk   = 6  // hapax-cr: the seat CAS may have happened
+	jSeated    = 7  // hapax-cr: holds a seat
+	jTicketAsk = 8  // hapax-cr: the passive ticket CAS (for value) may have happened
+	jTicket    = 9  // hapax-cr: holds passive ticket value
+	jSeatHold  = 10 // hapax-cr: holds a seat and the lock (one such entry per lock)
+
+	// adopted marks an entry a survivor took over from a dead process's
+	// journal: its own process does not drive it, its surrogate does.
+	adopted = 0x80
+	// registered marks a Hapax-VW waiter that registered in its
+	// predecessor's waiting slot (state bit 40).
+	registered = 1 << 40
+
+	// Kinds.
+	kindHapax   = 1
+	kindHapaxVW = 2
+	kindTidex   = 3
+	kindCR      = 4
+)
+
+// Entry state fields: phase (its low 7 bits, and adopted), kind, lock.
+func entryState(phase, kind uint8, lock int) uint64 {
+	return uint64(phase) | uint64(kind)<<8 | uint64(lock)<<16
+}
+
+// JournalWords is the size of a journal with room for n episodes at once.
+func JournalWords(n int) int { return n * journalEntryWords }
+
+// ErrNoJournal: Recover was called on an arena without journals.
+var ErrNoJournal = errors.New("ipc: no lock journals: recovery needs SetJournals")
+
+// journals is every process's journal, as the file holds them, and this
+// process's own.
+type journals struct {
+	all  [][]uint64
+	self int
+
+	// Entries of this process's journal it may still claim, as a count, so
+	// that an episode that needs two (hapax-cr's seat and its inner lock's
+	// turn) reserves both at once and goroutines waiting for entries never
+	// hold some while they wait for more.
+	mu    sync.Mutex
+	cond  sync.Cond
+	avail int
+}
+
+// SetJournals gives the arena every process's journal (all, indexed by
+// process slot; each JournalWords(n) long) and says which is this
+// process's. From then on every episode of this process on a journaled
+// algorithm (the Hapax locks, hapax-cr, the cohort locks over them, Tidex;
+// TTAS keeps its owner in the lock word) is written to its journal, and
+// Recover can finish the episodes of processes that died. Every process
+// using the locks must do the same, or recovery could mistake whose turn it
+// is. Call it before the first lock is used.
+func (a *Arena) SetJournals(all [][]uint64, self int) error {
+	if self < 0 || self >= len(all) {
+		return fmt.Errorf("%w: journal %d of %d", ErrBadConfig, self, len(all))
+	}
+	if self+1 > ttasOwnerMask {
+		return fmt.Errorf("%w: %d journals; at most %d", ErrBadConfig, len(all), ttasOwnerMask)
+	}
+	for i, j := range all {
+		if len(j) < journalEntryWords || len(j)%journalEntryWords != 0 {
+			return fmt.Errorf("%w: journal %d has %d words", ErrBadConfig, i, len(j))
+		}
+	}
+	js := &journals{all: all, self: self}
+	js.cond.L = &js.mu
+	// Entries already there were left by a process that died in this slot
+	// (a slot is reused only when its process is gone): they are adopted,
+	// for this process's Recover to finish.
+	own := all[self]
+	for e := 0; e < len(own); e += journalEntryWords {
+		switch s := atomic.LoadUint64(&own[e]); s & 0x7f {
+		case jFree, jClaimed, jDone:
+			atomic.StoreUint64(&own[e], jFree)
+			js.avail++
+		default:
+			atomic.StoreUint64(&own[e], s|adopted)
+		}
+	}
+	a.journals = js
+	a.owner = uint32(self + 1)
+	return nil
+}
+
+// entry is one claimed entry of this process's journal; the zero entry (no
+// journal) makes every method a no-op.
+type entry struct{ w []uint64 }
+
+func (e entry) ok() bool { return e.w != nil }
+
+// set writes the entry's fields and then its state, so that a reader that
+// sees the state sees the fields it covers.
+func (e entry) set(phase, kind uint8, lock int, value, pred, gen uint64) {
+	if e.w == nil {
+		return
+	}
+	atomic.StoreUint64(&e.w[1], value)
+	atomic.StoreUint64(&e.w[2], pred)
+	atomic.StoreUint64(&e.w[3], gen)
+	atomic.StoreUint64(&e.w[0], entryState(phase, kind, lock))
+}
+
+// phase moves the entry to a new phase, keeping its fields.
+func (e entry) phase(phase uint8) {
+	if e.w == nil {
+		return
+	}
+	s := atomic.LoadUint64(&e.w[0])
+	atomic.StoreUint64(&e.w[0], s&^0xff|uint64(phase))
+}
+
+// markRegistered records a Hapax-VW registration.
+func (e entry) markRegistered() {
+	if e.w == nil {
+		return
+	}
+	atomic.StoreUint64(&e.w[0], atomic.LoadUint64(&e.w[0])|registered)
+}
+
+// queued records the predecessor an arrival's swap returned.
+func (e entry) queued(pred uint64) {
+	if e.w == nil {
+		return
+	}
+	atomic.StoreUint64(&e.w[2], pred)
+	e.phase(jQueued)
+}
+
+// reserve sets aside n entries of this process's journal for one episode,
+// waiting for them until deadline; false if the deadline passed. Without
+// journals it always succeeds.
+func (a *Arena) reserve(n int, deadline time.Time) bool {
+	js := a.journals
+	if js == nil {
+		return true
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	for js.avail < n {
+		if js.sweepDone() > 0 {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		// Entries come back through unreserve (which signals) or from
+		// another process's Unlock (jDone, found by the sweep): look again
+		// now and then.
+		t := time.AfterFunc(min(left, time.Millisecond), js.cond.Broadcast)
+		js.cond.Wait()
+		t.Stop()
+	}
+	js.avail -= n
+	return true
+}
+
+// sweepDone frees the entries other processes released (jDone). Called
+// with mu held.
+func (js *journals) sweepDone() int {
+	own, n := js.all[js.self], 0
+	for e := 0; e < len(own); e += journalEntryWords {
+		s := atomic.LoadUint64(&own[e])
+		if s&0x7f == jDone && atomic.CompareAndSwapUint64(&own[e], s, jFree) {
+			js.avail++
+			n++
+		}
+	}
+	return n
+}
+
+// claim takes a free entry out of the reservation.
+func (a *Arena) claim() entry {
+	js := a.journals
+	if js == nil {
+		return entry{}
+	}
+	own := js.all[js.self]
+	for e := 0; e < len(own); e += journalEntryWords {
+		if atomic.CompareAndSwapUint64(&own[e], jFree, jClaimed) {
+			return entry{own[e : e+journalEntryWords : e+journalEntryWords]}
+		}
+	}
+	// reserve counted a free entry for every claim; none free means the
+	// journal was written by someone else: do without.
+	return entry{}
+}
+
+// free ends an entry and returns it to the reservation pool (an entry
+// claim could not deliver returns its reservation).
+func (a *Arena) free(e entry) {
+	if e.w == nil {
+		a.unreserve(1)
+		return
+	}
+	atomic.StoreUint64(&e.w[0], jFree)
+	js := a.journals
+	js.mu.Lock()
+	js.avail++
+	js.cond.Signal()
+	js.mu.Unlock()
+}
+
+// unreserve returns reserved entries that were never claimed.
+func (a *Arena) unreserve(n int) {
+	js := a.journals
+	if js == nil || n == 0 {
+		return
+	}
+	js.mu.Lock()
+	js.avail += n
+	js.cond.Broadcast()
+	js.mu.Unlock()
+}
+
+// findEpisode returns the entry of the episode with this value on lock
+// index: this process's own if it is there, else another process's (an
+// Unlock of a lock that process locked).
+func (a *Arena) findEpisode(index int, kind uint8, value uint64) (e entry, own bool) {
+	js := a.journals
+	if js == nil {
+		return entry{}, false
+	}
+	match := func(j []uint64, i int) bool {
+		s := atomic.LoadUint64(&j[i])
+		return s&adopted == 0 && s>>8&0xff == uint64(kind) && int(s>>16&0xffffff) == index &&
+			(s&0xff == jQueued || s&0xff == jArriving) && atomic.LoadUint64(&j[i+1]) == value
+	}
+	for _, k := range append([]int{js.self}, othersOf(len(js.all), js.self)...) {
+		j := js.all[k]
+		for i := 0; i < len(j); i += journalEntryWords {
+			if match(j, i) {
+				return entry{j[i : i+journalEntryWords : i+journalEntryWords]}, k == js.self
+			}
+		}
+	}
+	return entry{}, false
+}
+
+func othersOf(n, self int) []int {
+	out := make([]int, 0, n-1)
+	for i := range n {
+		if i != self {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// endEpisode is the last step of an unlock: the entry is freed, or, if it
+// belongs to another process, marked done for that process to free.
+func (a *Arena) endEpisode(e entry, own bool) {
+	if !e.ok() {
+		return
+	}
+	if own {
+		a.free(e)
+		return
+	}
+	e.phase(jDone)
+}
+
+// findSeat returns the entry of the seat of hapax-cr lock index's holder,
+// this process's own if it has it.
+func (a *Arena) findSeat(index int) (e entry, own bool) {
+	js := a.journals
+	if js == nil {
+		return entry{}, false
+	}
+	want := entryState(jSeatHold, kindCR, index)
+	for _, k := range append([]int{js.self}, othersOf(len(js.all), js.self)...) {
+		j := js.all[k]
+		for i := 0; i < len(j); i += journalEntryWords {
+			if atomic.LoadUint64(&j[i]) == want {
+				return entry{j[i : i+journalEntryWords : i+journalEntryWords]}, k == js.self
+			}
+		}
+	}
+	return entry{}, false
+}

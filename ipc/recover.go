@@ -1,0 +1,433 @@
+package ipc
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+)
+
+// Recovery says what one Recover pass did.
+type Recovery struct {
+	// Adopted counts queue episodes of dead processes this process took
+	// over: a goroutine of this process takes their turns and hands the
+	// lock on (surrogate completion).
+	Adopted int
+	// Seats counts hapax-cr seats that dead processes held, given back.
+	Seats int
+	// Owners counts TTAS locks whose dead holder was released.
+	Owners int
+	// Cleared counts dead entries that needed nothing: finished, never
+	// queued, or voided by a reset.
+	Cleared int
+	// Resets counts locks reset by generation because their queue could not
+	// be read (two dead processes died in the same few instructions).
+	Resets int
+	// Pending counts entries left for a later pass: this process's journal
+	// was full, or a live process was in the middle of a step.
+	Pending int
+}
+
+// Recover finishes the lock episodes of processes that are gone. live
+// reports whether the process of a journal slot is alive; this process's
+// own slot must be live. algorithm is the one every process uses on these
+// locks. Episodes of the dead are adopted into this process's journal and a
+// goroutine of this process takes their turns: a dead waiter's predecessor
+// still hands it the lock, and the goroutine passes it on, exactly as the
+// dead process would have; a dead holder's lock is released on its behalf.
+// Nothing a live process holds or waits for is touched. A lock is reset by
+// generation only when its queue cannot be read, and then only when no live
+// process can be its holder.
+//
+// Callers serialize Recover across processes (the map does it under the
+// registry's recovery lock); it returns once the dead journals are taken
+// over, not once the adopted turns are taken.
+func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, error) {
+	var r Recovery
+	js := a.journals
+	if js == nil {
+		return r, ErrNoJournal
+	}
+	if algorithm == "ttas" {
+		a.recoverTTAS(live, &r)
+	}
+	// Seat entries adopted with this process's slot (SetJournals) count as
+	// dead ones.
+	own := js.all[js.self]
+	for i := 0; i < len(own); i += journalEntryWords {
+		if v := atomic.LoadUint64(&own[i]); v&adopted != 0 && isSeat(v) {
+			a.recoverSeats(int(v>>16&0xffffff), live, &r)
+		}
+	}
+	for d := range js.all {
+		if d == js.self || live(d) {
+			continue
+		}
+		j := js.all[d]
+		for i := 0; i < len(j); i += journalEntryWords {
+			a.recoverEntry(j[i:i+journalEntryWords:i+journalEntryWords], live, &r)
+		}
+	}
+	a.startSurrogate()
+	return r, nil
+}
+
+// recoverTTAS releases TTAS locks whose holder's slot is dead: the owner id
+// in the word says who holds.
+func (a *Arena) recoverTTAS(live func(int) bool, r *Recovery) {
+	for i := range a.cfg.Locks {
+		word, _ := wait.Halves(&a.lockBody(i)[lWord])
+		v := atomic.LoadUint32(word)
+		owner := v >> 1
+		if v == 0 || owner == ttasOwnerMask || int(owner)-1 >= len(a.journals.all) || live(int(owner)-1) {
+			continue
+		}
+		if atomic.CompareAndSwapUint32(word, v, 0) {
+			wait.WakeAll(word)
+			r.Owners++
+		}
+	}
+}
+
+// recoverEntry handles one entry of a dead process's journal.
+func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
+	s := atomic.LoadUint64(&e[0])
+	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+	if phase == jFree {
+		return
+	}
+	clear := func() {
+		atomic.StoreUint64(&e[0], jFree)
+		r.Cleared++
+	}
+	if phase == jClaimed || phase == jDone || index >= a.cfg.Locks || kind < kindHapax || kind > kindCR ||
+		atomic.LoadUint64(&e[3]) != atomic.LoadUint64(&a.lockBody(index)[lGen]) {
+		clear()
+		return
+	}
+	if isSeat(s) {
+		a.recoverSeats(index, live, r)
+		return
+	}
+	// A queue episode: adopt it; the surrogate decides, as the queue moves,
+	// when it is its turn, or that it never was in the queue.
+	if !a.reserve(1, time.Time{}) {
+		r.Pending++
+		return
+	}
+	own := a.claim()
+	if !own.ok() {
+		r.Pending++
+		return
+	}
+	own.set(phase|adopted, kind, index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
+	atomic.StoreUint64(&e[0], jFree)
+	r.Adopted++
+}
+
+// recoverSeats gives back the seats of hapax-cr lock index that dead
+// processes hold. Seats are a count, so it compares the count with the
+// seats live processes say they hold: the excess, up to the number of dead
+// seat entries, is orphaned. A live process in the middle of taking a seat
+// makes the comparison wait for a later pass.
+func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
+	state := &a.lockBody(index)[lRestrict]
+	gen := atomic.LoadUint64(&a.lockBody(index)[lGen])
+	for try := 0; try < 100; try++ {
+		s := atomic.LoadUint64(state)
+		var liveSeats, deadSeats uint64
+		var dead [][]uint64
+		busy := false
+		for k, j := range a.journals.all {
+			alive := k == a.journals.self || live(k)
+			for i := 0; i < len(j); i += journalEntryWords {
+				v := atomic.LoadUint64(&j[i])
+				if v&0xff00 != kindCR<<8 || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+					continue
+				}
+				if !isSeat(v) {
+					continue
+				}
+				switch {
+				case !alive || v&adopted != 0:
+					deadSeats++
+					dead = append(dead, j[i:i+journalEntryWords])
+				case v&0x7f == jSeatAsk:
+					busy = true
+				default:
+					liveSeats++
+				}
+			}
+		}
+		if busy {
+			time.Sleep(10 * time.Microsecond)
+			continue
+		}
+		seated := crState(s).seated()
+		give := min(deadSeats, seated-min(seated, liveSeats))
+		if !atomic.CompareAndSwapUint64(state, s, s-give) {
+			continue
+		}
+		for _, w := range dead {
+			// A dead seat entry that asked for a served ticket's seat and
+			// did not get it still has the ticket: it goes on as a ticket.
+			v := atomic.LoadUint64(&w[0])
+			if t := atomic.LoadUint64(&w[1]); v&0x7f == jSeatAsk && t != 0 &&
+				crState(atomic.LoadUint64(state)).serving() == t-1 {
+				atomic.StoreUint64(&w[1], t-1)
+				atomic.StoreUint64(&w[0], v&^0x7f|jTicket)
+				if v&adopted == 0 {
+					a.recoverEntry(w, live, r)
+				}
+				continue
+			}
+			if v&adopted != 0 {
+				a.free(entry{w}) // this process's own entry
+			} else {
+				atomic.StoreUint64(&w[0], jFree)
+			}
+		}
+		r.Seats += int(give)
+		return
+	}
+	r.Pending++
+}
+
+// isSeat reports whether entry state v holds (or may hold) a hapax-cr seat.
+func isSeat(v uint64) bool {
+	p := v & 0x7f
+	return v>>8&0xff == kindCR && (p == jSeatAsk || p == jSeated || p == jSeatHold)
+}
+
+// startSurrogate starts the goroutine that drives this process's adopted
+// entries, unless it runs already.
+func (a *Arena) startSurrogate() {
+	a.mu.Lock()
+	if a.surrogates {
+		a.mu.Unlock()
+		return
+	}
+	a.surrogates = true
+	a.mu.Unlock()
+	a.spawn(true, func() {
+		defer func() {
+			a.mu.Lock()
+			a.surrogates = false
+			a.mu.Unlock()
+		}()
+		for !a.closing.Load() {
+			if a.driveAdopted() == 0 {
+				return
+			}
+			time.Sleep(surrogateLook)
+		}
+	})
+}
+
+// surrogateLook is how often the surrogate looks at the queues it waits in.
+const surrogateLook = 100 * time.Microsecond
+
+// driveAdopted makes one step on every adopted entry of this process's
+// journal and returns how many remain.
+func (a *Arena) driveAdopted() int {
+	own := a.journals.all[a.journals.self]
+	left := 0
+	for i := 0; i < len(own); i += journalEntryWords {
+		e := entry{own[i : i+journalEntryWords : i+journalEntryWords]}
+		s := atomic.LoadUint64(&e.w[0])
+		if s&adopted == 0 || isSeat(s) {
+			continue // seats are given back by Recover, not by turns
+		}
+		if a.stepAdopted(e, s) {
+			a.free(e)
+		} else {
+			left++
+		}
+	}
+	return left
+}
+
+// stepAdopted takes the turn of an adopted episode if it has come, and
+// reports whether the episode is over.
+func (a *Arena) stepAdopted(e entry, s uint64) bool {
+	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+	value, pred, gen := atomic.LoadUint64(&e.w[1]), atomic.LoadUint64(&e.w[2]), atomic.LoadUint64(&e.w[3])
+	b := newBody(a, index)
+	if atomic.LoadUint64(b.gen) != gen {
+		return true // reset: the episode is void
+	}
+	if kind == kindCR {
+		return a.passTicket(index, value, phase)
+	}
+	depart, arrive := atomic.LoadUint64(b.depart), atomic.LoadUint64(b.arrive)
+	switch phase {
+	case jQueued:
+		// A visible waiter that registered in its predecessor's slot is
+		// handed the lock there, with Depart left as it was.
+		handed := s&registered != 0 && atomic.LoadUint64(a.toSlot(index, pred).value) != pred
+		if depart != pred && !handed {
+			return false // not its turn yet
+		}
+	case jReleasing:
+		if depart != pred {
+			// The dead process stored Depart: finish the slot's part.
+			a.finishRelease(b, kind, value)
+			return true
+		}
+	case jArriving:
+		if depart == arrive {
+			return true // the lock is free: the episode is not in the queue
+		}
+		switch a.ownerOf(index, depart, arrive, gen, e) {
+		case ownerOther:
+			return false
+		case ownerAmbiguous:
+			_ = a.Reset(index)
+			return true
+		}
+	default:
+		return true
+	}
+	a.releaseFor(b, kind, value)
+	return true
+}
+
+// releaseFor releases lock b on behalf of the episode value, which holds it.
+func (a *Arena) releaseFor(b body, kind uint8, value uint64) {
+	switch kind {
+	case kindHapax, kindHapaxVW:
+		atomic.StoreUint64(b.waited, 1) // a visible successor may have registered
+		l := hapax{body: b, visible: kind == kindHapaxVW}
+		atomic.CompareAndSwapUint64(b.holder, value, 0)
+		l.release(value)
+	case kindTidex:
+		atomic.CompareAndSwapUint64(b.holder, value, 0)
+		atomic.StoreUint64(b.depart, value)
+		signal(b.dseq, b.dsleepers)
+	}
+}
+
+// finishRelease redoes the part of a release that follows the Depart store.
+// Repeating it is harmless: a waiter that sees a slot change it does not
+// own looks at Depart again.
+func (a *Arena) finishRelease(b body, kind uint8, value uint64) {
+	s := a.toSlot(b.index, value)
+	switch kind {
+	case kindHapax:
+		atomic.StoreUint64(s.value, value)
+		signal(s.seq, s.sleepers)
+	case kindHapaxVW:
+		if atomic.CompareAndSwapUint64(s.value, value, 0) {
+			signal(s.seq, s.sleepers)
+		}
+	}
+	signal(b.dseq, b.dsleepers)
+}
+
+// passTicket takes the passive turn of an adopted hapax-cr ticket: when it
+// is served, the queue moves on without taking a seat.
+func (a *Arena) passTicket(index int, t uint64, phase uint8) bool {
+	b := a.lockBody(index)
+	state := &b[lRestrict]
+	s := atomic.LoadUint64(state)
+	serving, arrival := crState(s).serving(), crState(s).arrival()
+	if phase == jTicketAsk && arrival == t {
+		return true // the ticket CAS never happened
+	}
+	if phase == jTicketAsk && a.ticketClaimed(index, t) {
+		return true // a live process or another entry has that ticket
+	}
+	if serving != t {
+		// Served already (tickets are served in order), or not yet.
+		return (t-serving)&crTicketMask >= crTicketMask/2
+	}
+	if !atomic.CompareAndSwapUint64(state, s, s+crServeOne) {
+		return false
+	}
+	if crState(s + crServeOne).passive() {
+		next := a.toSlot(MaxLocks+index, (t+1)&crTicketMask)
+		signal(next.seq, next.sleepers)
+	}
+	return true
+}
+
+// ticketClaimed reports whether an entry other than an adopted one holds
+// passive ticket t of lock index.
+func (a *Arena) ticketClaimed(index int, t uint64) bool {
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			v := atomic.LoadUint64(&j[i])
+			if v&adopted == 0 && v&0xff00 == kindCR<<8 && int(v>>16&0xffffff) == index &&
+				(v&0x7f == jTicket || v&0x7f == jTicketAsk) && atomic.LoadUint64(&j[i+1]) == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type ownerVerdict int
+
+const (
+	ownerOther     ownerVerdict = iota // someone else holds, or it cannot be told yet
+	ownerThis                          // the entry asked about holds the lock
+	ownerAmbiguous                     // only dead episodes can hold it, and which cannot be told
+)
+
+// ownerOf decides whether the arriving episode e (its predecessor unknown)
+// holds lock index, whose Depart is depart and Arrive arrive (not equal).
+// The holder is the episode whose predecessor is Depart. If no journal
+// names Depart as a predecessor, the holder is one whose swap went
+// unrecorded: an arriving entry that did swap, shown by being Arrive or by
+// some entry naming it as predecessor. A live process still arriving may be
+// that holder, so then nothing can be told yet.
+func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVerdict {
+	type cand struct {
+		value uint64
+		live  bool
+		this  bool
+	}
+	var arriving []cand
+	preds := map[uint64]bool{}
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			v := atomic.LoadUint64(&j[i])
+			kind := uint8(v >> 8)
+			if kind < kindHapax || kind > kindTidex || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+				continue
+			}
+			switch uint8(v & 0x7f) {
+			case jQueued, jReleasing:
+				p := atomic.LoadUint64(&j[i+2])
+				if p == depart {
+					return ownerOther
+				}
+				preds[p] = true
+			case jArriving:
+				// Entries nobody drives (adopted ones) are the dead
+				// candidates; any other may be a live process's.
+				arriving = append(arriving, cand{value: atomic.LoadUint64(&j[i+1]),
+					live: v&adopted == 0, this: &j[i] == &e.w[0]})
+			}
+		}
+	}
+	var swapped []cand
+	for _, c := range arriving {
+		if c.live && !c.this {
+			return ownerOther // a live arrival may be the holder: look again later
+		}
+		if c.value == arrive || preds[c.value] {
+			swapped = append(swapped, c)
+		}
+	}
+	if atomic.LoadUint64(&a.lockBody(index)[lDepart]) != depart {
+		return ownerOther
+	}
+	switch {
+	case len(swapped) == 1 && swapped[0].this:
+		return ownerThis
+	case len(swapped) > 1:
+		return ownerAmbiguous
+	}
+	return ownerOther
+}

@@ -1,0 +1,265 @@
+package ipc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+)
+
+// Kill tests: journal slots and flags live in the test file's scratch words.
+const (
+	killSlots      = 8
+	killJournal    = 3072 // killSlots journals of killJournalLen words
+	killJournalLen = 16 * journalEntryWords
+	killHeld       = 3000 // + slot: the helper holds the lock
+	killGot        = 3016 // + slot: the helper got the lock after waiting
+	killGo         = 3032 // the dying unlocker may unlock
+)
+
+// journaledAlgorithms are the algorithms Recover covers.
+var journaledAlgorithms = []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "cohort-cr", "tidex", "ttas"}
+
+func (tf *testFile) journals() [][]uint64 {
+	all := make([][]uint64, killSlots)
+	for i := range all {
+		off := killJournal + i*killJournalLen
+		all[i] = tf.scratch[off : off+killJournalLen : off+killJournalLen]
+	}
+	return all
+}
+
+// killHelper is a helper process in a journal slot.
+type killHelper struct {
+	slot int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startKillHelper(t *testing.T, role, path, algo string, slot int) *killHelper {
+	t.Helper()
+	cmd := testutil.Command(role, "LOCKS_PATH="+path, "LOCKS_ALGO="+algo, "KILL_SLOT="+strconv.Itoa(slot))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &killHelper{slot: slot, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(h.done) }()
+	t.Cleanup(func() { h.kill(t) })
+	return h
+}
+
+func (h *killHelper) dead() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *killHelper) kill(t *testing.T) {
+	_ = h.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("helper in slot %d did not die", h.slot)
+	}
+}
+
+// liveness answers for Recover: slot 0 is the test process.
+func liveness(helpers ...*killHelper) func(int) bool {
+	return func(slot int) bool {
+		if slot == 0 {
+			return true
+		}
+		for _, h := range helpers {
+			if h.slot == slot {
+				return !h.dead()
+			}
+		}
+		return false
+	}
+}
+
+func openJournaled(t *testing.T, path string, slot int) *testFile {
+	t.Helper()
+	tf := openTestFile(t, path)
+	if err := tf.arena.SetJournals(tf.journals(), slot); err != nil {
+		t.Fatal(err)
+	}
+	return tf
+}
+
+// queuedIn reports whether journal slot has an episode on lock 0 past its
+// arrival (queued in the lock, or holding a passive ticket or a seat).
+func queuedIn(tf *testFile, slot int) bool {
+	j := tf.journals()[slot]
+	for i := 0; i < len(j); i += journalEntryWords {
+		switch atomic.LoadUint64(&j[i]) & 0x7f {
+		case jQueued, jTicket, jSeated:
+			return true
+		}
+	}
+	return false
+}
+
+func recoverUntil(t *testing.T, tf *testFile, algo string, live func(int) bool, cond func() bool) Recovery {
+	t.Helper()
+	var total Recovery
+	ok := testutil.WaitFor(5*time.Second, func() bool {
+		r, err := tf.arena.Recover(algo, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Adopted += r.Adopted
+		total.Seats += r.Seats
+		total.Owners += r.Owners
+		total.Cleared += r.Cleared
+		total.Resets += r.Resets
+		return testutil.WaitFor(50*time.Millisecond, cond)
+	})
+	if !ok {
+		t.Fatalf("%s: the others did not get going after recovery (%+v)", algo, total)
+	}
+	return total
+}
+
+// TestRecoverKilledOwner: a process killed while it holds the lock; the
+// survivor times out, recovers, and gets the lock.
+func TestRecoverKilledOwner(t *testing.T) {
+	for _, algo := range journaledAlgorithms {
+		t.Run(algo, func(t *testing.T) {
+			path := createTestFile(t, Config{Locks: 1})
+			tf := openJournaled(t, path, 0)
+			defer tf.close()
+			m := tf.mutex(t, algo, 0)
+			h := startKillHelper(t, "kill-hold", path, algo, 1)
+			if !testutil.WaitFor(10*time.Second, func() bool { return atomic.LoadUint64(&tf.scratch[killHeld+1]) == 1 }) {
+				t.Fatal("helper never held the lock")
+			}
+			h.kill(t)
+			if err := m.LockTimeout(100 * time.Millisecond); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("the dead holder's lock was granted before recovery: %v", err)
+			}
+			var got atomic.Bool
+			r := recoverUntil(t, tf, algo, liveness(h), func() bool {
+				if got.Load() || m.LockTimeout(10*time.Millisecond) == nil {
+					got.Store(true)
+					return true
+				}
+				return false
+			})
+			criticalSection(tf.scratch)
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v", r)
+		})
+	}
+}
+
+// TestRecoverKilledWaiter: a process killed while it waits in the middle of
+// the queue; the one behind it gets the lock once the survivors recover.
+func TestRecoverKilledWaiter(t *testing.T) {
+	for _, algo := range journaledAlgorithms {
+		t.Run(algo, func(t *testing.T) {
+			path := createTestFile(t, Config{Locks: 1})
+			tf := openJournaled(t, path, 0)
+			defer tf.close()
+			m := tf.mutex(t, algo, 0)
+			m.Lock()
+			mid := startKillHelper(t, "kill-wait", path, algo, 1)
+			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 1) }) {
+				t.Fatal("the middle waiter never queued")
+			}
+			behind := startKillHelper(t, "kill-wait", path, algo, 2)
+			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 2) }) {
+				t.Fatal("the last waiter never queued")
+			}
+			time.Sleep(20 * time.Millisecond) // let both settle into their waits
+			mid.kill(t)
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			gotBehind := func() bool { return atomic.LoadUint64(&tf.scratch[killGot+2]) == 1 }
+			if slices.Contains([]string{"hapax", "hapax-vw", "tidex", "cohort"}, algo) {
+				// FIFO: the dead waiter's turn blocks the queue until recovery.
+				if testutil.WaitFor(200*time.Millisecond, gotBehind) {
+					t.Fatal("the waiter behind the dead one got the lock without recovery: the test cannot tell")
+				}
+			}
+			r := recoverUntil(t, tf, algo, liveness(mid, behind), gotBehind)
+			if err := m.LockTimeout(5 * time.Second); err != nil {
+				t.Fatalf("lock after recovery: %v", err)
+			}
+			m.Unlock()
+			t.Logf("%+v", r)
+		})
+	}
+}
+
+// TestRecoverKilledUnlocker: a process killed between the two stores of its
+// release; the waiter behind it gets the lock.
+func TestRecoverKilledUnlocker(t *testing.T) {
+	for _, algo := range journaledAlgorithms {
+		t.Run(algo, func(t *testing.T) {
+			path := createTestFile(t, Config{Locks: 1})
+			tf := openJournaled(t, path, 0)
+			defer tf.close()
+			m := tf.mutex(t, algo, 0)
+			dying := startKillHelper(t, "kill-unlock", path, algo, 1)
+			if !testutil.WaitFor(10*time.Second, func() bool { return atomic.LoadUint64(&tf.scratch[killHeld+1]) == 1 }) {
+				t.Fatal("helper never held the lock")
+			}
+			behind := startKillHelper(t, "kill-wait", path, algo, 2)
+			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 2) }) {
+				t.Fatal("the waiter never queued")
+			}
+			atomic.StoreUint64(&tf.scratch[killGo], 1)
+			select {
+			case <-dying.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the unlocker did not die in its release")
+			}
+			r := recoverUntil(t, tf, algo, liveness(dying, behind), func() bool { return atomic.LoadUint64(&tf.scratch[killGot+2]) == 1 })
+			if err := m.LockTimeout(5 * time.Second); err != nil {
+				t.Fatalf("lock after recovery: %v", err)
+			}
+			m.Unlock()
+			t.Logf("%+v", r)
+		})
+	}
+}
+
+func helperKill(t *testing.T) {
+	slot, _ := strconv.Atoi(os.Getenv("KILL_SLOT"))
+	tf := openJournaled(t, os.Getenv("LOCKS_PATH"), slot)
+	m := tf.mutex(t, os.Getenv("LOCKS_ALGO"), 0)
+	switch testutil.Role() {
+	case "kill-hold":
+		m.Lock()
+		atomic.StoreUint64(&tf.scratch[killHeld+slot], 1)
+	case "kill-wait":
+		m.Lock()
+		criticalSection(tf.scratch)
+		atomic.StoreUint64(&tf.scratch[killGot+slot], 1)
+		m.Unlock()
+	case "kill-unlock":
+		m.Lock()
+		atomic.StoreUint64(&tf.scratch[killHeld+slot], 1)
+		for atomic.LoadUint64(&tf.scratch[killGo]) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		testHookBetweenStores = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+		m.Unlock()
+		t.Fatal("still alive after the release")
+	}
+	select {} // the test kills it
+}
