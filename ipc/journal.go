@@ -75,9 +75,10 @@ type journals struct {
 	// that an episode that needs two (hapax-cr's seat and its inner lock's
 	// turn) reserves both at once and goroutines waiting for entries never
 	// hold some while they wait for more.
-	mu    sync.Mutex
-	cond  sync.Cond
-	avail int
+	free    atomic.Int64 // entries neither reserved nor in use
+	mu      sync.Mutex   // cond waits on it
+	cond    sync.Cond
+	waiting atomic.Int32 // goroutines in reserve's slow path: only then do frees signal
 }
 
 // SetJournals gives the arena every process's journal (all, indexed by
@@ -110,7 +111,7 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 		switch s := atomic.LoadUint64(&own[e]); s & 0x7f {
 		case jFree, jClaimed, jDone:
 			atomic.StoreUint64(&own[e], jFree)
-			js.avail++
+			js.free.Add(1)
 		default:
 			atomic.StoreUint64(&own[e], s|adopted)
 		}
@@ -172,9 +173,27 @@ func (a *Arena) reserve(n int, deadline time.Time) bool {
 	if js == nil {
 		return true
 	}
+	for {
+		v := js.free.Load()
+		if v < int64(n) {
+			break
+		}
+		if js.free.CompareAndSwap(v, v-int64(n)) {
+			return true
+		}
+	}
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	for js.avail < n {
+	js.waiting.Add(1)
+	defer js.waiting.Add(-1)
+	for {
+		v := js.free.Load()
+		if v >= int64(n) {
+			if js.free.CompareAndSwap(v, v-int64(n)) {
+				return true
+			}
+			continue
+		}
 		if js.sweepDone() > 0 {
 			continue
 		}
@@ -189,8 +208,6 @@ func (a *Arena) reserve(n int, deadline time.Time) bool {
 		js.cond.Wait()
 		t.Stop()
 	}
-	js.avail -= n
-	return true
 }
 
 // sweepDone frees the entries other processes released (jDone). Called
@@ -200,7 +217,7 @@ func (js *journals) sweepDone() int {
 	for e := 0; e < len(own); e += journalEntryWords {
 		s := atomic.LoadUint64(&own[e])
 		if s&0x7f == jDone && atomic.CompareAndSwapUint64(&own[e], s, jFree) {
-			js.avail++
+			js.free.Add(1)
 			n++
 		}
 	}
@@ -232,23 +249,24 @@ func (a *Arena) free(e entry) {
 		return
 	}
 	atomic.StoreUint64(&e.w[0], jFree)
-	js := a.journals
-	js.mu.Lock()
-	js.avail++
-	js.cond.Signal()
-	js.mu.Unlock()
+	a.unreserve(1)
 }
 
-// unreserve returns reserved entries that were never claimed.
+// unreserve returns reserved entries that were never claimed, or freed.
 func (a *Arena) unreserve(n int) {
 	js := a.journals
 	if js == nil || n == 0 {
 		return
 	}
-	js.mu.Lock()
-	js.avail += n
-	js.cond.Broadcast()
-	js.mu.Unlock()
+	js.free.Add(int64(n))
+	// A waiter counts itself before it looks at free, and we add to free
+	// before we look at waiting: one of us sees the other. Taking mu makes
+	// the broadcast wait until that waiter sleeps in cond.Wait.
+	if js.waiting.Load() > 0 {
+		js.mu.Lock()
+		js.cond.Broadcast()
+		js.mu.Unlock()
+	}
 }
 
 // findEpisode returns the entry of the episode with this value on lock
@@ -264,7 +282,8 @@ func (a *Arena) findEpisode(index int, kind uint8, value uint64) (e entry, own b
 		return s&adopted == 0 && s>>8&0xff == uint64(kind) && int(s>>16&0xffffff) == index &&
 			(s&0xff == jQueued || s&0xff == jArriving) && atomic.LoadUint64(&j[i+1]) == value
 	}
-	for _, k := range append([]int{js.self}, othersOf(len(js.all), js.self)...) {
+	for n := range js.all {
+		k := (js.self + n) % len(js.all) // this process's own first
 		j := js.all[k]
 		for i := 0; i < len(j); i += journalEntryWords {
 			if match(j, i) {
@@ -273,16 +292,6 @@ func (a *Arena) findEpisode(index int, kind uint8, value uint64) (e entry, own b
 		}
 	}
 	return entry{}, false
-}
-
-func othersOf(n, self int) []int {
-	out := make([]int, 0, n-1)
-	for i := range n {
-		if i != self {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // endEpisode is the last step of an unlock: the entry is freed, or, if it
@@ -306,7 +315,8 @@ func (a *Arena) findSeat(index int) (e entry, own bool) {
 		return entry{}, false
 	}
 	want := entryState(jSeatHold, kindCR, index)
-	for _, k := range append([]int{js.self}, othersOf(len(js.all), js.self)...) {
+	for n := range js.all {
+		k := (js.self + n) % len(js.all) // this process's own first
 		j := js.all[k]
 		for i := 0; i < len(j); i += journalEntryWords {
 			if atomic.LoadUint64(&j[i]) == want {

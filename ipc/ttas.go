@@ -43,6 +43,9 @@ func (l *ttas) TryLock() bool { return atomic.CompareAndSwapUint32(l.word, 0, l.
 func (l *ttas) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
 	mine := l.held()
+	if atomic.CompareAndSwapUint32(l.word, 0, mine) {
+		return nil // free: no spin first
+	}
 	for w.policy.Pause() {
 		if atomic.LoadUint32(l.word) == 0 && atomic.CompareAndSwapUint32(l.word, 0, mine) {
 			return nil
