@@ -131,111 +131,107 @@ func recoverUntil(t *testing.T, tf *testFile, algo string, live func(int) bool, 
 	return total
 }
 
-// TestRecoverKilledOwner: a process killed while it holds the lock; the
-// survivor times out, recovers, and gets the lock.
-func TestRecoverKilledOwner(t *testing.T) {
+// forJournaled runs scene for every journaled algorithm on a fresh file
+// whose lock 0 the test process (journal slot 0) holds a handle to.
+func forJournaled(t *testing.T, scene func(t *testing.T, algo, path string, tf *testFile, m Mutex)) {
 	for _, algo := range journaledAlgorithms {
 		t.Run(algo, func(t *testing.T) {
 			path := createTestFile(t, Config{Locks: 1})
 			tf := openJournaled(t, path, 0)
 			defer tf.close()
-			m := tf.mutex(t, algo, 0)
-			h := startKillHelper(t, "kill-hold", path, algo, 1)
-			if !testutil.WaitFor(10*time.Second, func() bool { return atomic.LoadUint64(&tf.scratch[killHeld+1]) == 1 }) {
-				t.Fatal("helper never held the lock")
-			}
-			h.kill(t)
-			if err := m.LockTimeout(100 * time.Millisecond); !errors.Is(err, ErrTimeout) {
-				t.Fatalf("the dead holder's lock was granted before recovery: %v", err)
-			}
-			var got atomic.Bool
-			r := recoverUntil(t, tf, algo, liveness(h), func() bool {
-				if got.Load() || m.LockTimeout(10*time.Millisecond) == nil {
-					got.Store(true)
-					return true
-				}
-				return false
-			})
-			criticalSection(tf.scratch)
-			if err := m.Unlock(); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%+v", r)
+			scene(t, algo, path, tf, tf.mutex(t, algo, 0))
 		})
 	}
+}
+
+func waitHeld(t *testing.T, tf *testFile, slot int) {
+	t.Helper()
+	if !testutil.WaitFor(10*time.Second, func() bool { return atomic.LoadUint64(&tf.scratch[killHeld+slot]) == 1 }) {
+		t.Fatalf("helper %d never held the lock", slot)
+	}
+}
+
+// waitQueued waits until helper slot is in the queue (TTAS keeps none).
+func waitQueued(t *testing.T, tf *testFile, algo string, slot int) {
+	t.Helper()
+	if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, slot) }) {
+		t.Fatalf("helper %d never queued", slot)
+	}
+}
+
+func got(tf *testFile, slot int) func() bool {
+	return func() bool { return atomic.LoadUint64(&tf.scratch[killGot+slot]) == 1 }
+}
+
+// lockAfterRecovery checks the survivor gets the lock too.
+func lockAfterRecovery(t *testing.T, m Mutex, r Recovery) {
+	t.Helper()
+	if err := m.LockTimeout(5 * time.Second); err != nil {
+		t.Fatalf("lock after recovery: %v", err)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+}
+
+// TestRecoverKilledOwner: a process killed while it holds the lock; the
+// survivor times out, recovers, and gets the lock.
+func TestRecoverKilledOwner(t *testing.T) {
+	forJournaled(t, func(t *testing.T, algo, path string, tf *testFile, m Mutex) {
+		h := startKillHelper(t, "kill-hold", path, algo, 1)
+		waitHeld(t, tf, 1)
+		h.kill(t)
+		if err := m.LockTimeout(100 * time.Millisecond); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("the dead holder's lock was granted before recovery: %v", err)
+		}
+		// The timed-out wait above left a turn in the queue; once recovery
+		// releases the dead holder, that turn passes and the lock is free.
+		r := recoverUntil(t, tf, algo, liveness(h), func() bool { return m.TryLock() && m.Unlock() == nil })
+		lockAfterRecovery(t, m, r)
+	})
 }
 
 // TestRecoverKilledWaiter: a process killed while it waits in the middle of
 // the queue; the one behind it gets the lock once the survivors recover.
 func TestRecoverKilledWaiter(t *testing.T) {
-	for _, algo := range journaledAlgorithms {
-		t.Run(algo, func(t *testing.T) {
-			path := createTestFile(t, Config{Locks: 1})
-			tf := openJournaled(t, path, 0)
-			defer tf.close()
-			m := tf.mutex(t, algo, 0)
-			m.Lock()
-			mid := startKillHelper(t, "kill-wait", path, algo, 1)
-			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 1) }) {
-				t.Fatal("the middle waiter never queued")
+	forJournaled(t, func(t *testing.T, algo, path string, tf *testFile, m Mutex) {
+		m.Lock()
+		mid := startKillHelper(t, "kill-wait", path, algo, 1)
+		waitQueued(t, tf, algo, 1)
+		behind := startKillHelper(t, "kill-wait", path, algo, 2)
+		waitQueued(t, tf, algo, 2)
+		time.Sleep(20 * time.Millisecond) // let both settle into their waits
+		mid.kill(t)
+		if err := m.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains([]string{"hapax", "hapax-vw", "tidex", "cohort"}, algo) {
+			// FIFO: the dead waiter's turn blocks the queue until recovery.
+			if testutil.WaitFor(200*time.Millisecond, got(tf, 2)) {
+				t.Fatal("the waiter behind the dead one got the lock without recovery: the test cannot tell")
 			}
-			behind := startKillHelper(t, "kill-wait", path, algo, 2)
-			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 2) }) {
-				t.Fatal("the last waiter never queued")
-			}
-			time.Sleep(20 * time.Millisecond) // let both settle into their waits
-			mid.kill(t)
-			if err := m.Unlock(); err != nil {
-				t.Fatal(err)
-			}
-			gotBehind := func() bool { return atomic.LoadUint64(&tf.scratch[killGot+2]) == 1 }
-			if slices.Contains([]string{"hapax", "hapax-vw", "tidex", "cohort"}, algo) {
-				// FIFO: the dead waiter's turn blocks the queue until recovery.
-				if testutil.WaitFor(200*time.Millisecond, gotBehind) {
-					t.Fatal("the waiter behind the dead one got the lock without recovery: the test cannot tell")
-				}
-			}
-			r := recoverUntil(t, tf, algo, liveness(mid, behind), gotBehind)
-			if err := m.LockTimeout(5 * time.Second); err != nil {
-				t.Fatalf("lock after recovery: %v", err)
-			}
-			m.Unlock()
-			t.Logf("%+v", r)
-		})
-	}
+		}
+		lockAfterRecovery(t, m, recoverUntil(t, tf, algo, liveness(mid, behind), got(tf, 2)))
+	})
 }
 
 // TestRecoverKilledUnlocker: a process killed between the two stores of its
 // release; the waiter behind it gets the lock.
 func TestRecoverKilledUnlocker(t *testing.T) {
-	for _, algo := range journaledAlgorithms {
-		t.Run(algo, func(t *testing.T) {
-			path := createTestFile(t, Config{Locks: 1})
-			tf := openJournaled(t, path, 0)
-			defer tf.close()
-			m := tf.mutex(t, algo, 0)
-			dying := startKillHelper(t, "kill-unlock", path, algo, 1)
-			if !testutil.WaitFor(10*time.Second, func() bool { return atomic.LoadUint64(&tf.scratch[killHeld+1]) == 1 }) {
-				t.Fatal("helper never held the lock")
-			}
-			behind := startKillHelper(t, "kill-wait", path, algo, 2)
-			if algo != "ttas" && !testutil.WaitFor(10*time.Second, func() bool { return queuedIn(tf, 2) }) {
-				t.Fatal("the waiter never queued")
-			}
-			atomic.StoreUint64(&tf.scratch[killGo], 1)
-			select {
-			case <-dying.done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the unlocker did not die in its release")
-			}
-			r := recoverUntil(t, tf, algo, liveness(dying, behind), func() bool { return atomic.LoadUint64(&tf.scratch[killGot+2]) == 1 })
-			if err := m.LockTimeout(5 * time.Second); err != nil {
-				t.Fatalf("lock after recovery: %v", err)
-			}
-			m.Unlock()
-			t.Logf("%+v", r)
-		})
-	}
+	forJournaled(t, func(t *testing.T, algo, path string, tf *testFile, m Mutex) {
+		dying := startKillHelper(t, "kill-unlock", path, algo, 1)
+		waitHeld(t, tf, 1)
+		behind := startKillHelper(t, "kill-wait", path, algo, 2)
+		waitQueued(t, tf, algo, 2)
+		atomic.StoreUint64(&tf.scratch[killGo], 1)
+		select {
+		case <-dying.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the unlocker did not die in its release")
+		}
+		lockAfterRecovery(t, m, recoverUntil(t, tf, algo, liveness(dying, behind), got(tf, 2)))
+	})
 }
 
 func helperKill(t *testing.T) {
