@@ -108,8 +108,10 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 	// for this process's Recover to finish.
 	own := all[self]
 	for e := 0; e < len(own); e += journalEntryWords {
-		switch s := atomic.LoadUint64(&own[e]); s & 0x7f {
-		case jFree, jClaimed, jDone:
+		switch s := atomic.LoadUint64(&own[e]); {
+		case !a.namesLock(s):
+			// Nothing to finish, or a damaged entry that names no lock of
+			// this arena: there is nothing it could hold.
 			atomic.StoreUint64(&own[e], jFree)
 			js.free.Add(1)
 		default:
@@ -119,6 +121,16 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 	a.journals = js
 	a.owner = uint32(self + 1)
 	return nil
+}
+
+// namesLock reports whether entry state s is an episode that may still be
+// in a lock's queue or hold a seat: a phase past claiming and not done, a
+// journaled kind, and a lock index of this arena. Anything else in a dead
+// process's journal is finished or damaged, and is dropped.
+func (a *Arena) namesLock(s uint64) bool {
+	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+	return phase >= jArriving && phase <= jSeatHold && phase != jDone &&
+		kind >= kindHapax && kind <= kindCR && index < a.cfg.Locks
 }
 
 // entry is one claimed entry of this process's journal; the zero entry (no

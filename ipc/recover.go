@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -92,17 +93,13 @@ func (a *Arena) recoverTTAS(live func(int) bool, r *Recovery) {
 // recoverEntry handles one entry of a dead process's journal.
 func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 	s := atomic.LoadUint64(&e[0])
-	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+	phase, index := uint8(s&0x7f), int(s>>16&0xffffff)
 	if phase == jFree {
 		return
 	}
-	clear := func() {
+	if !a.namesLock(s) || atomic.LoadUint64(&e[3]) != atomic.LoadUint64(&a.lockBody(index)[lGen]) {
 		atomic.StoreUint64(&e[0], jFree)
 		r.Cleared++
-	}
-	if phase == jClaimed || phase == jDone || index >= a.cfg.Locks || kind < kindHapax || kind > kindCR ||
-		atomic.LoadUint64(&e[3]) != atomic.LoadUint64(&a.lockBody(index)[lGen]) {
-		clear()
 		return
 	}
 	if isSeat(s) {
@@ -120,7 +117,10 @@ func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 		r.Pending++
 		return
 	}
-	own.set(phase|adopted, kind, index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
+	own.set(phase|adopted, uint8(s>>8), index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
+	if s&registered != 0 {
+		own.markRegistered() // its turn comes through the slot, Depart unchanged
+	}
 	atomic.StoreUint64(&e[0], jFree)
 	r.Adopted++
 }
@@ -430,4 +430,33 @@ func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVer
 		return ownerAmbiguous
 	}
 	return ownerOther
+}
+
+// CheckJournal returns a problem for each entry of journal j (one
+// process's, from its registry slot) that no lock episode of this arena
+// could have written: bits no state has, a phase, kind or lock that does
+// not exist, or a generation its lock has not reached. It only reads; such
+// entries are dropped by Recover when their process is dead. Finished
+// entries of a live process are not problems.
+func (a *Arena) CheckJournal(j []uint64) []error {
+	var out []error
+	for i := 0; i+journalEntryWords <= len(j); i += journalEntryWords {
+		s := atomic.LoadUint64(&j[i])
+		phase := s & 0x7f
+		if phase == jFree || phase == jClaimed || phase == jDone {
+			if s&^(0x7f|adopted) != 0 && phase == jFree {
+				out = append(out, fmt.Errorf("journal entry %d: free, with bits %#x set", i/journalEntryWords, s))
+			}
+			continue
+		}
+		if s>>41 != 0 || !a.namesLock(s) {
+			out = append(out, fmt.Errorf("journal entry %d: state %#x names no lock episode", i/journalEntryWords, s))
+			continue
+		}
+		index := int(s >> 16 & 0xffffff)
+		if g, now := atomic.LoadUint64(&j[i+3]), atomic.LoadUint64(&a.lockBody(index)[lGen]); g > now {
+			out = append(out, fmt.Errorf("journal entry %d: lock %d generation %d, but the lock is at %d", i/journalEntryWords, index, g, now))
+		}
+	}
+	return out
 }

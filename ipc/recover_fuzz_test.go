@@ -1,0 +1,88 @@
+package ipc
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+// FuzzRecoverJournal: journals are read from the shared file, so recovery
+// must survive any bytes in them. Arbitrary words in a dead process's
+// journal, and in the leftovers of a reused slot that this process adopts,
+// go through SetJournals, Recover and the surrogate's turns, and then a
+// TryLock and Close: never a panic, and Close returns within its bound.
+// What garbage makes recovery do to the lock's queue is not asserted: a
+// damaged journal cannot be told from a real one, which is why Check
+// reports entries that name no lock.
+func FuzzRecoverJournal(f *testing.F) {
+	entry := func(phase, kind uint8, lock int, value, pred, gen uint64) []byte {
+		var b []byte
+		for _, w := range []uint64{entryState(phase, kind, lock), value, pred, gen} {
+			b = binary.LittleEndian.AppendUint64(b, w)
+		}
+		return b
+	}
+	f.Add(uint8(0), entry(jQueued, kindHapax, 1, 2, 0, 0), []byte(nil))
+	f.Add(uint8(1), entry(jSeatAsk, kindCR, 0, 1, 0, 0), entry(jSeated|adopted, kindCR, 3, 0, 0, 0))
+	f.Add(uint8(2), entry(jArriving, kindTidex, 2, 5, 0, 0), entry(jReleasing, kindHapaxVW, 9, 0, 0, 0))
+	f.Add(uint8(3), entry(jTicketAsk, kindCR, 1, 3, 0, 0), entry(jQueued|adopted, 77, 1<<20, 0, 0, 0))
+	algorithms := Algorithms()
+	saved := CloseWait
+	CloseWait = 2 * time.Millisecond
+	f.Cleanup(func() { CloseWait = saved })
+	f.Fuzz(func(t *testing.T, pick uint8, dead, leftover []byte) {
+		algo := algorithms[int(pick)%len(algorithms)].Name
+		cfg := Config{Slots: 4, Locks: 4}
+		n, err := cfg.Words()
+		if err != nil {
+			t.Fatal(err)
+		}
+		words := make([]uint64, n)
+		if err := Format(words, cfg); err != nil {
+			t.Fatal(err)
+		}
+		a, err := Attach(words)
+		if err != nil {
+			t.Fatal(err)
+		}
+		journals := [][]uint64{bytesToJournal(leftover), bytesToJournal(dead)}
+		if err := a.SetJournals(journals, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recover(algo, func(slot int) bool { return slot == 0 }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(surrogateLook) // let the surrogate take a step
+		for i := range cfg.Locks {
+			m, err := a.Mutex(algo, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.TryLock() {
+				if err := m.Unlock(); err != nil {
+					t.Fatalf("%s lock %d: unlock after TryLock: %v", algo, i, err)
+				}
+			}
+		}
+		done := make(chan struct{})
+		go func() { a.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Close did not return", algo)
+		}
+	})
+}
+
+// bytesToJournal makes a one-process journal of the default size from b,
+// zero-padded.
+func bytesToJournal(b []byte) []uint64 {
+	j := make([]uint64, 32*journalEntryWords)
+	for i := range j {
+		if len(b) < 8*(i+1) {
+			break
+		}
+		j[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return j
+}
