@@ -116,14 +116,17 @@ type LockTable struct {
 
 func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
 	t := &LockTable{m: m, algorithm: l.algorithm}
-	if l.words == 0 || r.ReadOnly() {
-		return t, nil // no table (old file), or one this process may not write
+	if l.words == 0 {
+		return t, nil // no table: a file from before lock tables
 	}
 	a, err := ipc.Attach(r.Uint64s(offheap.HeaderSize, l.words))
 	if err != nil {
 		return nil, fmt.Errorf("%w: lock arena: %v", ErrCorrupt, err)
 	}
 	t.arena = a
+	if r.ReadOnly() {
+		return t, nil // attached for Check only: taking a lock writes
+	}
 	t.locks = make([]ipc.Mutex, l.locks+1)
 	for i := range t.locks {
 		if t.locks[i], err = a.Mutex(l.algorithm, i); err != nil {

@@ -26,7 +26,8 @@ type Map struct {
 
 	lockLayout lockLayout
 	lockTable  *LockTable
-	reg        *registry.Registry // nil: read-only, or a file from before the registry
+	reg        *registry.Registry // nil: a file from before the registry, or damaged (regErr)
+	regErr     error              // why a read-only open could not attach the registry (Check reports it)
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
 	repairs    atomic.Int64       // recovery passes that released something, in this process
 	atOpen     Recovery           // what Open repaired of processes that died before it
@@ -148,7 +149,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	if regSlots > 0 && o.ReadOnly {
 		// Read-only: no slot (a slot is written), but Check can still
 		// see who died with the map open.
-		m.reg, _ = registry.Attach(f, regLayout)
+		m.reg, m.regErr = registry.Attach(f, regLayout)
 	}
 	if regSlots > 0 && !o.ReadOnly {
 		if err := m.join(regLayout); err != nil {

@@ -189,8 +189,9 @@ type Problem struct {
 
 // Check verifies the whole map read-only: every segment's lock word and
 // sequence, tier chains, hash slots, entries and their checksums, and
-// counters; and the process registry, for processes that died without
-// their locks being recovered. A segment that a live writer is changing
+// counters; the process registry, for processes that died without their
+// locks being recovered; and the lock journals, for entries no lock
+// episode could have written. A segment that a live writer is changing
 // is looked at again, so a busy map is not reported as damaged; a lock
 // held longer than LockTimeout is reported. It returns every problem found
 // (none: the file is sound).
@@ -199,7 +200,11 @@ func (m *Map) Check() ([]Problem, error) {
 		return nil, err
 	}
 	var out []Problem
+	if m.regErr != nil {
+		out = append(out, Problem{-1, m.regErr})
+	}
 	if m.reg != nil {
+		m.reg.Check(func(err error) { out = append(out, Problem{-1, err}) })
 		slots, err := m.reg.Slots()
 		if err != nil {
 			return nil, err
@@ -210,7 +215,15 @@ func (m *Map) Check() ([]Problem, error) {
 					s.PID, s.Index, s.ClaimedAt.Format(time.RFC3339))})
 			}
 		}
+		if a := m.lockTable.arena; a != nil {
+			for i := range m.reg.Layout().Slots {
+				for _, err := range a.CheckJournal(m.reg.Journal(i)) {
+					out = append(out, Problem{-1, fmt.Errorf("process slot %d: %w", i, err)})
+				}
+			}
+		}
 	}
+	m.table.CheckGlobal(func(err error) { out = append(out, Problem{-1, err}) })
 	for i := range int(m.layout.Segments) {
 		s := m.table.Segment(i)
 		deadline := time.Now().Add(m.opts.LockTimeout)

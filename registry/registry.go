@@ -314,3 +314,56 @@ func (r *Registry) lockLocal(deadline time.Time) bool {
 	}
 	return true
 }
+
+// Check reports, read-only, what no process could have written: a slot
+// state other than free or in use, an in-use slot without a pid, and
+// bytes after the last slot or in the headers' unused words that are not
+// zero. Journals and ledgers are the lock packages' to judge
+// (ipc.Arena.CheckJournal; rwulock ledgers carry a version even when free).
+func (r *Registry) Check(problem func(error)) int {
+	n := 0
+	report := func(format string, args ...any) {
+		n++
+		problem(fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...))
+	}
+	head := r.file.Uint64s(r.layout.Off, areaHeaderSize/8)
+	for w := hGeneration/8 + 1; w < len(head); w++ {
+		if head[w] != 0 {
+			report("area header word %d is %#x, not 0", w, head[w])
+		}
+	}
+	for i := range r.layout.Slots {
+		off := r.layout.slotOff(i)
+		state := atomic.LoadUint64(r.file.Uint64(off + sState))
+		switch {
+		case state != stateFree && state != stateInUse:
+			report("slot %d: state %#x", i, state)
+		case state == stateInUse && atomic.LoadUint64(r.file.Uint64(off+sPID)) == 0:
+			report("slot %d: in use without a process id", i)
+		}
+		for w := sClaimedAt/8 + 1; w < sJournal/8; w++ {
+			if v := atomic.LoadUint64(r.file.Uint64(off + int64(w)*8)); v != 0 {
+				report("slot %d: header word %d is %#x, not 0", i, w, v)
+			}
+		}
+		if pad := r.layout.SlotSize() - slotHeaderSize - int64(r.layout.Ledgers)*8; pad > 0 {
+			if b := r.file.Bytes(off+slotHeaderSize+int64(r.layout.Ledgers)*8, pad); !allZero(b) {
+				report("slot %d: padding after its ledgers is not zero", i)
+			}
+		}
+	}
+	end := r.layout.slotOff(r.layout.Slots)
+	if b := r.file.Bytes(end, r.layout.Off+r.layout.Bytes()-end); !allZero(b) {
+		report("bytes after the last slot are not zero")
+	}
+	return n
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

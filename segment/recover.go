@@ -218,6 +218,10 @@ func (s *Segment) Check(problem func(error)) int64 {
 	if atomic.LoadUint64(s.seq)&1 != 0 {
 		report(-1, "modification sequence is odd: a writer is inside or died inside")
 	}
+	head := tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
+	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(head[shTiers/8+1:]) {
+		report(-1, "reserved header bytes are not zero")
+	}
 	keys := make(map[string]bool)
 	var total, tiers int64
 	t := s.index
@@ -230,6 +234,9 @@ func (s *Segment) Check(problem func(error)) int64 {
 			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
 				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
 			}
+		}
+		if !reservedZero(tv.header[thOrder/8+1:]) {
+			report(t, "reserved tier header bytes are not zero")
 		}
 		var entries, chunks int64
 		used := make([]uint64, len(tv.bitmap))
@@ -301,4 +308,27 @@ func (s *Segment) Check(problem func(error)) int64 {
 		report(-1, "header counts %d tiers, chain has %d", n, tiers)
 	}
 	return total
+}
+
+// CheckGlobal verifies, read-only, the table's global state: the count of
+// overflow tiers handed out is within the pool, and the reserved bytes are
+// zero (nothing writes them, so anything else is damage).
+func (tb *Table) CheckGlobal(problem func(error)) {
+	l := &tb.layout
+	if n := atomic.LoadUint64(tb.extraTiers); n > uint64(l.Tiers-l.Segments) {
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d", ErrCorrupt, n, l.Tiers-l.Segments))
+	}
+	if !reservedZero(tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1)) {
+		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
+	}
+}
+
+// reservedZero reports whether every word of a reserved field is zero.
+func reservedZero(w []uint64) bool {
+	for i := range w {
+		if atomic.LoadUint64(&w[i]) != 0 {
+			return false
+		}
+	}
+	return true
 }
