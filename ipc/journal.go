@@ -52,6 +52,8 @@ const (
 	kindHapaxVW = 2
 	kindTidex   = 3
 	kindCR      = 4
+	kindTicket  = 5 // ticket-awn: value is the ticket; the predecessor is implied
+	kindLast    = kindTicket
 )
 
 // Entry state fields: phase (its low 7 bits, and adopted), kind, lock.
@@ -130,7 +132,7 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 func (a *Arena) namesLock(s uint64) bool {
 	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
 	return phase >= jArriving && phase <= jSeatHold && phase != jDone &&
-		kind >= kindHapax && kind <= kindCR && index < a.cfg.Locks
+		kind >= kindHapax && kind <= kindLast && index < a.cfg.Locks
 }
 
 // entry is one claimed entry of this process's journal; the zero entry (no
@@ -174,6 +176,15 @@ func (e entry) queued(pred uint64) {
 		return
 	}
 	atomic.StoreUint64(&e.w[2], pred)
+	e.phase(jQueued)
+}
+
+// ticketed records the ticket a ticket-awn arrival drew.
+func (e entry) ticketed(t uint64) {
+	if e.w == nil {
+		return
+	}
+	atomic.StoreUint64(&e.w[1], t)
 	e.phase(jQueued)
 }
 

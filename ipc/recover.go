@@ -256,8 +256,11 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 	if atomic.LoadUint64(b.gen) != gen {
 		return true // reset: the episode is void
 	}
-	if kind == kindCR {
+	switch kind {
+	case kindCR:
 		return a.passTicket(index, value, phase)
+	case kindTicket:
+		return a.stepTicket(e, s, index, value, gen)
 	}
 	depart, arrive := atomic.LoadUint64(b.depart), atomic.LoadUint64(b.arrive)
 	switch phase {
@@ -366,12 +369,109 @@ func (a *Arena) ticketClaimed(index int, t uint64) bool {
 	return false
 }
 
+// stepTicket is stepAdopted for a ticket-awn episode holding ticket t.
+func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
+	l := openTicketAWN(a, index).(*ticketAWN)
+	egress := l.egress()
+	switch uint8(s & 0x7f) {
+	case jArriving:
+		switch drew, v := a.ticketOf(index, gen, egress); v {
+		case ownerOther:
+			return false
+		case ownerAmbiguous:
+			_ = a.Reset(index)
+			return true
+		case ownerThis:
+			atomic.StoreUint64(&e.w[1], drew)
+			atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
+			return false // queued now: the next look takes its turn
+		}
+		return true // it never drew a ticket
+	case jQueued:
+		if pos(egress) != int64(t) {
+			return pos(egress) > int64(t) // not its turn yet (or voided)
+		}
+		atomic.StoreUint64(l.holder, 0)
+		l.release()
+		return true
+	case jReleasing:
+		switch {
+		case pos(egress) == int64(t):
+			l.release() // it died before its egress store
+		case egress == -(int64(t) + 1):
+			// It chose a node handover and may have died before setting the
+			// node. Read the node's flag, then the array: a node still named
+			// there has not been handed the lock (its waiter withdraws it
+			// when it is), so a flag seen clear was never set.
+			next := atomic.LoadUint32(l.waiters.at(int64(t) + 1))
+			if next == 0 || next > uint32(a.cfg.AWNNodes) {
+				break
+			}
+			nd := a.awnNode(next)
+			if atomic.LoadUint32(nd.mine) == 0 && atomic.LoadUint32(l.waiters.at(int64(t)+1)) == next {
+				atomic.StoreUint32(nd.mine, 1)
+				wait.WakeAll(nd.mine)
+			}
+		}
+		signal(l.dseq, l.dsleepers)
+	}
+	return true
+}
+
+// ticketOf settles a dead ticket-awn arrival whose ticket went
+// unrecorded: it drew one if and only if a ticket between egress and
+// ingress is named by no journal. With one such ticket and one such dead
+// arrival, the ticket is its; a live arrival in the same state makes it
+// wait for a later look, and two dead ones are ambiguous.
+func (a *Arena) ticketOf(index int, gen uint64, egress int64) (uint64, ownerVerdict) {
+	lo, hi := uint64(pos(egress)), atomic.LoadUint64(&a.lockBody(index)[lArrive])
+	if hi-lo > 1<<16 {
+		return 0, ownerAmbiguous // more tickets out than any journal could hold
+	}
+	named := map[uint64]bool{}
+	dead := 0
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			v := atomic.LoadUint64(&j[i])
+			if uint8(v>>8) != kindTicket || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+				continue
+			}
+			switch uint8(v & 0x7f) {
+			case jQueued, jReleasing:
+				named[atomic.LoadUint64(&j[i+1])] = true
+			case jArriving:
+				if v&adopted == 0 {
+					return 0, ownerOther // a live arrival may hold an unnamed ticket
+				}
+				dead++
+			}
+		}
+	}
+	var unnamed []uint64
+	for t := lo; t < hi && len(unnamed) < 2; t++ {
+		if !named[t] {
+			unnamed = append(unnamed, t)
+		}
+	}
+	if pos(int64(atomic.LoadUint64(&a.lockBody(index)[lDepart]))) != int64(lo) {
+		return 0, ownerOther // the queue moved while we looked
+	}
+	switch {
+	case len(unnamed) == 0:
+		return 0, ownerNone
+	case len(unnamed) == 1 && dead == 1:
+		return unnamed[0], ownerThis
+	}
+	return 0, ownerAmbiguous
+}
+
 type ownerVerdict int
 
 const (
 	ownerOther     ownerVerdict = iota // someone else holds, or it cannot be told yet
 	ownerThis                          // the entry asked about holds the lock
 	ownerAmbiguous                     // only dead episodes can hold it, and which cannot be told
+	ownerNone                          // the entry asked about never joined the queue
 )
 
 // ownerOf decides whether the arriving episode e (its predecessor unknown)

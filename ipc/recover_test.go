@@ -25,7 +25,7 @@ const (
 )
 
 // journaledAlgorithms are the algorithms Recover covers.
-var journaledAlgorithms = []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "cohort-cr", "tidex", "ttas"}
+var journaledAlgorithms = []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "cohort-cr", "tidex", "ttas", "ticket-awn"}
 
 func (tf *testFile) journals() [][]uint64 {
 	all := make([][]uint64, killSlots)
@@ -213,7 +213,7 @@ func TestRecoverKilledWaiter(t *testing.T) {
 		if err := m.Unlock(); err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains([]string{"hapax", "hapax-vw", "tidex", "cohort"}, algo) {
+		if slices.Contains([]string{"hapax", "hapax-vw", "tidex", "cohort", "ticket-awn"}, algo) {
 			// FIFO: the dead waiter's turn blocks the queue until recovery.
 			if testutil.WaitFor(200*time.Millisecond, got(tf, 2)) {
 				t.Fatal("the waiter behind the dead one got the lock without recovery: the test cannot tell")
@@ -227,10 +227,30 @@ func TestRecoverKilledWaiter(t *testing.T) {
 // release; the waiter behind it gets the lock.
 func TestRecoverKilledUnlocker(t *testing.T) {
 	forJournaled(t, func(t *testing.T, algo, path string, tf *testFile, m Mutex) {
+		// For ticket-awn the one behind must arrive two tickets back, so
+		// that it waits on its node: the dying release then chooses the
+		// node handover, whose two stores are egress and the node's flag.
+		nodeHandover := algo == "ticket-awn"
+		if nodeHandover {
+			m.Lock()
+		}
 		dying := startKillHelper(t, "kill-unlock", path, algo, 1)
-		waitHeld(t, tf, 1)
+		if nodeHandover {
+			waitQueued(t, tf, algo, 1)
+		} else {
+			waitHeld(t, tf, 1)
+		}
 		behind := startKillHelper(t, "kill-wait", path, algo, 2)
 		waitQueued(t, tf, algo, 2)
+		if nodeHandover {
+			if !testutil.WaitFor(5*time.Second, func() bool { return atomic.LoadUint32(tf.arena.awnArray(0).at(2)) != 0 }) {
+				t.Fatal("the waiter behind published no node: the test would not cover the node handover")
+			}
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			waitHeld(t, tf, 1)
+		}
 		atomic.StoreUint64(&tf.scratch[killGo], 1)
 		select {
 		case <-dying.done:

@@ -126,20 +126,34 @@ func (l *ticketAWN) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *ticketAWN) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if !l.a.reserve(1, w.deadline) {
+		return ErrTimeout
+	}
+	e := l.a.claim()
 	for {
 		gen := atomic.LoadUint64(l.gen)
+		e.set(jArriving, kindTicket, l.index, 0, 0, gen)
 		t := int64(atomic.AddUint64(l.arrive, 1) - 1)
+		e.ticketed(uint64(t))
 		var node uint32
 		switch l.wait(t, gen, &node, &w) {
 		case granted:
 			l.acquired(t, node)
 			return nil
 		case timedOut:
+			node := node // the closure's own copy: the fast path keeps its node off the heap
 			l.a.substitute(func(w *waiter) {
-				if l.wait(t, gen, &node, w) == granted {
+				switch l.wait(t, gen, &node, w) {
+				case granted:
 					l.acquired(t, node)
+					e.phase(jReleasing)
 					l.release()
+					l.a.free(e)
+				case reset:
+					l.a.free(e)
 				}
+				// Stopped by Close: the entry stays for recovery to finish
+				// once this process is gone.
 			})
 			return ErrTimeout
 		}
@@ -150,6 +164,11 @@ func (l *ticketAWN) LockTimeout(d time.Duration) error {
 
 func (l *ticketAWN) acquired(t int64, node uint32) {
 	if node != 0 {
+		// Withdraw the node from the array before it can be reused: an
+		// array entry naming a node then means its waiter has not been
+		// handed the lock, which recovery relies on to finish a release
+		// whose process died between its two stores.
+		atomic.CompareAndSwapUint32(l.waiters.at(t), node, 0)
 		l.a.awnNodes.put(node)
 	}
 	atomic.StoreUint64(l.holder, uint64(t)+1)
@@ -239,9 +258,16 @@ func (l *ticketAWN) paceTicket(w *waiter, t int64) {
 func (l *ticketAWN) TryLock() bool {
 	e := atomic.LoadUint64(l.depart)
 	i := atomic.LoadUint64(l.arrive)
-	if e != i || !atomic.CompareAndSwapUint64(l.arrive, i, i+1) {
+	if e != i || !l.a.reserve(1, time.Time{}) {
 		return false
 	}
+	j := l.a.claim()
+	j.set(jArriving, kindTicket, l.index, 0, 0, atomic.LoadUint64(l.gen))
+	if !atomic.CompareAndSwapUint64(l.arrive, i, i+1) {
+		l.a.free(j)
+		return false
+	}
+	j.ticketed(i)
 	atomic.StoreUint64(l.holder, i+1)
 	return true
 }
@@ -254,7 +280,10 @@ func (l *ticketAWN) Unlock() error {
 		}
 		return ErrNotLocked
 	}
+	e, own := l.a.findEpisode(l.index, kindTicket, h-1)
+	e.phase(jReleasing)
 	l.release()
+	l.a.endEpisode(e, own)
 	return nil
 }
 
@@ -265,6 +294,9 @@ func (l *ticketAWN) release() {
 	n := l.waiters.n
 	if n == 0 {
 		atomic.StoreUint64(l.depart, uint64(t+1))
+		if testHookBetweenStores != nil {
+			testHookBetweenStores()
+		}
 		signal(l.dseq, l.dsleepers)
 		return
 	}
@@ -272,12 +304,18 @@ func (l *ticketAWN) release() {
 	if next := atomic.LoadUint32(l.waiters.at(t + 1)); next != 0 && next <= uint32(l.a.cfg.AWNNodes) {
 		nd := l.a.awnNode(next)
 		atomic.StoreUint64(l.depart, uint64(-(t + 1)))
+		if testHookBetweenStores != nil {
+			testHookBetweenStores()
+		}
 		atomic.StoreUint32(nd.mine, 1)
 		if atomic.LoadUint32(nd.sleepers) != 0 {
 			wait.WakeAll(nd.mine)
 		}
 	} else {
 		atomic.StoreUint64(l.depart, uint64(t+1))
+		if testHookBetweenStores != nil {
+			testHookBetweenStores()
+		}
 	}
 	signal(l.dseq, l.dsleepers) // waiters for room in the array, and the next one if it watches egress
 }

@@ -2,8 +2,11 @@ package ipc
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 // FuzzRecoverJournal: journals are read from the shared file, so recovery
@@ -26,6 +29,7 @@ func FuzzRecoverJournal(f *testing.F) {
 	f.Add(uint8(1), entry(jSeatAsk, kindCR, 0, 1, 0, 0), entry(jSeated|adopted, kindCR, 3, 0, 0, 0))
 	f.Add(uint8(2), entry(jArriving, kindTidex, 2, 5, 0, 0), entry(jReleasing, kindHapaxVW, 9, 0, 0, 0))
 	f.Add(uint8(3), entry(jTicketAsk, kindCR, 1, 3, 0, 0), entry(jQueued|adopted, 77, 1<<20, 0, 0, 0))
+	f.Add(uint8(4), entry(jArriving, kindTicket, 0, 0, 0, 0), entry(jReleasing, kindTicket, 1, 3, 0, 0))
 	algorithms := Algorithms()
 	saved := CloseWait
 	CloseWait = 2 * time.Millisecond
@@ -85,4 +89,67 @@ func bytesToJournal(b []byte) []uint64 {
 		j[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
 	return j
+}
+
+// TestTicketArrivalDiedUnrecorded: a ticket-awn arrival that died between
+// drawing its ticket and recording it is placed by elimination: the one
+// ticket no journal names is its, and the survivor takes its turn; one that
+// died before drawing is dropped; two such dead arrivals with one unnamed
+// ticket cannot be told apart and the lock is reset. In each case the lock
+// is free afterwards.
+func TestTicketArrivalDiedUnrecorded(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		dead, drawn  int
+		wantResetGen bool
+	}{
+		{"drew", 1, 1, false},
+		{"never drew", 1, 0, false},
+		{"two dead, one drew", 2, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Slots: 4, Locks: 1}
+			n, _ := cfg.Words()
+			words := make([]uint64, n)
+			if err := Format(words, cfg); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Attach(words)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			journals := [][]uint64{bytesToJournal(nil), bytesToJournal(nil)}
+			if err := a.SetJournals(journals, 0); err != nil {
+				t.Fatal(err)
+			}
+			m, _ := a.Mutex("ticket-awn", 0)
+			m.Lock() // ticket 0, held by this live process
+			b := a.lockBody(0)
+			for k := range c.dead {
+				e := entry{journals[1][k*journalEntryWords : (k+1)*journalEntryWords]}
+				e.set(jArriving, kindTicket, 0, 0, 0, atomic.LoadUint64(&b[lGen]))
+				if k < c.drawn {
+					atomic.AddUint64(&b[lArrive], 1) // drew a ticket, died before recording it
+				}
+			}
+			if _, err := a.Recover("ticket-awn", func(slot int) bool { return slot == 0 }); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			if !testutil.WaitFor(5*time.Second, func() bool {
+				if m.TryLock() {
+					return m.Unlock() == nil
+				}
+				return false
+			}) {
+				t.Fatalf("lock not free after recovery: egress %d, ingress %d", int64(atomic.LoadUint64(&b[lDepart])), atomic.LoadUint64(&b[lArrive]))
+			}
+			if reset := atomic.LoadUint64(&b[lGen]) != 0; reset != c.wantResetGen {
+				t.Fatalf("reset %v, want %v", reset, c.wantResetGen)
+			}
+		})
+	}
 }
