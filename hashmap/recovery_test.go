@@ -376,7 +376,7 @@ func TestKillWriters(t *testing.T) {
 // lock of the lock table; a survivor's Lock gets the lock after the map's
 // lock timeout and a recovery pass, for each algorithm recovery covers.
 func TestDeadLockTableHolder(t *testing.T) {
-	for _, algo := range []string{"hapax-cr", "hapax", "cohort", "tidex", "ticket-awn", "ttas"} {
+	for _, algo := range []string{"hapax-cr", "hapax", "cohort", "tidex", "ticket-awn", "alock", "ttas"} {
 		t.Run(algo, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
 			opts := *helperOpts

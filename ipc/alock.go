@@ -191,10 +191,18 @@ func (l *alock) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *alock) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if !l.a.reserve(1, w.deadline) {
+		return ErrTimeout
+	}
+	e := l.a.claim()
 	for {
 		gen := atomic.LoadUint64(l.gen)
-		q, ok := l.enqueue()
+		q, ok := l.enqueue(e, gen)
 		if !ok {
+			if !w.deadline.IsZero() && time.Now().After(w.deadline) {
+				l.a.free(e)
+				return ErrTimeout
+			}
 			time.Sleep(time.Millisecond) // node table used up for now
 			continue
 		}
@@ -204,9 +212,15 @@ func (l *alock) LockTimeout(d time.Duration) error {
 			return nil
 		case timedOut:
 			l.a.substitute(func(w *waiter) {
-				if l.await(q, gen, w) == granted {
+				switch l.await(q, gen, w) {
+				case granted:
+					e.phase(jReleasing)
 					l.release(q)
+					l.a.free(e)
+				case reset:
+					l.a.free(e)
 				}
+				// Stopped by Close: the entry stays for recovery.
 			})
 			return ErrTimeout
 		}
@@ -214,21 +228,36 @@ func (l *alock) LockTimeout(d time.Duration) error {
 	}
 }
 
-// enqueue takes a descriptor and swaps it into the cohort's tail, linking
-// it behind its predecessor. A queue that was empty leaves the descriptor
-// with its cohort's budget, to arbitrate; otherwise it waits with -1.
-func (l *alock) enqueue() (queued, bool) {
+// enqueue takes a descriptor and puts it at the cohort's tail, linking it
+// behind its predecessor. A queue that was empty leaves the descriptor with
+// its cohort's budget, to arbitrate; otherwise it waits with -1.
+//
+// The home swaps its tail; the other cohort enters by CAS, with the
+// predecessor it expects written in its journal entry first, so that a
+// survivor can finish an arrival that died between entering the queue and
+// linking behind its predecessor (whose release waits for that link). The
+// home cohort needs no such care: it dies whole, with its process.
+func (l *alock) enqueue(e entry, gen uint64) (queued, bool) {
 	q, ok := l.newQueued()
 	if !ok {
 		return q, false
 	}
 	atomic.StoreUint32(q.budget, budgetWaiting)
 	atomic.StoreUint64(q.next, 0)
-	tail := l.tailR
+	var prev uint64
 	if l.isHome {
-		tail = l.tailL
+		e.set(jArriving, kindALock, l.index, l.episode(q), 0, gen)
+		prev = atomic.SwapUint64(l.tailL, q.name)
+	} else {
+		for {
+			prev = atomic.LoadUint64(l.tailR)
+			e.set(jArriving, kindALock, l.index, q.name, prev, gen)
+			if atomic.CompareAndSwapUint64(l.tailR, prev, q.name) {
+				break
+			}
+		}
 	}
-	prev := atomic.SwapUint64(tail, q.name)
+	e.queued(prev)
 	if prev == 0 {
 		atomic.StoreUint32(q.budget, 0) // head of an empty queue: arbitrate
 		return q, true
@@ -338,16 +367,24 @@ func (l *alock) TryLock() bool {
 	if atomic.LoadUint64(tail) != 0 || atomic.LoadUint64(other) != 0 {
 		return false
 	}
+	if !l.a.reserve(1, time.Time{}) {
+		return false
+	}
 	q, ok := l.newQueued()
 	if !ok {
+		l.a.unreserve(1)
 		return false
 	}
+	e := l.a.claim()
 	atomic.StoreUint64(q.next, 0)
 	atomic.StoreUint32(q.budget, 0)
+	e.set(jArriving, kindALock, l.index, l.episode(q), 0, atomic.LoadUint64(l.gen))
 	if !atomic.CompareAndSwapUint64(tail, 0, q.name) {
 		l.free(q)
+		l.a.free(e)
 		return false
 	}
+	e.queued(0)
 	if atomic.LoadUint64(other) == 0 {
 		budget := l.budgetOther
 		if l.isHome {
@@ -359,7 +396,9 @@ func (l *alock) TryLock() bool {
 	}
 	// Back out: hand a successor budget 0 so that it arbitrates.
 	atomic.StoreUint32(q.budget, 1)
+	e.phase(jReleasing)
 	l.release(q)
+	l.a.free(e)
 	return false
 }
 
@@ -371,7 +410,10 @@ func (l *alock) Unlock() error {
 		}
 		return ErrNotLocked
 	}
+	e, own := l.a.findEpisode(l.index, kindALock, h)
+	e.phase(jReleasing)
 	l.release(l.queuedFor(h &^ alockHomeEpisode))
+	l.a.endEpisode(e, own)
 	return nil
 }
 
@@ -388,17 +430,31 @@ func (l *alock) release(q queued) {
 		return
 	}
 	var next uint64
+	gen := atomic.LoadUint64(l.gen)
 	for p := (wait.Policy{}); ; {
 		if next = atomic.LoadUint64(q.next); next != 0 {
 			break // the successor swapped the tail and has now linked
+		}
+		if atomic.LoadUint64(l.gen) != gen {
+			l.free(q) // reset: the successor queues afresh and never links
+			return
 		}
 		if !p.Pause() {
 			time.Sleep(time.Microsecond)
 		}
 	}
 	succ := l.queuedFor(next)
-	budget := atomic.LoadUint32(q.budget) - 1
+	if testHookBetweenStores != nil {
+		testHookBetweenStores()
+	}
+	l.handOver(succ, atomic.LoadUint32(q.budget)-1)
+	// Only now may the descriptor be reused: until the successor is handed
+	// the lock, a journal naming our descriptor as its predecessor means
+	// this episode (recovery relies on it).
 	l.free(q)
+}
+
+func (l *alock) handOver(succ queued, budget uint32) {
 	atomic.StoreUint32(succ.budget, budget)
 	if atomic.LoadUint32(succ.sleepers) != 0 {
 		wait.WakeAll(succ.budget)

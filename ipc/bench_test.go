@@ -6,7 +6,7 @@ import "testing"
 // lock, with and without episode journals, side by side: the journal's
 // cost is the stores to this process's own entry.
 func BenchmarkLockUnlock(b *testing.B) {
-	for _, algo := range []string{"hapax-cr", "hapax", "tidex", "ticket-awn", "ttas"} {
+	for _, algo := range []string{"hapax-cr", "hapax", "tidex", "ticket-awn", "alock", "ttas"} {
 		for _, journaled := range []bool{false, true} {
 			name := algo + "/plain"
 			if journaled {

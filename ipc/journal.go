@@ -39,6 +39,7 @@ const (
 	jTicketAsk = 8  // hapax-cr: the passive ticket CAS (for value) may have happened
 	jTicket    = 9  // hapax-cr: holds passive ticket value
 	jSeatHold  = 10 // hapax-cr: holds a seat and the lock (one such entry per lock)
+	jArbitrate = 11 // alock, adopted: the surrogate has raised its claim (victim) and arbitrates
 
 	// adopted marks an entry a survivor took over from a dead process's
 	// journal: its own process does not drive it, its surrogate does.
@@ -53,7 +54,8 @@ const (
 	kindTidex   = 3
 	kindCR      = 4
 	kindTicket  = 5 // ticket-awn: value is the ticket; the predecessor is implied
-	kindLast    = kindTicket
+	kindALock   = 6 // alock: value is the episode (the holder word's form), pred the expected tail
+	kindLast    = kindALock
 )
 
 // Entry state fields: phase (its low 7 bits, and adopted), kind, lock.
@@ -131,7 +133,7 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 // process's journal is finished or damaged, and is dropped.
 func (a *Arena) namesLock(s uint64) bool {
 	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
-	return phase >= jArriving && phase <= jSeatHold && phase != jDone &&
+	return phase >= jArriving && phase <= jArbitrate && phase != jDone &&
 		kind >= kindHapax && kind <= kindLast && index < a.cfg.Locks
 }
 

@@ -261,6 +261,8 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		return a.passTicket(index, value, phase)
 	case kindTicket:
 		return a.stepTicket(e, s, index, value, gen)
+	case kindALock:
+		return a.stepALock(e, s, index, value, pred, gen)
 	}
 	depart, arrive := atomic.LoadUint64(b.depart), atomic.LoadUint64(b.arrive)
 	switch phase {
@@ -416,6 +418,176 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		signal(l.dseq, l.dsleepers)
 	}
 	return true
+}
+
+// alockSurrogate is an alock view for taking a dead process's turns: of the
+// other cohort (a dead episode's descriptor is a node of the table), and
+// never claiming the lock's home.
+func (a *Arena) alockSurrogate(index int) *alock {
+	b := a.lockBody(index)
+	aseq, asleepers := wait.Halves(&b[lDepartQ])
+	return &alock{a: a, index: index, home: &b[lArrive], holder: &b[lHolder], gen: &b[lGen],
+		tailR: &b[lWord], tailL: &b[lRestrict], victim: &b[lWaited], aseq: aseq, asleepers: asleepers,
+		budgetOther: DefaultALockBudgetRemote}
+}
+
+// stepALock is stepAdopted for an alock episode: name (a node, or a home
+// descriptor with alockHomeEpisode set) and the tail it expected to follow.
+func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) bool {
+	l := a.alockSurrogate(index)
+	if name&alockHomeEpisode != 0 {
+		// The home died, and its whole cohort with it (its descriptors
+		// were in its memory): lower the home's flag and end what it held.
+		if h := atomic.LoadUint64(l.holder); h&alockHomeEpisode != 0 {
+			atomic.CompareAndSwapUint64(l.holder, h, 0)
+		}
+		atomic.StoreUint64(l.tailL, 0)
+		signal(l.aseq, l.asleepers)
+		return true
+	}
+	if name == 0 || name > uint64(a.cfg.AWNNodes) || pred > uint64(a.cfg.AWNNodes) {
+		return true // names no node: damaged
+	}
+	q := l.nodeQueued(name)
+	switch uint8(s & 0x7f) {
+	case jArriving:
+		// Did its CAS into the tail happen? Then the tail still names it,
+		// or a successor took the tail from it, and such a successor wrote
+		// this name as the tail it expected before its CAS, and waits (it
+		// cannot be handed the lock past a dead predecessor). Tail first,
+		// journals second, so a successor's CAS in between is seen.
+		switch a.alockEntered(index, gen, name, 0) {
+		case alockNo:
+			return true // it never entered the queue
+		case alockWait:
+			return false
+		}
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
+		return false
+	case jQueued:
+		if pred == 0 {
+			// Head of an empty queue: it arbitrates (it may have died
+			// before saying so).
+			atomic.CompareAndSwapUint32(q.budget, budgetWaiting, 0)
+		} else {
+			// Its predecessor cannot have released without this link.
+			atomic.CompareAndSwapUint64(l.nodeQueued(pred).next, 0, name)
+		}
+		switch b := atomic.LoadUint32(q.budget); b {
+		case budgetWaiting:
+			return false // not its turn
+		case 0:
+			atomic.StoreUint64(l.victim, alockVictimRemote)
+			signal(l.aseq, l.asleepers)
+			atomic.StoreUint64(&e.w[0], s&^0x7f|jArbitrate)
+			return false
+		}
+		return a.alockReleaseFor(l, q)
+	case jArbitrate:
+		if atomic.LoadUint64(l.tailL) != 0 && atomic.LoadUint64(l.victim) == alockVictimRemote {
+			return false // the home cohort goes first
+		}
+		atomic.StoreUint32(q.budget, uint32(l.budgetOther))
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
+		return a.alockReleaseFor(l, q)
+	case jReleasing:
+		return a.alockReleaseFor(l, q)
+	}
+	return true
+}
+
+// alockReleaseFor ends the dead episode q, which holds alock l or died
+// releasing it: it empties the queue, or hands q's successor the budget,
+// unless that was done. It reports false while the successor has not yet
+// linked (it may be dead too, and linked by its own surrogate).
+func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
+	atomic.CompareAndSwapUint64(l.holder, q.name, 0)
+	if atomic.CompareAndSwapUint64(l.tailR, q.name, 0) {
+		signal(l.aseq, l.asleepers)
+		return true
+	}
+	next := atomic.LoadUint64(q.next)
+	if next == 0 || next > uint64(a.cfg.AWNNodes) {
+		return false
+	}
+	succ := l.nodeQueued(next)
+	// Handed over already? A successor still waiting, whose journal still
+	// names q as its predecessor, was not: q's node belonged to the dead
+	// process, so no later episode reuses it. Budget first, journal second.
+	if atomic.LoadUint32(succ.budget) == budgetWaiting {
+		switch a.alockFollowers(l.index, atomic.LoadUint64(l.gen), q.name, 0) {
+		case alockWait:
+			return false
+		case alockNo:
+			return true
+		}
+		budget := atomic.LoadUint32(q.budget)
+		if budget == budgetWaiting || budget == 0 {
+			budget = 1 // hand over for arbitration
+		}
+		l.handOver(succ, budget-1)
+	}
+	return true
+}
+
+type alockVerdict int
+
+const (
+	alockNo   alockVerdict = iota
+	alockYes               // it did
+	alockWait              // a live process is in the step that would tell
+)
+
+// alockEntered decides whether the other cohort's episode name, whose
+// arrival may have died around its CAS into the tail, entered the queue:
+// the tail still names it, or a successor took the tail from it. Tail
+// first, journals second, so that a successor's CAS in between is seen.
+func (a *Arena) alockEntered(index int, gen, name uint64, depth int) alockVerdict {
+	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == name {
+		return alockYes
+	}
+	return a.alockFollowers(index, gen, name, depth)
+}
+
+// alockFollowers looks for an episode on lock index that entered the queue
+// behind name: one still waiting whose journal expected name as the tail
+// (it cannot have been handed the lock past a dead predecessor, and name,
+// a dead process's node, is not reused meanwhile). A live arrival that
+// expects name may or may not have entered: look again later. A dead one
+// entered if its own successor says so.
+func (a *Arena) alockFollowers(index int, gen, name uint64, depth int) alockVerdict {
+	if depth > len(a.journals.all)*32 {
+		return alockNo
+	}
+	verdict := alockNo
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			v := atomic.LoadUint64(&j[i])
+			if uint8(v>>8) != kindALock || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen ||
+				atomic.LoadUint64(&j[i+2]) != name {
+				continue
+			}
+			own := atomic.LoadUint64(&j[i+1])
+			if own == 0 || own > uint64(a.cfg.AWNNodes) {
+				continue
+			}
+			switch uint8(v & 0x7f) {
+			case jArriving:
+				if v&adopted == 0 {
+					verdict = alockWait
+					continue
+				}
+				if a.alockEntered(index, gen, own, depth+1) == alockYes {
+					return alockYes
+				}
+			case jQueued:
+				if atomic.LoadUint32(a.alockSurrogate(index).nodeQueued(own).budget) == budgetWaiting {
+					return alockYes
+				}
+			}
+		}
+	}
+	return verdict
 }
 
 // ticketOf settles a dead ticket-awn arrival whose ticket went

@@ -25,7 +25,7 @@ const (
 )
 
 // journaledAlgorithms are the algorithms Recover covers.
-var journaledAlgorithms = []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "cohort-cr", "tidex", "ttas", "ticket-awn"}
+var journaledAlgorithms = []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "cohort-cr", "tidex", "ttas", "ticket-awn", "alock"}
 
 func (tf *testFile) journals() [][]uint64 {
 	all := make([][]uint64, killSlots)
@@ -259,6 +259,27 @@ func TestRecoverKilledUnlocker(t *testing.T) {
 		}
 		lockAfterRecovery(t, m, recoverUntil(t, tf, algo, liveness(dying, behind), got(tf, 2)))
 	})
+}
+
+// TestRecoverDeadALockHome: the alock's home process (its cohort's queue
+// lives in that process's memory) dies holding the lock; another process,
+// of the other cohort, gets it after recovery.
+func TestRecoverDeadALockHome(t *testing.T) {
+	path := createTestFile(t, Config{Locks: 1})
+	tf := openJournaled(t, path, 0)
+	defer tf.close()
+	home := startKillHelper(t, "kill-hold", path, "alock", 1)
+	waitHeld(t, tf, 1)
+	m := tf.mutex(t, "alock", 0) // opened after the helper: not the home
+	if tf.arena.IsALockHome(0) {
+		t.Fatal("the test process became the home: the test would not cover a dead home")
+	}
+	home.kill(t)
+	if err := m.LockTimeout(100 * time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("the dead home's lock was granted before recovery: %v", err)
+	}
+	r := recoverUntil(t, tf, "alock", liveness(home), func() bool { return m.TryLock() && m.Unlock() == nil })
+	lockAfterRecovery(t, m, r)
 }
 
 func helperKill(t *testing.T) {

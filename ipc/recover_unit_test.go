@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func FuzzRecoverJournal(f *testing.F) {
 	f.Add(uint8(2), entry(jArriving, kindTidex, 2, 5, 0, 0), entry(jReleasing, kindHapaxVW, 9, 0, 0, 0))
 	f.Add(uint8(3), entry(jTicketAsk, kindCR, 1, 3, 0, 0), entry(jQueued|adopted, 77, 1<<20, 0, 0, 0))
 	f.Add(uint8(4), entry(jArriving, kindTicket, 0, 0, 0, 0), entry(jReleasing, kindTicket, 1, 3, 0, 0))
+	f.Add(uint8(5), entry(jArriving, kindALock, 0, 3, 1, 0), entry(jArbitrate|adopted, kindALock, 0, alockHomeEpisode|2, 0, 0))
 	algorithms := Algorithms()
 	saved := CloseWait
 	CloseWait = 2 * time.Millisecond
@@ -149,6 +151,63 @@ func TestTicketArrivalDiedUnrecorded(t *testing.T) {
 			}
 			if reset := atomic.LoadUint64(&b[lGen]) != 0; reset != c.wantResetGen {
 				t.Fatalf("reset %v, want %v", reset, c.wantResetGen)
+			}
+		})
+	}
+}
+
+// TestALockArrivalDiedBeforeLink: an alock arrival of the other cohort that
+// died after its CAS into the tail but before linking behind its
+// predecessor leaves that predecessor's release waiting for the link; the
+// survivor links it, takes its turn and releases. One that died before its
+// CAS is dropped. Either way the lock is free afterwards.
+func TestALockArrivalDiedBeforeLink(t *testing.T) {
+	for _, entered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("entered=%v", entered), func(t *testing.T) {
+			cfg := Config{Slots: 4, Locks: 1}
+			n, _ := cfg.Words()
+			words := make([]uint64, n)
+			if err := Format(words, cfg); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Attach(words)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			journals := [][]uint64{bytesToJournal(nil), bytesToJournal(nil)}
+			if err := a.SetJournals(journals, 0); err != nil {
+				t.Fatal(err)
+			}
+			a.DeclareALockHome(0, 1) // a home that never comes: this process is of the other cohort
+			m, _ := a.Mutex("alock", 0)
+			m.Lock()
+			l := a.alockSurrogate(0)
+			holder := atomic.LoadUint64(l.tailR)
+			dead := uint64(a.awnNodes.get())
+			q := l.nodeQueued(dead)
+			atomic.StoreUint32(q.budget, budgetWaiting)
+			atomic.StoreUint64(q.next, 0)
+			e := entry{journals[1][:journalEntryWords]}
+			e.set(jArriving, kindALock, 0, dead, holder, atomic.LoadUint64(l.gen))
+			if entered && !atomic.CompareAndSwapUint64(l.tailR, holder, dead) {
+				t.Fatal("tail moved")
+			}
+			if _, err := a.Recover("alock", func(slot int) bool { return slot == 0 }); err != nil {
+				t.Fatal(err)
+			}
+			unlocked := make(chan error, 1)
+			go func() { unlocked <- m.Unlock() }()
+			select {
+			case err := <-unlocked:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the release still waits for the dead arrival's link")
+			}
+			if !testutil.WaitFor(5*time.Second, func() bool { return m.TryLock() && m.Unlock() == nil }) {
+				t.Fatalf("lock not free after recovery: tail %d", atomic.LoadUint64(l.tailR))
 			}
 		})
 	}
