@@ -39,6 +39,10 @@ var (
 	// options ask for. An existing map keeps the layout it was created with.
 	ErrIncompatible = errors.New("sharedmap: options conflict with the existing map")
 
-	// ErrBadOptions: the options cannot make a map.
+	// ErrBadOptions: the options cannot make a map, or an argument is out
+	// of range (a TTL that is not positive).
 	ErrBadOptions = segment.ErrBadParams
+
+	// ErrNotCache: PutWithTTL on a map created without Options.Cache.
+	ErrNotCache = errors.New("sharedmap: the map was not created as a cache (Options.Cache)")
 )

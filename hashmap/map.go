@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/ipc"
@@ -48,7 +49,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
-		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache,
 	}
 	want, err := segment.NewLayout(params, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
 	if err != nil {
@@ -108,6 +109,10 @@ func Open(path string, opts *Options) (*Map, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	if o.DefaultTTL > 0 && !l.Cache {
+		f.Close()
+		return nil, fmt.Errorf("open %s: DefaultTTL: %w", path, ErrNotCache)
+	}
 	if !f.Created() && opts != nil {
 		if err := conflicts(opts, &l, locks, regSlots); err != nil {
 			f.Close()
@@ -137,6 +142,10 @@ func Open(path string, opts *Options) (*Map, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	tb.SetLocalQueue(o.QueueWritersLocally)
+	if o.Now != nil {
+		now := o.Now
+		tb.SetClock(func() int64 { return now().UnixNano() })
+	}
 	m := &Map{file: f, table: tb, layout: tb.Layout(), opts: o, readOnly: o.ReadOnly, lockLayout: locks}
 	if m.lockTable, err = newLockTable(m, f.Region, locks); err != nil {
 		f.Close()
@@ -218,6 +227,9 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 	if o.LockAlgorithm != "" && o.LockAlgorithm != locks.algorithm {
 		diffs = append(diffs, fmt.Sprintf("LockAlgorithm %q (the file has %q)", o.LockAlgorithm, locks.algorithm))
 	}
+	if o.Cache && !l.Cache {
+		diffs = append(diffs, "Cache (the file is not a cache map)")
+	}
 	if o.MaxBloatFactor != 0 && o.MaxBloatFactor != l.MaxBloatFactor {
 		diffs = append(diffs, fmt.Sprintf("MaxBloatFactor %v (the file has %v)", o.MaxBloatFactor, l.MaxBloatFactor))
 	}
@@ -293,24 +305,53 @@ func (m *Map) Contains(key []byte) (bool, error) {
 
 // Put stores value under key, replacing any value. Both are copied into the
 // file. It fails with ErrFull when the map is at its bloat limit and
-// ErrTooLarge for an entry larger than a tier; nothing is written then.
+// ErrTooLarge for an entry larger than a tier; nothing is written then. In
+// a cache map the entry lives for DefaultTTL, and Put never fails with
+// ErrFull: it evicts.
 func (m *Map) Put(key, value []byte) error {
 	if err := m.check(true); err != nil {
 		return err
 	}
 	h := xxhash.Sum64(key)
-	_, err := m.table.For(h).Put(h, key, value, segment.Replace)
+	_, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	return err
 }
 
-// PutIfAbsent stores value under key only if the key is absent, and reports
-// whether it did.
+// PutWithTTL is Put for a cache map, with an entry that expires ttl from
+// now: from then on no process sees it, and its space is reclaimed when
+// needed. ttl must be positive; ErrNotCache on a map created without
+// Options.Cache.
+func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
+	if err := m.check(true); err != nil {
+		return err
+	}
+	if !m.layout.Cache {
+		return ErrNotCache
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: TTL %v must be positive", ErrBadOptions, ttl)
+	}
+	h := xxhash.Sum64(key)
+	_, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
+	return err
+}
+
+// expiry is the expiry time of an entry stored now to live ttl (0: never).
+func (m *Map) expiry(ttl time.Duration) int64 {
+	if ttl <= 0 || !m.layout.Cache {
+		return 0
+	}
+	return m.table.Now() + int64(ttl)
+}
+
+// PutIfAbsent stores value under key only if the key is absent (or, in a
+// cache map, expired), and reports whether it did.
 func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
 	if err := m.check(true); err != nil {
 		return false, err
 	}
 	h := xxhash.Sum64(key)
-	return m.table.For(h).Put(h, key, value, segment.IfAbsent)
+	return m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
 }
 
 // Delete removes key and reports whether it was present.
@@ -334,7 +375,7 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 		return err
 	}
 	h := xxhash.Sum64(key)
-	return m.table.For(h).Compute(h, key, fn)
+	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
 }
 
 // Range iterates over every entry, one segment at a time. Each segment is

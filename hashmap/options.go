@@ -50,6 +50,19 @@ type Options struct {
 	// how survivors tell which processes died). Default 64. Fixed at
 	// creation.
 	MaxProcesses int
+	// Cache creates the map as a cache: entries may expire (PutWithTTL,
+	// DefaultTTL), and a full segment evicts the entries read least
+	// recently (CLOCK, per segment) instead of failing with ErrFull. Puts
+	// are synchronous: a Put that returns nil is stored, until it expires
+	// or is evicted. Fixed at creation; each value takes 8 more bytes.
+	Cache bool
+	// DefaultTTL is how long entries that Put, PutIfAbsent and Compute
+	// store in a cache map live; 0 means until evicted. A choice of this
+	// process; others may differ.
+	DefaultTTL time.Duration
+	// Now replaces the clock that expiry is measured with, in this process
+	// (tests, simulations). Default time.Now.
+	Now func() time.Time
 	// QueueWritersLocally makes this process's writers to one segment queue
 	// on a process-local mutex before the segment's shared lock word, so
 	// that at most one of them waits on the word: the local half of lock
@@ -73,7 +86,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 || r.MaxProcesses < 0 {
+	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 || r.MaxProcesses < 0 || r.DefaultTTL < 0 {
 		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
 	}
 	if r.Entries == 0 {

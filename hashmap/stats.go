@@ -20,6 +20,9 @@ type Stats struct {
 	Relocations      int64   `json:"relocations"`       // values moved by this process
 	Locks            int     `json:"locks"`             // application locks in the lock table
 	LockAlgorithm    string  `json:"lock_algorithm"`    // the lock table's algorithm
+	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
+	Evictions        int64   `json:"evictions"`         // entries evicted to make room, by every process since creation
+	Expired          int64   `json:"expired"`           // expired entries reclaimed, by every process since creation
 	ReadOnly         bool    `json:"read_only"`         // this process mapped the file read-only
 	Path             string  `json:"path"`              // the map file
 }
@@ -34,7 +37,12 @@ func (m *Map) Stats() Stats {
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
 		Compactions: m.table.Compactions.Load(), Relocations: m.table.Relocations.Load(),
 		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
-		ReadOnly: m.readOnly, Path: m.file.Path(),
+		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
+	}
+	for i := range int(l.Segments) {
+		s := m.table.Segment(i)
+		st.Evictions += s.Evicted()
+		st.Expired += s.Expired()
 	}
 	st.BytesUsed = m.table.UsedChunks() * l.ChunkSize
 	st.BytesAllocatable = int64(st.TiersInUse) * l.Chunks * l.ChunkSize
@@ -49,6 +57,8 @@ type SegmentInfo struct {
 	Seq     uint64        `json:"seq"`
 	Lock    rwulock.State `json:"-"`
 	LockStr string        `json:"lock"`
+	Evicted int64         `json:"evictions"` // cache maps
+	Expired int64         `json:"expired"`   // cache maps
 }
 
 // Segments describes every segment: entries, tiers, modification sequence
@@ -58,7 +68,8 @@ func (m *Map) Segments() []SegmentInfo {
 	for i := range out {
 		s := m.table.Segment(i)
 		st := s.Lock().State()
-		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(), Lock: st, LockStr: st.String()}
+		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(), Lock: st, LockStr: st.String(),
+			Evicted: s.Evicted(), Expired: s.Expired()}
 	}
 	return out
 }

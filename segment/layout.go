@@ -24,7 +24,10 @@ package segment
 //	16     8    seq       writers: odd while modifying  write lock; read optimistically by Get
 //	24     8    entries   inserts and deletes           update lock (atomic, read by Len)
 //	32     8    tiers     linking a tier                update lock (atomic, read by Stats)
-//	40     24   reserved
+//	40     8    hand      cache maps: the CLOCK hand     write lock
+//	48     8    evicted   cache maps: entries evicted    write lock (atomic, read by Stats)
+//	56     8    expired   cache maps: expired entries    write lock (atomic, read by Stats)
+//	                      reclaimed
 //
 // Tier (TierSize bytes, at TiersOff + t*TierSize; tier t < Segments is the
 // first tier of segment t):
@@ -54,7 +57,12 @@ package segment
 //	8        4      chunks in the run
 //	12       4      checksum (low 32 bits of XXH64 over lengths, key and value; 0 = not computed)
 //	16       klen   key
-//	16+klen  vlen   value
+//	16+klen  vlen   value; in cache maps its first 8 bytes are the expiry
+//	                (Unix nanoseconds, 0 = never), and the caller's value follows
+//
+// A slot's chunk field is 31 bits; bit 31 of the slot is the CLOCK reference
+// bit of cache maps, set by Get (by CAS, only when clear, so a hot entry
+// costs its readers one write per sweep) and cleared by the eviction hand.
 //
 // Every multi-byte field is little-endian; every word read by another
 // process without the lock is read with sync/atomic.
@@ -74,6 +82,13 @@ const (
 	shSeq      = 16
 	shEntries  = 24
 	shTiers    = 32
+	shHand     = 40
+	shEvicted  = 48
+	shExpired  = 56
+
+	// Cache maps.
+	metaSize = 8       // expiry prefix of every value
+	refBit   = 1 << 31 // in a slot: read since the hand last passed
 
 	// Tier header offsets.
 	thNext       = 0

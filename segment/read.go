@@ -144,7 +144,16 @@ func (s *Segment) getHomeTier(hash uint64, key, dst []byte) (out []byte, found, 
 			}
 			k := off + entryHeaderSize
 			if klen == int64(len(key)) && string(space[k:k+klen]) == string(key) {
-				return append(dst, space[k+klen:k+klen+vlen]...), true, true
+				v := space[k+klen : k+klen+vlen]
+				if l.Cache {
+					value, live, ok := tb.userValue(v)
+					if !ok || !live {
+						return dst, false, ok
+					}
+					tb.reference(&slots[pos], slot)
+					v = value
+				}
+				return append(dst, v...), true, true
 			}
 		}
 		pos = (pos + 1) & mask
@@ -162,7 +171,15 @@ func (s *Segment) getSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
 		loc, f, ok := s.find(hash, key)
 		found = f && ok
 		if found {
-			dst = append(dst, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+			v, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+			if !good {
+				return false
+			}
+			found = live
+			if live {
+				s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+				dst = append(dst, v...)
+			}
 		}
 		return ok
 	})
@@ -176,8 +193,13 @@ func (s *Segment) getSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
 func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 	var found bool
 	err := s.consistentRead("get", func() bool {
-		_, f, ok := s.find(hash, key)
+		loc, f, ok := s.find(hash, key)
 		found = f && ok
+		if found {
+			_, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+			found = live
+			return good
+		}
 		return ok
 	})
 	return found, err
@@ -190,14 +212,20 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) ([]byte, []int, error)
 	a0, e0 := len(arena), len(ends)
 	err := s.consistentRead("range", func() bool {
 		arena, ends = arena[:a0], ends[:e0]
+		good := true
 		_, err := s.walk(func(k, v []byte) bool {
+			v, live, ok := s.tb.userValue(v)
+			if !ok || !live {
+				good = ok
+				return ok
+			}
 			arena = append(arena, k...)
 			ends = append(ends, len(arena))
 			arena = append(arena, v...)
 			ends = append(ends, len(arena))
 			return true
 		})
-		return err == nil
+		return err == nil && good
 	})
 	if err != nil {
 		return arena[:a0], ends[:e0], err

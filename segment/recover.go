@@ -219,7 +219,11 @@ func (s *Segment) Check(problem func(error)) int64 {
 		report(-1, "modification sequence is odd: a writer is inside or died inside")
 	}
 	head := tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
-	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(head[shTiers/8+1:]) {
+	reserved := head[shTiers/8+1:]
+	if l.Cache {
+		reserved = nil // the hand and the eviction counters
+	}
+	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
 		report(-1, "reserved header bytes are not zero")
 	}
 	keys := make(map[string]bool)
@@ -245,12 +249,15 @@ func (s *Segment) Check(problem func(error)) int64 {
 				continue
 			}
 			c := slotChunk(sl)
-			klen, _, nch, ok := tb.entryAt(&tv, c)
+			klen, vlen, nch, ok := tb.entryAt(&tv, c)
 			if !ok {
 				report(t, "slot %d: entry at chunk %d is undecodable", pos, c)
 				continue
 			}
 			key := tb.entryKey(&tv, c, klen)
+			if _, _, ok := tb.userValue(tb.entryValue(&tv, c, klen, vlen)); !ok {
+				report(t, "slot %d: cache entry at chunk %d is too short for its expiry", pos, c)
+			}
 			if _, _, ok := tb.validEntry(&tv, c); !ok {
 				// Still an entry for the counts below: one problem, not four.
 				report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)

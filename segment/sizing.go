@@ -16,6 +16,9 @@ type Params struct {
 	AverageValueSize int     // bytes
 	MaxBloatFactor   float64 // how many times Entries the map may hold in the worst case (>= 1)
 	Segments         int     // 0 = chosen from Entries; else a power of two
+	// Cache makes the map a cache: every entry carries an expiry time, and
+	// a full segment evicts (CLOCK) instead of failing with ErrFull.
+	Cache bool
 }
 
 // Layout is the geometry of a map file, derived once from Params and then
@@ -44,11 +47,12 @@ type Layout struct {
 // are 32 bits; a tier must stay addressable by an int64.
 const (
 	MaxSegments     = 1 << 20
-	maxChunks       = 1 << 31
+	maxChunks       = 1 << 30 // slot chunk fields are 31 bits: bit 31 is the CLOCK reference bit
 	maxEntryBytes   = 1 << 30
 	defaultPerSeg   = 1024 // mean entries per segment: many segments for parallelism, each tier's hash lookup (2048 slots, 16 KiB) small enough to stay in cache; not tuned by measurement yet
 	layoutMagic     = "SMLAYOUT"
-	layoutVersion   = 1
+	layoutVersion   = 1 // maps without cache mode
+	cacheVersion    = 2 // cache maps: older builds must refuse them, since their entries carry a prefix
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
 	maxLoadPermille = 750
 )
@@ -96,6 +100,9 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	// Chunks: about 8 per average entry, so internal fragmentation stays
 	// under an eighth; entries of other sizes take more or fewer chunks.
 	avgEntry := int64(entryHeaderSize + p.AverageKeySize + p.AverageValueSize)
+	if p.Cache {
+		avgEntry += metaSize
+	}
 	l.ChunkSize = 16
 	for l.ChunkSize*8 < avgEntry && l.ChunkSize < 1<<16 {
 		l.ChunkSize *= 2
@@ -145,14 +152,24 @@ func (l *Layout) Encode() []byte {
 
 // fields lists the integer fields in their encoded order.
 func (l *Layout) fields() []*int64 {
-	var version, hash, checksums, entries, key, value int64 = layoutVersion, hashXXH64Seed0, 0, int64(l.Entries), int64(l.AverageKeySize), int64(l.AverageValueSize)
+	var version, hash, flags, entries, key, value int64 = layoutVersion, hashXXH64Seed0, 0, int64(l.Entries), int64(l.AverageKeySize), int64(l.AverageValueSize)
 	if l.Checksums {
-		checksums = 1
+		flags |= flagChecksums
 	}
-	return []*int64{&version, &hash, &checksums, &entries, &key, &value,
+	if l.Cache {
+		version = cacheVersion
+		flags |= flagCache
+	}
+	return []*int64{&version, &hash, &flags, &entries, &key, &value,
 		&l.Segments, &l.Tiers, &l.Slots, &l.MaxTierEntries, &l.ChunkSize, &l.Chunks, &l.TierSize,
 		&l.GlobalOff, &l.SegmentsOff, &l.TiersOff, &l.End}
 }
+
+// Layout flags (field 2 of the record).
+const (
+	flagChecksums = 1
+	flagCache     = 2
+)
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
 // newer format, damaged, or inconsistent with the file.
@@ -172,14 +189,17 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 		v[i] = int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*i:]))
 	}
 	bloat := math.Float64frombits(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*n:]))
-	if v[0] != layoutVersion {
-		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d", ErrBadLayout, v[0], layoutVersion)
+	if v[0] != layoutVersion && v[0] != cacheVersion {
+		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, cacheVersion)
+	}
+	if v[2]&^(flagChecksums|flagCache) != 0 || (v[2]&flagCache != 0) != (v[0] == cacheVersion) {
+		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
 		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
 	}
-	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6])}
-	want, err := NewLayout(p, headerSize, v[2] == 1)
+	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6]), Cache: v[2]&flagCache != 0}
+	want, err := NewLayout(p, headerSize, v[2]&flagChecksums != 0)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}

@@ -62,6 +62,12 @@ type Table struct {
 	tierBytes []byte
 	tierWords []uint64
 
+	// Cache maps: the clock expiry times are compared with, and buffers
+	// for building stored values (expiry prefix + value) without
+	// allocating.
+	now  func() int64
+	bufs sync.Pool
+
 	// Counted in this process only, for Stats and tests.
 	Compactions atomic.Int64 // tiers compacted
 	Relocations atomic.Int64 // values moved because they outgrew their chunks
@@ -112,6 +118,10 @@ type Segment struct {
 	seq     *uint64 // modification sequence: odd while a writer changes the segment
 	entries *uint64
 	tiers   *uint64
+
+	// Cache maps.
+	hand             *uint64 // the CLOCK hand: a position over the chain's slots
+	evicted, expired *uint64 // entries evicted, and expired ones reclaimed
 }
 
 // Open attaches to the segments of a mapping laid out as l. allocate (may be
@@ -125,7 +135,8 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 		allocate = func(int64, int64) error { return nil }
 	}
 	tb := &Table{region: r, layout: l, allocate: allocate, timeout: timeout,
-		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly()}
+		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly(),
+		now: func() int64 { return time.Now().UnixNano() }}
 	tiersLen := l.Tiers * l.TierSize
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
@@ -139,6 +150,9 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 			seq:     r.Uint64(off + shSeq),
 			entries: r.Uint64(off + shEntries),
 			tiers:   r.Uint64(off + shTiers),
+			hand:    r.Uint64(off + shHand),
+			evicted: r.Uint64(off + shEvicted),
+			expired: r.Uint64(off + shExpired),
 		}
 	}
 	return tb, nil
@@ -184,7 +198,8 @@ func (s *Segment) Seq() uint64 { return atomic.LoadUint64(s.seq) }
 // location is where a key was found.
 type location struct {
 	tier       tier
-	pos        int64 // slot index
+	slot       uint64 // the slot as read
+	pos        int64  // slot index
 	chunk      int64
 	klen, vlen int64
 	nch        int64
@@ -214,7 +229,7 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 					return location{}, false, false
 				}
 				if klen == int64(len(key)) && string(tb.entryKey(&tv, c, klen)) == string(key) {
-					return location{tier: tv, pos: pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
+					return location{tier: tv, slot: slot, pos: pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
 				}
 			}
 			pos = (pos + 1) & int64(l.slotMask)

@@ -43,7 +43,7 @@ func (t *tier) setLowestFree(v int64) { atomic.StoreUint64(&t.header[thLowestFre
 // the entry's first chunk + 1, so no full slot is 0.
 func makeSlot(tag uint32, chunk int64) uint64 { return uint64(tag)<<32 | uint64(chunk+1) }
 func slotTag(s uint64) uint32                 { return uint32(s >> 32) }
-func slotChunk(s uint64) int64                { return int64(uint32(s)) - 1 }
+func slotChunk(s uint64) int64                { return int64(uint32(s)&^refBit) - 1 }
 
 // entryAt decodes the entry header at chunk c, checking every field against
 // the tier bounds. ok is false if the bytes cannot be an entry: corruption,

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -68,40 +69,65 @@ func (w *writer) end() {
 }
 
 func (s *Segment) checkSize(key, value []byte) error {
-	need := entryHeaderSize + int64(len(key)) + int64(len(value))
+	var meta int64
+	if s.tb.layout.Cache {
+		meta = metaSize
+	}
+	need := entryHeaderSize + meta + int64(len(key)) + int64(len(value))
 	if need > s.tb.layout.MaxEntryBytes() {
-		return fmt.Errorf("%w: key %d + value %d bytes, a tier holds at most %d", ErrTooLarge, len(key), len(value), s.tb.layout.MaxEntryBytes()-entryHeaderSize)
+		return fmt.Errorf("%w: key %d + value %d bytes, a tier holds at most %d", ErrTooLarge, len(key), len(value), s.tb.layout.MaxEntryBytes()-entryHeaderSize-meta)
 	}
 	return nil
 }
 
 // Put stores value under key. It reports whether the key was absent
-// (inserted). With IfAbsent a present key is left as it is.
+// (inserted). With IfAbsent a present key is left as it is. In a cache map
+// the entry never expires.
 func (s *Segment) Put(hash uint64, key, value []byte, mode PutMode) (inserted bool, err error) {
+	return s.PutExpiring(hash, key, value, 0, mode)
+}
+
+// PutExpiring is Put with an expiry time (Unix nanoseconds, 0 = never) for
+// cache maps; other maps ignore it.
+func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
 	if err := s.checkSize(key, value); err != nil {
 		return false, err
 	}
+	stored, buf := s.tb.storedValue(value, expiry)
+	defer s.tb.releaseValue(buf)
 	w, err := s.beginUpdate("put")
 	if err != nil {
 		return false, err
 	}
 	defer w.end()
-	return s.putLocked(&w, hash, key, value, mode)
+	return s.putLocked(&w, hash, key, stored, mode)
 }
 
-// putLocked is Put for a caller that holds the update lock through w.
-func (s *Segment) putLocked(w *writer, hash uint64, key, value []byte, mode PutMode) (bool, error) {
+// putLocked is Put for a caller that holds the update lock through w;
+// stored is the value as the entry holds it.
+func (s *Segment) putLocked(w *writer, hash uint64, key, stored []byte, mode PutMode) (bool, error) {
 	loc, found, ok := s.find(hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	if found {
-		if mode == IfAbsent {
+		live := s.live(&loc)
+		if live && mode == IfAbsent {
 			return false, nil
 		}
-		return false, s.replace(w, hash, &loc, key, value)
+		if !live {
+			atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
+		}
+		return !live, s.replace(w, hash, &loc, key, stored)
 	}
-	return true, s.insert(w, hash, key, value)
+	return true, s.insert(w, hash, key, stored)
+}
+
+// live reports whether the entry at loc is visible: always, except an
+// expired entry of a cache map.
+func (s *Segment) live(loc *location) bool {
+	_, live, _ := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+	return live
 }
 
 // replace changes the value of an entry: in place when it fits the entry's
@@ -131,7 +157,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
 	tb.Relocations.Add(1)
 	h := tb.entryHeader(nch, key, value)
-	nt, c, err := s.allocRun(w, nch, &loc.tier)
+	nt, c, err := s.allocRun(w, nch, loc)
 	if err != nil {
 		return err
 	}
@@ -227,11 +253,12 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 }
 
 // allocRun finds n free chunks in a tier of the chain with room for one more
-// entry (avoid, if not nil, is a tier whose entry is moving out and need not
-// have room for another). When no tier has a run but one has enough free
-// chunks in pieces, it compacts that tier; when none has, it links a tier
-// from the overflow pool. ErrFull when the pool is used up.
-func (s *Segment) allocRun(w *writer, n int64, moving *tier) (tier, int64, error) {
+// entry (moving, if not nil, is an entry moving out of its tier, which then
+// need not have room for another). When no tier has a run but one has
+// enough free chunks in pieces, it compacts that tier; when none has, it
+// links a tier from the overflow pool. When the pool is used up: ErrFull,
+// or in a cache map, eviction.
+func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, error) {
 	tb := s.tb
 	l := &tb.layout
 	var fragmented *tier
@@ -239,7 +266,7 @@ func (s *Segment) allocRun(w *writer, n int64, moving *tier) (tier, int64, error
 	var last tier
 	for hops := int64(0); hops < l.Tiers; hops++ {
 		tv := tb.tier(t)
-		room := int64(tv.entries()) < l.MaxTierEntries || (moving != nil && tv.index == moving.index)
+		room := int64(tv.entries()) < l.MaxTierEntries || (moving != nil && tv.index == moving.tier.index)
 		if room {
 			if c := tv.alloc(n, l.Chunks); c >= 0 {
 				return tv, c, nil
@@ -273,6 +300,9 @@ func (s *Segment) allocRun(w *writer, n int64, moving *tier) (tier, int64, error
 	}
 	nt, err := s.linkTier(&last)
 	if err != nil {
+		if l.Cache && errors.Is(err, ErrFull) {
+			return s.evictFor(w, n, moving)
+		}
 		return tier{}, 0, err
 	}
 	if c := nt.alloc(n, l.Chunks); c >= 0 {
@@ -400,11 +430,15 @@ func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error)
 	if err := w.modify("delete"); err != nil {
 		return false, err
 	}
+	live := s.live(&loc)
 	s.tb.removeSlot(&loc.tier, loc.pos)
 	loc.tier.free(loc.chunk, loc.nch)
 	loc.tier.addEntries(-1)
 	atomic.AddUint64(s.entries, ^uint64(0))
-	return true, nil
+	if !live {
+		atomic.AddUint64(s.expired, 1) // it was already gone to readers
+	}
+	return live, nil
 }
 
 // Compute runs fn on the current value of key (a copy; found false if
@@ -412,6 +446,13 @@ func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error)
 // new value if keep, else removes the key. No other writer can change the
 // key in between, in any process. fn must not call into the map.
 func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found bool) ([]byte, bool)) error {
+	return s.ComputeExpiring(hash, key, 0, fn)
+}
+
+// ComputeExpiring is Compute with an expiry time (Unix nanoseconds, 0 =
+// never) for the stored value of a cache map; other maps ignore it. An
+// expired entry is absent to fn.
+func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, bool)) error {
 	w, err := s.beginUpdate("compute")
 	if err != nil {
 		return err
@@ -422,10 +463,15 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	var old []byte
+	live := false
 	if found {
-		old = append([]byte(nil), s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+		var v []byte
+		v, live, _ = s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+		if live {
+			old = append([]byte(nil), v...)
+		}
 	}
-	value, keep := fn(old, found)
+	value, keep := fn(old, live)
 	if !keep {
 		if found {
 			_, err := s.deleteLocked(&w, hash, key)
@@ -436,8 +482,13 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 	if err := s.checkSize(key, value); err != nil {
 		return err
 	}
+	stored, buf := s.tb.storedValue(value, expiry)
+	defer s.tb.releaseValue(buf)
 	if found {
-		return s.replace(&w, hash, &loc, key, value)
+		if !live {
+			atomic.AddUint64(s.expired, 1)
+		}
+		return s.replace(&w, hash, &loc, key, stored)
 	}
-	return s.insert(&w, hash, key, value)
+	return s.insert(&w, hash, key, stored)
 }
