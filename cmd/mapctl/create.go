@@ -20,10 +20,15 @@ reserved at its maximal size as a sparse file, so it only takes disk (or RAM
 on /dev/shm) for what is used. The sizing is fixed at creation: every
 process that opens the file later uses it.
 
+With --cache the map is a cache: entries may carry a time to live (mapctl
+put --ttl), and a full map evicts the entries read least recently (CLOCK,
+per segment) instead of failing. Each value then takes 8 bytes more.
+
 PATH must not exist yet. Prints the number of segments and the file size.
 
-Example:
-  mapctl create /dev/shm/cache.map --entries 1000000 --key-size 16 --value-size 64`,
+Examples:
+  mapctl create /dev/shm/store.map --entries 1000000 --key-size 16 --value-size 64
+  mapctl create /dev/shm/cache.map --entries 100000 --cache`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &hashmap.Options{}
 		fs.IntVar(&o.Entries, "entries", hashmap.DefaultEntries, "number of entries to size the map for")
@@ -31,6 +36,7 @@ Example:
 		fs.IntVar(&o.AverageValueSize, "value-size", hashmap.DefaultAverageValueSize, "average value size in bytes")
 		fs.Float64Var(&o.MaxBloatFactor, "bloat", hashmap.DefaultMaxBloatFactor, "how far past --entries the map may grow before puts fail (at least 1)")
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
+		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
 		return o
 	},
 	run: runCreate,
@@ -56,8 +62,12 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 	}
 	defer m.Close()
 	st := m.Stats()
-	fmt.Fprintf(e.stdout, "created %s: sized for %d entries (up to x%g), %d segments, file size %s (sparse)\n",
-		path, st.Capacity, st.MaxBloatFactor, st.Segments, humanBytes(st.FileSize))
+	kind := ""
+	if st.Cache {
+		kind = "cache "
+	}
+	fmt.Fprintf(e.stdout, "created %s%s: sized for %d entries (up to x%g), %d segments, file size %s (sparse)\n",
+		kind, path, st.Capacity, st.MaxBloatFactor, st.Segments, humanBytes(st.FileSize))
 	return exitOK
 }
 

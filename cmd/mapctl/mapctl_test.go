@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedmap/sharedmap/ipc"
 )
@@ -336,5 +337,38 @@ func TestCheckAndRecover(t *testing.T) {
 	}
 	if c, _, e := mapctl(t, "", "check", filepath.Join(t.TempDir(), "none")); c != exitError || !strings.Contains(e, "no map at") {
 		t.Fatalf("check of a missing file: %d %q", c, e)
+	}
+}
+
+// TestCacheTTLCommands: create --cache, put --ttl (flags after the
+// arguments too), the entry gone after its TTL; --ttl on a plain map is
+// refused with a clear message.
+func TestCacheTTLCommands(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.map")
+	if c, o, e := mapctl(t, "", "create", p, "--entries", "1000", "--cache"); c != 0 || !strings.Contains(o, "created cache") {
+		t.Fatalf("create --cache: %d %q %q", c, o, e)
+	}
+	if c, _, e := mapctl(t, "", "put", p, "short", "s", "--ttl", "150ms"); c != 0 {
+		t.Fatalf("put --ttl: %q", e)
+	}
+	if c, _, e := mapctl(t, "", "put", p, "long", "l"); c != 0 {
+		t.Fatalf("put: %q", e)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "short"); c != 0 || o != "s\n" {
+		t.Fatalf("get before expiry: %d %q", c, o)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c, _, _ := mapctl(t, "", "get", p, "short"); c != exitNotFound {
+		t.Fatalf("get after expiry: exit %d, want %d", c, exitNotFound)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "long"); c != 0 || o != "l\n" {
+		t.Fatalf("get of the entry without TTL: %d %q", c, o)
+	}
+	if c, o, _ := mapctl(t, "", "stats", p, "--json"); c != 0 || !strings.Contains(o, `"cache": true`) || !strings.Contains(o, `"expired"`) || !strings.Contains(o, `"evictions"`) {
+		t.Fatalf("stats --json of a cache: %d %q", c, o)
+	}
+	plain := newMap(t)
+	if c, _, e := mapctl(t, "", "put", "--ttl", "1m", plain, "k", "v"); c != exitError || !strings.Contains(e, "not created as a cache") {
+		t.Fatalf("put --ttl on a plain map: %d %q", c, e)
 	}
 }

@@ -23,7 +23,7 @@ var statsCmd = &command{
 as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
-read_only and path. Counters are read without locks: while other processes
+cache, evictions, expired, read_only and path. Counters are read without locks: while other processes
 write, they are a close estimate. Opens the map read-only.
 
 Example:
@@ -76,5 +76,8 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Entries per tier: %d\n", st.EntriesPerTier)
 	fmt.Fprintf(w, "Compactions: %d\n", st.Compactions)
 	fmt.Fprintf(w, "Relocations: %d\n", st.Relocations)
+	if st.Cache {
+		fmt.Fprintf(w, "Cache: evictions %d, expired entries reclaimed %d\n", st.Evictions, st.Expired)
+	}
 	fmt.Fprintf(w, "Read only: %v\n", st.ReadOnly)
 }
