@@ -1,12 +1,16 @@
 package hashmap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 // testClock is a clock tests move by hand.
@@ -145,4 +149,147 @@ func TestCacheNeverFull(t *testing.T) {
 		t.Fatalf("check: %v %v", problems, err)
 	}
 	t.Logf("%d puts into a cache sized for %d: %d entries, %d evicted", puts, opts.Entries, st.Entries, st.Evictions)
+}
+
+// TestStatsAcrossProcesses: hits, misses and puts counted by other
+// processes are readable here while they run, stay counted after one closes
+// the map and after one is killed, and read-only handles count nothing.
+func TestStatsAcrossProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, helperOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Put([]byte("present"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	dones := func() int {
+		n := 0
+		var rerr error
+		for k := range ro.Range(&rerr) {
+			if len(k) > 5 && string(k[:5]) == "done-" {
+				n++
+			}
+		}
+		return n
+	}
+	staying := helperCmd("lookups", path, "1000", "300", "1")
+	if err := staying.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = staying.Process.Kill(); _ = staying.Wait() }()
+	leaving := helperCmd("lookups", path, "500", "200", "0")
+	if out, err := leaving.Output(); err != nil || !bytes.Contains(out, []byte("@ done")) {
+		t.Fatalf("leaving helper: %v %s", err, out)
+	}
+	if !testutil.WaitFor(10*time.Second, func() bool { return dones() == 2 }) {
+		t.Fatal("the staying helper never finished its lookups")
+	}
+	want := func(when string) {
+		t.Helper()
+		for _, h := range []*Map{m, ro} {
+			st := h.Stats()
+			if !st.Counters || st.Hits != 1500 || st.Misses != 500 || st.Puts != 3 {
+				t.Fatalf("%s: hits %d, misses %d, puts %d; want 1500, 500, 3", when, st.Hits, st.Misses, st.Puts)
+			}
+		}
+	}
+	want("one helper running, one closed")
+	if _, err := ro.Get([]byte("present")); err != nil {
+		t.Fatal(err)
+	}
+	want("after a read-only Get")
+	_ = staying.Process.Kill()
+	_ = staying.Wait()
+	want("after the running one was killed")
+	per := m.Segments()
+	var hits int64
+	for _, s := range per {
+		hits += s.Hits
+	}
+	if hits != 1500 {
+		t.Fatalf("per-segment hits sum to %d", hits)
+	}
+}
+
+// TestExports: the expvar variable shows Stats as JSON, and the Prometheus
+// text has every counter with its type line and the map label.
+func TestExports(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_ = m.Put([]byte("k"), []byte("v"))
+	_, _ = m.Get([]byte("k"))
+	_, _ = m.Get([]byte("nope"))
+	if s := m.Expvar().String(); !strings.Contains(s, `"hits":1`) || !strings.Contains(s, `"misses":1`) {
+		t.Fatalf("expvar: %s", s)
+	}
+	var b strings.Builder
+	if err := m.WritePrometheus(&b, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`sharedmap_hits_total{map="test"} 1`, `sharedmap_misses_total{map="test"} 1`, `sharedmap_puts_total{map="test"} 1`,
+		"# TYPE sharedmap_entries gauge", "# TYPE sharedmap_evictions_total counter", `sharedmap_lock_timeouts_total{map="test"} 0`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Prometheus text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestVersions: a version stays current until a write changes or removes a
+// value of its segment (from another handle too), or its entry expires;
+// inserting another key does not end it.
+func TestVersions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+	m, err := Open(path, &Options{Entries: 100, Segments: 1, Cache: true, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	other, err := Open(path, &Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_ = m.Put([]byte("a"), []byte("1"))
+	v, ver, err := m.GetVersioned(nil, []byte("a"))
+	if err != nil || string(v) != "1" || !m.Unchanged(ver) {
+		t.Fatalf("GetVersioned: %q %v %v", v, m.Unchanged(ver), err)
+	}
+	_ = other.Put([]byte("b"), []byte("2")) // an insert: no value changed
+	if !m.Unchanged(ver) {
+		t.Fatal("an insert of another key ended the version")
+	}
+	_ = other.Put([]byte("a"), []byte("3"))
+	if m.Unchanged(ver) {
+		t.Fatal("a write of the key by another handle did not end the version")
+	}
+	_, ver, _ = m.GetVersioned(nil, []byte("a"))
+	if _, err := other.Delete([]byte("b")); err != nil || m.Unchanged(ver) {
+		t.Fatalf("a delete in the segment did not end the version (%v)", err)
+	}
+	_ = m.PutWithTTL([]byte("t"), []byte("x"), time.Second)
+	_, ver, _ = m.GetVersioned(nil, []byte("t"))
+	if !m.Unchanged(ver) {
+		t.Fatal("fresh version not current")
+	}
+	clock.Advance(time.Second)
+	if m.Unchanged(ver) {
+		t.Fatal("an expired entry's version is current")
+	}
+	if m.Unchanged(Version{}) {
+		t.Fatal("the zero Version is current")
+	}
+	if _, _, err := m.GetVersioned(nil, []byte("nope")); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
 }

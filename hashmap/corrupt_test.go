@@ -65,7 +65,8 @@ func TestCorruptionNeverPanics(t *testing.T) {
 		{"lock arena", offheap.HeaderSize + 64, regStart},
 		{"registry header", regStart, regStart + 64},
 		{"registry", regStart + 64, l.GlobalOff},
-		{"segment headers", l.GlobalOff, l.TiersOff},
+		{"segment headers", l.GlobalOff, l.StatsOff},
+		{"counters", l.StatsOff, l.TiersOff},
 		{"tiers", l.TiersOff, l.TiersOff + l.Segments*l.TierSize},
 	}
 	trials := 60

@@ -29,6 +29,7 @@ type Map struct {
 	lockTable  *LockTable
 	reg        *registry.Registry // nil: a file from before the registry, or damaged (regErr)
 	regErr     error              // why a read-only open could not attach the registry (Check reports it)
+	counters   []uint64           // this process's hits and misses, two per segment, in its registry slot (nil: none)
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
 	repairs    atomic.Int64       // recovery passes that released something, in this process
 	atOpen     Recovery           // what Open repaired of processes that died before it
@@ -57,7 +58,8 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	// The registry sits between the lock arena and the segments, with a
 	// ledger per segment in every slot.
-	wantReg := registry.Layout{Off: offheap.HeaderSize + wantLocks.bytes, Slots: o.MaxProcesses, Ledgers: int(want.Segments)}
+	wantReg := registry.Layout{Off: offheap.HeaderSize + wantLocks.bytes, Slots: o.MaxProcesses, Ledgers: int(want.Segments),
+		Counters: countersPerSlot(want.Segments, want.Stats)}
 	if want, err = segment.NewLayout(params, wantReg.Off+wantReg.Bytes(), !o.NoChecksums); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -101,7 +103,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		// holds; the registry's size does not depend on where it starts
 		// (and a wrong count makes DecodeLayout below fail).
 		if segs, ok := segment.RecordSegments(rec); ok {
-			regBytes = registry.Layout{Slots: regSlots, Ledgers: int(segs)}.Bytes()
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: int(segs), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
 		}
 	}
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
@@ -154,7 +156,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	if m.admin != nil {
 		tb.SetAdminLock(adminLock{m})
 	}
-	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: int(l.Segments)}
+	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: int(l.Segments), Counters: countersPerSlot(l.Segments, l.Stats)}
 	if regSlots > 0 && o.ReadOnly {
 		// Read-only: no slot (a slot is written), but Check can still
 		// see who died with the map open.
@@ -187,6 +189,7 @@ func (m *Map) join(l registry.Layout) error {
 		return err
 	}
 	m.reg = reg
+	m.counters = reg.Counters(slot)
 	if a := m.lockTable.arena; a != nil {
 		journals := make([][]uint64, l.Slots)
 		for i := range journals {
@@ -288,6 +291,7 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	m.countLookup(h, found)
 	if !found {
 		return dst, ErrNotFound
 	}
@@ -300,7 +304,11 @@ func (m *Map) Contains(key []byte) (bool, error) {
 		return false, err
 	}
 	h := xxhash.Sum64(key)
-	return m.table.For(h).Has(h, key)
+	found, err := m.table.For(h).Has(h, key)
+	if err == nil {
+		m.countLookup(h, found)
+	}
+	return found, err
 }
 
 // Put stores value under key, replacing any value. Both are copied into the
@@ -414,3 +422,48 @@ func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] {
 // Len is the number of entries. It takes no lock: while other processes
 // write, it is a close estimate.
 func (m *Map) Len() int { return int(m.table.Len()) }
+
+// Version says what state of its segment a value was read at; see
+// GetVersioned. The zero Version is never current.
+type Version struct {
+	valid   bool
+	segment int
+	seq     uint64
+	expiry  int64
+}
+
+// GetVersioned is GetInto that also returns the Version the value was read
+// at, for caches of decoded values: as long as Unchanged(v) reports true,
+// the value is still the key's value in the file, for every process. Any
+// write that changes or removes a value of the key's segment (in any
+// process) ends that, as does the entry's expiry in a cache map.
+func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
+	if err := m.check(false); err != nil {
+		return dst, Version{}, err
+	}
+	h := xxhash.Sum64(key)
+	s := m.table.For(h)
+	v, found, seq, expiry, err := s.GetVersioned(h, key, dst)
+	if err != nil {
+		return dst, Version{}, err
+	}
+	m.countLookup(h, found)
+	if !found {
+		return dst, Version{}, ErrNotFound
+	}
+	return v, Version{valid: true, segment: int(s.Index()), seq: seq, expiry: expiry}, nil
+}
+
+// Unchanged reports whether a value read at v is still current: no write
+// has changed or removed a value of its segment since, and it has not
+// expired. It reads one word of the file (and the clock, for entries that
+// expire).
+func (m *Map) Unchanged(v Version) bool {
+	if !v.valid || v.segment >= int(m.layout.Segments) || m.closed.Load() {
+		return false
+	}
+	if m.table.Segment(v.segment).Seq() != v.seq {
+		return false
+	}
+	return v.expiry == 0 || m.table.Now() < v.expiry
+}

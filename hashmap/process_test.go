@@ -3,6 +3,7 @@ package hashmap
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,6 +115,27 @@ func TestHelperProcess(t *testing.T) {
 		testutil.Report("done")
 	case "kill-writer":
 		killWriter(m, n(0), n(1))
+	case "lookups": // hits, misses, stay (0: close and exit once done): Gets of "present" and of absent keys
+		for range n(0) {
+			if _, err := m.Get([]byte("present")); err != nil {
+				testutil.Report("error %v", err)
+				return
+			}
+		}
+		for i := range n(1) {
+			if _, err := m.Get(fmt.Appendf(nil, "absent-%d", i)); !errors.Is(err, ErrNotFound) {
+				testutil.Report("error %v", err)
+				return
+			}
+		}
+		if err := m.Put(fmt.Appendf(nil, "done-%d", os.Getpid()), nil); err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		if n(2) == 1 {
+			time.Sleep(time.Hour) // the test kills it
+		}
+		testutil.Report("done")
 	case "hold-lock": // take application lock 0, say so with key "held", wait to be killed
 		if err := m.Locks().Lock(0); err != nil {
 			testutil.Report("error %v", err)

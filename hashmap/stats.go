@@ -21,8 +21,15 @@ type Stats struct {
 	Locks            int     `json:"locks"`             // application locks in the lock table
 	LockAlgorithm    string  `json:"lock_algorithm"`    // the lock table's algorithm
 	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
-	Evictions        int64   `json:"evictions"`         // entries evicted to make room, by every process since creation
-	Expired          int64   `json:"expired"`           // expired entries reclaimed, by every process since creation
+	Counters         bool    `json:"counters"`          // the file keeps the counters below (files from before them do not)
+	Hits             int64   `json:"hits"`              // Gets and Contains that found the key, by every process that opened the map for writing
+	Misses           int64   `json:"misses"`            // Gets and Contains that did not
+	Puts             int64   `json:"puts"`              // entries stored by Put, PutIfAbsent, Compute
+	Deletes          int64   `json:"deletes"`           // entries removed by Delete, Compute
+	Evictions        int64   `json:"evictions"`         // entries evicted to make room (cache maps)
+	Expired          int64   `json:"expired"`           // expired entries reclaimed (cache maps)
+	LockWaits        int64   `json:"lock_waits"`        // operations that found their segment's lock taken and waited
+	LockTimeouts     int64   `json:"lock_timeouts"`     // lock waits that ran out (ErrTimeout, or a recovery pass)
 	ReadOnly         bool    `json:"read_only"`         // this process mapped the file read-only
 	Path             string  `json:"path"`              // the map file
 }
@@ -39,10 +46,16 @@ func (m *Map) Stats() Stats {
 		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
 	}
-	for i := range int(l.Segments) {
-		s := m.table.Segment(i)
-		st.Evictions += s.Evicted()
-		st.Expired += s.Expired()
+	st.Counters = l.Stats
+	for _, s := range m.Segments() {
+		st.Hits += s.Hits
+		st.Misses += s.Misses
+		st.Puts += s.Puts
+		st.Deletes += s.Deletes
+		st.Evictions += s.Evicted
+		st.Expired += s.Expired
+		st.LockWaits += s.LockWaits
+		st.LockTimeouts += s.LockTimeouts
 	}
 	st.BytesUsed = m.table.UsedChunks() * l.ChunkSize
 	st.BytesAllocatable = int64(st.TiersInUse) * l.Chunks * l.ChunkSize
@@ -57,19 +70,31 @@ type SegmentInfo struct {
 	Seq     uint64        `json:"seq"`
 	Lock    rwulock.State `json:"-"`
 	LockStr string        `json:"lock"`
-	Evicted int64         `json:"evictions"` // cache maps
-	Expired int64         `json:"expired"`   // cache maps
+	// Counters since creation, as in Stats.
+	Hits         int64 `json:"hits"`
+	Misses       int64 `json:"misses"`
+	Puts         int64 `json:"puts"`
+	Deletes      int64 `json:"deletes"`
+	Evicted      int64 `json:"evictions"`
+	Expired      int64 `json:"expired"`
+	LockWaits    int64 `json:"lock_waits"`
+	LockTimeouts int64 `json:"lock_timeouts"`
 }
 
-// Segments describes every segment: entries, tiers, modification sequence
-// and lock state (a snapshot; locks change as you read).
+// Segments describes every segment: entries, tiers, modification sequence,
+// lock state and counters (a snapshot, read without locks: locks and
+// counters change as you read).
 func (m *Map) Segments() []SegmentInfo {
 	out := make([]SegmentInfo, m.layout.Segments)
+	slots := m.slotCounters()
 	for i := range out {
 		s := m.table.Segment(i)
 		st := s.Lock().State()
+		c := s.Counters()
+		hits, misses := m.lookups(i, slots)
 		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(), Lock: st, LockStr: st.String(),
-			Evicted: s.Evicted(), Expired: s.Expired()}
+			Hits: hits, Misses: misses, Puts: c.Puts, Deletes: c.Deletes,
+			Evicted: c.Evicted, Expired: c.Expired, LockWaits: c.LockWaits, LockTimeouts: c.LockTimeouts}
 	}
 	return out
 }

@@ -21,6 +21,7 @@ const (
 	hSlots      = 8
 	hLedgers    = 16
 	hGeneration = 24
+	hCounters   = 32
 
 	sState      = 0
 	sPID        = 8
@@ -45,14 +46,15 @@ var (
 
 // Layout is where the registry lives in the file and how big it is.
 type Layout struct {
-	Off     int64 // start of the area in the file
-	Slots   int   // processes that can have the file open at once
-	Ledgers int   // ledger words per slot: one per segment lock
+	Off      int64 // start of the area in the file
+	Slots    int   // processes that can have the file open at once
+	Ledgers  int   // ledger words per slot: one per segment lock
+	Counters int   // counter words per slot, for the process's own statistics (0 in files from before them)
 }
 
 // SlotSize is the size of one slot, a multiple of 64 bytes.
 func (l Layout) SlotSize() int64 {
-	return (slotHeaderSize + int64(l.Ledgers)*8 + 63) / 64 * 64
+	return (slotHeaderSize + int64(l.Ledgers+l.Counters)*8 + 63) / 64 * 64
 }
 
 // Bytes is the size of the whole area, rounded up to whole 4 KiB pages.
@@ -67,6 +69,7 @@ func Format(area []byte, l Layout) {
 	copy(area, magic)
 	binary.LittleEndian.PutUint64(area[hSlots:], uint64(l.Slots))
 	binary.LittleEndian.PutUint64(area[hLedgers:], uint64(l.Ledgers))
+	binary.LittleEndian.PutUint64(area[hCounters:], uint64(l.Counters))
 }
 
 // Registry is this process's view of the registry of one open file.
@@ -83,13 +86,14 @@ type Registry struct {
 
 // Attach checks the registry of f laid out as l, without claiming a slot.
 func Attach(f *offheap.File, l Layout) (*Registry, error) {
-	if l.Slots <= 0 || l.Ledgers < 0 || l.Off < 0 || l.Off+l.Bytes() > f.Len() {
+	if l.Slots <= 0 || l.Ledgers < 0 || l.Counters < 0 || l.Off < 0 || l.Off+l.Bytes() > f.Len() {
 		return nil, fmt.Errorf("%w: layout %+v does not fit a file of %d bytes", ErrCorrupt, l, f.Len())
 	}
 	head := f.Bytes(l.Off, areaHeaderSize)
 	if string(head[:8]) != magic ||
 		binary.LittleEndian.Uint64(head[hSlots:]) != uint64(l.Slots) ||
-		binary.LittleEndian.Uint64(head[hLedgers:]) != uint64(l.Ledgers) {
+		binary.LittleEndian.Uint64(head[hLedgers:]) != uint64(l.Ledgers) ||
+		binary.LittleEndian.Uint64(head[hCounters:]) != uint64(l.Counters) {
 		return nil, fmt.Errorf("%w: header does not match the layout", ErrCorrupt)
 	}
 	return &Registry{file: f, layout: l, gen: f.Uint64(l.Off + hGeneration), self: -1}, nil
@@ -172,6 +176,13 @@ func (r *Registry) Journal(i int) []uint64 {
 // Ledgers returns the ledger words of slot i.
 func (r *Registry) Ledgers(i int) []uint64 {
 	return r.file.Uint64s(r.layout.slotOff(i)+slotHeaderSize, int64(r.layout.Ledgers))
+}
+
+// Counters returns the counter words of slot i: statistics its process
+// keeps for itself (no other process writes them). Join leaves them as they
+// are: they outlive the process, and whoever reuses the slot counts on.
+func (r *Registry) Counters(i int) []uint64 {
+	return r.file.Uint64s(r.layout.slotOff(i)+slotHeaderSize+int64(r.layout.Ledgers)*8, int64(r.layout.Counters))
 }
 
 // Ledger returns ledger word k of slot i.
@@ -327,7 +338,7 @@ func (r *Registry) Check(problem func(error)) int {
 		problem(fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...))
 	}
 	head := r.file.Uint64s(r.layout.Off, areaHeaderSize/8)
-	for w := hGeneration/8 + 1; w < len(head); w++ {
+	for w := hCounters/8 + 1; w < len(head); w++ {
 		if head[w] != 0 {
 			report("area header word %d is %#x, not 0", w, head[w])
 		}
@@ -346,8 +357,8 @@ func (r *Registry) Check(problem func(error)) int {
 				report("slot %d: header word %d is %#x, not 0", i, w, v)
 			}
 		}
-		if pad := r.layout.SlotSize() - slotHeaderSize - int64(r.layout.Ledgers)*8; pad > 0 {
-			if b := r.file.Bytes(off+slotHeaderSize+int64(r.layout.Ledgers)*8, pad); !allZero(b) {
+		if pad := r.layout.SlotSize() - slotHeaderSize - int64(r.layout.Ledgers+r.layout.Counters)*8; pad > 0 {
+			if b := r.file.Bytes(off+slotHeaderSize+int64(r.layout.Ledgers+r.layout.Counters)*8, pad); !allZero(b) {
 				report("slot %d: padding after its ledgers is not zero", i)
 			}
 		}

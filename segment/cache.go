@@ -161,3 +161,20 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 	}
 	return tier{}, 0, fmt.Errorf("%w: segment %d: the eviction hand found no room for %d chunks", ErrFull, s.index, n)
 }
+
+// expiryOf reads the expiry time of key's entry (0 if none, or absent).
+func (tb *Table) expiryOf(hash uint64, key []byte) int64 {
+	s := tb.For(hash)
+	var exp int64
+	_ = s.consistentRead("get", func() bool {
+		exp = 0
+		loc, found, ok := s.find(hash, key)
+		if found && ok {
+			if v := tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen); len(v) >= metaSize {
+				exp = int64(binary.LittleEndian.Uint64(v))
+			}
+		}
+		return ok
+	})
+	return exp
+}

@@ -7,6 +7,7 @@ package segment
 //	offset            size              area
 //	GlobalOff         globalSize (4096) global state
 //	SegmentsOff       Segments * 64     segment headers
+//	StatsOff          Segments * 64     counters, a line per segment (files with statistics)
 //	TiersOff          Tiers * TierSize  tiers: Segments first tiers, then the overflow pool
 //
 // Global state (at GlobalOff):
@@ -28,6 +29,17 @@ package segment
 //	48     8    evicted   cache maps: entries evicted    write lock (atomic, read by Stats)
 //	56     8    expired   cache maps: expired entries    write lock (atomic, read by Stats)
 //	                      reclaimed
+//
+// Counters of a segment (64 bytes, one cache line, at StatsOff + i*64), all
+// atomic. (Readers count their hits and misses in their own process's
+// registry slot instead, so that reading writes no shared line.)
+//
+//	offset size field          written by
+//	0      8    puts           Put, PutIfAbsent, Compute that stored (under the update lock)
+//	8      8    deletes        Delete, Compute that removed (under the update lock)
+//	16     8    lockWaits      operations that found the lock taken and waited
+//	24     8    lockTimeouts   lock waits that ran out (LockTimeout)
+//	32     32   reserved
 //
 // Tier (TierSize bytes, at TiersOff + t*TierSize; tier t < Segments is the
 // first tier of segment t):
@@ -85,6 +97,13 @@ const (
 	shHand     = 40
 	shEvicted  = 48
 	shExpired  = 56
+
+	// Counters.
+	statsLineSize  = 64
+	stPuts         = 0
+	stDeletes      = 8
+	stLockWaits    = 16
+	stLockTimeouts = 24
 
 	// Cache maps.
 	metaSize = 8       // expiry prefix of every value

@@ -40,7 +40,13 @@ var (
 func (s *Segment) consistentRead(op string, read func() bool) error {
 	err := s.readOptimistic(read)
 	if errors.Is(err, errBusy) {
-		if err = s.lock.ReadLock(s.tb.timeout); err != nil {
+		if !s.lock.TryReadLock() {
+			s.count(stLockWaits, 1)
+			err = s.lock.ReadLock(s.tb.timeout)
+		} else {
+			err = nil
+		}
+		if err != nil {
 			err = s.retryAfterTimeout(err, s.lock.ReadLock)
 		}
 		if err == nil {
@@ -101,6 +107,56 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 		}
 	}
 	return s.getSlow(hash, key, dst)
+}
+
+// GetVersioned is Get that also returns the segment's modification
+// sequence the value was read at (even): while Seq still returns it, no
+// value of the segment changed or was removed since (inserts of new keys
+// do not count: they change no value). expiry is the entry's expiry time
+// in a cache map (0: none). A cache of decoded values relies on it.
+func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found bool, seq uint64, expiry int64, err error) {
+	start := len(dst)
+	read := func() bool {
+		seq = atomic.LoadUint64(s.seq)
+		if seq&1 != 0 {
+			return false
+		}
+		if out, found, err = s.Get(hash, key, dst[:start]); err != nil {
+			return true
+		}
+		if expiry = 0; found && s.tb.layout.Cache {
+			expiry = s.tb.expiryOf(hash, key)
+		}
+		return atomic.LoadUint64(s.seq) == seq
+	}
+	for range optimisticTries {
+		if read() {
+			return out, found, seq, expiry, err
+		}
+		wait.Spin(30)
+	}
+	// Busy: under the read lock no value changes (modifications take the
+	// write lock), so the sequence holds still.
+	if s.tb.readOnly {
+		deadline := time.Now().Add(s.tb.timeout)
+		for !read() {
+			if time.Now().After(deadline) {
+				return dst[:start], false, 0, 0, s.lockErr("get", rwulock.ErrTimeout)
+			}
+			time.Sleep(time.Microsecond)
+		}
+		return out, found, seq, expiry, err
+	}
+	if err := s.lock.ReadLock(s.tb.timeout); err != nil {
+		if err = s.retryAfterTimeout(err, s.lock.ReadLock); err != nil {
+			return dst[:start], false, 0, 0, s.lockErr("get", err)
+		}
+	}
+	defer func() { _ = s.lock.ReadUnlock() }()
+	if !read() {
+		return dst[:start], false, 0, 0, s.corrupt(-1, "modification sequence moved under the read lock")
+	}
+	return out, found, seq, expiry, err
 }
 
 // getHomeTier is Get's fast path: one optimistic pass over the segment's

@@ -226,6 +226,9 @@ func (s *Segment) Check(problem func(error)) int64 {
 	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
 		report(-1, "reserved header bytes are not zero")
 	}
+	if s.counters != nil && !reservedZero(s.counters[stLockTimeouts/8+1:]) {
+		report(-1, "reserved bytes of the counters are not zero")
+	}
 	keys := make(map[string]bool)
 	var total, tiers int64
 	t := s.index
@@ -327,6 +330,13 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	}
 	if !reservedZero(tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1)) {
 		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
+	}
+	end := l.StatsOff
+	if l.Stats {
+		end += l.Segments * statsLineSize
+	}
+	if !reservedZero(tb.region.Uint64s(end, (l.TiersOff-end)/8)) {
+		problem(fmt.Errorf("%w: the padding before the tiers is not zero", ErrCorrupt))
 	}
 }
 

@@ -41,6 +41,10 @@ type Layout struct {
 	segmentBits    uint  // log2(Segments)
 	slotMask       uint64
 	Checksums      bool
+	// Stats: the file has a line of counters per segment (StatsOff). Maps
+	// created by this version always do; older files do not.
+	Stats    bool
+	StatsOff int64
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -51,8 +55,8 @@ const (
 	maxEntryBytes   = 1 << 30
 	defaultPerSeg   = 1024 // mean entries per segment: many segments for parallelism, each tier's hash lookup (2048 slots, 16 KiB) small enough to stay in cache; not tuned by measurement yet
 	layoutMagic     = "SMLAYOUT"
-	layoutVersion   = 1 // maps without cache mode
-	cacheVersion    = 2 // cache maps: older builds must refuse them, since their entries carry a prefix
+	layoutVersion   = 1 // maps with no flag but checksums (files from before statistics)
+	flagsVersion    = 2 // maps with statistics or cache mode: older builds must refuse them
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
 	maxLoadPermille = 750
 )
@@ -75,7 +79,11 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
 		return Layout{}, fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
 	}
-	l := Layout{Params: p, Checksums: checksums}
+	return newLayout(p, headerSize, checksums, true)
+}
+
+func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error) {
+	l := Layout{Params: p, Checksums: checksums, Stats: stats}
 	l.Segments = int64(p.Segments)
 	if l.Segments == 0 {
 		l.Segments = int64(nextPow2(uint64(ceilDiv(int64(p.Entries), defaultPerSeg))))
@@ -120,7 +128,12 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	l.Tiers = l.Segments + extra
 	l.GlobalOff = headerSize
 	l.SegmentsOff = l.GlobalOff + globalSize
-	l.TiersOff = roundUp(l.SegmentsOff+l.Segments*segmentHeaderSize, 4096)
+	l.StatsOff = l.SegmentsOff + l.Segments*segmentHeaderSize
+	statsBytes := int64(0)
+	if stats {
+		statsBytes = l.Segments * statsLineSize
+	}
+	l.TiersOff = roundUp(l.StatsOff+statsBytes, 4096)
 	end := float64(l.TiersOff) + float64(l.Tiers)*float64(l.TierSize)
 	if end > 1<<46 {
 		return Layout{}, fmt.Errorf("%w: the map would need %.0f bytes of address space", ErrBadParams, end)
@@ -157,8 +170,13 @@ func (l *Layout) fields() []*int64 {
 		flags |= flagChecksums
 	}
 	if l.Cache {
-		version = cacheVersion
 		flags |= flagCache
+	}
+	if l.Stats {
+		flags |= flagStats
+	}
+	if flags&^flagChecksums != 0 {
+		version = flagsVersion
 	}
 	return []*int64{&version, &hash, &flags, &entries, &key, &value,
 		&l.Segments, &l.Tiers, &l.Slots, &l.MaxTierEntries, &l.ChunkSize, &l.Chunks, &l.TierSize,
@@ -169,6 +187,7 @@ func (l *Layout) fields() []*int64 {
 const (
 	flagChecksums = 1
 	flagCache     = 2
+	flagStats     = 4
 )
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
@@ -189,17 +208,17 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 		v[i] = int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*i:]))
 	}
 	bloat := math.Float64frombits(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*n:]))
-	if v[0] != layoutVersion && v[0] != cacheVersion {
-		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, cacheVersion)
+	if v[0] != layoutVersion && v[0] != flagsVersion {
+		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache) != 0 || (v[2]&flagCache != 0) != (v[0] == cacheVersion) {
+	if v[2]&^(flagChecksums|flagCache|flagStats) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
 		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
 	}
 	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6]), Cache: v[2]&flagCache != 0}
-	want, err := NewLayout(p, headerSize, v[2]&flagChecksums != 0)
+	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}
@@ -238,4 +257,13 @@ func RecordSegments(b []byte) (int64, bool) {
 	}
 	n := int64(binary.LittleEndian.Uint64(b[off:]))
 	return n, n > 0 && n <= 1<<30
+}
+
+// RecordHasStats reads from a layout record whether the file has
+// statistics (a line of counters per segment), without checking the rest:
+// the hashmap sizes the process registry, which precedes the segments, by it.
+func RecordHasStats(b []byte) bool {
+	off := len(layoutMagic) + 8*2
+	return len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic &&
+		binary.LittleEndian.Uint64(b[off:])&flagStats != 0
 }

@@ -122,6 +122,8 @@ type Segment struct {
 	// Cache maps.
 	hand             *uint64 // the CLOCK hand: a position over the chain's slots
 	evicted, expired *uint64 // entries evicted, and expired ones reclaimed
+
+	counters []uint64 // the segment's line of counters; nil in files without
 }
 
 // Open attaches to the segments of a mapping laid out as l. allocate (may be
@@ -153,6 +155,9 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 			hand:    r.Uint64(off + shHand),
 			evicted: r.Uint64(off + shEvicted),
 			expired: r.Uint64(off + shExpired),
+		}
+		if l.Stats {
+			tb.segs[i].counters = r.Uint64s(l.StatsOff+int64(i)*statsLineSize, statsLineSize/8)
 		}
 	}
 	return tb, nil
@@ -251,6 +256,9 @@ func (s *Segment) corrupt(t int64, problem string) error {
 }
 
 func (s *Segment) lockErr(op string, err error) error {
+	if errors.Is(err, rwulock.ErrTimeout) {
+		s.count(stLockTimeouts, 1)
+	}
 	return fmt.Errorf("%s: segment %d: %w", op, s.index, err)
 }
 
@@ -262,4 +270,34 @@ func (tb *Table) UsedChunks() int64 {
 		n += int64(tv.usedChunks())
 	}
 	return n
+}
+
+// count adds n to the counter at offset field of the segment's line, in
+// files that have one.
+func (s *Segment) count(field int, n uint64) {
+	if s.counters != nil && !s.tb.readOnly {
+		atomic.AddUint64(&s.counters[field/8], n)
+	}
+}
+
+// Counters are a segment's counters since the map was created, summed over
+// every process. (Hits and misses are the hashmap's: readers count them in
+// their own registry slots.)
+type Counters struct {
+	Puts, Deletes           int64 // entries stored and removed by operations
+	LockWaits, LockTimeouts int64 // operations that waited for the lock, and waits that ran out
+	Evicted, Expired        int64 // cache maps: evicted, and expired entries reclaimed
+}
+
+// Counters reads the segment's counters, without locks. Files from before
+// statistics have none (all zero but Evicted and Expired).
+func (s *Segment) Counters() Counters {
+	c := Counters{Evicted: s.Evicted(), Expired: s.Expired()}
+	if s.counters == nil {
+		return c
+	}
+	load := func(field int) int64 { return int64(atomic.LoadUint64(&s.counters[field/8])) }
+	c.Puts, c.Deletes = load(stPuts), load(stDeletes)
+	c.LockWaits, c.LockTimeouts = load(stLockWaits), load(stLockTimeouts)
+	return c
 }

@@ -26,7 +26,11 @@ func (s *Segment) beginUpdate(op string) (writer, error) {
 	if s.tb.queueLocal {
 		s.local.Lock()
 	}
-	err := s.lock.UpdateLock(s.tb.timeout)
+	var err error
+	if !s.lock.TryUpdateLock() {
+		s.count(stLockWaits, 1)
+		err = s.lock.UpdateLock(s.tb.timeout)
+	}
 	if err != nil {
 		err = s.retryAfterTimeout(err, s.lock.UpdateLock)
 	}
@@ -45,9 +49,12 @@ func (w *writer) modify(op string) error {
 	if w.write {
 		return nil
 	}
-	if err := w.s.lock.UpgradeUpdateToWrite(w.s.tb.timeout); err != nil {
-		if err = w.s.retryAfterTimeout(err, w.s.lock.UpgradeUpdateToWrite); err != nil {
-			return w.s.lockErr(op, err)
+	if !w.s.lock.TryUpgradeUpdateToWrite() {
+		w.s.count(stLockWaits, 1) // readers are inside
+		if err := w.s.lock.UpgradeUpdateToWrite(w.s.tb.timeout); err != nil {
+			if err = w.s.retryAfterTimeout(err, w.s.lock.UpgradeUpdateToWrite); err != nil {
+				return w.s.lockErr(op, err)
+			}
 		}
 	}
 	w.write = true
@@ -118,8 +125,10 @@ func (s *Segment) putLocked(w *writer, hash uint64, key, stored []byte, mode Put
 		if !live {
 			atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
 		}
+		s.count(stPuts, 1)
 		return !live, s.replace(w, hash, &loc, key, stored)
 	}
+	s.count(stPuts, 1)
 	return true, s.insert(w, hash, key, stored)
 }
 
@@ -437,6 +446,8 @@ func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error)
 	atomic.AddUint64(s.entries, ^uint64(0))
 	if !live {
 		atomic.AddUint64(s.expired, 1) // it was already gone to readers
+	} else {
+		s.count(stDeletes, 1)
 	}
 	return live, nil
 }
@@ -484,6 +495,7 @@ func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
+	s.count(stPuts, 1)
 	if found {
 		if !live {
 			atomic.AddUint64(s.expired, 1)

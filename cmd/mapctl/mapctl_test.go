@@ -372,3 +372,40 @@ func TestCacheTTLCommands(t *testing.T) {
 		t.Fatalf("put --ttl on a plain map: %d %q", c, e)
 	}
 }
+
+// TestStatsCounters: stats --json has the counters under their keys, with
+// per_segment on request, and --watch prints lines of rates. (mapctl get
+// maps the file read-only, and read-only lookups are not counted.)
+func TestStatsCounters(t *testing.T) {
+	p := newMap(t)
+	mapctl(t, "", "put", p, "k", "v")
+	mapctl(t, "", "get", p, "k")
+	mapctl(t, "", "get", p, "absent")
+	c, o, e := mapctl(t, "", "stats", p, "--json", "--segments")
+	if c != 0 {
+		t.Fatalf("stats: %d %q", c, e)
+	}
+	var st struct {
+		Counters           bool
+		Hits, Misses, Puts int64
+		Evictions, Expired *int64
+		LockWaits          *int64           `json:"lock_waits"`
+		LockTimeouts       *int64           `json:"lock_timeouts"`
+		PerSegment         []map[string]any `json:"per_segment"`
+	}
+	if err := json.Unmarshal([]byte(o), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Counters || st.Hits != 0 || st.Misses != 0 || st.Puts != 1 || st.Evictions == nil || st.Expired == nil ||
+		st.LockWaits == nil || st.LockTimeouts == nil || len(st.PerSegment) == 0 || st.PerSegment[0]["hits"] == nil {
+		t.Fatalf("stats --json: %s", o)
+	}
+	c, o, e = mapctl(t, "", "stats", p, "--watch", "20ms", "--count", "2")
+	if c != 0 || strings.Count(o, "hits/s") != 2 {
+		t.Fatalf("stats --watch: %d %q %q", c, o, e)
+	}
+	c, o, _ = mapctl(t, "", "stats", p, "--watch", "20ms", "--count", "1", "--json")
+	if c != 0 || !strings.Contains(o, `"hits_per_s"`) {
+		t.Fatalf("stats --watch --json: %d %q", c, o)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -15,37 +16,78 @@ type jsonOpts struct {
 	all  bool
 }
 
+// statsOpts are the flags of stats.
+type statsOpts struct {
+	json     bool
+	segments bool
+	watch    time.Duration
+	count    int // --watch lines; 0: until interrupted
+}
+
 var statsCmd = &command{
 	name:    "stats",
 	args:    "PATH",
-	summary: "print the map's counters and sizes",
+	summary: "print the map's counters and sizes, once or live",
 	help: `Prints the map's counters and geometry as "Key: value" lines, or with --json
 as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
-cache, evictions, expired, read_only and path. Counters are read without locks: while other processes
-write, they are a close estimate. Opens the map read-only.
+locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
+evictions, expired, lock_waits, lock_timeouts, read_only and path (and
+per_segment, a list of the same counters for each segment, with
+--segments).
 
-Example:
-  mapctl stats /tmp/m.map --json | jq .entries`,
+The counters (hits, misses, puts, deletes, evictions, expired, lock waits
+and timeouts) are kept in the file by every process that opens the map for
+writing, since the map was created, so this command sees them while those
+processes run; lookups by read-only processes are not counted. Files from
+before the counters report "counters": false and zeros.
+
+With --watch INTERVAL it prints one line every INTERVAL, with the operations
+per second since the previous line, until interrupted or --count lines
+(with --json, one JSON object per line).
+
+Counters are read without locks: while other processes write, they are a
+close estimate. Opens the map read-only.
+
+Examples:
+  mapctl stats /tmp/m.map --json | jq .hits
+  mapctl stats /tmp/m.map --watch 1s`,
 	flags: func(fs *flag.FlagSet) any {
-		o := &jsonOpts{}
+		o := &statsOpts{}
 		fs.BoolVar(&o.json, "json", false, "print JSON instead of text")
+		fs.BoolVar(&o.segments, "segments", false, "with --json: add per_segment, each segment's counters")
+		fs.DurationVar(&o.watch, "watch", 0, "print a line of rates every INTERVAL (e.g. 1s) until interrupted")
+		fs.IntVar(&o.count, "count", 0, "with --watch: stop after this many lines (0: never)")
 		return o
 	},
 	run: func(e *env, c *command, opts any, args []string) int {
 		if !e.wantArgs(c, args, 1) {
 			return exitUsage
 		}
+		o := opts.(*statsOpts)
+		if o.watch < 0 || (o.watch > 0 && o.watch < 10*time.Millisecond) {
+			return e.usageError(c, "--watch takes an interval of at least 10ms")
+		}
+		if o.count < 0 {
+			return e.usageError(c, "--count must be 0 or more")
+		}
 		m, err := openExisting(args[0], true)
 		if err != nil {
 			return e.fail(c, err)
 		}
 		defer m.Close()
-		if opts.(*jsonOpts).json {
+		if o.watch > 0 {
+			return watchStats(e, c, m, o)
+		}
+		if o.json {
+			out := statsJSON{Stats: m.Stats()}
+			if o.segments {
+				out.PerSegment = m.Segments()
+			}
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			if err := enc.Encode(m.Stats()); err != nil {
+			if err := enc.Encode(out); err != nil {
 				return e.fail(c, err)
 			}
 			return exitOK
@@ -53,6 +95,50 @@ Example:
 		printStats(e.stdout, m.Stats())
 		return exitOK
 	},
+}
+
+// statsJSON is what stats --json prints.
+type statsJSON struct {
+	hashmap.Stats
+	PerSegment []hashmap.SegmentInfo `json:"per_segment,omitempty"`
+}
+
+// watchStats prints the counters' rates every o.watch.
+func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
+	prev, at := m.Stats(), time.Now()
+	tick := time.NewTicker(o.watch)
+	defer tick.Stop()
+	for round := 0; o.count == 0 || round < o.count; round++ {
+		<-tick.C
+		st, now := m.Stats(), time.Now()
+		secs := now.Sub(at).Seconds()
+		rate := func(a, b int64) float64 { return float64(a-b) / secs }
+		lookups := (st.Hits - prev.Hits) + (st.Misses - prev.Misses)
+		hitRatio := 0.0
+		if lookups > 0 {
+			hitRatio = float64(st.Hits-prev.Hits) / float64(lookups)
+		}
+		if o.json {
+			line := map[string]any{
+				"time": now.Format(time.RFC3339Nano), "entries": st.Entries,
+				"hits_per_s": rate(st.Hits, prev.Hits), "misses_per_s": rate(st.Misses, prev.Misses),
+				"puts_per_s": rate(st.Puts, prev.Puts), "deletes_per_s": rate(st.Deletes, prev.Deletes),
+				"evictions_per_s": rate(st.Evictions, prev.Evictions), "expired_per_s": rate(st.Expired, prev.Expired),
+				"lock_waits_per_s": rate(st.LockWaits, prev.LockWaits), "lock_timeouts": st.LockTimeouts - prev.LockTimeouts,
+				"hit_ratio": hitRatio,
+			}
+			if err := json.NewEncoder(e.stdout).Encode(line); err != nil {
+				return e.fail(c, err)
+			}
+		} else {
+			fmt.Fprintf(e.stdout, "%s entries %d  hits/s %.0f  misses/s %.0f  hit ratio %.3f  puts/s %.0f  deletes/s %.0f  evictions/s %.0f  expired/s %.0f  lock waits/s %.0f  lock timeouts %d\n",
+				now.Format("15:04:05"), st.Entries, rate(st.Hits, prev.Hits), rate(st.Misses, prev.Misses), hitRatio,
+				rate(st.Puts, prev.Puts), rate(st.Deletes, prev.Deletes), rate(st.Evictions, prev.Evictions),
+				rate(st.Expired, prev.Expired), rate(st.LockWaits, prev.LockWaits), st.LockTimeouts-prev.LockTimeouts)
+		}
+		prev, at = st, now
+	}
+	return exitOK
 }
 
 // printStats writes st as "Key: value" lines.
@@ -76,6 +162,11 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Entries per tier: %d\n", st.EntriesPerTier)
 	fmt.Fprintf(w, "Compactions: %d\n", st.Compactions)
 	fmt.Fprintf(w, "Relocations: %d\n", st.Relocations)
+	if st.Counters {
+		fmt.Fprintf(w, "Hits: %d, misses: %d\n", st.Hits, st.Misses)
+		fmt.Fprintf(w, "Puts: %d, deletes: %d\n", st.Puts, st.Deletes)
+		fmt.Fprintf(w, "Lock waits: %d, lock timeouts: %d\n", st.LockWaits, st.LockTimeouts)
+	}
 	if st.Cache {
 		fmt.Fprintf(w, "Cache: evictions %d, expired entries reclaimed %d\n", st.Evictions, st.Expired)
 	}

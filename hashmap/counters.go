@@ -1,0 +1,97 @@
+package hashmap
+
+import (
+	"expvar"
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// Statistics live in the file, so that any process can read them while
+// others use the map: counters written under a segment's lock (puts,
+// deletes, evictions, lock waits) sit in the segment's line of counters;
+// hits and misses, which readers count, sit in each reader's own registry
+// slot, so that readers in different processes never write a shared cache
+// line. Slot counters are never cleared: a process that takes over a slot
+// (of one that closed the map or died) counts on from where it stopped, so
+// the sum over the slots is the total since the map was created.
+
+// countersPerSlot is the size of a process's own counters: a hit and a
+// miss count per segment, in files with statistics.
+func countersPerSlot(segments int64, stats bool) int {
+	if !stats {
+		return 0
+	}
+	return int(2 * segments)
+}
+
+// countLookup counts a Get or Contains of a key hashed to h.
+func (m *Map) countLookup(h uint64, found bool) {
+	if m.counters == nil {
+		return
+	}
+	i := 2 * (h & uint64(m.layout.Segments-1))
+	if !found {
+		i++
+	}
+	atomic.AddUint64(&m.counters[i], 1)
+}
+
+// lookups sums, for segment i, the hits and misses every process counted.
+func (m *Map) lookups(i int, slots [][]uint64) (hits, misses int64) {
+	for _, c := range slots {
+		if 2*i+1 < len(c) {
+			hits += int64(atomic.LoadUint64(&c[2*i]))
+			misses += int64(atomic.LoadUint64(&c[2*i+1]))
+		}
+	}
+	return hits, misses
+}
+
+// slotCounters lists every registry slot's counters, whatever the slot's
+// state.
+func (m *Map) slotCounters() [][]uint64 {
+	if m.reg == nil || m.reg.Layout().Counters == 0 {
+		return nil
+	}
+	out := make([][]uint64, m.reg.Layout().Slots)
+	for i := range out {
+		out[i] = m.reg.Counters(i)
+	}
+	return out
+}
+
+// Expvar returns the map's Stats as an expvar variable, read afresh each
+// time it is shown:
+//
+//	expvar.Publish("sharedmap", m.Expvar())
+func (m *Map) Expvar() expvar.Func {
+	return func() any { return m.Stats() }
+}
+
+// WritePrometheus writes the map's counters and sizes in the Prometheus
+// text exposition format, labelled map="name", for a /metrics handler of
+// the embedding program. It needs no Prometheus library.
+func (m *Map) WritePrometheus(w io.Writer, name string) error {
+	st := m.Stats()
+	label := fmt.Sprintf("{map=%q}", name)
+	var b []byte
+	metric := func(kind, metricName, help string, v float64) {
+		b = fmt.Appendf(b, "# HELP sharedmap_%s %s\n# TYPE sharedmap_%s %s\nsharedmap_%s%s %g\n",
+			metricName, help, metricName, kind, metricName, label, v)
+	}
+	metric("gauge", "entries", "Entries stored now.", float64(st.Entries))
+	metric("gauge", "capacity", "Entries the map was sized for.", float64(st.Capacity))
+	metric("gauge", "tiers_in_use", "First tiers and linked overflow tiers.", float64(st.TiersInUse))
+	metric("gauge", "bytes_used", "Entry space in use, in bytes.", float64(st.BytesUsed))
+	metric("counter", "hits_total", "Lookups that found the key (processes with the map open for writing).", float64(st.Hits))
+	metric("counter", "misses_total", "Lookups that did not find the key.", float64(st.Misses))
+	metric("counter", "puts_total", "Entries stored.", float64(st.Puts))
+	metric("counter", "deletes_total", "Entries removed.", float64(st.Deletes))
+	metric("counter", "evictions_total", "Entries evicted to make room (cache maps).", float64(st.Evictions))
+	metric("counter", "expired_total", "Expired entries reclaimed (cache maps).", float64(st.Expired))
+	metric("counter", "lock_waits_total", "Operations that waited for a segment lock.", float64(st.LockWaits))
+	metric("counter", "lock_timeouts_total", "Segment lock waits that ran out.", float64(st.LockTimeouts))
+	_, err := w.Write(b)
+	return err
+}
