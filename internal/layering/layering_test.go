@@ -27,6 +27,7 @@ var mayImport = map[string][]string{
 	"segment":       {"rwulock", "offheap", "internal/wait"},
 	"hashmap":       {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait"},
 	"cmd/mapctl":    {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
+	"typed":         {"hashmap"},
 }
 
 func TestLayering(t *testing.T) {

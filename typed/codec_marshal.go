@@ -1,0 +1,118 @@
+package typed
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+)
+
+// Binary encodes with the type's own MarshalBinary and decodes with
+// UnmarshalBinary, for types that define their wire form (time.Time,
+// netip.Addr, url.URL...). PT is *T, spelled out so that the pointer
+// receiver of UnmarshalBinary is allowed: Binary[time.Time]() infers it.
+//
+// When *T also implements encoding.BinaryAppender, Append uses it and so
+// writes straight into the caller's buffer: time.Time then encodes with no
+// allocation (BenchmarkPutBinary). Otherwise the slice MarshalBinary
+// returns costs one allocation per value. Decode allocates only what
+// UnmarshalBinary does. UnmarshalBinary must copy what it keeps (the
+// encoding package's contract), which satisfies Codec's rule that Decode
+// keeps nothing of b.
+func Binary[T any, PT interface {
+	*T
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
+}]() Codec[T] {
+	_, appends := any(PT(nil)).(encoding.BinaryAppender)
+	return &binaryCodec[T, PT]{name: reflect.TypeFor[T]().String(), appends: appends}
+}
+
+type binaryCodec[T any, PT interface {
+	*T
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
+}] struct {
+	name    string // for error messages
+	appends bool   // *T implements encoding.BinaryAppender: checked once, not per value
+
+	// values holds *T to call the methods on. The compiler cannot see
+	// through a method of a type parameter, so it assumes the receiver
+	// escapes: taking &v of a local would heap-allocate a T on every call.
+	// A pooled T costs that once per P. Each use clears it before putting
+	// it back, so the pool keeps nothing the caller's values point to.
+	values sync.Pool
+}
+
+func (c *binaryCodec[T, PT]) get() PT {
+	if p, ok := c.values.Get().(PT); ok {
+		return p
+	}
+	return PT(new(T))
+}
+
+func (c *binaryCodec[T, PT]) put(p PT) {
+	var zero T
+	*p = zero
+	c.values.Put(p)
+}
+
+func (c *binaryCodec[T, PT]) Append(dst []byte, v T) ([]byte, error) {
+	p := c.get()
+	defer c.put(p)
+	*p = v
+	if c.appends {
+		out, err := any(p).(encoding.BinaryAppender).AppendBinary(dst)
+		if err != nil {
+			return dst, fmt.Errorf("encode %s: %w", c.name, err)
+		}
+		return out, nil
+	}
+	b, err := p.MarshalBinary()
+	if err != nil {
+		return dst, fmt.Errorf("encode %s: %w", c.name, err)
+	}
+	return append(dst, b...), nil
+}
+
+func (c *binaryCodec[T, PT]) Decode(b []byte) (T, error) {
+	p := c.get()
+	defer c.put(p)
+	if err := p.UnmarshalBinary(b); err != nil {
+		var zero T
+		return zero, &DecodeError{Type: c.name, Len: len(b), Err: err}
+	}
+	return *p, nil
+}
+
+// JSON is the codec of last resort, for any type encoding/json handles:
+// easy, readable with mapctl, and tolerant of added fields, but it
+// allocates on every Append and Decode and is several times slower than
+// the binary codecs (see BenchmarkGetJSON). Decode ignores unknown fields,
+// as json.Unmarshal does. As a key codec it works because encoding/json is
+// deterministic (struct fields in declaration order, map keys sorted).
+func JSON[T any]() Codec[T] {
+	return jsonCodec[T]{name: reflect.TypeFor[T]().String()}
+}
+
+type jsonCodec[T any] struct {
+	name string // for error messages
+}
+
+func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
+	}
+	return append(dst, b...), nil
+}
+
+func (c jsonCodec[T]) Decode(b []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		var zero T
+		return zero, &DecodeError{Type: c.name, Len: len(b), Err: err}
+	}
+	return v, nil
+}

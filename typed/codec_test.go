@@ -1,0 +1,236 @@
+package typed
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// point implements only MarshalBinary and UnmarshalBinary, to exercise
+// Binary's path for types without AppendBinary (time.Time has it).
+type point struct{ X, Y int32 }
+
+var errPointLen = errors.New("point: want 8 bytes")
+
+func (p point) MarshalBinary() ([]byte, error) {
+	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, uint32(p.X)), uint32(p.Y)), nil
+}
+
+func (p *point) UnmarshalBinary(b []byte) error {
+	if len(b) != 8 {
+		return errPointLen
+	}
+	p.X, p.Y = int32(binary.LittleEndian.Uint32(b)), int32(binary.LittleEndian.Uint32(b[4:]))
+	return nil
+}
+
+// record is the JSON test type: nested, with a slice, a map and omitempty.
+type record struct {
+	Name  string            `json:"name"`
+	Age   int               `json:"age,omitempty"`
+	Tags  []string          `json:"tags"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+	Score float64           `json:"score"`
+}
+
+// roundTrip encodes each value after a prefix (Append must keep dst's
+// bytes), decodes it back and compares with eq.
+func roundTrip[T any](t *testing.T, c Codec[T], eq func(a, b T) bool, values ...T) {
+	t.Helper()
+	prefix := []byte("prefix")
+	for _, v := range values {
+		enc, err := c.Append(append([]byte(nil), prefix...), v)
+		if err != nil {
+			t.Errorf("Append(%v): %v", v, err)
+			continue
+		}
+		if !bytes.HasPrefix(enc, prefix) {
+			t.Errorf("Append(%v) overwrote dst: %q", v, enc)
+			continue
+		}
+		got, err := c.Decode(enc[len(prefix):])
+		if err != nil {
+			t.Errorf("Decode(Append(%v)): %v", v, err)
+			continue
+		}
+		if !eq(got, v) {
+			t.Errorf("round trip of %v gave %v", v, got)
+		}
+	}
+}
+
+func equal[T comparable](a, b T) bool { return a == b }
+
+func TestCodecRoundTrips(t *testing.T) {
+	t.Run("String", func(t *testing.T) {
+		roundTrip(t, String(), equal, "", "a", "héllo", "\x00\xff not utf-8", string(make([]byte, 1<<16)))
+	})
+	t.Run("Bytes", func(t *testing.T) {
+		roundTrip(t, Bytes(), bytes.Equal, []byte{}, []byte{0}, []byte("abc"), make([]byte, 1<<16))
+	})
+	t.Run("Int64", func(t *testing.T) {
+		roundTrip(t, Int64(), equal, 0, 1, -1, math.MinInt64, math.MaxInt64)
+	})
+	t.Run("Uint64", func(t *testing.T) { roundTrip(t, Uint64(), equal, 0, 1, math.MaxUint64) })
+	t.Run("Int32", func(t *testing.T) {
+		roundTrip(t, Int32(), equal, 0, -1, math.MinInt32, math.MaxInt32)
+	})
+	t.Run("Uint32", func(t *testing.T) { roundTrip(t, Uint32(), equal, 0, 1, math.MaxUint32) })
+	t.Run("Int16", func(t *testing.T) {
+		roundTrip(t, Int16(), equal, 0, -1, math.MinInt16, math.MaxInt16)
+	})
+	t.Run("Uint16", func(t *testing.T) { roundTrip(t, Uint16(), equal, 0, 1, math.MaxUint16) })
+	t.Run("Int8", func(t *testing.T) { roundTrip(t, Int8(), equal, 0, -1, math.MinInt8, math.MaxInt8) })
+	t.Run("Uint8", func(t *testing.T) { roundTrip(t, Uint8(), equal, 0, 1, math.MaxUint8) })
+	t.Run("Float64", func(t *testing.T) {
+		sameBits := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+		payloadNaN := math.Float64frombits(0x7ff8_dead_beef_0001)
+		roundTrip(t, Float64(), sameBits, 0, math.Copysign(0, -1), 1.5, -2.25, math.MaxFloat64,
+			math.SmallestNonzeroFloat64, math.Inf(1), math.Inf(-1), math.NaN(), payloadNaN)
+	})
+	t.Run("Bool", func(t *testing.T) { roundTrip(t, Bool(), equal, false, true) })
+	t.Run("Binary/appender", func(t *testing.T) {
+		if _, ok := any(new(time.Time)).(interface {
+			AppendBinary([]byte) ([]byte, error)
+		}); !ok {
+			t.Fatal("time.Time no longer implements AppendBinary: this test needs another appender type")
+		}
+		eq := func(a, b time.Time) bool { return a.Equal(b) }
+		roundTrip(t, Binary[time.Time](), eq, time.Time{}, time.Unix(0, 0).UTC(),
+			time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.FixedZone("", -7*3600)))
+	})
+	t.Run("Binary/marshaler", func(t *testing.T) {
+		roundTrip(t, Binary[point](), equal, point{}, point{math.MinInt32, math.MaxInt32}, point{-1, 1})
+	})
+	t.Run("JSON", func(t *testing.T) {
+		eq := func(a, b record) bool { return reflect.DeepEqual(a, b) }
+		roundTrip(t, JSON[record](), eq, record{Tags: []string{}},
+			record{Name: "ada", Age: 36, Tags: []string{"x", ""}, Attrs: map[string]string{"b": "2", "a": "1"}, Score: -0.5})
+		roundTrip(t, JSON[map[string]int](), func(a, b map[string]int) bool { return reflect.DeepEqual(a, b) },
+			map[string]int{"z": 1, "a": 2})
+	})
+}
+
+// TestBytesNilAndEmpty: both encode to nothing; Decode gives a non-nil
+// empty slice and, otherwise, a copy the caller owns.
+func TestBytesNilAndEmpty(t *testing.T) {
+	c := Bytes()
+	for _, v := range [][]byte{nil, {}} {
+		enc, err := c.Append(nil, v)
+		if err != nil || len(enc) != 0 {
+			t.Errorf("Append(%#v) = %q, %v; want nothing", v, enc, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {}} {
+		got, err := c.Decode(b)
+		if err != nil || got == nil || len(got) != 0 {
+			t.Errorf("Decode(%#v) = %#v, %v; want non-nil empty", b, got, err)
+		}
+	}
+	src := []byte("abc")
+	got, _ := c.Decode(src)
+	src[0] = 'X'
+	if string(got) != "abc" {
+		t.Errorf("Decode kept its input: got %q after the input changed", got)
+	}
+}
+
+// TestJSONKeysDeterministic: map keys are sorted, so equal maps make equal
+// keys whatever their insertion order.
+func TestJSONKeysDeterministic(t *testing.T) {
+	c := JSON[map[string]int]()
+	a, _ := c.Append(nil, map[string]int{"a": 1, "b": 2, "c": 3})
+	b, _ := c.Append(nil, map[string]int{"c": 3, "b": 2, "a": 1})
+	if !bytes.Equal(a, b) {
+		t.Errorf("equal maps encode differently: %s vs %s", a, b)
+	}
+}
+
+// fixedCodec is a fixed-width codec seen without its type, for tables.
+type fixedCodec struct {
+	name   string
+	size   int
+	decode func([]byte) error
+}
+
+func fixedOf[T any](name string, size int, c Codec[T]) fixedCodec {
+	return fixedCodec{name, size, func(b []byte) error { _, err := c.Decode(b); return err }}
+}
+
+var fixedCodecs = []fixedCodec{
+	fixedOf("int64", 8, Int64()), fixedOf("uint64", 8, Uint64()),
+	fixedOf("int32", 4, Int32()), fixedOf("uint32", 4, Uint32()),
+	fixedOf("int16", 2, Int16()), fixedOf("uint16", 2, Uint16()),
+	fixedOf("int8", 1, Int8()), fixedOf("uint8", 1, Uint8()),
+	fixedOf("float64", 8, Float64()), fixedOf("bool", 1, Bool()),
+}
+
+func TestDecodeWrongLength(t *testing.T) {
+	for _, c := range fixedCodecs {
+		for n := 0; n <= 17; n++ {
+			if n == c.size {
+				continue
+			}
+			err := c.decode(make([]byte, n))
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("%s: Decode of %d bytes: %v, want ErrDecode", c.name, n, err)
+			}
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Type != c.name || de.Len != n || de.Want != c.size {
+				t.Fatalf("%s: Decode of %d bytes: %#v, want a DecodeError naming the type and both lengths", c.name, n, err)
+			}
+			want := fmt.Sprintf("typed: cannot decode %s from %d bytes (want %d)", c.name, n, c.size)
+			if err.Error() != want {
+				t.Errorf("%s: message %q, want %q", c.name, err, want)
+			}
+		}
+	}
+}
+
+func TestDecodeBadBytes(t *testing.T) {
+	check := func(name string, err error, cause error) {
+		t.Helper()
+		if !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: %v, want ErrDecode", name, err)
+		}
+		if cause != nil && !errors.Is(err, cause) {
+			t.Errorf("%s: %v does not wrap %v", name, err, cause)
+		}
+	}
+	_, err := Bool().Decode([]byte{2})
+	check("Bool(2)", err, errNotBool)
+	_, err = Binary[point]().Decode([]byte{1, 2, 3})
+	check("Binary[point]", err, errPointLen)
+	_, err = Binary[time.Time]().Decode([]byte{0xff, 0, 0})
+	check("Binary[time.Time]", err, nil)
+	_, err = JSON[record]().Decode([]byte(`{"name": `))
+	check("JSON truncated", err, nil)
+	var syntax *json.SyntaxError
+	if !errors.As(err, &syntax) {
+		t.Errorf("JSON error %v does not unwrap to *json.SyntaxError", err)
+	}
+	_, err = JSON[record]().Decode([]byte(`{"age": "old"}`))
+	check("JSON wrong type", err, nil)
+}
+
+// TestEncodeErrors: values the codec cannot encode fail with an error that
+// names the type and is not a decode error, and leave dst as it was.
+func TestEncodeErrors(t *testing.T) {
+	dst := []byte("keep")
+	out, err := JSON[float64]().Append(dst, math.NaN())
+	if err == nil || errors.Is(err, ErrDecode) || string(out) != "keep" {
+		t.Errorf("JSON NaN: %q, %v; want an encode error and dst unchanged", out, err)
+	}
+	// time.Time's MarshalBinary refuses zone offsets beyond int16 minutes.
+	bad := time.Date(2000, 1, 1, 0, 0, 0, 0, time.FixedZone("", 1<<20*60))
+	out, err = Binary[time.Time]().Append(dst, bad)
+	if err == nil || string(out) != "keep" {
+		t.Errorf("Binary time with offset out of range: %q, %v; want an error and dst unchanged", out, err)
+	}
+}

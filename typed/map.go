@@ -1,0 +1,237 @@
+package typed
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+
+	"github.com/sharedmap/sharedmap/hashmap"
+)
+
+// maxPooledBuffer caps the buffers a Map keeps for reuse. A buffer grows to
+// the largest key or value it has held; without a cap, one large value
+// would stay pinned in the pool of every P that ever saw it. 64 KiB is
+// 256 times hashmap's default AverageValueSize (256 bytes), so ordinary
+// entries never pass it, and what the pool can retain stays bounded (two
+// buffers per pooled scratch). A larger entry costs one allocation for
+// that call.
+const maxPooledBuffer = 64 << 10
+
+// Map is a *hashmap.Map seen through two codecs. It holds no data of its
+// own: every call encodes, goes to the shared file, and decodes, so what
+// one process Puts another Gets, provided both use the same codecs.
+//
+// It is safe for concurrent use by many goroutines, like the hashmap.Map
+// it wraps. Encoding reuses buffers from a pool, so Get and Put of
+// fixed-width numbers, strings, byte slices and BinaryAppender types
+// allocate nothing beyond what decoding the result needs (one string for
+// String, a copy for Bytes).
+type Map[K, V any] struct {
+	m       *hashmap.Map
+	keys    Codec[K]
+	values  Codec[V]
+	scratch sync.Pool // of *scratch; per Map, so it is freed with the Map
+}
+
+// scratch is the pair of buffers one call encodes its key and value into
+// (or reads the value into). Pooled as a pointer so that Put and Get of
+// the pool do not allocate.
+type scratch struct{ key, val []byte }
+
+// New wraps m; the Map does not own it, so closing m stays the caller's job
+// and other wrappers (with other codecs, say for a different key space)
+// may share it. keys and values must not be nil, and must be the codecs
+// every other process uses for this map.
+func New[K, V any](m *hashmap.Map, keys Codec[K], values Codec[V]) *Map[K, V] {
+	return &Map[K, V]{m: m, keys: keys, values: values}
+}
+
+func (t *Map[K, V]) getScratch() *scratch {
+	if s, ok := t.scratch.Get().(*scratch); ok {
+		return s
+	}
+	return new(scratch)
+}
+
+func (t *Map[K, V]) putScratch(s *scratch) {
+	if cap(s.key) > maxPooledBuffer {
+		s.key = nil
+	}
+	if cap(s.val) > maxPooledBuffer {
+		s.val = nil
+	}
+	s.key, s.val = s.key[:0], s.val[:0]
+	t.scratch.Put(s)
+}
+
+// encodeKey encodes k into s.key, keeping the grown buffer for reuse.
+func (t *Map[K, V]) encodeKey(s *scratch, k K) error {
+	key, err := t.keys.Append(s.key[:0], k)
+	if err != nil {
+		return fmt.Errorf("encode key: %w", err)
+	}
+	s.key = key
+	return nil
+}
+
+// encodeValue encodes v into s.val, keeping the grown buffer for reuse.
+func (t *Map[K, V]) encodeValue(s *scratch, v V) error {
+	val, err := t.values.Append(s.val[:0], v)
+	if err != nil {
+		return fmt.Errorf("encode value: %w", err)
+	}
+	s.val = val
+	return nil
+}
+
+// Get returns the value stored under k, or an error matching
+// hashmap.ErrNotFound when there is none (returned as is, so a miss costs
+// no allocation), or one matching ErrDecode when the stored bytes are not
+// a V. The value is read into a pooled buffer and decoded from it: for
+// fixed-width numbers Get allocates nothing; for String it allocates the
+// string, for Bytes the copy, for Binary and JSON what their decoders do.
+func (t *Map[K, V]) Get(k K) (V, error) {
+	var zero V
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return zero, fmt.Errorf("get: %w", err)
+	}
+	val, err := t.m.GetInto(s.val[:0], s.key)
+	if err != nil {
+		return zero, err
+	}
+	s.val = val
+	v, err := t.values.Decode(val)
+	if err != nil {
+		return zero, fmt.Errorf("get: decode value: %w", err)
+	}
+	return v, nil
+}
+
+// Put stores v under k, replacing any value, with hashmap.Map.Put's
+// errors (ErrFull, ErrTooLarge...). Key and value are encoded into pooled
+// buffers, so Put allocates nothing for codecs whose Append does not.
+func (t *Map[K, V]) Put(k K, v V) error {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	if err := t.encodeValue(s, v); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	return t.m.Put(s.key, s.val)
+}
+
+// PutIfAbsent stores v under k only if k is absent, and reports whether
+// it did: the building block for "first writer wins" across processes.
+func (t *Map[K, V]) PutIfAbsent(k K, v V) (bool, error) {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return false, fmt.Errorf("put if absent: %w", err)
+	}
+	if err := t.encodeValue(s, v); err != nil {
+		return false, fmt.Errorf("put if absent: %w", err)
+	}
+	return t.m.PutIfAbsent(s.key, s.val)
+}
+
+// Delete removes k and reports whether it was present. It does not decode
+// the stored value, so it also removes entries that no longer decode.
+func (t *Map[K, V]) Delete(k K) (bool, error) {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return false, fmt.Errorf("delete: %w", err)
+	}
+	return t.m.Delete(s.key)
+}
+
+// Compute atomically replaces the value of k with what fn returns, as
+// hashmap.Map.Compute does: fn gets the decoded current value (the zero V
+// and found false if absent) and returns the new value and keep (false
+// removes k). No writer in any process changes k in between. fn runs under
+// the segment's lock: keep it short and do not call the map from it.
+//
+// When the stored value does not decode, fn is not called and Compute
+// returns an error matching ErrDecode; when the value fn returns does not
+// encode, Compute returns that error. Either way the stored bytes are left
+// as they were. hashmap.Map.Compute offers no way to abort, so an entry
+// that exists is written back with its own bytes: readers see no change,
+// but the write takes the segment's write lock, and in a cache map with a
+// DefaultTTL the write-back restarts the entry's time to live.
+//
+// hashmap.Map.Compute copies the old value for fn, so Compute allocates
+// that copy even for fixed-width numbers.
+func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return fmt.Errorf("compute: %w", err)
+	}
+	var fail error // set by the callback: a decode or encode failure
+	err := t.m.Compute(s.key, func(old []byte, found bool) ([]byte, bool) {
+		var prev V
+		if found {
+			var err error
+			if prev, err = t.values.Decode(old); err != nil {
+				fail = fmt.Errorf("compute: decode value: %w", err)
+				return old, true // unchanged: hashmap.Compute cannot abort
+			}
+		}
+		next, keep := fn(prev, found)
+		if !keep {
+			return nil, false
+		}
+		if err := t.encodeValue(s, next); err != nil {
+			fail = fmt.Errorf("compute: %w", err)
+			return old, found // unchanged: the old bytes if present, else still absent
+		}
+		return s.val, true
+	})
+	if fail != nil {
+		if err != nil {
+			return errors.Join(fail, err)
+		}
+		return fail
+	}
+	return err
+}
+
+// Range iterates over every entry with hashmap.Map.Range's guarantees (a
+// consistent view per segment, no lock held while the loop body runs, so
+// the body may call the map). It decodes each entry as it yields it. If a
+// segment cannot be read, or a key or value does not decode, iteration
+// stops and the error is stored in *errp, which must not be nil: check it
+// after the loop. Delete removes entries that do not decode.
+func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		for kb, vb := range t.m.Range(errp) {
+			k, err := t.keys.Decode(kb)
+			if err != nil {
+				*errp = fmt.Errorf("range: decode key: %w", err)
+				return
+			}
+			v, err := t.values.Decode(vb)
+			if err != nil {
+				*errp = fmt.Errorf("range: decode value of key %v: %w", k, err)
+				return
+			}
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// Len is the number of entries in the underlying map, of any type: entries
+// written through other codecs or the raw API count too. Like
+// hashmap.Map.Len it is an estimate while other processes write.
+func (t *Map[K, V]) Len() int { return t.m.Len() }
+
+// Unwrap returns the raw map, for what the typed layer does not cover:
+// Close, Stats, Check, Locks, Contains on encoded keys.
+func (t *Map[K, V]) Unwrap() *hashmap.Map { return t.m }

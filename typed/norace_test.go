@@ -1,0 +1,5 @@
+//go:build !race
+
+package typed
+
+const raceEnabled = false
