@@ -23,6 +23,17 @@
 // call. The benchmarks in map_timing_test.go show the counts for each
 // codec, and TestAllocs holds them.
 //
+// # Near-cache
+//
+// NewCached adds a process-local cache of decoded values (a ristretto
+// cache), for value types that are expensive to decode. A cached value is
+// served only while the map reports it unchanged (hashmap.Map.Unchanged:
+// no process has changed or removed a value of its segment since it was
+// read, and it has not expired), so a process never returns a value older
+// than a write it has observed complete. BenchmarkNearCache measured a
+// JSON value of seven fields at 10.9 µs per Get without it and 0.66 µs
+// with it. Values it returns are shared: treat them as read-only.
+//
 // # Concurrency
 //
 // A Map is as safe for concurrent use as the hashmap.Map it wraps, by

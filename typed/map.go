@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -31,7 +32,8 @@ type Map[K, V any] struct {
 	m       *hashmap.Map
 	keys    Codec[K]
 	values  Codec[V]
-	scratch sync.Pool // of *scratch; per Map, so it is freed with the Map
+	scratch sync.Pool                    // of *scratch; per Map, so it is freed with the Map
+	near    atomic.Pointer[nearCache[V]] // nil: no near-cache (see NewCached)
 }
 
 // scratch is the pair of buffers one call encodes its key and value into
@@ -97,6 +99,9 @@ func (t *Map[K, V]) Get(k K) (V, error) {
 	defer t.putScratch(s)
 	if err := t.encodeKey(s, k); err != nil {
 		return zero, fmt.Errorf("get: %w", err)
+	}
+	if n := t.near.Load(); n != nil {
+		return t.getNear(n, s)
 	}
 	val, err := t.m.GetInto(s.val[:0], s.key)
 	if err != nil {
