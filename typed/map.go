@@ -6,6 +6,7 @@ import (
 	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -128,6 +129,20 @@ func (t *Map[K, V]) Put(k K, v V) error {
 		return fmt.Errorf("put: %w", err)
 	}
 	return t.m.Put(s.key, s.val)
+}
+
+// PutWithTTL is Put with an entry that expires ttl from now, for maps
+// created as caches (hashmap.Options.Cache); see hashmap.Map.PutWithTTL.
+func (t *Map[K, V]) PutWithTTL(k K, v V, ttl time.Duration) error {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	if err := t.encodeKey(s, k); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	if err := t.encodeValue(s, v); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	return t.m.PutWithTTL(s.key, s.val, ttl)
 }
 
 // PutIfAbsent stores v under k only if k is absent, and reports whether

@@ -35,6 +35,11 @@ func TestHelperProcess(t *testing.T) {
 			testutil.Report("error %v", err)
 			return
 		}
+		if i%10 == 0 {
+			// Pauses let the reader's cached values live long enough to be
+			// served, so that the test exercises hits as well as misses.
+			time.Sleep(200 * time.Microsecond)
+		}
 	}
 	testutil.Report("done")
 }
@@ -146,5 +151,31 @@ func TestNearCacheSeesOwnAndTTL(t *testing.T) {
 	}
 	if _, err := NewCached(raw, String(), String(), 0); err == nil {
 		t.Fatal("a near-cache of 0 entries was accepted")
+	}
+}
+
+// TestTypedTTL: PutWithTTL through the typed layer expires like the raw
+// one, and is refused on a map that is not a cache.
+func TestTypedTTL(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	raw, err := hashmap.Open(filepath.Join(t.TempDir(), "ttl.map"), &hashmap.Options{Entries: 100, Cache: true, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	m := New(raw, Int64(), String())
+	if err := m.PutWithTTL(1, "one", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Get(1); err != nil || v != "one" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := m.Get(1); !errors.Is(err, hashmap.ErrNotFound) {
+		t.Fatalf("after the TTL: %v", err)
+	}
+	plain := New(openRaw(t, 10), Int64(), String())
+	if err := plain.PutWithTTL(1, "x", time.Minute); !errors.Is(err, hashmap.ErrNotCache) {
+		t.Fatalf("PutWithTTL on a plain map: %v", err)
 	}
 }
