@@ -194,7 +194,9 @@ func (c *sharedCache) close() {
 	os.Remove(c.path)
 }
 
-type ristrettoCache struct{ c *ristretto.Cache[string, []byte] }
+type ristrettoCache struct {
+	c *ristretto.Cache[string, []byte]
+}
 
 func (c *ristrettoCache) get(k []byte) bool { _, ok := c.c.Get(string(k)); return ok }
 func (c *ristrettoCache) put(k, v []byte) {
