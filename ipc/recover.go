@@ -594,7 +594,8 @@ func (a *Arena) alockFollowers(index int, gen, name uint64, depth int) alockVerd
 // unrecorded: it drew one if and only if a ticket between egress and
 // ingress is named by no journal. With one such ticket and one such dead
 // arrival, the ticket is its; a live arrival in the same state makes it
-// wait for a later look, and two dead ones are ambiguous.
+// wait for a later look; two dead ones are ambiguous, once the lock has
+// come to an unnamed ticket (held by one of them, so by no live process).
 func (a *Arena) ticketOf(index int, gen uint64, egress int64) (uint64, ownerVerdict) {
 	lo, hi := uint64(pos(egress)), atomic.LoadUint64(&a.lockBody(index)[lArrive])
 	if hi-lo > 1<<16 {
@@ -633,6 +634,11 @@ func (a *Arena) ticketOf(index int, gen uint64, egress int64) (uint64, ownerVerd
 		return 0, ownerNone
 	case len(unnamed) == 1 && dead == 1:
 		return unnamed[0], ownerThis
+	case unnamed[0] != lo:
+		// Which dead arrival drew which ticket cannot be told; wait until
+		// the first such ticket holds the lock, so that the reset that
+		// follows takes it from no live process.
+		return 0, ownerOther
 	}
 	return 0, ownerAmbiguous
 }

@@ -138,6 +138,9 @@ func TestTicketArrivalDiedUnrecorded(t *testing.T) {
 			if _, err := a.Recover("ticket-awn", func(slot int) bool { return slot == 0 }); err != nil {
 				t.Fatal(err)
 			}
+			// Let the surrogate look while this live process still holds:
+			// nothing it does may take the lock from a live holder.
+			time.Sleep(20 * surrogateLook)
 			if err := m.Unlock(); err != nil {
 				t.Fatal(err)
 			}
