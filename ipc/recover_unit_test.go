@@ -38,28 +38,13 @@ func FuzzRecoverJournal(f *testing.F) {
 	f.Cleanup(func() { CloseWait = saved })
 	f.Fuzz(func(t *testing.T, pick uint8, dead, leftover []byte) {
 		algo := algorithms[int(pick)%len(algorithms)].Name
-		cfg := Config{Slots: 4, Locks: 4}
-		n, err := cfg.Words()
-		if err != nil {
-			t.Fatal(err)
-		}
-		words := make([]uint64, n)
-		if err := Format(words, cfg); err != nil {
-			t.Fatal(err)
-		}
-		a, err := Attach(words)
-		if err != nil {
-			t.Fatal(err)
-		}
-		journals := [][]uint64{bytesToJournal(leftover), bytesToJournal(dead)}
-		if err := a.SetJournals(journals, 0); err != nil {
-			t.Fatal(err)
-		}
+		const locks = 4
+		a, _ := newJournaledArena(t, locks, leftover, dead)
 		if _, err := a.Recover(algo, func(slot int) bool { return slot == 0 }); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(surrogateLook) // let the surrogate take a step
-		for i := range cfg.Locks {
+		for i := range locks {
 			m, err := a.Mutex(algo, i)
 			if err != nil {
 				t.Fatal(err)
@@ -78,6 +63,31 @@ func FuzzRecoverJournal(f *testing.F) {
 			t.Fatalf("%s: Close did not return", algo)
 		}
 	})
+}
+
+// newJournaledArena makes an in-memory arena of locks locks with two
+// journals: this process's (slot 0, holding the leftovers of a reused slot)
+// and a dead process's (slot 1), each from bytes (zero-padded).
+func newJournaledArena(t testing.TB, locks int, leftover, dead []byte) (*Arena, [][]uint64) {
+	t.Helper()
+	cfg := Config{Slots: 4, Locks: locks}
+	n, err := cfg.Words()
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := make([]uint64, n)
+	if err := Format(words, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Attach(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journals := [][]uint64{bytesToJournal(leftover), bytesToJournal(dead)}
+	if err := a.SetJournals(journals, 0); err != nil {
+		t.Fatal(err)
+	}
+	return a, journals
 }
 
 // bytesToJournal makes a one-process journal of the default size from b,
@@ -110,21 +120,8 @@ func TestTicketArrivalDiedUnrecorded(t *testing.T) {
 		{"two dead, one drew", 2, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Config{Slots: 4, Locks: 1}
-			n, _ := cfg.Words()
-			words := make([]uint64, n)
-			if err := Format(words, cfg); err != nil {
-				t.Fatal(err)
-			}
-			a, err := Attach(words)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, journals := newJournaledArena(t, 1, nil, nil)
 			defer a.Close()
-			journals := [][]uint64{bytesToJournal(nil), bytesToJournal(nil)}
-			if err := a.SetJournals(journals, 0); err != nil {
-				t.Fatal(err)
-			}
 			m, _ := a.Mutex("ticket-awn", 0)
 			m.Lock() // ticket 0, held by this live process
 			b := a.lockBody(0)
@@ -167,21 +164,8 @@ func TestTicketArrivalDiedUnrecorded(t *testing.T) {
 func TestALockArrivalDiedBeforeLink(t *testing.T) {
 	for _, entered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("entered=%v", entered), func(t *testing.T) {
-			cfg := Config{Slots: 4, Locks: 1}
-			n, _ := cfg.Words()
-			words := make([]uint64, n)
-			if err := Format(words, cfg); err != nil {
-				t.Fatal(err)
-			}
-			a, err := Attach(words)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, journals := newJournaledArena(t, 1, nil, nil)
 			defer a.Close()
-			journals := [][]uint64{bytesToJournal(nil), bytesToJournal(nil)}
-			if err := a.SetJournals(journals, 0); err != nil {
-				t.Fatal(err)
-			}
 			a.DeclareALockHome(0, 1) // a home that never comes: this process is of the other cohort
 			m, _ := a.Mutex("alock", 0)
 			m.Lock()

@@ -108,9 +108,16 @@ func (t *Map[K, V]) Get(k K) (V, error) {
 	if err != nil {
 		return zero, err
 	}
+	return t.decodeValue(s, val)
+}
+
+// decodeValue decodes the value read into val, keeping val's buffer in s
+// for reuse.
+func (t *Map[K, V]) decodeValue(s *scratch, val []byte) (V, error) {
 	s.val = val
 	v, err := t.values.Decode(val)
 	if err != nil {
+		var zero V
 		return zero, fmt.Errorf("get: decode value: %w", err)
 	}
 	return v, nil

@@ -71,10 +71,9 @@ func (t *Map[K, V]) getNear(n *nearCache[V], s *scratch) (V, error) {
 	if err != nil {
 		return zero, err
 	}
-	s.val = val
-	v, err := t.values.Decode(val)
+	v, err := t.decodeValue(s, val)
 	if err != nil {
-		return zero, fmt.Errorf("get: decode value: %w", err)
+		return zero, err
 	}
 	n.c.Set(h, &nearItem[V]{key: bytes.Clone(s.key), value: v, version: ver}, 1)
 	return v, nil
