@@ -293,3 +293,53 @@ func TestVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUpdate: Update stores, removes, and with an error leaves the entry
+// exactly as it was (no write: the segment's sequence does not move), and
+// allocates nothing when it stores.
+func TestUpdate(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 100, Segments: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	k := []byte("k")
+	if err := m.Update(k, func(old []byte, found bool) ([]byte, bool, error) {
+		if found {
+			t.Error("found an absent key")
+		}
+		return []byte("one"), true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seq := m.table.Segment(0).Seq()
+	boom := errors.New("boom")
+	if err := m.Update(k, func(old []byte, found bool) ([]byte, bool, error) {
+		return []byte("two"), true, boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Update returned %v, want fn's error", err)
+	}
+	if v, _ := m.Get(k); string(v) != "one" || m.table.Segment(0).Seq() != seq {
+		t.Fatalf("after an aborted Update: %q, sequence %d -> %d", v, seq, m.table.Segment(0).Seq())
+	}
+	if err := m.Update(k, func(old []byte, found bool) ([]byte, bool, error) {
+		return append(old, '!'), true, nil // a slice of old: allowed
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := m.Get(k); string(v) != "one!" {
+		t.Fatalf("after appending to old: %q", v)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = m.Update(k, func(old []byte, found bool) ([]byte, bool, error) { return old, true, nil })
+	})
+	if allocs != 0 {
+		t.Fatalf("Update allocated %v times per call", allocs)
+	}
+	if err := m.Update(k, func([]byte, bool) ([]byte, bool, error) { return nil, false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(k); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after removal: %v", err)
+	}
+}

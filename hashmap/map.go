@@ -386,6 +386,34 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
 }
 
+// Update is Compute that can give up and allocates nothing: fn gets the
+// current value (found false if absent) in a buffer valid only while fn
+// runs (copy what you keep; the value fn returns may be a slice of it),
+// and returns the new value and keep, as for Compute, or an error: then
+// nothing is written, and Update returns that error.
+func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
+	if err := m.check(true); err != nil {
+		return err
+	}
+	h := xxhash.Sum64(key)
+	var ferr error
+	err := m.table.For(h).Update(h, key, m.expiry(m.opts.DefaultTTL), func(old []byte, found bool) ([]byte, segment.Outcome) {
+		value, keep, err := fn(old, found)
+		switch {
+		case err != nil:
+			ferr = err
+			return nil, segment.Leave
+		case !keep:
+			return nil, segment.Remove
+		}
+		return value, segment.Store
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return err
+}
+
 // Range iterates over every entry, one segment at a time. Each segment is
 // copied out consistently (see Get) and yielded from the copy, so no lock is
 // held while the loop body runs and it may call the map. The view is

@@ -37,6 +37,16 @@ func (tb *Table) storedValue(value []byte, expiry int64) ([]byte, *[]byte) {
 	return *bp, bp
 }
 
+// copyValue copies v into a pooled buffer, given back with releaseValue.
+func (tb *Table) copyValue(v []byte) ([]byte, *[]byte) {
+	bp, _ := tb.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	*bp = append((*bp)[:0], v...)
+	return *bp, bp
+}
+
 func (tb *Table) releaseValue(bp *[]byte) {
 	if bp != nil && cap(*bp) <= 1<<16 {
 		tb.bufs.Put(bp)

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -464,6 +465,28 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 // never) for the stored value of a cache map; other maps ignore it. An
 // expired entry is absent to fn.
 func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, bool)) error {
+	return s.Update(hash, key, expiry, func(old []byte, found bool) ([]byte, Outcome) {
+		value, keep := fn(bytes.Clone(old), found)
+		if !keep {
+			return nil, Remove
+		}
+		return value, Store
+	})
+}
+
+// Outcome is what an Update's function decides.
+type Outcome int
+
+const (
+	Store  Outcome = iota // store the value it returned
+	Remove                // remove the key (or leave it absent)
+	Leave                 // change nothing
+)
+
+// Update runs fn on the current value of key under the segment's update
+// lock and does what it decides. old is a copy in a pooled buffer, valid
+// only during fn; the value fn returns may alias it.
+func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, Outcome)) error {
 	w, err := s.beginUpdate("compute")
 	if err != nil {
 		return err
@@ -474,16 +497,21 @@ func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func
 		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	var old []byte
+	var oldBuf *[]byte
 	live := false
 	if found {
 		var v []byte
 		v, live, _ = s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
 		if live {
-			old = append([]byte(nil), v...)
+			old, oldBuf = s.tb.copyValue(v)
+			defer s.tb.releaseValue(oldBuf)
 		}
 	}
-	value, keep := fn(old, live)
-	if !keep {
+	value, outcome := fn(old, live)
+	switch outcome {
+	case Leave:
+		return nil
+	case Remove:
 		if found {
 			_, err := s.deleteLocked(&w, hash, key)
 			return err

@@ -1,7 +1,6 @@
 package typed
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"sync"
@@ -185,47 +184,32 @@ func (t *Map[K, V]) Delete(k K) (bool, error) {
 //
 // When the stored value does not decode, fn is not called and Compute
 // returns an error matching ErrDecode; when the value fn returns does not
-// encode, Compute returns that error. Either way the stored bytes are left
-// as they were. hashmap.Map.Compute offers no way to abort, so an entry
-// that exists is written back with its own bytes: readers see no change,
-// but the write takes the segment's write lock, and in a cache map with a
-// DefaultTTL the write-back restarts the entry's time to live.
-//
-// hashmap.Map.Compute copies the old value for fn, so Compute allocates
-// that copy even for fixed-width numbers.
+// encode, Compute returns that error. Either way nothing is written
+// (hashmap.Map.Update gives up). For fixed-width numbers Compute allocates
+// nothing.
 func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 	s := t.getScratch()
 	defer t.putScratch(s)
 	if err := t.encodeKey(s, k); err != nil {
 		return fmt.Errorf("compute: %w", err)
 	}
-	var fail error // set by the callback: a decode or encode failure
-	err := t.m.Compute(s.key, func(old []byte, found bool) ([]byte, bool) {
+	return t.m.Update(s.key, func(old []byte, found bool) ([]byte, bool, error) {
 		var prev V
 		if found {
 			var err error
 			if prev, err = t.values.Decode(old); err != nil {
-				fail = fmt.Errorf("compute: decode value: %w", err)
-				return old, true // unchanged: hashmap.Compute cannot abort
+				return nil, false, fmt.Errorf("compute: decode value: %w", err)
 			}
 		}
 		next, keep := fn(prev, found)
 		if !keep {
-			return nil, false
+			return nil, false, nil
 		}
 		if err := t.encodeValue(s, next); err != nil {
-			fail = fmt.Errorf("compute: %w", err)
-			return old, found // unchanged: the old bytes if present, else still absent
+			return nil, false, fmt.Errorf("compute: %w", err)
 		}
-		return s.val, true
+		return s.val, true, nil
 	})
-	if fail != nil {
-		if err != nil {
-			return errors.Join(fail, err)
-		}
-		return fail
-	}
-	return err
 }
 
 // Range iterates over every entry with hashmap.Map.Range's guarantees (a

@@ -331,6 +331,9 @@ func TestAllocs(t *testing.T) {
 		{"Put point (MarshalBinary)", 1, func() error { return points.Put(1, point{1, 2}) }},
 		{"Get point", 0, func() error { _, err := points.Get(1); return err }},
 		{"Delete int64", 0, func() error { _, err := ints.Delete(3); return err }},
+		{"Compute int64", 0, func() error {
+			return ints.Compute(1, func(old int64, _ bool) (int64, bool) { return old + 1, true })
+		}},
 	} {
 		var err error
 		got := testing.AllocsPerRun(1000, func() {
