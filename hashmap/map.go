@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/registry"
+	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )
 
@@ -207,6 +209,13 @@ func (m *Map) join(l registry.Layout) error {
 		// cleaned: its first opener finds only dead slots.
 		if s.Dead() {
 			m.atOpen, err = m.recoverSegments(nil)
+			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) {
+				// A live process was busy with the lock for the whole
+				// wait (a loaded machine): what the dead left stays for
+				// the next pass, which any lock timeout runs. Not a
+				// reason to refuse the map.
+				return nil
+			}
 			return err
 		}
 	}
