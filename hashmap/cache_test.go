@@ -343,3 +343,40 @@ func TestUpdate(t *testing.T) {
 		t.Fatalf("after removal: %v", err)
 	}
 }
+
+// TestRangeView: RangeView yields what Range does, and a whole iteration
+// allocates next to nothing once its buffer is pooled.
+func TestRangeView(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := map[string]string{}
+	for i := range 1000 {
+		k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("value-%d", i*7)
+		want[k] = v
+		if err := m.Put([]byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rerr error
+	n := 0
+	for k, v := range m.RangeView(&rerr) {
+		if want[string(k)] != string(v) {
+			t.Fatalf("RangeView yielded %q=%q", k, v)
+		}
+		n++
+	}
+	if rerr != nil || n != len(want) {
+		t.Fatalf("RangeView: %d entries, %v", n, rerr)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		for range m.RangeView(&rerr) {
+		}
+	})
+	t.Logf("%v allocations per iteration of %d entries", allocs, n)
+	if allocs > 4 {
+		t.Fatalf("a RangeView of %d entries allocated %v times", n, allocs)
+	}
+}

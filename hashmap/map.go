@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,7 @@ type Map struct {
 	reg        *registry.Registry // nil: a file from before the registry, or damaged (regErr)
 	regErr     error              // why a read-only open could not attach the registry (Check reports it)
 	counters   []uint64           // this process's hits and misses, two per segment, in its registry slot (nil: none)
+	rangeBufs  sync.Pool          // of *rangeBuf, for RangeView
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
 	repairs    atomic.Int64       // recovery passes that released something, in this process
 	atOpen     Recovery           // what Open repaired of processes that died before it
@@ -430,17 +432,44 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 // valid after the loop. If a segment cannot be read (lock timeout,
 // corruption), iteration stops and the error is stored in *errp, which
 // must not be nil.
-func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] {
+func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, false) }
+
+// RangeView is Range for loops that use each entry at once: the slices it
+// yields are valid only until the loop body returns (one buffer is reused
+// for every segment, and by later RangeViews), so the iteration allocates
+// next to nothing once that buffer has grown to the largest segment.
+func (m *Map) RangeView(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, true) }
+
+// rangeBuf is a RangeView's copy of a segment, kept for the next one.
+type rangeBuf struct {
+	arena []byte
+	ends  []int
+}
+
+func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
 		if err := m.check(false); err != nil {
 			*errp = err
 			return
 		}
+		var arena []byte
 		var ends []int
+		if reuse {
+			if b, ok := m.rangeBufs.Get().(*rangeBuf); ok {
+				arena, ends = b.arena, b.ends
+			}
+			defer func() {
+				if cap(arena) <= 1<<24 {
+					m.rangeBufs.Put(&rangeBuf{arena[:0], ends[:0]})
+				}
+			}()
+		}
 		for i := range int(m.layout.Segments) {
-			var arena []byte // fresh per segment: slices already yielded keep theirs
+			if !reuse {
+				arena = nil // fresh per segment: slices already yielded keep theirs
+			}
 			var err error
-			arena, ends, err = m.table.Segment(i).AppendEntries(arena, ends[:0])
+			arena, ends, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
 			if err != nil {
 				*errp = err
 				return

@@ -217,10 +217,12 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 // the body may call the map). It decodes each entry as it yields it. If a
 // segment cannot be read, or a key or value does not decode, iteration
 // stops and the error is stored in *errp, which must not be nil: check it
-// after the loop. Delete removes entries that do not decode.
+// after the loop. Delete removes entries that do not decode. It reads
+// through hashmap.Map.RangeView, since each entry is decoded at once, so
+// iterating over numbers allocates next to nothing.
 func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		for kb, vb := range t.m.Range(errp) {
+		for kb, vb := range t.m.RangeView(errp) { // each entry is decoded at once
 			k, err := t.keys.Decode(kb)
 			if err != nil {
 				*errp = fmt.Errorf("range: decode key: %w", err)
