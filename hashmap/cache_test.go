@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -379,4 +381,39 @@ func TestRangeView(t *testing.T) {
 	if allocs > 4 {
 		t.Fatalf("a RangeView of %d entries allocated %v times", n, allocs)
 	}
+}
+
+// TestCacheAcrossProcesses: 3 processes write 4.5 times a cache map's
+// size at once. None gets ErrFull; every put, eviction and entry is
+// accounted for exactly (puts = entries + evictions, counted by each
+// process in the file); the latest writes read back; Check is clean.
+func TestCacheAcrossProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	opts := *helperOpts
+	opts.Cache, opts.MaxBloatFactor = true, 1
+	m, err := Open(path, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const procs, per = 3, 30_000
+	var cmds []*exec.Cmd
+	for p := range procs {
+		cmds = append(cmds, helperCmd("putrange", path, strconv.Itoa(p*per), strconv.Itoa(per)))
+	}
+	errorsIn(t, testutil.Run(t, cmds...))
+	st := m.Stats()
+	if st.Puts != procs*per || int64(st.Entries)+st.Evictions != procs*per || st.Evictions == 0 {
+		t.Fatalf("puts %d, entries %d, evictions %d; want %d puts = entries + evictions", st.Puts, st.Entries, st.Evictions, procs*per)
+	}
+	for p := range procs {
+		k := fmt.Sprintf("key-%07d", p*per+per-1)
+		if v, err := m.Get([]byte(k)); err != nil || string(v) != strings.Repeat(k, 1+(p*per+per-1)%5) {
+			t.Fatalf("the last put of process %d: %q, %v", p, v, err)
+		}
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Fatalf("check: %v %v", problems, err)
+	}
+	t.Logf("%d puts from %d processes into a cache sized for %d: %d entries, %d evicted", st.Puts, procs, opts.Entries, st.Entries, st.Evictions)
 }
