@@ -60,13 +60,23 @@ func (tb *Table) userValue(stored []byte) (value []byte, live, ok bool) {
 	if !tb.layout.Cache {
 		return stored, true, true
 	}
-	if len(stored) < metaSize {
+	exp, ok := expiryOf(stored)
+	if !ok {
 		return nil, false, false
 	}
-	if exp := int64(binary.LittleEndian.Uint64(stored)); exp != 0 && exp <= tb.now() {
+	if exp != 0 && exp <= tb.now() {
 		return nil, false, true
 	}
 	return stored[metaSize:], true, true
+}
+
+// expiryOf reads a cache map's stored value's expiry (0: never); ok is
+// false when the value is too short to hold it.
+func expiryOf(stored []byte) (exp int64, ok bool) {
+	if len(stored) < metaSize {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(stored)), true
 }
 
 // reference sets the CLOCK reference bit of the slot at p, read as slot, if
@@ -138,8 +148,8 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 		if !ok {
 			return tier{}, 0, s.corrupt(tv.index, "undecodable entry during eviction")
 		}
-		v := tb.entryValue(tv, c, klen, vlen)
-		expired := len(v) >= metaSize && int64(binary.LittleEndian.Uint64(v)) != 0 && int64(binary.LittleEndian.Uint64(v)) <= now
+		exp, _ := expiryOf(tb.entryValue(tv, c, klen, vlen))
+		expired := exp != 0 && exp <= now
 		if !expired && slot&refBit != 0 {
 			atomic.StoreUint64(&tv.slots[pos], slot&^refBit) // a second chance
 			continue
@@ -170,21 +180,4 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 		}
 	}
 	return tier{}, 0, fmt.Errorf("%w: segment %d: the eviction hand found no room for %d chunks", ErrFull, s.index, n)
-}
-
-// expiryOf reads the expiry time of key's entry (0 if none, or absent).
-func (tb *Table) expiryOf(hash uint64, key []byte) int64 {
-	s := tb.For(hash)
-	var exp int64
-	_ = s.consistentRead("get", func() bool {
-		exp = 0
-		loc, found, ok := s.find(hash, key)
-		if found && ok {
-			if v := tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen); len(v) >= metaSize {
-				exp = int64(binary.LittleEndian.Uint64(v))
-			}
-		}
-		return ok
-	})
-	return exp
 }

@@ -38,7 +38,15 @@ var (
 // A run that saw no writer and still could not decode the segment means the
 // data itself is bad: ErrCorrupt.
 func (s *Segment) consistentRead(op string, read func() bool) error {
-	err := s.readOptimistic(read)
+	_, err := s.consistentReadAt(op, read)
+	return err
+}
+
+// consistentReadAt is consistentRead that also returns the modification
+// sequence the accepted run saw (under the read lock it holds still: every
+// change of a value takes the write lock).
+func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) {
+	seq, err := s.readOptimistic(read)
 	if errors.Is(err, errBusy) {
 		if !s.lock.TryReadLock() {
 			s.count(stLockWaits, 1)
@@ -50,6 +58,7 @@ func (s *Segment) consistentRead(op string, read func() bool) error {
 			err = s.retryAfterTimeout(err, s.lock.ReadLock)
 		}
 		if err == nil {
+			seq = atomic.LoadUint64(s.seq)
 			if !read() {
 				err = errInconsistent
 			}
@@ -58,15 +67,16 @@ func (s *Segment) consistentRead(op string, read func() bool) error {
 	}
 	switch {
 	case err == nil:
-		return nil
+		return seq, nil
 	case errors.Is(err, errInconsistent):
-		return s.corrupt(-1, "undecodable entry or tier chain during "+op)
+		return 0, s.corrupt(-1, "undecodable entry or tier chain during "+op)
 	}
-	return s.lockErr(op, err)
+	return 0, s.lockErr(op, err)
 }
 
-// readOptimistic is the lock-free part of consistentRead.
-func (s *Segment) readOptimistic(read func() bool) error {
+// readOptimistic is the lock-free part of consistentRead; it returns the
+// sequence the accepted run saw.
+func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 	var p wait.Policy
 	var deadline time.Time
 	for tries := 1; ; tries++ {
@@ -74,14 +84,14 @@ func (s *Segment) readOptimistic(read func() bool) error {
 			ok := read()
 			if atomic.LoadUint64(s.seq) == seq {
 				if ok {
-					return nil
+					return seq, nil
 				}
-				return errInconsistent
+				return 0, errInconsistent
 			}
 		}
 		if !s.tb.readOnly {
 			if tries >= optimisticTries {
-				return errBusy
+				return 0, errBusy
 			}
 			wait.Spin(30)
 			continue
@@ -90,7 +100,7 @@ func (s *Segment) readOptimistic(read func() bool) error {
 			deadline = time.Now().Add(s.tb.timeout)
 		}
 		if !time.Now().Before(deadline) {
-			return rwulock.ErrTimeout
+			return 0, rwulock.ErrTimeout
 		}
 		if !p.Pause() {
 			time.Sleep(p.Nap(deadline))
@@ -116,47 +126,31 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // in a cache map (0: none). A cache of decoded values relies on it.
 func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found bool, seq uint64, expiry int64, err error) {
 	start := len(dst)
-	read := func() bool {
-		seq = atomic.LoadUint64(s.seq)
-		if seq&1 != 0 {
+	seq, err = s.consistentReadAt("get", func() bool {
+		out, found, expiry = dst[:start], false, 0
+		loc, f, ok := s.find(hash, key)
+		if !ok || !f {
+			return ok
+		}
+		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
+		v, live, good := s.tb.userValue(stored)
+		if !good {
 			return false
 		}
-		if out, found, err = s.Get(hash, key, dst[:start]); err != nil {
-			return true
-		}
-		if expiry = 0; found && s.tb.layout.Cache {
-			expiry = s.tb.expiryOf(hash, key)
-		}
-		return atomic.LoadUint64(s.seq) == seq
-	}
-	for range optimisticTries {
-		if read() {
-			return out, found, seq, expiry, err
-		}
-		wait.Spin(30)
-	}
-	// Busy: under the read lock no value changes (modifications take the
-	// write lock), so the sequence holds still.
-	if s.tb.readOnly {
-		deadline := time.Now().Add(s.tb.timeout)
-		for !read() {
-			if time.Now().After(deadline) {
-				return dst[:start], false, 0, 0, s.lockErr("get", rwulock.ErrTimeout)
+		if live {
+			found = true
+			if s.tb.layout.Cache {
+				expiry, _ = expiryOf(stored)
 			}
-			time.Sleep(time.Microsecond)
+			s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+			out = append(out, v...)
 		}
-		return out, found, seq, expiry, err
+		return true
+	})
+	if err != nil {
+		return dst[:start], false, 0, 0, err
 	}
-	if err := s.lock.ReadLock(s.tb.timeout); err != nil {
-		if err = s.retryAfterTimeout(err, s.lock.ReadLock); err != nil {
-			return dst[:start], false, 0, 0, s.lockErr("get", err)
-		}
-	}
-	defer func() { _ = s.lock.ReadUnlock() }()
-	if !read() {
-		return dst[:start], false, 0, 0, s.corrupt(-1, "modification sequence moved under the read lock")
-	}
-	return out, found, seq, expiry, err
+	return out, found, seq, expiry, nil
 }
 
 // getHomeTier is Get's fast path: one optimistic pass over the segment's

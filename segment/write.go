@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -465,8 +464,8 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 // never) for the stored value of a cache map; other maps ignore it. An
 // expired entry is absent to fn.
 func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, bool)) error {
-	return s.Update(hash, key, expiry, func(old []byte, found bool) ([]byte, Outcome) {
-		value, keep := fn(bytes.Clone(old), found)
+	return s.update(hash, key, expiry, true, func(old []byte, found bool) ([]byte, Outcome) {
+		value, keep := fn(old, found)
 		if !keep {
 			return nil, Remove
 		}
@@ -487,6 +486,12 @@ const (
 // lock and does what it decides. old is a copy in a pooled buffer, valid
 // only during fn; the value fn returns may alias it.
 func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, Outcome)) error {
+	return s.update(hash, key, expiry, false, fn)
+}
+
+// update is Update; with ownCopy, old is fn's to keep (Compute's contract)
+// instead of a pooled buffer.
+func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn func(old []byte, found bool) ([]byte, Outcome)) error {
 	w, err := s.beginUpdate("compute")
 	if err != nil {
 		return err
@@ -502,7 +507,10 @@ func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []by
 	if found {
 		var v []byte
 		v, live, _ = s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
-		if live {
+		switch {
+		case live && ownCopy:
+			old = append([]byte(nil), v...)
+		case live:
 			old, oldBuf = s.tb.copyValue(v)
 			defer s.tb.releaseValue(oldBuf)
 		}
