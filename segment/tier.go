@@ -20,13 +20,14 @@ type tier struct {
 // tier returns the view of tier t, which must be < Tiers.
 func (tb *Table) tier(t int64) tier {
 	l := &tb.layout
-	base := l.TiersOff + t*l.TierSize
+	base := t * l.TierSize // within the tiers area, which Open bounds-checked once
+	w := base / 8
 	return tier{
 		index:  t,
-		header: tb.region.Uint64s(base, tierHeaderSize/8),
-		slots:  tb.region.Uint64s(base+tierHeaderSize, l.Slots),
-		bitmap: tb.region.Uint64s(base+l.bitmapOff, l.Chunks/64),
-		space:  tb.region.Bytes(base+l.entriesOff, l.Chunks*l.ChunkSize),
+		header: tb.tierWords[w : w+tierHeaderSize/8 : w+tierHeaderSize/8],
+		slots:  tb.tierWords[w+tierHeaderSize/8 : w+tierHeaderSize/8+l.Slots : w+tierHeaderSize/8+l.Slots],
+		bitmap: tb.tierWords[w+l.bitmapOff/8 : w+l.bitmapOff/8+l.Chunks/64 : w+l.bitmapOff/8+l.Chunks/64],
+		space:  tb.tierBytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize : base+l.entriesOff+l.Chunks*l.ChunkSize],
 	}
 }
 
@@ -110,17 +111,31 @@ func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen i
 // its checksum field), the key and the value. It is never 0, so that 0 can
 // mean "not computed".
 func entryChecksum(head, key, value []byte) uint32 {
-	var d xxhash.Digest
-	d.Reset()
-	_, _ = d.Write(head)
-	_, _ = d.Write(key)
-	_, _ = d.Write(value)
-	s := uint32(d.Sum64())
+	var sum uint64
+	if n := len(head) + len(key) + len(value); n <= checksumStackBytes {
+		// One pass over a contiguous copy: for small entries the copy costs
+		// less than a streaming digest's buffering.
+		var buf [checksumStackBytes]byte
+		b := append(append(append(buf[:0], head...), key...), value...)
+		sum = xxhash.Sum64(b)
+	} else {
+		var d xxhash.Digest
+		d.Reset()
+		_, _ = d.Write(head)
+		_, _ = d.Write(key)
+		_, _ = d.Write(value)
+		sum = d.Sum64()
+	}
+	s := uint32(sum)
 	if s == 0 {
 		s = 1
 	}
 	return s
 }
+
+// checksumStackBytes is the largest entry checksummed from a copy on the
+// stack.
+const checksumStackBytes = 512
 
 // chunksFor is the number of chunks an entry with these lengths needs.
 func (tb *Table) chunksFor(klen, vlen int) int64 {
