@@ -298,7 +298,7 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 		return dst, err
 	}
 	h := xxhash.Sum64(key)
-	v, found, err := m.table.For(h).Get(h, key, dst)
+	v, found, err := m.table.Get(h, key, dst)
 	if err != nil {
 		return dst, err
 	}

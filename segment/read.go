@@ -110,13 +110,24 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 
 // Get appends the value of key to dst and reports whether it was found.
 func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
-		out, found, decided := s.getHomeTier(hash, key, dst)
-		if decided && atomic.LoadUint64(s.seq) == seq {
+	return s.tb.Get(hash, key, dst)
+}
+
+// Get appends the value of key (whose hash is hash) to dst and reports
+// whether it was found. Its fast path reaches the segment's sequence and
+// first tier through the table alone: the Segment handle is one more line
+// per segment, cold for a random key, and loading it before the slot would
+// put a cache miss in front of the lookup's two.
+func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	index := int64(hash & uint64(tb.layout.Segments-1))
+	seqWord := &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
+	if seq := atomic.LoadUint64(seqWord); seq&1 == 0 {
+		out, found, decided := tb.getHomeTier(index, hash, key, dst)
+		if decided && atomic.LoadUint64(seqWord) == seq {
 			return out, found, nil
 		}
 	}
-	return s.getSlow(hash, key, dst)
+	return tb.segs[index].getSlow(hash, key, dst)
 }
 
 // GetVersioned is Get that also returns the segment's modification
@@ -153,62 +164,112 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	return out, found, seq, expiry, nil
 }
 
-// getHomeTier is Get's fast path: one optimistic pass over the segment's
-// first tier, straight-line code over the mapping with no tier view and no
-// closure. It is short on purpose: a lookup is two dependent cache misses
-// (slot, then entry), and the fewer instructions around them, the more of
-// the next lookup's misses the CPU overlaps with this one's. decided is
-// false when the answer lies beyond the first tier or something did not
-// decode (a torn read, or corruption): getSlow then answers, and reports
-// corruption properly. The caller validates the result with seq.
-func (s *Segment) getHomeTier(hash uint64, key, dst []byte) (out []byte, found, decided bool) {
-	tb := s.tb
+// lookupHome is the fast path of lookups: one optimistic pass over the
+// segment's first tier, straight-line code over the mapping with no tier
+// view and no closure. It is short on purpose: a lookup is two dependent
+// cache misses (slot, then entry), and the fewer instructions around them,
+// the more of the next lookup's misses the CPU overlaps with this one's.
+// When found, pos is the key's slot index, slot the slot as read (its
+// entry's first chunk is slotChunk(slot)) and vlen the stored value's
+// length. decided is false when the answer lies beyond the first tier or
+// something did not decode (a torn read, or corruption): the slow path then
+// answers, and reports corruption properly. The caller validates the result
+// with the segment's sequence.
+func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, slot uint64, vlen int64, found, decided bool) {
 	l := &tb.layout
 	tag := uint32(hash >> l.segmentBits)
-	base := s.index * l.TierSize
+	base := index * l.TierSize
 	slotsAt := (base + tierHeaderSize) / 8
 	slots := tb.tierWords[slotsAt : slotsAt+l.Slots]
 	space := tb.tierBytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize]
 	mask := l.slotMask
-	pos := uint64(tag) & mask
+	p := uint64(tag) & mask
 	for range slots {
-		slot := atomic.LoadUint64(&slots[pos])
+		slot = atomic.LoadUint64(&slots[p])
 		if slot == 0 {
-			if atomic.LoadUint64(&tb.tierWords[base/8+thNext/8]) != 0 {
-				return dst, false, false // the key may be in a later tier
-			}
-			return dst, false, true
+			// An empty slot ends the probe; a later tier may still hold the key.
+			return 0, 0, 0, false, atomic.LoadUint64(&tb.tierWords[base/8+thNext/8]) == 0
 		}
 		if slotTag(slot) == tag {
 			c := slotChunk(slot)
 			if c < 0 || c >= l.Chunks {
-				return dst, false, false
+				return 0, 0, 0, false, false
 			}
 			off := c * l.ChunkSize
 			h := space[off : off+entryHeaderSize]
 			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
-			vlen := int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
+			vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
 			nch := int64(binary.LittleEndian.Uint32(h[ehChunks:]))
 			if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
-				return dst, false, false
+				return 0, 0, 0, false, false
 			}
 			k := off + entryHeaderSize
 			if klen == int64(len(key)) && string(space[k:k+klen]) == string(key) {
-				v := space[k+klen : k+klen+vlen]
-				if l.Cache {
-					value, live, ok := tb.userValue(v)
-					if !ok || !live {
-						return dst, false, ok
-					}
-					tb.reference(&slots[pos], slot)
-					v = value
-				}
-				return append(dst, v...), true, true
+				return int64(p), slot, vlen, true, true
 			}
 		}
-		pos = (pos + 1) & mask
+		p = (p + 1) & mask
 	}
-	return dst, false, false // no empty slot: let the slow path walk the chain
+	return 0, 0, 0, false, false // no empty slot: let the slow path walk the chain
+}
+
+// getHomeTier is Get's fast path: lookupHome, then the value copied out.
+func (tb *Table) getHomeTier(index int64, hash uint64, key, dst []byte) (out []byte, found, decided bool) {
+	pos, slot, vlen, found, decided := tb.lookupHome(index, hash, key)
+	if !found {
+		return dst, false, decided
+	}
+	l := &tb.layout
+	at := index*l.TierSize + l.entriesOff + slotChunk(slot)*l.ChunkSize + entryHeaderSize + int64(len(key))
+	v := tb.tierBytes[at : at+vlen]
+	if l.Cache {
+		value, live, ok := tb.userValue(v)
+		if !ok || !live {
+			return dst, false, ok
+		}
+		tb.reference(&tb.tierWords[(index*l.TierSize+tierHeaderSize)/8+pos], slot)
+		v = value
+	}
+	return append(dst, v...), true, true
+}
+
+// preview is a writer's lookup before it takes the segment's lock. It
+// brings into this CPU's cache the lines the locked part will touch (the
+// lock word, the counters, the key's slot and entry), so that their misses
+// overlap one another instead of following the lock's, and none is paid
+// with the lock held. Its answer is optimistic: valid only if the
+// segment's sequence still reads seq once the lock is held (see located).
+type preview struct {
+	seq   uint64
+	pos   int64
+	slot  uint64
+	found bool
+}
+
+func (s *Segment) preview(hash uint64, key []byte) preview {
+	var p preview
+	p.seq = atomic.LoadUint64(s.seq)
+	if s.counters != nil {
+		_ = atomic.LoadUint64(&s.counters[0])
+	}
+	p.pos, p.slot, _, p.found, _ = s.tb.lookupHome(s.index, hash, key)
+	return p
+}
+
+// located returns, for a caller holding the update lock, where the preview
+// found the key, if it did and no writer changed the segment since: the
+// locked lookup can then be skipped.
+func (s *Segment) located(p *preview) (location, bool) {
+	if !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
+		return location{}, false
+	}
+	t := s.tb.tier(s.index)
+	c := slotChunk(p.slot)
+	klen, vlen, nch, ok := s.tb.entryAt(&t, c)
+	if !ok {
+		return location{}, false // cannot be, with the sequence unchanged; let find report it
+	}
+	return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true
 }
 
 // getSlow is Get through consistentRead: the whole chain, the read lock

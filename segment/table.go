@@ -61,6 +61,7 @@ type Table struct {
 	// indexes them directly instead of building a tier view per call.
 	tierBytes []byte
 	tierWords []uint64
+	segWords  []uint64 // the segment headers, for the same reason
 
 	// Cache maps: the clock expiry times are compared with, and buffers
 	// for building stored values (expiry prefix + value) without
@@ -142,6 +143,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tiersLen := l.Tiers * l.TierSize
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
+	tb.segWords = r.Uint64s(l.SegmentsOff, l.Segments*segmentHeaderSize/8)
 	tb.segs = make([]Segment, l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize

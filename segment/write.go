@@ -102,13 +102,24 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
+	p := s.preview(hash, key)
+	if testAfterPreview != nil {
+		testAfterPreview(s)
+	}
 	w, err := s.beginUpdate("put")
 	if err != nil {
 		return false, err
 	}
 	defer w.end()
+	if loc, ok := s.located(&p); ok {
+		return s.putFound(&w, hash, &loc, key, stored, mode)
+	}
 	return s.putLocked(&w, hash, key, stored, mode)
 }
+
+// testAfterPreview, set only by tests, runs between a Put's preview and its
+// lock: where another writer may change the segment.
+var testAfterPreview func(*Segment)
 
 // putLocked is Put for a caller that holds the update lock through w;
 // stored is the value as the entry holds it.
@@ -118,18 +129,23 @@ func (s *Segment) putLocked(w *writer, hash uint64, key, stored []byte, mode Put
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	if found {
-		live := s.live(&loc)
-		if live && mode == IfAbsent {
-			return false, nil
-		}
-		if !live {
-			atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
-		}
-		s.count(stPuts, 1)
-		return !live, s.replace(w, hash, &loc, key, stored)
+		return s.putFound(w, hash, &loc, key, stored, mode)
 	}
 	s.count(stPuts, 1)
 	return true, s.insert(w, hash, key, stored)
+}
+
+// putFound is putLocked once the key's entry is located at loc.
+func (s *Segment) putFound(w *writer, hash uint64, loc *location, key, stored []byte, mode PutMode) (bool, error) {
+	live := s.live(loc)
+	if live && mode == IfAbsent {
+		return false, nil
+	}
+	if !live {
+		atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
+	}
+	s.count(stPuts, 1)
+	return !live, s.replace(w, hash, loc, key, stored)
 }
 
 // live reports whether the entry at loc is visible: always, except an
