@@ -76,9 +76,13 @@ func main() {
 		out       = flag.String("out", "results", "directory for results.md and chart.png")
 		only      = flag.String("stores", "", "comma-separated stores to run (default all)")
 		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
+		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
 	)
 	flag.Parse()
+	if *onlyCells != "" {
+		cellFilter = strings.Split(*onlyCells, ",")
+	}
 	if *workerArg != "" {
 		os.Exit(runWorker(*workerArg))
 	}
@@ -132,14 +136,22 @@ func valueFor(buf []byte, i int) []byte {
 	return buf
 }
 
+// cellFilter, when set (-cells), names the only cells to run.
+var cellFilter []string
+
 func cellsFor(s storeSpec) []cell {
 	var cs []cell
+	add := func(c cell) {
+		if cellFilter == nil || slices.Contains(cellFilter, c.String()) {
+			cs = append(cs, c)
+		}
+	}
 	for _, w := range workloads {
 		for _, z := range []bool{false, true} {
 			for _, g := range []int{1, 2} {
-				cs = append(cs, cell{workload: w, zipf: z, workers: g})
+				add(cell{workload: w, zipf: z, workers: g})
 				if s.multiProcess {
-					cs = append(cs, cell{workload: w, zipf: z, workers: g, procs: true})
+					add(cell{workload: w, zipf: z, workers: g, procs: true})
 				}
 			}
 		}
