@@ -196,6 +196,13 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 				return 0, 0, 0, false, false
 			}
 			off := c * l.ChunkSize
+			// Start fetching the entry's second cache line now. The value's
+			// address is known only once the header arrives, so left to the
+			// copy, that line would be a third miss after slot and header;
+			// requested here, it arrives with the header.
+			if next := (base + l.entriesOff + off + 64) / 8 &^ 7; next < int64(len(tb.tierWords)) {
+				_ = atomic.LoadUint64(&tb.tierWords[next])
+			}
 			h := space[off : off+entryHeaderSize]
 			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
 			vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
