@@ -110,7 +110,7 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 
 // Get appends the value of key to dst and reports whether it was found.
 func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	return s.tb.Get(hash, key, dst)
+	return s.tb.getIn(s.index, hash, key, dst)
 }
 
 // Get appends the value of key (whose hash is hash) to dst and reports
@@ -119,7 +119,11 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // per segment, cold for a random key, and loading it before the slot would
 // put a cache miss in front of the lookup's two.
 func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	index := int64(hash & uint64(tb.layout.Segments-1))
+	return tb.getIn(int64(hash&uint64(tb.layout.Segments-1)), hash, key, dst)
+}
+
+// getIn is Get in segment index.
+func (tb *Table) getIn(index int64, hash uint64, key, dst []byte) ([]byte, bool, error) {
 	seqWord := &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
 	if seq := atomic.LoadUint64(seqWord); seq&1 == 0 {
 		out, found, decided := tb.getHomeTier(index, hash, key, dst)
