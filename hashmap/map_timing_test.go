@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -26,6 +27,13 @@ var benchOrder = func() []uint32 {
 	}
 	return o
 }()
+
+// workerStart is where a parallel worker starts in benchOrder: each at its
+// own place, as callers in different goroutines look up different keys
+// (in lockstep over the same keys, they would share every line they touch).
+func workerStart() int { return int(workers.Add(1)) * 40503 }
+
+var workers atomic.Int64
 
 // nextKey returns the i-th key of benchOrder.
 func nextKey(keys [][]byte, i int) []byte { return keys[benchOrder[i&(len(benchOrder)-1)]] }
@@ -190,7 +198,22 @@ func BenchmarkMap(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			buf := make([]byte, 0, 128)
-			i := 0
+			i := workerStart()
+			for pb.Next() {
+				_, _ = m.GetInto(buf[:0], nextKey(keys, i))
+				i++
+			}
+		})
+	})
+	// Goroutines of one process count in the same lines, so on different
+	// cores they take turns owning them: what that costs.
+	b.Run("sharedmap/GetInto-uncounted-parallel", func(b *testing.B) {
+		counters := m.counters
+		m.counters = nil
+		defer func() { m.counters = counters }()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 128)
+			i := workerStart()
 			for pb.Next() {
 				_, _ = m.GetInto(buf[:0], nextKey(keys, i))
 				i++
@@ -200,7 +223,7 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("rwmutex-map/Get-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			i := workerStart()
 			for pb.Next() {
 				_ = rw.get(nextKey(keys, i))
 				i++
@@ -210,7 +233,7 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("sharedmap/Put-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			i := workerStart()
 			for pb.Next() {
 				_ = m.Put(nextKey(keys, i), benchValue)
 				i++
@@ -220,7 +243,7 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("rwmutex-map/Set-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			i := workerStart()
 			for pb.Next() {
 				rw.set(nextKey(keys, i), benchValue)
 				i++
