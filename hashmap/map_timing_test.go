@@ -28,15 +28,20 @@ var benchOrder = func() []uint32 {
 	return o
 }()
 
-// workerStart is where a parallel worker starts in benchOrder: each at its
-// own place, as callers in different goroutines look up different keys
-// (in lockstep over the same keys, they would share every line they touch).
-func workerStart() int { return int(workers.Add(1)) * 40503 }
-
-var workers atomic.Int64
-
 // nextKey returns the i-th key of benchOrder.
 func nextKey(keys [][]byte, i int) []byte { return keys[benchOrder[i&(len(benchOrder)-1)]] }
+
+// workerKeys returns nextKey for a new parallel worker: each worker visits
+// its own keys (benchOrder shifted by a worker's offset), as goroutines
+// serving different callers do. Workers walking the same keys, even far
+// apart in the order, would find in the shared cache the lines another
+// worker fetched.
+func workerKeys(keys [][]byte) func(i int) []byte {
+	shift := uint32(workers.Add(1)) * 500009
+	return func(i int) []byte { return keys[(benchOrder[i&(len(benchOrder)-1)]+shift)&(benchKeys-1)] }
+}
+
+var workers atomic.Uint32
 
 var benchValue = make([]byte, 64)
 
@@ -198,9 +203,9 @@ func BenchmarkMap(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			buf := make([]byte, 0, 128)
-			i := workerStart()
+			key, i := workerKeys(keys), 0
 			for pb.Next() {
-				_, _ = m.GetInto(buf[:0], nextKey(keys, i))
+				_, _ = m.GetInto(buf[:0], key(i))
 				i++
 			}
 		})
@@ -208,14 +213,15 @@ func BenchmarkMap(b *testing.B) {
 	// Goroutines of one process count in the same lines, so on different
 	// cores they take turns owning them: what that costs.
 	b.Run("sharedmap/GetInto-uncounted-parallel", func(b *testing.B) {
+		b.ReportAllocs()
 		counters := m.counters
 		m.counters = nil
 		defer func() { m.counters = counters }()
 		b.RunParallel(func(pb *testing.PB) {
 			buf := make([]byte, 0, 128)
-			i := workerStart()
+			key, i := workerKeys(keys), 0
 			for pb.Next() {
-				_, _ = m.GetInto(buf[:0], nextKey(keys, i))
+				_, _ = m.GetInto(buf[:0], key(i))
 				i++
 			}
 		})
@@ -223,9 +229,23 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("rwmutex-map/Get-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := workerStart()
+			key, i := workerKeys(keys), 0
 			for pb.Next() {
-				_ = rw.get(nextKey(keys, i))
+				_ = rw.get(key(i))
+				i++
+			}
+		})
+	})
+	b.Run("rwmutex-map/GetInto-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 128)
+			key, i := workerKeys(keys), 0
+			for pb.Next() {
+				rw.mu.RLock()
+				v := rw.m[string(key(i))]
+				buf = append(buf[:0], v...)
+				rw.mu.RUnlock()
 				i++
 			}
 		})
@@ -233,9 +253,9 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("sharedmap/Put-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := workerStart()
+			key, i := workerKeys(keys), 0
 			for pb.Next() {
-				_ = m.Put(nextKey(keys, i), benchValue)
+				_ = m.Put(key(i), benchValue)
 				i++
 			}
 		})
@@ -243,9 +263,9 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("rwmutex-map/Set-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := workerStart()
+			key, i := workerKeys(keys), 0
 			for pb.Next() {
-				rw.set(nextKey(keys, i), benchValue)
+				rw.set(key(i), benchValue)
 				i++
 			}
 		})
