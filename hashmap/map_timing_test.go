@@ -199,7 +199,7 @@ func BenchmarkMap(b *testing.B) {
 	}
 	b.Run("rwmutex-map/Fill", fill(0))
 	b.Run("rwmutex-map/Fill-presized", fill(benchKeys))
-	b.Run("sharedmap/GetInto-parallel", func(b *testing.B) {
+	getIntoParallel := func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			buf := make([]byte, 0, 128)
@@ -209,22 +209,15 @@ func BenchmarkMap(b *testing.B) {
 				i++
 			}
 		})
-	})
+	}
+	b.Run("sharedmap/GetInto-parallel", getIntoParallel)
 	// Goroutines of one process count in the same lines, so on different
 	// cores they take turns owning them: what that costs.
 	b.Run("sharedmap/GetInto-uncounted-parallel", func(b *testing.B) {
-		b.ReportAllocs()
 		counters := m.counters
 		m.counters = nil
 		defer func() { m.counters = counters }()
-		b.RunParallel(func(pb *testing.PB) {
-			buf := make([]byte, 0, 128)
-			key, i := workerKeys(keys), 0
-			for pb.Next() {
-				_, _ = m.GetInto(buf[:0], key(i))
-				i++
-			}
-		})
+		getIntoParallel(b)
 	})
 	b.Run("rwmutex-map/Get-parallel", func(b *testing.B) {
 		b.ReportAllocs()
