@@ -62,3 +62,95 @@ func TestPutPreviewGoneStale(t *testing.T) {
 		t.Errorf("Check counted %d entries, want 2", n)
 	}
 }
+
+// TestPutPreviewMissedAnInsert: a Put's preview finds no key, then another
+// writer inserts that key before the Put takes the lock. Inserts do not
+// move the segment's sequence (they change no value readers could have
+// seen), so "not found" cannot be trusted the way a found entry is: the Put
+// must look again and replace the other writer's entry, not add a second.
+func TestPutPreviewMissedAnInsert(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	k := []byte("the-key!")
+	testAfterPreview = func(*Segment) {
+		testAfterPreview = nil
+		if _, err := s.Put(hashOf(k), k, []byte("the other writer"), Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { testAfterPreview = nil }()
+	inserted, err := s.Put(hashOf(k), k, []byte("this put's value"), Replace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inserted {
+		t.Error("the Put reports an insert over the other writer's entry")
+	}
+	if n := s.Check(func(err error) { t.Error(err) }); n != 1 || s.Len() != 1 {
+		t.Errorf("Check counted %d entries, Len %d; want 1 (one key)", n, s.Len())
+	}
+	if v, found, err := s.Get(hashOf(k), k, nil); err != nil || !found || string(v) != "this put's value" {
+		t.Errorf("Get = %q, %v, %v; want this put's value", v, found, err)
+	}
+}
+
+// TestDeleteAndComputeUsePreview: Delete and Compute start with the same
+// preview as Put, and a writer coming between (here one that moves the key:
+// deletes it, stores another key in its chunks, stores it again elsewhere)
+// is noticed: the operation acts on the key where it is now and leaves the
+// other key alone.
+func TestDeleteAndComputeUsePreview(t *testing.T) {
+	for _, op := range []string{"compute", "delete"} {
+		t.Run(op, func(t *testing.T) {
+			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+			s := tb.Segment(0)
+			k1, k2 := []byte("key-one!"), []byte("key-two!")
+			put := func(k, v []byte) {
+				t.Helper()
+				if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(k1, []byte("first value of k1"))
+			testAfterPreview = func(*Segment) {
+				testAfterPreview = nil
+				if _, err := s.Delete(hashOf(k1), k1); err != nil {
+					t.Fatal(err)
+				}
+				put(k2, []byte("value of key two!"))
+				put(k1, []byte("k1 moved elsewhere"))
+			}
+			defer func() { testAfterPreview = nil }()
+
+			want := 1 // entries left: k2
+			switch op {
+			case "compute":
+				want = 2
+				if err := s.Compute(hashOf(k1), k1, func(old []byte, found bool) ([]byte, bool) {
+					if string(old) != "k1 moved elsewhere" {
+						t.Errorf("Compute saw %q (found %v), want the moved value", old, found)
+					}
+					return []byte("computed value k1"), true
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if v, _, _ := s.Get(hashOf(k1), k1, nil); string(v) != "computed value k1" {
+					t.Errorf("after Compute, k1 = %q", v)
+				}
+			case "delete":
+				if existed, err := s.Delete(hashOf(k1), k1); err != nil || !existed {
+					t.Fatalf("Delete = %v, %v; want true", existed, err)
+				}
+				if _, found, _ := s.Get(hashOf(k1), k1, nil); found {
+					t.Error("k1 still present after its Delete")
+				}
+			}
+			if v, found, _ := s.Get(hashOf(k2), k2, nil); !found || string(v) != "value of key two!" {
+				t.Errorf("k2 = %q (found %v): the stale preview's %s landed on it", v, found, op)
+			}
+			if n := s.Check(func(err error) { t.Error(err) }); n != int64(want) {
+				t.Errorf("Check counted %d entries, want %d", n, want)
+			}
+		})
+	}
+}

@@ -249,7 +249,8 @@ func (tb *Table) getHomeTier(index int64, hash uint64, key, dst []byte) (out []b
 // lock word, the counters, the key's slot and entry), so that their misses
 // overlap one another instead of following the lock's, and none is paid
 // with the lock held. Its answer is optimistic: valid only if the
-// segment's sequence still reads seq once the lock is held (see located).
+// segment's sequence still reads seq once the lock is held (see
+// findPreviewed).
 type preview struct {
 	seq   uint64
 	pos   int64
@@ -267,20 +268,22 @@ func (s *Segment) preview(hash uint64, key []byte) preview {
 	return p
 }
 
-// located returns, for a caller holding the update lock, where the preview
-// found the key, if it did and no writer changed the segment since: the
-// locked lookup can then be skipped.
-func (s *Segment) located(p *preview) (location, bool) {
-	if !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
-		return location{}, false
+// findPreviewed is find for a caller holding the update lock, which takes
+// the entry the preview found (p may be nil) instead of looking again when
+// no writer changed the segment since: every change that moves, rewrites
+// or removes an entry moves the sequence. A preview that found nothing is
+// not trusted: an insert, which changes no entry, does not move it.
+func (s *Segment) findPreviewed(p *preview, hash uint64, key []byte) (loc location, found, ok bool) {
+	if p == nil || !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
+		return s.find(hash, key)
 	}
 	t := s.tb.tier(s.index)
 	c := slotChunk(p.slot)
-	klen, vlen, nch, ok := s.tb.entryAt(&t, c)
-	if !ok {
-		return location{}, false // cannot be, with the sequence unchanged; let find report it
+	klen, vlen, nch, good := s.tb.entryAt(&t, c)
+	if !good {
+		return s.find(hash, key) // cannot be, with the sequence unchanged; let find report it
 	}
-	return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true
+	return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
 }
 
 // getSlow is Get through consistentRead: the whole chain, the read lock

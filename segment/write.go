@@ -102,42 +102,20 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
-	p := s.preview(hash, key)
-	if testAfterPreview != nil {
-		testAfterPreview(s)
-	}
-	w, err := s.beginUpdate("put")
+	p, w, err := s.previewThenLock("put", hash, key)
 	if err != nil {
 		return false, err
 	}
 	defer w.end()
-	if loc, ok := s.located(&p); ok {
-		return s.putFound(&w, hash, &loc, key, stored, mode)
-	}
-	return s.putLocked(&w, hash, key, stored, mode)
-}
-
-// testAfterPreview, set only by tests, runs between a Put's preview and its
-// lock: where another writer may change the segment.
-var testAfterPreview func(*Segment)
-
-// putLocked is Put for a caller that holds the update lock through w;
-// stored is the value as the entry holds it.
-func (s *Segment) putLocked(w *writer, hash uint64, key, stored []byte, mode PutMode) (bool, error) {
-	loc, found, ok := s.find(hash, key)
+	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
-	if found {
-		return s.putFound(w, hash, &loc, key, stored, mode)
+	if !found {
+		s.count(stPuts, 1)
+		return true, s.insert(&w, hash, key, stored)
 	}
-	s.count(stPuts, 1)
-	return true, s.insert(w, hash, key, stored)
-}
-
-// putFound is putLocked once the key's entry is located at loc.
-func (s *Segment) putFound(w *writer, hash uint64, loc *location, key, stored []byte, mode PutMode) (bool, error) {
-	live := s.live(loc)
+	live := s.live(&loc)
 	if live && mode == IfAbsent {
 		return false, nil
 	}
@@ -145,7 +123,21 @@ func (s *Segment) putFound(w *writer, hash uint64, loc *location, key, stored []
 		atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
 	}
 	s.count(stPuts, 1)
-	return !live, s.replace(w, hash, loc, key, stored)
+	return !live, s.replace(&w, hash, &loc, key, stored)
+}
+
+// testAfterPreview, set only by tests, runs between a writer's preview and
+// its lock: where another writer may change the segment.
+var testAfterPreview func(*Segment)
+
+// previewThenLock is how a writer starts: the preview, then the update lock.
+func (s *Segment) previewThenLock(op string, hash uint64, key []byte) (preview, writer, error) {
+	p := s.preview(hash, key)
+	if testAfterPreview != nil {
+		testAfterPreview(s)
+	}
+	w, err := s.beginUpdate(op)
+	return p, w, err
 }
 
 // live reports whether the entry at loc is visible: always, except an
@@ -436,16 +428,16 @@ func (s *Segment) compact(t *tier) error {
 
 // Delete removes key and reports whether it was present.
 func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
-	w, err := s.beginUpdate("delete")
+	p, w, err := s.previewThenLock("delete", hash, key)
 	if err != nil {
 		return false, err
 	}
 	defer w.end()
-	return s.deleteLocked(&w, hash, key)
+	return s.deleteLocked(&w, &p, hash, key)
 }
 
-func (s *Segment) deleteLocked(w *writer, hash uint64, key []byte) (bool, error) {
-	loc, found, ok := s.find(hash, key)
+func (s *Segment) deleteLocked(w *writer, p *preview, hash uint64, key []byte) (bool, error) {
+	loc, found, ok := s.findPreviewed(p, hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
@@ -508,12 +500,12 @@ func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []by
 // update is Update; with ownCopy, old is fn's to keep (Compute's contract)
 // instead of a pooled buffer.
 func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn func(old []byte, found bool) ([]byte, Outcome)) error {
-	w, err := s.beginUpdate("compute")
+	p, w, err := s.previewThenLock("compute", hash, key)
 	if err != nil {
 		return err
 	}
 	defer w.end()
-	loc, found, ok := s.find(hash, key)
+	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
@@ -537,7 +529,7 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 		return nil
 	case Remove:
 		if found {
-			_, err := s.deleteLocked(&w, hash, key)
+			_, err := s.deleteLocked(&w, nil, hash, key)
 			return err
 		}
 		return nil
