@@ -5,21 +5,27 @@ import (
 	"testing"
 )
 
+// previewTable is a one-segment table for the preview tests, and a Put
+// that fails the test on error.
+func previewTable(t *testing.T) (*Table, *Segment, func(k, v []byte)) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	return tb, s, func(k, v []byte) {
+		t.Helper()
+		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPutPreviewGoneStale: a Put finds its key before it takes the lock;
 // if another writer changes the segment in between, that finding must not
 // be used. Here the other writer deletes the key and stores a different
 // one, which takes over the deleted entry's chunks: a Put that trusted its
 // preview would overwrite the other key's value.
 func TestPutPreviewGoneStale(t *testing.T) {
-	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
-	s := tb.Segment(0)
+	tb, s, put := previewTable(t)
 	k1, k2 := []byte("key-one!"), []byte("key-two!")
-	put := func(k, v []byte) {
-		t.Helper()
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
-			t.Fatal(err)
-		}
-	}
 	get := func(k []byte) ([]byte, bool) {
 		t.Helper()
 		v, found, err := s.Get(hashOf(k), k, nil)
@@ -69,14 +75,11 @@ func TestPutPreviewGoneStale(t *testing.T) {
 // seen), so "not found" cannot be trusted the way a found entry is: the Put
 // must look again and replace the other writer's entry, not add a second.
 func TestPutPreviewMissedAnInsert(t *testing.T) {
-	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
-	s := tb.Segment(0)
+	_, s, put := previewTable(t)
 	k := []byte("the-key!")
 	testAfterPreview = func(*Segment) {
 		testAfterPreview = nil
-		if _, err := s.Put(hashOf(k), k, []byte("the other writer"), Replace); err != nil {
-			t.Fatal(err)
-		}
+		put(k, []byte("the other writer"))
 	}
 	defer func() { testAfterPreview = nil }()
 	inserted, err := s.Put(hashOf(k), k, []byte("this put's value"), Replace)
@@ -102,15 +105,8 @@ func TestPutPreviewMissedAnInsert(t *testing.T) {
 func TestDeleteAndComputeUsePreview(t *testing.T) {
 	for _, op := range []string{"compute", "delete"} {
 		t.Run(op, func(t *testing.T) {
-			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
-			s := tb.Segment(0)
+			_, s, put := previewTable(t)
 			k1, k2 := []byte("key-one!"), []byte("key-two!")
-			put := func(k, v []byte) {
-				t.Helper()
-				if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
-					t.Fatal(err)
-				}
-			}
 			put(k1, []byte("first value of k1"))
 			testAfterPreview = func(*Segment) {
 				testAfterPreview = nil

@@ -269,12 +269,12 @@ func (s *Segment) preview(hash uint64, key []byte) preview {
 }
 
 // findPreviewed is find for a caller holding the update lock, which takes
-// the entry the preview found (p may be nil) instead of looking again when
+// the entry the preview found instead of looking again when
 // no writer changed the segment since: every change that moves, rewrites
 // or removes an entry moves the sequence. A preview that found nothing is
 // not trusted: an insert, which changes no entry, does not move it.
 func (s *Segment) findPreviewed(p *preview, hash uint64, key []byte) (loc location, found, ok bool) {
-	if p == nil || !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
+	if !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
 		return s.find(hash, key)
 	}
 	t := s.tb.tier(s.index)

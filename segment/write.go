@@ -433,21 +433,23 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 		return false, err
 	}
 	defer w.end()
-	return s.deleteLocked(&w, &p, hash, key)
-}
-
-func (s *Segment) deleteLocked(w *writer, p *preview, hash uint64, key []byte) (bool, error) {
-	loc, found, ok := s.findPreviewed(p, hash, key)
+	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	if !found {
 		return false, nil
 	}
+	return s.removeAt(&w, &loc)
+}
+
+// removeAt removes the entry at loc, found under w's update lock, and
+// reports whether it was live (not expired).
+func (s *Segment) removeAt(w *writer, loc *location) (bool, error) {
 	if err := w.modify("delete"); err != nil {
 		return false, err
 	}
-	live := s.live(&loc)
+	live := s.live(loc)
 	s.tb.removeSlot(&loc.tier, loc.pos)
 	loc.tier.free(loc.chunk, loc.nch)
 	loc.tier.addEntries(-1)
@@ -529,7 +531,7 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 		return nil
 	case Remove:
 		if found {
-			_, err := s.deleteLocked(&w, nil, hash, key)
+			_, err := s.removeAt(&w, &loc)
 			return err
 		}
 		return nil
