@@ -97,13 +97,14 @@ func TestPutPreviewMissedAnInsert(t *testing.T) {
 	}
 }
 
-// TestDeleteAndComputeUsePreview: Delete and Compute start with the same
-// preview as Put, and a writer coming between (here one that moves the key:
-// deletes it, stores another key in its chunks, stores it again elsewhere)
-// is noticed: the operation acts on the key where it is now and leaves the
-// other key alone.
-func TestDeleteAndComputeUsePreview(t *testing.T) {
-	for _, op := range []string{"compute", "delete"} {
+// TestWritersUsePreview: Put, Delete and Compute start with a preview,
+// and a writer coming between (here one that moves the key: deletes it,
+// stores another key in its chunks, stores it again elsewhere in a longer
+// run) is noticed: the operation acts on the key where it is now and leaves
+// the other key alone.
+func TestWritersUsePreview(t *testing.T) {
+	const moved = "k1 moved elsewhere, in a longer run"
+	for _, op := range []string{"put", "compute", "delete"} {
 		t.Run(op, func(t *testing.T) {
 			_, s, put := previewTable(t)
 			k1, k2 := []byte("key-one!"), []byte("key-two!")
@@ -114,16 +115,22 @@ func TestDeleteAndComputeUsePreview(t *testing.T) {
 					t.Fatal(err)
 				}
 				put(k2, []byte("value of key two!"))
-				put(k1, []byte("k1 moved elsewhere"))
+				put(k1, []byte(moved))
 			}
 			defer func() { testAfterPreview = nil }()
 
 			want := 1 // entries left: k2
 			switch op {
+			case "put":
+				want = 2
+				put(k1, []byte("short value k1"))
+				if v, _, _ := s.Get(hashOf(k1), k1, nil); string(v) != "short value k1" {
+					t.Errorf("after Put, k1 = %q", v)
+				}
 			case "compute":
 				want = 2
 				if err := s.Compute(hashOf(k1), k1, func(old []byte, found bool) ([]byte, bool) {
-					if string(old) != "k1 moved elsewhere" {
+					if string(old) != moved {
 						t.Errorf("Compute saw %q (found %v), want the moved value", old, found)
 					}
 					return []byte("computed value k1"), true
