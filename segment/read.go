@@ -200,13 +200,7 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 				return 0, 0, 0, false, false
 			}
 			off := c * l.ChunkSize
-			// Start fetching the entry's second cache line now. The value's
-			// address is known only once the header arrives, so left to the
-			// copy, that line would be a third miss after slot and header;
-			// requested here, it arrives with the header.
-			if next := (base + l.entriesOff + off + 64) / 8 &^ 7; next < int64(len(tb.tierWords)) {
-				_ = atomic.LoadUint64(&tb.tierWords[next])
-			}
+			tb.requestEntryLines(base+l.entriesOff+off, int64(len(key)))
 			h := space[off : off+entryHeaderSize]
 			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
 			vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
@@ -222,6 +216,24 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 		p = (p + 1) & mask
 	}
 	return 0, 0, 0, false, false // no empty slot: let the slow path walk the chain
+}
+
+// requestEntryLines starts fetching the cache lines after the first that an
+// entry at byte at of the tiers area, with a key of klen bytes and a value
+// of the map's average size, would cover. The value's length is known only
+// once the header arrives, so left to the copy, those lines would be one
+// more serial miss after slot and header; requested now, they arrive with
+// the header. An entry that starts late in its line covers one line more
+// than one that starts early, which is why this counts lines rather than
+// always requesting the second.
+func (tb *Table) requestEntryLines(at, klen int64) {
+	end := at + entryHeaderSize + klen + tb.layout.expectedValue
+	if limit := int64(len(tb.tierWords)) * 8; end > limit {
+		end = limit
+	}
+	for line := (at | 63) + 1; line < end; line += 64 {
+		_ = atomic.LoadUint64(&tb.tierWords[line/8])
+	}
 }
 
 // getHomeTier is Get's fast path: lookupHome, then the value copied out.

@@ -39,6 +39,7 @@ type Layout struct {
 	bitmapOff      int64 // within a tier
 	entriesOff     int64 // within a tier
 	segmentBits    uint  // log2(Segments)
+	expectedValue  int64 // stored value bytes a lookup fetches ahead of the header (see requestEntryLines)
 	slotMask       uint64
 	Checksums      bool
 	// Stats: the file has a line of counters per segment (StatsOff). Maps
@@ -59,6 +60,7 @@ const (
 	flagsVersion    = 2 // maps with statistics or cache mode: older builds must refuse them
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
 	maxLoadPermille = 750
+	maxLinesAhead   = 3 // lines of a value a lookup requests before the entry header arrives
 )
 
 // ErrBadParams reports sizing parameters that cannot make a map.
@@ -111,6 +113,7 @@ func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error
 	if p.Cache {
 		avgEntry += metaSize
 	}
+	l.expectedValue = min(avgEntry-entryHeaderSize-int64(p.AverageKeySize), maxLinesAhead*64)
 	l.ChunkSize = 16
 	for l.ChunkSize*8 < avgEntry && l.ChunkSize < 1<<16 {
 		l.ChunkSize *= 2

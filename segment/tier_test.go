@@ -27,3 +27,27 @@ func TestEntryChecksumOnePassOrStreamed(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestEntryLinesStaysInTheFile: a lookup requests the lines an
+// average entry would cover before it knows the entry's length, so an entry
+// at the end of the tiers area must not make it read past the mapping.
+func TestRequestEntryLinesStaysInTheFile(t *testing.T) {
+	for _, p := range []Params{
+		{Entries: 100, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1},
+		{Entries: 100, AverageKeySize: 8, AverageValueSize: 1000, MaxBloatFactor: 1},
+		{Entries: 100, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Cache: true},
+	} {
+		tb, _ := newTable(t, p)
+		want := min(int64(p.AverageValueSize), maxLinesAhead*64)
+		if p.Cache {
+			want = min(int64(p.AverageValueSize)+metaSize, maxLinesAhead*64)
+		}
+		if tb.layout.expectedValue != want {
+			t.Errorf("%+v: expected value %d, want %d", p, tb.layout.expectedValue, want)
+		}
+		end := int64(len(tb.tierBytes))
+		for _, at := range []int64{end - entryHeaderSize - 8, end - 64, end - 65, end - 200} {
+			tb.requestEntryLines(at, 8)
+		}
+	}
+}
