@@ -25,16 +25,35 @@ func countersPerSlot(segments int64, stats bool) int {
 	return int(2 * segments)
 }
 
-// countLookup counts a Get or Contains of a key hashed to h.
-func (m *Map) countLookup(h uint64, found bool) {
+// lookupCounters returns this process's hit and miss counters for the
+// segment of a key hashed to h (nil in files without statistics), and
+// starts fetching their line. A lookup calls it before the table lookup:
+// the line is one of Segments/4 in the process's slot, rarely still in L1
+// by the time the lookup is done, and an atomic add waiting for it at the
+// end costs a random Get 15-25% (measured side by side against a lookup
+// that counts nothing); fetched now, it arrives during the lookup's own
+// misses and the add finds it in cache.
+func (m *Map) lookupCounters(h uint64) *[2]uint64 {
 	if m.counters == nil {
-		return
+		return nil
 	}
 	i := 2 * (h & uint64(m.layout.Segments-1))
-	if !found {
-		i++
+	c := (*[2]uint64)(m.counters[i : i+2])
+	_ = atomic.LoadUint64(&c[0])
+	return c
+}
+
+// countLookup counts a Get or Contains in the counters lookupCounters
+// returned.
+func countLookup(c *[2]uint64, found bool) {
+	if c == nil {
+		return
 	}
-	atomic.AddUint64(&m.counters[i], 1)
+	if found {
+		atomic.AddUint64(&c[0], 1)
+	} else {
+		atomic.AddUint64(&c[1], 1)
+	}
 }
 
 // lookups sums, for segment i, the hits and misses every process counted.

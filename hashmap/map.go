@@ -298,11 +298,12 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 		return dst, err
 	}
 	h := xxhash.Sum64(key)
+	counters := m.lookupCounters(h)
 	v, found, err := m.table.Get(h, key, dst)
 	if err != nil {
 		return dst, err
 	}
-	m.countLookup(h, found)
+	countLookup(counters, found)
 	if !found {
 		return dst, ErrNotFound
 	}
@@ -315,9 +316,10 @@ func (m *Map) Contains(key []byte) (bool, error) {
 		return false, err
 	}
 	h := xxhash.Sum64(key)
+	counters := m.lookupCounters(h)
 	found, err := m.table.For(h).Has(h, key)
 	if err == nil {
-		m.countLookup(h, found)
+		countLookup(counters, found)
 	}
 	return found, err
 }
@@ -508,12 +510,13 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 		return dst, Version{}, err
 	}
 	h := xxhash.Sum64(key)
+	counters := m.lookupCounters(h)
 	s := m.table.For(h)
 	v, found, seq, expiry, err := s.GetVersioned(h, key, dst)
 	if err != nil {
 		return dst, Version{}, err
 	}
-	m.countLookup(h, found)
+	countLookup(counters, found)
 	if !found {
 		return dst, Version{}, ErrNotFound
 	}
