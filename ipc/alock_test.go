@@ -166,3 +166,48 @@ func helperALock(t *testing.T) {
 	wg.Wait()
 	testutil.Report("done=%d", done.Load())
 }
+
+// TestClosedProcessesReturnTheirNodes: every alock acquisition by a process
+// other than the home queues on a node of the file's table, and a process
+// keeps the nodes it drew for reuse. Those nodes must go back to the table
+// when it closes, or after as many short-lived processes as the table has
+// nodes, no newcomer could queue on the lock at all. Helper processes here
+// come one after another, each taking the lock once, beside a home (this
+// process) that holds on to the lock file throughout.
+func TestClosedProcessesReturnTheirNodes(t *testing.T) {
+	const nodes = 2
+	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
+	home := openTestFile(t, path)
+	defer home.close()
+	homeLock := home.mutex(t, "alock", 0)
+	homeLock.Lock()
+	_ = homeLock.Unlock()
+	if !home.arena.IsALockHome(0) {
+		t.Fatal("the first to open the lock is not its home")
+	}
+	for i := range 3 * nodes {
+		reports := testutil.Run(t, testutil.Command("alock-once", "LOCKS_PATH="+path))
+		if len(reports) != 1 || reports[0][0] != "locked" {
+			t.Fatalf("newcomer %d, after %d closed processes with a node table of %d: %v", i, i, nodes, reports)
+		}
+	}
+	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn == 0 || drawn > nodes {
+		t.Fatalf("%d nodes drawn from a table of %d", drawn, nodes)
+	}
+}
+
+// helperALockOnce takes alock 0 once as a process other than its home.
+func helperALockOnce(t *testing.T) {
+	tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
+	defer tf.close()
+	m := tf.mutex(t, "alock", 0)
+	if tf.arena.IsALockHome(0) {
+		t.Fatal("the helper became the home")
+	}
+	if err := m.LockTimeout(2 * time.Second); err != nil {
+		testutil.Report("%v", err)
+		return
+	}
+	_ = m.Unlock()
+	testutil.Report("locked")
+}

@@ -204,7 +204,8 @@ type Arena struct {
 // anyone behind it gets in. A cohort lock's helper that waits for the
 // process-local lock for a timed-out LockTimeout ends when this process's
 // holder unlocks, so Close must come after every lock of this process is
-// released. Locks must not be used after Close.
+// released. Its nodes of the ticket-awn and alock table go back to the file
+// for other processes. Locks must not be used after Close.
 func (a *Arena) Close() {
 	a.mu.Lock()
 	if a.substitutes > 0 {
@@ -225,6 +226,7 @@ func (a *Arena) Close() {
 	}
 	a.releaseALockHomes()
 	a.mu.Unlock()
+	a.awnNodes.returnAll()
 }
 
 // CloseWait bounds how long Close lets pending turns of timed-out waiters

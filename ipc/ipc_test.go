@@ -285,6 +285,8 @@ func TestHelperProcess(t *testing.T) {
 		helperTryLockAndLeave(t)
 	case "alock":
 		helperALock(t)
+	case "alock-once":
+		helperALockOnce(t)
 	case "kill-hold", "kill-wait", "kill-unlock":
 		helperKill(t)
 	default:

@@ -24,6 +24,7 @@ import (
 // sleepers. A waiter resets lockIsMine before publishing its index, and
 // returns the node to its process's pool only after it has seen 1 (or has
 // seen egress turn positive for it, which means the releaser never looked).
+// A node's second word is its owner (see nodePool).
 //
 // Lock body words: lArrive is ingress, lDepart is egress (two's complement),
 // lHolder is the owner's ticket + 1 (for Unlock), lDepartQ lets waiters on
@@ -82,13 +83,21 @@ func (a *Arena) awnNode(n uint32) awnNode {
 	return awnNode{mine: mine, sleepers: sleepers, owner: &a.w[off+1]}
 }
 
-// nodePool hands this process's ticket-awn nodes to waiters. Nodes come
-// from the file's table once and then circulate within the process; a
-// process's nodes are only ever as many as its waiters at one time.
+// nodePool hands this process's ticket-awn and alock nodes to waiters.
+// Nodes come from the file's table and then circulate within the process,
+// so a process's nodes are only ever as many as its waiters at one time;
+// Close hands them back to the table (returnAll), for processes that come
+// later. A node's owner word says whose it is: the pid of the process that
+// drew it, or returnedNode once given back.
 type nodePool struct {
 	arena *Arena
 	freeList[uint32]
 }
+
+// returnedNode in a node's owner word marks a node given back to the table.
+// (0 cannot serve: a node just drawn by its cursor has owner 0 until its
+// process writes its pid.)
+const returnedNode = ^uint64(0)
 
 // get returns a node, or 0 when the table is used up.
 func (p *nodePool) get() uint32 {
@@ -98,20 +107,43 @@ func (p *nodePool) get() uint32 {
 	a := p.arena
 	limit := uint64(a.cfg.AWNNodes)
 	cursor := &a.w[hAWNCursor]
+	pid := uint64(os.Getpid())
 	for {
 		c := atomic.LoadUint64(cursor)
 		if c >= limit {
-			return 0
+			break
 		}
 		if atomic.CompareAndSwapUint64(cursor, c, c+1) {
 			node := uint32(c + 1)
-			atomic.StoreUint64(a.awnNode(node).owner, uint64(os.Getpid()))
+			atomic.StoreUint64(a.awnNode(node).owner, pid)
 			return node
 		}
 	}
+	// Every node has been drawn: take one a closed process gave back.
+	for node := uint32(1); uint64(node) <= limit; node++ {
+		if owner := a.awnNode(node).owner; atomic.LoadUint64(owner) == returnedNode &&
+			atomic.CompareAndSwapUint64(owner, returnedNode, pid) {
+			return node
+		}
+	}
+	return 0
 }
 
 func (p *nodePool) put(node uint32) { p.push(node, 0) }
+
+// returnAll gives the pool's nodes back to the table. Only nodes no queue
+// or array can name any more are in the pool (a waiter returns its node
+// once its turn came, and drops it when recovery reset the lock), so
+// another process may take them at once.
+func (p *nodePool) returnAll() {
+	p.mu.Lock()
+	nodes := p.free
+	p.free = nil
+	p.mu.Unlock()
+	for _, node := range nodes {
+		atomic.StoreUint64(p.arena.awnNode(node).owner, returnedNode)
+	}
+}
 
 func (l *ticketAWN) egress() int64 { return int64(atomic.LoadUint64(l.depart)) }
 
