@@ -310,6 +310,53 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	return v, nil
 }
 
+// GetMany looks up every key and sets values[i] to the value of keys[i],
+// appended to values[i][:0] so that its capacity is reused (with enough of
+// it, GetMany allocates nothing), or to nil when the key is absent (a
+// present empty value is non-nil). It answers what a GetInto per key
+// would, each key read consistently on its own, but it overlaps the
+// lookups' cache misses: for random keys in a map larger than the CPU's
+// caches, a key costs about half of a lone GetInto (BenchmarkMap). values
+// must be as long as keys.
+func (m *Map) GetMany(keys, values [][]byte) error {
+	if len(values) != len(keys) {
+		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))
+	}
+	if err := m.check(false); err != nil {
+		return err
+	}
+	var hashes [getManyBatch]uint64
+	for start := 0; start < len(keys); start += getManyBatch {
+		batch := keys[start:min(start+getManyBatch, len(keys))]
+		for i, k := range batch {
+			hashes[i] = xxhash.Sum64(k)
+		}
+		m.table.Prefetch(hashes[:len(batch)], batch)
+		for i, k := range batch {
+			h := hashes[i]
+			counters := m.lookupCounters(h)
+			v, found, err := m.table.Get(h, k, values[start+i][:0])
+			if err != nil {
+				return err
+			}
+			countLookup(counters, found)
+			switch {
+			case !found:
+				v = nil
+			case v == nil:
+				v = []byte{}
+			}
+			values[start+i] = v
+		}
+	}
+	return nil
+}
+
+// getManyBatch is how many lookups GetMany overlaps: enough to keep many
+// misses in flight, few enough that a key's lines are still in cache when
+// its turn comes (4, 8 and 16 measured alike; 16 slightly ahead).
+const getManyBatch = 16
+
 // Contains reports whether key is present, without copying its value.
 func (m *Map) Contains(key []byte) (bool, error) {
 	if err := m.check(false); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func openTemp(t testing.TB, o *Options) (*Map, string) {
@@ -248,4 +249,129 @@ func TestReadOnlyReadsUnderWriters(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// TestGetMany: GetMany answers what GetInto does key by key, across
+// several of its batches, with absent keys, empty values and duplicates;
+// it reuses the caller's buffers and counts hits and misses like GetInto.
+func TestGetMany(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000})
+	var keys [][]byte
+	for i := range 70 {
+		k := []byte(fmt.Sprintf("key-%d", i))
+		keys = append(keys, k)
+		switch {
+		case i%7 == 3: // absent
+		case i%5 == 0:
+			if err := m.Put(k, nil); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if err := m.Put(k, bytes.Repeat([]byte{byte(i)}, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys = append(keys, keys[1], keys[3]) // duplicates, present and absent
+	values := make([][]byte, len(keys))
+	for i := range values {
+		if i%2 == 1 {
+			values[i] = make([]byte, 3, 80) // stale bytes GetMany must not keep
+		} // and even ones start nil: a present empty value must still come back non-nil
+	}
+	before := m.Stats()
+	if err := m.GetMany(keys, values); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for i, k := range keys {
+		want, err := m.GetInto(nil, k)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if values[i] != nil {
+				t.Errorf("key %q is absent, GetMany gave %q", k, values[i])
+			}
+		case err != nil:
+			t.Fatal(err)
+		default:
+			hits++
+			if values[i] == nil || !bytes.Equal(values[i], want) {
+				t.Errorf("key %q: GetMany gave %q, GetInto %q", k, values[i], want)
+			}
+			if i%2 == 1 && len(want) > 0 && cap(values[i]) != 80 {
+				t.Errorf("key %q: value in a new buffer (cap %d), not the caller's", k, cap(values[i]))
+			}
+		}
+	}
+	// Stats also counts the GetInto calls above: each key twice.
+	st := m.Stats()
+	if got, want := st.Hits-before.Hits, int64(2*hits); got != want {
+		t.Errorf("hits counted %d, want %d", got, want)
+	}
+	if got, want := st.Misses-before.Misses, int64(2*(len(keys)-hits)); got != want {
+		t.Errorf("misses counted %d, want %d", got, want)
+	}
+
+	if err := m.GetMany(keys, values[:3]); err == nil {
+		t.Error("GetMany accepted fewer values than keys")
+	}
+	for i := range values {
+		values[i] = make([]byte, 0, 80)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if err := m.GetMany(keys, values); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("GetMany allocates %v times per call with room in every value", n)
+	}
+	_ = m.Close()
+	if err := m.GetMany(keys, values); !errors.Is(err, ErrClosed) {
+		t.Errorf("GetMany on a closed map = %v, want ErrClosed", err)
+	}
+}
+
+// TestGetManyUnderWriters: each value GetMany returns is one a writer
+// stored whole, while writers rewrite the same keys in place.
+func TestGetManyUnderWriters(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000, Segments: 2})
+	keys := make([][]byte, 40)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("k%02d", i))
+		if err := m.Put(keys[i], bytes.Repeat([]byte{'a'}, 48)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := m.Put(keys[n%len(keys)], bytes.Repeat([]byte{'a' + byte(n%26)}, 48)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	values := make([][]byte, len(keys))
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for rounds := 0; rounds < 20 || time.Now().Before(deadline); rounds++ {
+		if err := m.GetMany(keys, values); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range values {
+			if len(v) != 48 || !bytes.Equal(v, bytes.Repeat(v[:1], 48)) {
+				t.Fatalf("key %q: torn value %q", keys[i], v)
+			}
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

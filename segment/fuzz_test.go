@@ -76,10 +76,14 @@ func FuzzEntryDecoding(f *testing.F) {
 			tv.slots[int(at)%len(tv.slots)] = uint64(junk[0])<<40 | uint64(junk[1])<<32 | uint64(junk[2])
 			tv.header[thNext/8] = uint64(junk[3]) % 8
 		}
+		var keys [][]byte
+		var hashes []uint64
 		for i := range 12 {
 			k := []byte{'k', byte(i)}
 			_, _, _ = s.Get(hashOf(k), k, nil)
+			keys, hashes = append(keys, k), append(hashes, hashOf(k))
 		}
+		tb.Prefetch(hashes, keys) // reads the damage too, and must not trip on it
 		_ = s.Entries(func(k, v []byte) bool { return true })
 	})
 }

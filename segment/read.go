@@ -421,3 +421,46 @@ func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
 	}
 	return t, errInconsistent // a cycle in the chain
 }
+
+// Prefetch starts fetching the lines that lookups of a batch of keys will
+// read, so that the batch's cache misses overlap instead of following one
+// another: first every key's segment sequence and home slot, then, once
+// those have arrived, the entry each home run names. It only loads, to warm
+// the cache; it decides nothing, and the lookups that follow validate as
+// always. hashes[i] is the hash of keys[i].
+func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
+	l := &tb.layout
+	for _, h := range hashes {
+		index := int64(h & uint64(l.Segments-1))
+		_ = atomic.LoadUint64(&tb.segWords[index*(segmentHeaderSize/8)+shSeq/8])
+		home := uint64(h>>l.segmentBits) & l.slotMask
+		_ = atomic.LoadUint64(&tb.tierWords[(index*l.TierSize+tierHeaderSize)/8+int64(home)])
+	}
+	for i, h := range hashes[:min(len(hashes), len(keys))] {
+		index := int64(h & uint64(l.Segments-1))
+		tag := uint32(h >> l.segmentBits)
+		at := (index*l.TierSize + tierHeaderSize) / 8
+		slots := tb.tierWords[at : at+l.Slots]
+		// The first few slots of the run: they share the home's line.
+		for p, n := uint64(tag)&l.slotMask, 0; n < prefetchProbes; p, n = (p+1)&l.slotMask, n+1 {
+			slot := atomic.LoadUint64(&slots[p])
+			if slot == 0 {
+				break
+			}
+			if slotTag(slot) != tag {
+				continue
+			}
+			if c := slotChunk(slot); c >= 0 && c < l.Chunks {
+				entry := index*l.TierSize + l.entriesOff + c*l.ChunkSize
+				_ = atomic.LoadUint64(&tb.tierWords[entry/8])
+				tb.requestEntryLines(entry, int64(len(keys[i])))
+			}
+			break
+		}
+	}
+}
+
+// prefetchProbes bounds how far along a key's run Prefetch looks for its
+// entry: runs are short at the map's load, and a longer one is left to the
+// lookup.
+const prefetchProbes = 4
