@@ -316,8 +316,8 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 // present empty value is non-nil). It answers what a GetInto per key
 // would, each key read consistently on its own, but it overlaps the
 // lookups' cache misses: for random keys in a map larger than the CPU's
-// caches, a key costs about half of a lone GetInto (BenchmarkMap). values
-// must be as long as keys.
+// caches, a key costs well under half of a lone GetInto (BenchmarkMap).
+// values must be as long as keys.
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))

@@ -441,7 +441,7 @@ func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 		tag := uint32(h >> l.segmentBits)
 		at := (index*l.TierSize + tierHeaderSize) / 8
 		slots := tb.tierWords[at : at+l.Slots]
-		// The first few slots of the run: they share the home's line.
+		// The first few slots of the run, usually in the home's line.
 		for p, n := uint64(tag)&l.slotMask, 0; n < prefetchProbes; p, n = (p+1)&l.slotMask, n+1 {
 			slot := atomic.LoadUint64(&slots[p])
 			if slot == 0 {
