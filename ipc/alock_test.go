@@ -211,3 +211,58 @@ func helperALockOnce(t *testing.T) {
 	_ = m.Unlock()
 	testutil.Report("locked")
 }
+
+// TestNodeReuseUnderChurn: processes that open the file, take an alock
+// lock once and close, over and over and all at once, share a node table
+// smaller than their number, so that they queue on nodes others gave back
+// a moment before. A node handed to two waiters at once would let two
+// holders in: the shared counter and PRNG replay catch that.
+func TestNodeReuseUnderChurn(t *testing.T) {
+	const procs, rounds, nodes = 4, 200, 2
+	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
+	home := openTestFile(t, path)
+	defer home.close()
+	homeLock := home.mutex(t, "alock", 0) // this process is the home; the helpers are not
+	homeLock.Lock()
+	_ = homeLock.Unlock()
+	start := time.Now()
+	reports := testutil.Run(t, testutil.Commands("alock-churn", procs, "LOCKS_PATH="+path, "LOCKS_ROUNDS="+strconv.Itoa(rounds))...)
+	t.Logf("%d processes x %d rounds on %d nodes in %v", procs, rounds, nodes, time.Since(start))
+	if len(reports) != procs {
+		t.Fatalf("%d of %d helpers reported: %v", len(reports), procs, reports)
+	}
+	for _, r := range reports {
+		if r[0] != "done" {
+			t.Fatalf("helper: %v", r)
+		}
+	}
+	s := home.scratch
+	if want := uint64(procs * rounds); s[scratchCounter] != want || s[scratchPRNG] != replay(want) {
+		t.Fatalf("counter %d of %d critical sections, PRNG replays %v: exclusion failed", s[scratchCounter], want, s[scratchPRNG] == replay(want))
+	}
+	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn > nodes {
+		t.Fatalf("%d nodes drawn from a table of %d", drawn, nodes)
+	}
+}
+
+// helperALockChurn opens the lock file, takes alock 0 once and closes,
+// LOCKS_ROUNDS times.
+func helperALockChurn(t *testing.T) {
+	for range envInt(t, "LOCKS_ROUNDS") {
+		tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
+		m := tf.mutex(t, "alock", 0)
+		if err := m.LockTimeout(10 * time.Second); err != nil {
+			tf.close()
+			testutil.Report("%v", err)
+			return
+		}
+		criticalSection(tf.scratch)
+		// Hold the lock a little, so that the others queue (on nodes)
+		// behind it while processes come and go.
+		for end := time.Now().Add(50 * time.Microsecond); time.Now().Before(end); {
+		}
+		_ = m.Unlock()
+		tf.close()
+	}
+	testutil.Report("done")
+}

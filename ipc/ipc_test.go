@@ -287,6 +287,8 @@ func TestHelperProcess(t *testing.T) {
 		helperALock(t)
 	case "alock-once":
 		helperALockOnce(t)
+	case "alock-churn":
+		helperALockChurn(t)
 	case "kill-hold", "kill-wait", "kill-unlock":
 		helperKill(t)
 	default:
