@@ -426,3 +426,29 @@ func TestCacheAcrossProcesses(t *testing.T) {
 	}
 	t.Logf("%d puts from %d processes into a cache sized for %d: %d entries, %d evicted", st.Puts, procs, opts.Entries, st.Entries, st.Evictions)
 }
+
+// TestGetManyInACache: GetMany in a cache map returns live entries and
+// nil for expired ones, as Get does.
+func TestGetManyInACache(t *testing.T) {
+	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+	m, err := Open(filepath.Join(t.TempDir(), "cache"), &Options{Entries: 1000, Cache: true, DefaultTTL: time.Minute, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	keys := [][]byte{[]byte("short"), []byte("long"), []byte("absent")}
+	if err := m.PutWithTTL(keys[0], []byte("s"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put(keys[1], []byte("l")); err != nil {
+		t.Fatal(err)
+	}
+	values := make([][]byte, len(keys))
+	if err := m.GetMany(keys, values); err != nil || string(values[0]) != "s" || string(values[1]) != "l" || values[2] != nil {
+		t.Fatalf("GetMany = %q, %v", values, err)
+	}
+	clock.Advance(2 * time.Second)
+	if err := m.GetMany(keys, values); err != nil || values[0] != nil || string(values[1]) != "l" || values[2] != nil {
+		t.Fatalf("GetMany after the short TTL = %q, %v", values, err)
+	}
+}
