@@ -45,9 +45,14 @@ var datasets = []dataset{
 type workload struct {
 	name   string
 	getPct int // percent of operations that are Gets, the rest Puts
+	batch  int // > 0: Gets in batches of this many keys (a store's batch read, or a loop); each key is an operation
 }
 
-var workloads = []workload{{"get", 100}, {"put", 0}, {"mix95", 95}, {"mix50", 50}}
+var workloads = []workload{{"get", 100, 0}, {"put", 0, 0}, {"mix95", 95, 0}, {"mix50", 50, 0}, {"getmany", 100, getManyBatch}}
+
+// getManyBatch is the batch of the getmany workload: 16 keys a call, as a
+// page of results might read.
+const getManyBatch = 16
 
 // cell is one measured combination.
 type cell struct {
@@ -149,7 +154,13 @@ func cellsFor(s storeSpec) []cell {
 	for _, w := range workloads {
 		for _, z := range []bool{false, true} {
 			for _, g := range []int{1, 2} {
+				if w.batch > 0 && (z || g != 1) {
+					continue // batches: uniform keys, one goroutine (enough to compare batch reads)
+				}
 				add(cell{workload: w, zipf: z, workers: g})
+				if w.batch > 0 {
+					continue
+				}
 				if s.multiProcess {
 					add(cell{workload: w, zipf: z, workers: g, procs: true})
 				}
@@ -276,7 +287,10 @@ func newScript(n int, c cell, seed int64) script {
 
 // work runs the script on st, round and round, until stop; it returns its
 // ops.
-func work(st store, d dataset, keys [][]byte, s script, stop *atomic.Bool) (uint64, error) {
+func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (uint64, error) {
+	if w.batch > 0 {
+		return workBatches(st, d, keys, s, w.batch, stop)
+	}
 	dst := make([]byte, 0, d.valueSize)
 	val := make([]byte, d.valueSize)
 	var ops uint64
@@ -298,6 +312,32 @@ func work(st store, d dataset, keys [][]byte, s script, stop *atomic.Bool) (uint
 	return ops, nil
 }
 
+// workBatches is work for batched Gets: batch keys of the script a call,
+// through the store's batch read when it has one (batchGetter), else a
+// loop of Gets.
+func workBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *atomic.Bool) (uint64, error) {
+	bg, ok := st.(batchGetter)
+	if !ok {
+		bg = loopGetter{st}
+	}
+	ks, vs := make([][]byte, batch), make([][]byte, batch)
+	for i := range vs {
+		vs[i] = make([]byte, 0, d.valueSize)
+	}
+	var ops uint64
+	for j := 0; !stop.Load(); {
+		for i := range ks {
+			ks[i] = keys[s.idx[j]]
+			j = (j + 1) & (scriptLen - 1)
+		}
+		if err := bg.GetMany(ks, vs); err != nil {
+			return ops, err
+		}
+		ops += uint64(batch)
+	}
+	return ops, nil
+}
+
 func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration) (uint64, float64, time.Duration, error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -314,7 +354,7 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts[g], errs[g] = work(st, d, keys, scripts[g], &stop)
+			counts[g], errs[g] = work(st, d, keys, scripts[g], c.workload, &stop)
 		}()
 	}
 	time.Sleep(dur)
@@ -420,7 +460,7 @@ func runWorker(arg string) int {
 	var stop atomic.Bool
 	start := time.Now()
 	time.AfterFunc(dur, func() { stop.Store(true) })
-	n, err := work(st, d, keys, s, &stop)
+	n, err := work(st, d, keys, s, w, &stop)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

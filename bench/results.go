@@ -103,7 +103,7 @@ func storeNames() []string {
 }
 
 // headline cells, in table order.
-var headline = []string{"get-uniform-g1", "get-zipf-g1", "put-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
+var headline = []string{"get-uniform-g1", "getmany-uniform-g1", "get-zipf-g1", "put-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
 	"get-uniform-g2", "put-uniform-g2", "mix95-zipf-g2", "get-uniform-p2", "put-uniform-p2"}
 
 func (r *results) write(dir string) error {
@@ -143,8 +143,12 @@ func (r *results) write(dir string) error {
 					fmt.Fprintf(&b, " %s |", fmtNs(ns))
 				}
 			}
-			_, ga, _ := r.medianNs(st, d.name, "get-uniform-g1")
-			_, pa, _ := r.medianNs(st, d.name, "put-uniform-g1")
+			allocs := func(c string) string {
+				if _, a, ok := r.medianNs(st, d.name, c); ok {
+					return fmt.Sprintf("%.2f", a)
+				}
+				return "-" // not in this run (-cells)
+			}
 			var load, gc, rss []float64
 			for _, f := range r.static[st][d.name] {
 				load, gc, rss = append(load, f.loadNs), append(gc, f.gcMs), append(rss, f.rssMB)
@@ -153,7 +157,7 @@ func (r *results) write(dir string) error {
 			if n, ok := r.dropped[st][d.name]; ok {
 				hit += fmt.Sprintf(" (%d sets dropped)", n)
 			}
-			fmt.Fprintf(&b, " %.2f, %.2f | %s | %.0f | %.1f | %s |\n", ga, pa, fmtNs(median(load)), median(rss), median(gc), hit)
+			fmt.Fprintf(&b, " %s, %s | %s | %.0f | %.1f | %s |\n", allocs("get-uniform-g1"), allocs("put-uniform-g1"), fmtNs(median(load)), median(rss), median(gc), hit)
 		}
 		b.WriteString("\n")
 	}
@@ -209,8 +213,9 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// chart draws the first dataset's Get and Put (1 goroutine, uniform) per
-// store as horizontal bars on a log scale.
+// chart draws the first dataset's Get, batched Get (per key) and Put (1
+// goroutine, uniform) per store as horizontal bars on a log scale; cells
+// not in the run are left out.
 func (r *results) chart(path string) error {
 	ds := ""
 	for _, d := range datasets {
@@ -222,9 +227,10 @@ func (r *results) chart(path string) error {
 	series := []struct {
 		cell string
 		col  color.RGBA
-	}{{"get-uniform-g1", color.RGBA{0x33, 0x66, 0xcc, 0xff}}, {"put-uniform-g1", color.RGBA{0xdd, 0x77, 0x22, 0xff}}}
+	}{{"get-uniform-g1", color.RGBA{0x33, 0x66, 0xcc, 0xff}}, {"getmany-uniform-g1", color.RGBA{0x33, 0x99, 0x55, 0xff}},
+		{"put-uniform-g1", color.RGBA{0xdd, 0x77, 0x22, 0xff}}}
 	names := storeNames()
-	const left, top, rowH, barH, width = 120, 40, 36, 14, 900
+	const left, top, rowH, barH, width = 120, 40, 52, 14, 900
 	img := image.NewRGBA(image.Rect(0, 0, width, top+rowH*len(names)+50))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	text := func(x, y int, s string, c color.Color) {
@@ -232,7 +238,7 @@ func (r *results) chart(path string) error {
 		d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
 		d.DrawString(s)
 	}
-	text(10, 20, fmt.Sprintf("%s: ns/op, log scale (blue: Get, orange: Put; 1 goroutine, uniform keys)", ds), color.Black)
+	text(10, 20, fmt.Sprintf("%s: ns/op, log scale (blue: Get; green: Get in batches of %d, per key; orange: Put; 1 goroutine, uniform keys)", ds, getManyBatch), color.Black)
 	const lo, hi = 1.0, 6.0 // 10 ns to 1 ms
 	scale := func(ns float64) int {
 		x := (math.Log10(max(ns, 10)) - lo) / (hi - lo)

@@ -5,7 +5,8 @@
 # a unix socket, runs every store, stops Redis, and writes results/:
 # results.md (the table), chart.png, raw.txt (Go benchmark format; feed it to
 # benchstat). Extra arguments go to the benchmark, e.g. -runs 3 -duration 500ms
-# or -stores sharedmap,lmdb -datasets 1M-64B.
+# or -stores sharedmap,lmdb -datasets 1M-64B; BENCH_OUT names another
+# directory for a partial run's files (default results).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,7 +32,8 @@ trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
 
-mkdir -p results
+out=${BENCH_OUT:-results}
+mkdir -p "$out"
 go build -o "$work/bench" .
-BENCH_REDIS_SOCKET="$sock" "$work/bench" -out results "$@" | tee results/raw.txt
-echo "wrote $(pwd)/results/results.md and chart.png" >&2
+BENCH_REDIS_SOCKET="$sock" "$work/bench" -out "$out" "$@" | tee "$out/raw.txt"
+echo "wrote $(pwd)/$out/results.md and chart.png" >&2

@@ -34,6 +34,29 @@ type batchLoader interface {
 	LoadBatch(keys [][]byte, value func(i int) []byte) error
 }
 
+// batchGetter is implemented by stores with a batch read: values[i] gets
+// keys[i]'s value, appended to values[i][:0] (nil when absent).
+type batchGetter interface {
+	GetMany(keys, values [][]byte) error
+}
+
+// loopGetter is the batch read of a store without one: a Get per key.
+type loopGetter struct{ st store }
+
+func (l loopGetter) GetMany(keys, values [][]byte) error {
+	for i, k := range keys {
+		v, ok, err := l.st.Get(values[i][:0], k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			v = nil
+		}
+		values[i] = v
+	}
+	return nil
+}
+
 // dropper reports how many sets a lossy store dropped.
 type dropper interface{ Dropped() uint64 }
 
@@ -80,6 +103,9 @@ func (s *sharedStore) Get(dst, k []byte) ([]byte, bool, error) {
 func (s *sharedStore) Put(k, v []byte) error { return s.m.Put(k, v) }
 func (s *sharedStore) Close() error          { return s.m.Close() }
 
+// GetMany is sharedmap's batch read, which overlaps the lookups' misses.
+func (s *sharedStore) GetMany(keys, values [][]byte) error { return s.m.GetMany(keys, values) }
+
 // --- map[string][]byte under sync.RWMutex ---
 
 type rwMap struct {
@@ -103,6 +129,21 @@ func (r *rwMap) Put(k, v []byte) error {
 	return nil
 }
 func (r *rwMap) Close() error { return nil }
+
+// GetMany reads the batch under one read lock.
+func (r *rwMap) GetMany(keys, values [][]byte) error {
+	r.mu.RLock()
+	for i, k := range keys {
+		v, ok := r.m[string(k)]
+		if ok {
+			values[i] = append(values[i][:0], v...)
+		} else {
+			values[i] = nil
+		}
+	}
+	r.mu.RUnlock()
+	return nil
+}
 
 // --- fastcache, freecache, bigcache, ristretto ---
 
@@ -212,6 +253,21 @@ func (s *boltStore) Get(dst, k []byte) ([]byte, bool, error) {
 	return dst, ok, err
 }
 
+// GetMany reads the batch in one read transaction.
+func (s *boltStore) GetMany(keys, values [][]byte) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for i, k := range keys {
+			if v := b.Get(k); v != nil {
+				values[i] = append(values[i][:0], v...)
+			} else {
+				values[i] = nil
+			}
+		}
+		return nil
+	})
+}
+
 func (s *boltStore) Put(k, v []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(k, v) })
 }
@@ -263,6 +319,25 @@ func openLMDB(dir string, d dataset) (store, error) {
 	s := &lmdbStore{env: env}
 	err = env.Update(func(txn *lmdb.Txn) (err error) { s.dbi, err = txn.OpenRoot(0); return err })
 	return s, err
+}
+
+// GetMany reads the batch in one read transaction.
+func (s *lmdbStore) GetMany(keys, values [][]byte) error {
+	return s.env.View(func(txn *lmdb.Txn) error {
+		txn.RawRead = true
+		for i, k := range keys {
+			v, err := txn.Get(s.dbi, k)
+			switch {
+			case lmdb.IsNotFound(err):
+				values[i] = nil
+			case err != nil:
+				return err
+			default:
+				values[i] = append(values[i][:0], v...)
+			}
+		}
+		return nil
+	})
 }
 
 func (s *lmdbStore) Get(dst, k []byte) ([]byte, bool, error) {
@@ -331,6 +406,27 @@ func (s *redisStore) Get(dst, k []byte) ([]byte, bool, error) {
 	}
 	return append(dst, v...), err == nil, err
 }
+
+// GetMany is one MGET round trip.
+func (s *redisStore) GetMany(keys, values [][]byte) error {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = string(k)
+	}
+	got, err := s.c.MGet(context.Background(), names...).Result()
+	if err != nil {
+		return err
+	}
+	for i, v := range got {
+		if str, ok := v.(string); ok {
+			values[i] = append(values[i][:0], str...)
+		} else {
+			values[i] = nil
+		}
+	}
+	return nil
+}
+
 func (s *redisStore) Put(k, v []byte) error {
 	return s.c.Set(context.Background(), string(k), v, 0).Err()
 }
