@@ -313,7 +313,9 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 // GetMany looks up every key and sets values[i] to the value of keys[i],
 // appended to values[i][:0] so that its capacity is reused (with enough of
 // it, GetMany allocates nothing), or to nil when the key is absent (a
-// present empty value is non-nil). It answers what a GetInto per key
+// present empty value is non-nil; an absent key's buffer is let go, so a
+// caller that reuses values across calls and expects misses keeps its
+// buffers elsewhere). It answers what a GetInto per key
 // would, each key read consistently on its own, but it overlaps the
 // lookups' cache misses: for random keys in a map larger than the CPU's
 // caches, a key costs well under half of a lone GetInto (BenchmarkMap).
