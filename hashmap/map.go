@@ -297,17 +297,26 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	if err := m.check(false); err != nil {
 		return dst, err
 	}
-	h := xxhash.Sum64(key)
-	counters := m.lookupCounters(h)
-	v, found, err := m.table.Get(h, key, dst)
+	v, found, err := m.getCounted(xxhash.Sum64(key), key, dst)
 	if err != nil {
 		return dst, err
 	}
-	countLookup(counters, found)
 	if !found {
 		return dst, ErrNotFound
 	}
 	return v, nil
+}
+
+// getCounted is the table lookup of key (hashed to h) into dst, counted as
+// a hit or a miss.
+func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
+	counters := m.lookupCounters(h)
+	v, found, err := m.table.Get(h, key, dst)
+	if err != nil {
+		return dst, false, err
+	}
+	countLookup(counters, found)
+	return v, found, nil
 }
 
 // GetMany looks up every key and sets values[i] to the value of keys[i],
@@ -315,11 +324,11 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 // it, GetMany allocates nothing), or to nil when the key is absent (a
 // present empty value is non-nil; an absent key's buffer is let go, so a
 // caller that reuses values across calls and expects misses keeps its
-// buffers elsewhere). It answers what a GetInto per key
-// would, each key read consistently on its own, but it overlaps the
-// lookups' cache misses: for random keys in a map larger than the CPU's
-// caches, a key costs well under half of a lone GetInto (BenchmarkMap).
-// values must be as long as keys.
+// buffers elsewhere). It answers what a GetInto per key would, each key
+// read consistently on its own, but it overlaps the lookups' cache misses:
+// for random keys in a map larger than the CPU's caches, a key costs well
+// under half of a lone GetInto (BenchmarkMap). values must be as long as
+// keys.
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))
@@ -335,13 +344,10 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 		}
 		m.table.Prefetch(hashes[:len(batch)], batch)
 		for i, k := range batch {
-			h := hashes[i]
-			counters := m.lookupCounters(h)
-			v, found, err := m.table.Get(h, k, values[start+i][:0])
+			v, found, err := m.getCounted(hashes[i], k, values[start+i][:0])
 			if err != nil {
 				return err
 			}
-			countLookup(counters, found)
 			switch {
 			case !found:
 				v = nil

@@ -93,14 +93,17 @@ func BenchmarkMap(b *testing.B) {
 		}
 	}
 	b.Run("sharedmap/GetInto", getInto)
-	// The same without counting hits and misses, side by side: what the
-	// in-file counters cost a lookup.
-	b.Run("sharedmap/GetInto-uncounted", func(b *testing.B) {
-		counters := m.counters
-		m.counters = nil
-		defer func() { m.counters = counters }()
-		getInto(b)
-	})
+	// uncounted runs a benchmark with hit and miss counting off, side by
+	// side with the counted one: what the in-file counters cost a lookup.
+	uncounted := func(run func(*testing.B)) func(*testing.B) {
+		return func(b *testing.B) {
+			counters := m.counters
+			m.counters = nil
+			defer func() { m.counters = counters }()
+			run(b)
+		}
+	}
+	b.Run("sharedmap/GetInto-uncounted", uncounted(getInto))
 	// Batches of 16 keys a call, timed per key: GetMany overlaps the
 	// batch's cache misses; the map's best is the 16 lookups under one
 	// read lock.
@@ -245,12 +248,7 @@ func BenchmarkMap(b *testing.B) {
 	b.Run("sharedmap/GetInto-parallel", getIntoParallel)
 	// Goroutines of one process count in the same lines, so on different
 	// cores they take turns owning them: what that costs.
-	b.Run("sharedmap/GetInto-uncounted-parallel", func(b *testing.B) {
-		counters := m.counters
-		m.counters = nil
-		defer func() { m.counters = counters }()
-		getIntoParallel(b)
-	})
+	b.Run("sharedmap/GetInto-uncounted-parallel", uncounted(getIntoParallel))
 	b.Run("rwmutex-map/Get-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

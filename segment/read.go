@@ -119,12 +119,18 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // per segment, cold for a random key, and loading it before the slot would
 // put a cache miss in front of the lookup's two.
 func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	return tb.getIn(int64(hash&uint64(tb.layout.Segments-1)), hash, key, dst)
+	return tb.getIn(tb.layout.segmentOf(hash), hash, key, dst)
+}
+
+// seqWord is segment index's modification sequence, reached through the
+// table (see Get).
+func (tb *Table) seqWord(index int64) *uint64 {
+	return &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
 }
 
 // getIn is Get in segment index.
 func (tb *Table) getIn(index int64, hash uint64, key, dst []byte) ([]byte, bool, error) {
-	seqWord := &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
+	seqWord := tb.seqWord(index)
 	if seq := atomic.LoadUint64(seqWord); seq&1 == 0 {
 		out, found, decided := tb.getHomeTier(index, hash, key, dst)
 		if decided && atomic.LoadUint64(seqWord) == seq {
@@ -183,9 +189,10 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 	l := &tb.layout
 	tag := uint32(hash >> l.segmentBits)
 	base := index * l.TierSize
-	slotsAt := (base + tierHeaderSize) / 8
+	slotsAt := l.slotsWord(index)
 	slots := tb.tierWords[slotsAt : slotsAt+l.Slots]
-	space := tb.tierBytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize]
+	entries := l.entryByte(index, 0)
+	space := tb.tierBytes[entries : entries+l.Chunks*l.ChunkSize]
 	mask := l.slotMask
 	p := uint64(tag) & mask
 	for range slots {
@@ -200,7 +207,7 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 				return 0, 0, 0, false, false
 			}
 			off := c * l.ChunkSize
-			tb.requestEntryLines(base+l.entriesOff+off, int64(len(key)))
+			tb.requestEntryLines(entries+off, int64(len(key)))
 			h := space[off : off+entryHeaderSize]
 			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
 			vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
@@ -243,14 +250,14 @@ func (tb *Table) getHomeTier(index int64, hash uint64, key, dst []byte) (out []b
 		return dst, false, decided
 	}
 	l := &tb.layout
-	at := index*l.TierSize + l.entriesOff + slotChunk(slot)*l.ChunkSize + entryHeaderSize + int64(len(key))
+	at := l.entryByte(index, slotChunk(slot)) + entryHeaderSize + int64(len(key))
 	v := tb.tierBytes[at : at+vlen]
 	if l.Cache {
 		value, live, ok := tb.userValue(v)
 		if !ok || !live {
 			return dst, false, ok
 		}
-		tb.reference(&tb.tierWords[(index*l.TierSize+tierHeaderSize)/8+pos], slot)
+		tb.reference(&tb.tierWords[l.slotsWord(index)+pos], slot)
 		v = value
 	}
 	return append(dst, v...), true, true
@@ -431,15 +438,15 @@ func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
 func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 	l := &tb.layout
 	for _, h := range hashes {
-		index := int64(h & uint64(l.Segments-1))
-		_ = atomic.LoadUint64(&tb.segWords[index*(segmentHeaderSize/8)+shSeq/8])
+		index := l.segmentOf(h)
+		_ = atomic.LoadUint64(tb.seqWord(index))
 		home := uint64(h>>l.segmentBits) & l.slotMask
-		_ = atomic.LoadUint64(&tb.tierWords[(index*l.TierSize+tierHeaderSize)/8+int64(home)])
+		_ = atomic.LoadUint64(&tb.tierWords[l.slotsWord(index)+int64(home)])
 	}
 	for i, h := range hashes[:min(len(hashes), len(keys))] {
-		index := int64(h & uint64(l.Segments-1))
+		index := l.segmentOf(h)
 		tag := uint32(h >> l.segmentBits)
-		at := (index*l.TierSize + tierHeaderSize) / 8
+		at := l.slotsWord(index)
 		slots := tb.tierWords[at : at+l.Slots]
 		// The first few slots of the run, usually in the home's line.
 		for p, n := uint64(tag)&l.slotMask, 0; n < prefetchProbes; p, n = (p+1)&l.slotMask, n+1 {
@@ -451,7 +458,7 @@ func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 				continue
 			}
 			if c := slotChunk(slot); c >= 0 && c < l.Chunks {
-				entry := index*l.TierSize + l.entriesOff + c*l.ChunkSize
+				entry := l.entryByte(index, c)
 				_ = atomic.LoadUint64(&tb.tierWords[entry/8])
 				tb.requestEntryLines(entry, int64(len(keys[i])))
 			}

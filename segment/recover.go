@@ -114,7 +114,7 @@ func (s *Segment) rebuild(rep *Recovered) {
 				continue
 			}
 			h := xxhash.Sum64(key)
-			if int64(h&uint64(l.Segments-1)) != s.index {
+			if l.segmentOf(h) != s.index {
 				rep.Dropped++
 				c += nch
 				continue
@@ -266,7 +266,7 @@ func (s *Segment) Check(problem func(error)) int64 {
 				report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)
 			}
 			h := xxhash.Sum64(key)
-			if int64(h&uint64(l.Segments-1)) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
+			if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
 				report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
 			}
 			if keys[string(key)] {

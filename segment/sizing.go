@@ -145,6 +145,16 @@ func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error
 	return l, nil
 }
 
+// segmentOf is the segment of a key hashed to hash.
+func (l *Layout) segmentOf(hash uint64) int64 { return int64(hash & uint64(l.Segments-1)) }
+
+// slotsWord is where tier t's hash lookup starts, in words of the tiers
+// area.
+func (l *Layout) slotsWord(t int64) int64 { return (t*l.TierSize + tierHeaderSize) / 8 }
+
+// entryByte is where chunk c of tier t starts, in bytes of the tiers area.
+func (l *Layout) entryByte(t, c int64) int64 { return t*l.TierSize + l.entriesOff + c*l.ChunkSize }
+
 // MaxEntryBytes is the largest encoded entry (header, key, value) a tier can
 // hold.
 func (l *Layout) MaxEntryBytes() int64 {

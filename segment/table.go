@@ -169,7 +169,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 func (tb *Table) Layout() *Layout { return &tb.layout }
 
 // For returns the segment a key hash belongs to.
-func (tb *Table) For(hash uint64) *Segment { return &tb.segs[hash&uint64(tb.layout.Segments-1)] }
+func (tb *Table) For(hash uint64) *Segment { return &tb.segs[tb.layout.segmentOf(hash)] }
 
 // Segment returns segment i.
 func (tb *Table) Segment(i int) *Segment { return &tb.segs[i] }
