@@ -69,10 +69,11 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	segRecord := want.Encode()
 	f, err := offheap.Open(path, offheap.OpenOptions{
-		Create:   !o.ReadOnly,
-		ReadOnly: o.ReadOnly,
-		Size:     want.End,
-		Layout:   append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
+		Create:      !o.ReadOnly,
+		ReadOnly:    o.ReadOnly,
+		Size:        want.End,
+		NoHugePages: o.NoHugePages,
+		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
 			// unlocked. Only the lock arena and the registry need headers.

@@ -104,6 +104,29 @@ func BenchmarkMap(b *testing.B) {
 		}
 	}
 	b.Run("sharedmap/GetInto-uncounted", uncounted(getInto))
+	// The same lookups in a second map, filled alike, mapped with small
+	// pages only: what the huge-page advice saves a random Get.
+	b.Run("sharedmap/GetInto-small-pages", func(b *testing.B) {
+		small, err := Open(filepath.Join(b.TempDir(), "small.map"), &Options{Entries: benchKeys, AverageKeySize: 16, AverageValueSize: 64, NoHugePages: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer small.Close()
+		for _, k := range keys {
+			if err := small.Put(k, benchValue); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		buf := make([]byte, 0, 128)
+		i := 0
+		for b.Loop() {
+			if _, err := small.GetInto(buf[:0], nextKey(keys, i)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 	// Batches of 16 keys a call, timed per key: GetMany overlaps the
 	// batch's cache misses; the map's best is the 16 lookups under one
 	// read lock.

@@ -45,6 +45,12 @@ type Options struct {
 	// when it creates the file), which costs time at Open in proportion to
 	// the map's size and keeps page faults off later Puts and Gets.
 	NoPrefault bool
+	// NoHugePages maps the file with small pages only. By default the
+	// mapping asks for transparent huge pages, which on a kernel and
+	// filesystem that cache files in 2 MiB folios (ext4 and xfs on Linux
+	// 6.x) spare a random Get its TLB misses; see offheap.OpenOptions.
+	// Set it when writeback in 2 MiB units costs more than that saves.
+	NoHugePages bool
 	// MaxProcesses is how many processes may have the map open for writing
 	// at once (each takes a slot in the file's process registry, which is
 	// how survivors tell which processes died). Default 64. Fixed at

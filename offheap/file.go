@@ -25,14 +25,21 @@ type File struct {
 }
 
 // newFile wraps a mapping whose header has been validated or just written.
-// It advises random access on the data area: hash lookups jump around, and
-// the kernel's default readahead would only fill the page cache with
-// neighbours nobody asked for.
 func newFile(r *Region, fd *os.File, path string, h *header, created bool) *File {
-	if r.Len() > HeaderSize {
-		_ = r.Advise(HeaderSize, r.Len()-HeaderSize, unix.MADV_RANDOM) // advisory
-	}
 	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
+}
+
+// adviseMapping passes the hints every map file gets. Random access: hash
+// lookups jump around, and the kernel's default readahead would only fill
+// the page cache with neighbours nobody asked for. Huge pages, unless
+// opts.NoHugePages. Both cover the whole mapping, header included: a hint
+// on part of it would split the mapping in two, and the 2 MiB around the
+// seam could then not be mapped whole.
+func adviseMapping(r *Region, opts *OpenOptions) {
+	_ = r.Advise(0, r.Len(), unix.MADV_RANDOM) // advisory
+	if !opts.NoHugePages {
+		_ = r.Advise(0, r.Len(), unix.MADV_HUGEPAGE) // advisory
+	}
 }
 
 // Layout returns a copy of the layout record stored in the header by the
