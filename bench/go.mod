@@ -12,6 +12,7 @@ require (
 	github.com/sharedmap/sharedmap v0.0.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/image v0.47.0
+	golang.org/x/sys v0.49.0
 )
 
 require (
@@ -20,7 +21,6 @@ require (
 	github.com/edsrzf/mmap-go v1.2.0 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/sharedmap/sharedmap => ../

@@ -206,7 +206,7 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 	runtime.GC()
 	gcMs := float64(time.Since(gcStart).Microseconds()) / 1000
 	res.addStatic(spec.name, d.name, run, staticFigures{loadNs: loadNs,
-		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys)), gcMs: gcMs, rssMB: rssMB()})
+		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys)), gcMs: gcMs, rssMB: rssMB(), hugeMB: hugeMB()})
 	if dr, ok := st.(dropper); ok {
 		res.addDropped(spec.name, d.name, dr.Dropped())
 	}
@@ -470,29 +470,36 @@ func runWorker(arg string) int {
 }
 
 // storeDir is where file-backed stores (sharedmap, bbolt, LMDB) live:
-// $BENCH_DIR, else /dev/shm when it exists (memory, as a shared cache is
-// deployed: a disk-backed mapping adds a write-protect fault whenever the
-// kernel has written a dirty page back), else the temp directory.
-func storeDir() string {
-	if d := os.Getenv("BENCH_DIR"); d != "" {
-		return d
-	}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return ""
+// $BENCH_DIR, else the temp directory. Where /tmp is a disk filesystem
+// that caches files in 2 MiB folios (ext4 and xfs on Linux 6.x), sharedmap
+// maps its file with huge pages, as it would for a user; /dev/shm's tmpfs
+// gives small pages unless mounted with huge=within_size. results.md names
+// the directory and its filesystem, and how much of each process was in
+// huge pages.
+func storeDir() string { return os.Getenv("BENCH_DIR") }
+
+func rssMB() float64 { return procMB("/proc/self/status", "VmRSS") }
+
+// hugeMB is how much of the process is mapped with huge pages: its heap
+// (AnonHugePages) and its file mappings (FilePmdMapped, ShmemPmdMapped).
+func hugeMB() float64 {
+	return procMB("/proc/self/smaps_rollup", "AnonHugePages", "FilePmdMapped", "ShmemPmdMapped")
 }
 
-func rssMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
+// procMB sums the named kB fields of a /proc file, in MB; 0 when it cannot
+// be read.
+func procMB(path string, fields ...string) float64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
+	var kb float64
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return kb / 1024
+		name, rest, ok := strings.Cut(l, ":")
+		if ok && slices.Contains(fields, name) {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			kb += n
 		}
 	}
-	return 0
+	return kb / 1024
 }

@@ -18,10 +18,11 @@ import (
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
+	"golang.org/x/sys/unix"
 )
 
 type staticFigures struct {
-	loadNs, loadAllocs, gcMs, rssMB float64
+	loadNs, loadAllocs, gcMs, rssMB, hugeMB float64
 }
 
 type sample struct{ ns, allocs float64 }
@@ -120,8 +121,8 @@ func (r *results) write(dir string) error {
 		for _, c := range headline {
 			fmt.Fprintf(&b, " %s |", c)
 		}
-		b.WriteString(" allocs/op (get, put g1) | load ns/key | process RSS MB after load | full GC ms | hits after load |\n|---|")
-		b.WriteString(strings.Repeat("---:|", len(headline)+5) + "\n")
+		b.WriteString(" allocs/op (get, put g1) | load ns/key | process RSS MB after load | of it in huge pages | full GC ms | hits after load |\n|---|")
+		b.WriteString(strings.Repeat("---:|", len(headline)+6) + "\n")
 		for _, st := range storeNames() {
 			if r.cells[st][d.name] == nil {
 				if why, ok := r.skipped[st+" "+d.name]; ok {
@@ -149,19 +150,19 @@ func (r *results) write(dir string) error {
 				}
 				return "-" // not in this run (-cells)
 			}
-			var load, gc, rss []float64
+			var load, gc, rss, huge []float64
 			for _, f := range r.static[st][d.name] {
-				load, gc, rss = append(load, f.loadNs), append(gc, f.gcMs), append(rss, f.rssMB)
+				load, gc, rss, huge = append(load, f.loadNs), append(gc, f.gcMs), append(rss, f.rssMB), append(huge, f.hugeMB)
 			}
 			hit := fmt.Sprintf("%.3f", r.hits[st][d.name])
 			if n, ok := r.dropped[st][d.name]; ok {
 				hit += fmt.Sprintf(" (%d sets dropped)", n)
 			}
-			fmt.Fprintf(&b, " %s, %s | %s | %.0f | %.1f | %s |\n", allocs("get-uniform-g1"), allocs("put-uniform-g1"), fmtNs(median(load)), median(rss), median(gc), hit)
+			fmt.Fprintf(&b, " %s, %s | %s | %.0f | %.0f | %.1f | %s |\n", allocs("get-uniform-g1"), allocs("put-uniform-g1"), fmtNs(median(load)), median(rss), median(huge), median(gc), hit)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
+	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others do not); full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
 	b.WriteString("Every cell: ")
 	b.WriteString(strings.Join(r.order, ", "))
 	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
@@ -180,11 +181,22 @@ func (r *results) hasDataset(ds string) bool {
 	return false
 }
 
+// storeDirName names the directory file-backed stores live in and its
+// filesystem, on which their page size depends.
 func storeDirName() string {
-	if d := storeDir(); d != "" {
+	d := storeDir()
+	if d == "" {
+		d = os.TempDir()
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(d, &st); err != nil {
 		return d
 	}
-	return os.TempDir()
+	fs, ok := map[int64]string{0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs"}[int64(st.Type)]
+	if !ok {
+		fs = fmt.Sprintf("filesystem type %#x", st.Type)
+	}
+	return fmt.Sprintf("%s (%s)", d, fs)
 }
 
 func fmtNs(ns float64) string {
