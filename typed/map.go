@@ -1,6 +1,7 @@
 package typed
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"sync"
@@ -33,6 +34,7 @@ type Map[K, V any] struct {
 	keys    Codec[K]
 	values  Codec[V]
 	scratch sync.Pool                    // of *scratch; per Map, so it is freed with the Map
+	batches sync.Pool                    // of *batch, for GetMany
 	near    atomic.Pointer[nearCache[V]] // nil: no near-cache (see NewCached)
 }
 
@@ -120,6 +122,109 @@ func (t *Map[K, V]) decodeValue(s *scratch, val []byte) (V, error) {
 		return zero, fmt.Errorf("get: decode value: %w", err)
 	}
 	return v, nil
+}
+
+// batch holds one GetMany call's encoded keys (one buffer, cut per key)
+// and the buffers the values are read into. Pooled, like scratch.
+type batch struct {
+	keyBuf     []byte
+	ends       []int // keyBuf[ends[i-1]:ends[i]] is key i
+	keys, vals [][]byte
+}
+
+// GetMany looks up a batch of keys at once, as hashmap.Map.GetMany does,
+// overlapping their cache misses, and decodes each value found: values[i]
+// and found[i] become keys[i]'s value and true, or the zero V and false
+// when keys[i] is absent. keys, values and found must have the same
+// length. An error (a key that does not encode, a stored value that does
+// not decode, matching ErrDecode, or the map's own) stops the batch, with
+// values and found then only partly filled. With a near-cache (NewCached)
+// each key goes through it, as Get does. Buffers are pooled, so a batch
+// of fixed-width numbers allocates nothing.
+func (t *Map[K, V]) GetMany(keys []K, values []V, found []bool) error {
+	if len(values) != len(keys) || len(found) != len(keys) {
+		return fmt.Errorf("get many: %d keys, %d values and %d found flags", len(keys), len(values), len(found))
+	}
+	if n := t.near.Load(); n != nil {
+		return t.getManyNear(n, keys, values, found)
+	}
+	b, _ := t.batches.Get().(*batch)
+	if b == nil {
+		b = new(batch)
+	}
+	defer t.putBatch(b)
+	b.keyBuf, b.ends = b.keyBuf[:0], b.ends[:0]
+	for i, k := range keys {
+		var err error
+		if b.keyBuf, err = t.keys.Append(b.keyBuf, k); err != nil {
+			return fmt.Errorf("get many: key %d: encode key: %w", i, err)
+		}
+		b.ends = append(b.ends, len(b.keyBuf))
+	}
+	// Cut the keys only now: appending may have moved the buffer.
+	b.keys = b.keys[:0]
+	start := 0
+	for _, end := range b.ends {
+		b.keys = append(b.keys, b.keyBuf[start:end:end])
+		start = end
+	}
+	for len(b.vals) < len(keys) {
+		b.vals = append(b.vals, nil)
+	}
+	vals := b.vals[:len(keys)]
+	if err := t.m.GetMany(b.keys, vals); err != nil {
+		return fmt.Errorf("get many: %w", err)
+	}
+	var zero V
+	for i, val := range vals {
+		if val == nil {
+			values[i], found[i] = zero, false
+			continue
+		}
+		v, err := t.values.Decode(val)
+		if err != nil {
+			return fmt.Errorf("get many: key %d: decode value: %w", i, err)
+		}
+		values[i], found[i] = v, true
+	}
+	return nil
+}
+
+// getManyNear is GetMany through the near-cache: key by key, as Get.
+func (t *Map[K, V]) getManyNear(n *nearCache[V], keys []K, values []V, found []bool) error {
+	s := t.getScratch()
+	defer t.putScratch(s)
+	for i, k := range keys {
+		if err := t.encodeKey(s, k); err != nil {
+			return fmt.Errorf("get many: key %d: %w", i, err)
+		}
+		v, err := t.getNear(n, s)
+		switch {
+		case errors.Is(err, hashmap.ErrNotFound):
+			var zero V
+			values[i], found[i] = zero, false
+		case err != nil:
+			return fmt.Errorf("get many: key %d: %w", i, err)
+		default:
+			values[i], found[i] = v, true
+		}
+	}
+	return nil
+}
+
+// putBatch returns b to the pool, letting go of buffers grown past
+// maxPooledBuffer, as putScratch does.
+func (t *Map[K, V]) putBatch(b *batch) {
+	if cap(b.keyBuf) > maxPooledBuffer {
+		b.keyBuf = nil
+	}
+	for i, v := range b.vals {
+		if cap(v) > maxPooledBuffer {
+			b.vals[i] = nil
+		}
+	}
+	clear(b.keys) // the keys point into keyBuf; nothing else to keep alive
+	t.batches.Put(b)
 }
 
 // Put stores v under k, replacing any value, with hashmap.Map.Put's

@@ -302,6 +302,7 @@ func TestAllocs(t *testing.T) {
 	}
 	raw := openRaw(t, 1024)
 	ints := New(raw, Int64(), Int64())
+	manyKeys, manyVals, manyFound := []int64{1, -1}, make([]int64, 2), make([]bool, 2)
 	strs := New(raw, String(), String())
 	bs := New(raw, Bytes(), Bytes())
 	key, val := []byte("bytes-key"), make([]byte, 64)
@@ -331,6 +332,7 @@ func TestAllocs(t *testing.T) {
 		{"Put point (MarshalBinary)", 1, func() error { return points.Put(1, point{1, 2}) }},
 		{"Get point", 0, func() error { _, err := points.Get(1); return err }},
 		{"Delete int64", 0, func() error { _, err := ints.Delete(3); return err }},
+		{"GetMany int64, a hit and a miss", 0, func() error { return ints.GetMany(manyKeys, manyVals, manyFound) }},
 		{"Compute int64", 0, func() error {
 			return ints.Compute(1, func(old int64, _ bool) (int64, bool) { return old + 1, true })
 		}},
@@ -346,6 +348,61 @@ func TestAllocs(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: %v allocations, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestGetMany(t *testing.T) {
+	raw := openRaw(t, 4096)
+	plain := New(raw, String(), Int64())
+	cached, err := NewCached(raw, String(), Int64(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cached.Close()
+	for i := range 100 {
+		if err := plain.Put(fmt.Sprint("k", i), int64(i)*3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// More than the hashmap's batch of 16, with absent keys and a repeat
+	// among them.
+	keys := []string{"k0", "absent", "k99"}
+	for i := 1; i < 40; i++ {
+		keys = append(keys, fmt.Sprint("k", i*2))
+	}
+	keys = append(keys, "k0")
+	for _, m := range []*Map[string, int64]{plain, cached} {
+		for round := range 2 { // the second reuses pooled buffers and warm near-cache entries
+			values, found := make([]int64, len(keys)), make([]bool, len(keys))
+			for i := range values {
+				values[i], found[i] = -7, true // must be overwritten for absent keys
+			}
+			if err := m.GetMany(keys, values, found); err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				want, wantErr := m.Get(k)
+				if (wantErr == nil) != found[i] || values[i] != want {
+					t.Errorf("round %d: GetMany gave %q = %d, found %v; Get gives %d, %v", round, k, values[i], found[i], want, wantErr)
+				}
+			}
+		}
+	}
+	if err := plain.GetMany(keys, make([]int64, 1), make([]bool, len(keys))); err == nil {
+		t.Error("GetMany with fewer values than keys: no error")
+	}
+	if err := plain.GetMany(keys, make([]int64, len(keys)), nil); err == nil {
+		t.Error("GetMany with no found flags: no error")
+	}
+	// A stored value that is not an int64 fails the batch with ErrDecode.
+	if err := raw.Put([]byte("k5"), []byte("not eight bytes")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Map[string, int64]{plain, cached} {
+		err := m.GetMany([]string{"k4", "k5"}, make([]int64, 2), make([]bool, 2))
+		if !errors.Is(err, ErrDecode) {
+			t.Errorf("GetMany over an undecodable value: %v, want ErrDecode", err)
 		}
 	}
 }
