@@ -162,7 +162,7 @@ func (r *results) write(dir string) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others do not); full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
+	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked); full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
 	b.WriteString("Every cell: ")
 	b.WriteString(strings.Join(r.order, ", "))
 	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
