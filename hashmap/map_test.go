@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -374,4 +375,32 @@ func TestGetManyUnderWriters(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHugePages checks that Options.NoHugePages reaches the mapping, through
+// Stats' residency figures: a map opened without it may get huge pages
+// (where the filesystem caches 2 MiB folios), one opened with it never does.
+func TestHugePages(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	stats := func(noHuge bool) Stats {
+		m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 50_000, NoHugePages: noHuge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		return m.Stats()
+	}
+	huge, small := stats(false), stats(true)
+	if huge.Resident == 0 || small.Resident == 0 {
+		t.Fatalf("Resident %d and %d: Open maps the segment headers and first tiers in", huge.Resident, small.Resident)
+	}
+	if small.HugePageBytes != 0 {
+		t.Errorf("NoHugePages: %d of %d resident bytes in huge pages", small.HugePageBytes, small.Resident)
+	}
+	if huge.HugePageBytes == 0 {
+		t.Skip("this filesystem gives no huge pages to file mappings; nothing more to compare")
+	}
+	t.Logf("huge pages: %d of %d resident bytes", huge.HugePageBytes, huge.Resident)
 }

@@ -79,6 +79,27 @@ func TestMappingAdvice(t *testing.T) {
 				t.Errorf("NoHugePages=%v, created=%v: huge-page hint %v (VmFlags %v)", noHuge, f.Created(), !noHuge, flags)
 			}
 		}
+		// Residency: everything written is resident; huge pages only where
+		// asked for (and where the filesystem caches 2 MiB folios).
+		if err := created.Prefault(0, created.Len(), true); err != nil {
+			t.Fatal(err)
+		}
+		res, err := created.Residency()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case res.Resident < created.Len() || res.Resident > created.Len():
+			t.Errorf("NoHugePages=%v: Residency().Resident = %d after populating all %d bytes", noHuge, res.Resident, created.Len())
+		case noHuge && res.Huge != 0:
+			t.Errorf("NoHugePages: %d bytes in huge pages", res.Huge)
+		case res.Huge > res.Resident || res.Huge%(2<<20) != 0:
+			t.Errorf("Residency() = %+v: huge pages not a whole number of 2 MiB pages within the resident bytes", res)
+		case !noHuge && res.Huge == 0:
+			t.Logf("huge pages asked for, none given: this filesystem or kernel does not cache files in 2 MiB folios")
+		default:
+			t.Logf("NoHugePages=%v: %+v", noHuge, res)
+		}
 	}
 }
 

@@ -33,9 +33,14 @@ as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
 locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
-evictions, expired, lock_waits, lock_timeouts, read_only and path (and
-per_segment, a list of the same counters for each segment, with
---segments).
+evictions, expired, lock_waits, lock_timeouts, read_only, resident,
+huge_page_bytes and path (and per_segment, a list of the same counters for
+each segment, with --segments).
+
+resident is how much of the file this command mapped in (the segment
+headers and first tiers), and huge_page_bytes how much of that came in
+2 MiB pages: nonzero when the file's page cache holds 2 MiB folios, which
+is what makes random lookups cheap (see Options.NoHugePages).
 
 The counters (hits, misses, puts, deletes, evictions, expired, lock waits
 and timeouts) are kept in the file by every process that opens the map for
@@ -171,4 +176,5 @@ func printStats(w io.Writer, st hashmap.Stats) {
 		fmt.Fprintf(w, "Cache: evictions %d, expired entries reclaimed %d\n", st.Evictions, st.Expired)
 	}
 	fmt.Fprintf(w, "Read only: %v\n", st.ReadOnly)
+	fmt.Fprintf(w, "Resident in this process: %s, %s of it in 2 MiB pages\n", humanBytes(st.Resident), humanBytes(st.HugePageBytes))
 }
