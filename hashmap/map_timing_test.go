@@ -81,17 +81,20 @@ func BenchmarkMap(b *testing.B) {
 		}
 		rw.set(k, benchValue)
 	}
-	getInto := func(b *testing.B) {
-		b.ReportAllocs()
-		buf := make([]byte, 0, 128)
-		i := 0
-		for b.Loop() {
-			if _, err := m.GetInto(buf[:0], nextKey(keys, i)); err != nil {
-				b.Fatal(err)
+	getIntoOf := func(m *Map) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 0, 128)
+			i := 0
+			for b.Loop() {
+				if _, err := m.GetInto(buf[:0], nextKey(keys, i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
-			i++
 		}
 	}
+	getInto := getIntoOf(m)
 	b.Run("sharedmap/GetInto", getInto)
 	// uncounted runs a benchmark with hit and miss counting off, side by
 	// side with the counted one: what the in-file counters cost a lookup.
@@ -117,15 +120,7 @@ func BenchmarkMap(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		b.ReportAllocs()
-		buf := make([]byte, 0, 128)
-		i := 0
-		for b.Loop() {
-			if _, err := small.GetInto(buf[:0], nextKey(keys, i)); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
+		getIntoOf(small)(b)
 	})
 	// Batches of 16 keys a call, timed per key: GetMany overlaps the
 	// batch's cache misses; the map's best is the 16 lookups under one

@@ -2,7 +2,6 @@ package offheap
 
 import (
 	"bufio"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -25,8 +24,7 @@ func vmaOf(t testing.TB, r *Region) (start, end uintptr, flags []string) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 {
+		if lo, hi, ok := vmaBounds(line); ok {
 			found = lo <= addr && addr < hi
 			if found {
 				start, end = lo, hi
