@@ -471,7 +471,7 @@ func runWorker(arg string) int {
 
 // storeDir is where file-backed stores (sharedmap, bbolt, LMDB) live:
 // $BENCH_DIR, else the temp directory. Where /tmp is a disk filesystem
-// that caches files in 2 MiB folios (ext4 and xfs on Linux 6.x), sharedmap
+// that caches files in 2 MiB folios (ext4 on Linux 6.18, for one), sharedmap
 // maps its file with huge pages, as it would for a user; /dev/shm's tmpfs
 // gives small pages unless mounted with huge=within_size. results.md names
 // the directory and its filesystem, and how much of each process was in

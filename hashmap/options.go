@@ -47,8 +47,8 @@ type Options struct {
 	NoPrefault bool
 	// NoHugePages maps the file with small pages only. By default the
 	// mapping asks for transparent huge pages, which on a kernel and
-	// filesystem that cache files in 2 MiB folios (ext4 and xfs on Linux
-	// 6.x) spare a random Get its TLB misses; see offheap.OpenOptions.
+	// filesystem that cache files in 2 MiB folios (such as ext4 on Linux
+	// 6.18) spare a random Get its page walks; see offheap.OpenOptions.
 	// Set it when writeback in 2 MiB units costs more than that saves.
 	NoHugePages bool
 	// MaxProcesses is how many processes may have the map open for writing

@@ -87,7 +87,7 @@ func TestMappingAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case res.Resident < created.Len() || res.Resident > created.Len():
+		case res.Resident != created.Len():
 			t.Errorf("NoHugePages=%v: Residency().Resident = %d after populating all %d bytes", noHuge, res.Resident, created.Len())
 		case noHuge && res.Huge != 0:
 			t.Errorf("NoHugePages: %d bytes in huge pages", res.Huge)

@@ -52,13 +52,13 @@ type OpenOptions struct {
 	// the file. Zero means DefaultInitTimeout.
 	InitTimeout time.Duration
 	// NoHugePages maps the file with the kernel's default pages only. By
-	// default the mapping asks for transparent huge pages (MADV_HUGEPAGE),
-	// which a kernel and filesystem that cache files in 2 MiB folios (ext4
-	// and xfs on Linux 6.x, for one) honour by mapping each such folio
-	// with one TLB entry: a random lookup in a map of hundreds of MiB then
-	// walks no page tables. The cost is page-cache granularity: a page
-	// first touched brings in its whole 2 MiB, and writeback writes dirty
-	// folios whole. Elsewhere the advice is ignored.
+	// default the mapping asks for transparent huge pages (MADV_HUGEPAGE).
+	// A kernel and filesystem that cache files in 2 MiB folios (ext4 on
+	// Linux 6.18 did so here; so does a tmpfs mounted huge=within_size)
+	// then map each folio with one TLB entry, and a random lookup in a map
+	// of hundreds of MiB walks no page tables. The cost is page-cache
+	// granularity: a page first touched brings in its whole 2 MiB, and
+	// writeback writes dirty folios whole. Elsewhere the advice is ignored.
 	NoHugePages bool
 }
 

@@ -22,6 +22,9 @@ type Residency struct {
 // huge-page advice took. It reads /proc/self/smaps, which takes about a
 // millisecond in a small process: a diagnostic, not for a hot path.
 func (r *Region) Residency() (Residency, error) {
+	if len(r.data) == 0 {
+		return Residency{}, nil // unmapped: nothing resident
+	}
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return Residency{}, fmt.Errorf("residency: %w", err)
