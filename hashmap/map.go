@@ -127,9 +127,11 @@ func Open(path string, opts *Options) (*Map, error) {
 		}
 	}
 	if f.Created() {
-		// Reserve the first tiers' disk blocks now, so a full disk is an
-		// error here rather than a SIGBUS on some later write.
-		if err := f.Allocate(l.TiersOff, l.Segments*l.TierSize); err != nil {
+		// Reserve the disk blocks of everything every map writes (the
+		// global header, segment headers, counters and first tiers) now, so
+		// a full disk is an error here rather than a SIGBUS on some later
+		// write.
+		if err := f.Allocate(l.GlobalOff, l.TiersOff+l.Segments*l.TierSize-l.GlobalOff); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}

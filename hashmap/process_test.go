@@ -28,6 +28,10 @@ func TestHelperProcess(t *testing.T) {
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
+	if role == "full-disk" {
+		helperFullDisk(os.Getenv("HASHMAP_FILE"))
+		return
+	}
 	opts := *helperOpts
 	opts.QueueWritersLocally = os.Getenv("HASHMAP_QUEUE_LOCAL") == "1"
 	if role == "kill-writer" {

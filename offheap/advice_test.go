@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // vmaOf finds the mapping that holds r's first byte in /proc/self/smaps
@@ -136,3 +138,48 @@ func BenchmarkRandomRead(b *testing.B) {
 }
 
 var sinkLine uint32
+
+// TestAllocateWholeHugePages checks that with huge pages Allocate reserves
+// the whole 2 MiB pages around a range: the first write into a 2 MiB folio
+// needs blocks for all of it, so reserving less would leave a SIGBUS on a
+// full disk (seen on ext4: a write into a reserved 4 KiB page of an
+// otherwise sparse 2 MiB page faulted once the disk was full).
+func TestAllocateWholeHugePages(t *testing.T) {
+	for _, noHuge := range []bool{false, true} {
+		opts := createOpts()
+		opts.Size = 8 << 20
+		opts.NoHugePages = noHuge
+		f := mustOpen(t, filepath.Join(t.TempDir(), "map"), opts)
+		before := allocatedBytes(t, f)
+		if err := f.Allocate(3<<20+4096, 4096); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Allocate(f.Len()-4096, 4096); err != nil { // the last page: the widening stops at the end
+			t.Fatal(err)
+		}
+		got := allocatedBytes(t, f) - before
+		want := int64(2 * hugePageSize)
+		if noHuge {
+			want = 2 * 4096
+		}
+		if got == 0 {
+			t.Skip("this filesystem has no fallocate")
+		}
+		if got != want {
+			t.Errorf("NoHugePages=%v: two one-page Allocates reserved %d bytes, want %d", noHuge, got, want)
+		}
+		if st, _ := os.Stat(f.Path()); st.Size() != f.Len() {
+			t.Errorf("NoHugePages=%v: Allocate changed the file size to %d", noHuge, st.Size())
+		}
+	}
+}
+
+// allocatedBytes is how much disk the file takes (st_blocks).
+func allocatedBytes(t *testing.T, f *File) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}

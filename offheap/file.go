@@ -22,11 +22,18 @@ type File struct {
 	path    string
 	hdr     header
 	created bool
+	// hugePages: the mapping asked for huge pages, so the page cache may
+	// write back in units of hugePageSize (see Allocate).
+	hugePages bool
 }
 
+// hugePageSize is the size of a PMD-mapped page on the platforms this
+// package runs on (x86-64 and arm64 with 4 KiB base pages).
+const hugePageSize = 2 << 20
+
 // newFile wraps a mapping whose header has been validated or just written.
-func newFile(r *Region, fd *os.File, path string, h *header, created bool) *File {
-	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
+func newFile(r *Region, fd *os.File, path string, h *header, o *OpenOptions, created bool) *File {
+	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created, hugePages: !o.NoHugePages}
 }
 
 // adviseMapping passes the hints every map file gets. Random access: hash
@@ -78,6 +85,12 @@ func (f *File) Fd() uintptr { return f.fd.Fd() }
 // killing a process with SIGBUS when it first writes one of those pages.
 // On a filesystem without fallocate it does nothing and returns nil: the
 // file stays sparse there, as before.
+//
+// With huge pages (the default; see OpenOptions.NoHugePages) the range is
+// widened to whole 2 MiB pages: the page cache then holds the file in
+// 2 MiB folios, and the first write into one needs blocks for all of it,
+// so a reserved page beside unreserved holes would still fault with
+// SIGBUS on a full disk.
 func (f *File) Allocate(off, n int64) error {
 	fail := func(err error) error { return &FileError{Path: f.path, Op: "allocate", Err: err} }
 	switch {
@@ -87,6 +100,11 @@ func (f *File) Allocate(off, n int64) error {
 		return fail(&RangeError{Off: off, Len: n, Size: f.Len()})
 	case n == 0:
 		return nil // fallocate rejects an empty range with EINVAL
+	}
+	if f.hugePages {
+		end := min((off+n+hugePageSize-1)&^(hugePageSize-1), f.Len())
+		off &^= hugePageSize - 1
+		n = end - off
 	}
 	for {
 		err := unix.Fallocate(int(f.fd.Fd()), 0, off, n)

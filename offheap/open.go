@@ -187,7 +187,7 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 		return fail(err)
 	}
 	adviseMapping(r, o)
-	return newFile(r, fd, path, &h, false), nil
+	return newFile(r, fd, path, &h, o, false), nil
 }
 
 // create initializes the file: empty it, reserve the size as a hole, write
@@ -244,7 +244,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 		return fail(err)
 	}
 	h.state = stateReady
-	return newFile(r, fd, path, &h, true), nil
+	return newFile(r, fd, path, &h, o, true), nil
 }
 
 // flockTimeout takes flock(2) without blocking: a blocking flock cannot be
