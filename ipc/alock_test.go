@@ -3,6 +3,7 @@ package ipc
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,10 +197,12 @@ func TestClosedProcessesReturnTheirNodes(t *testing.T) {
 	}
 }
 
-// helperALockOnce takes alock 0 once as a process other than its home.
+// helperALockOnce takes alock 0 once as a process other than its home,
+// runs the checked critical section and holds the lock a little, so that
+// helpers running at once queue on nodes. With LOCKS_EXIT=1 it exits
+// without closing, as a process that crashes or forgets Close does.
 func helperALockOnce(t *testing.T) {
 	tf := openTestFile(t, os.Getenv("LOCKS_PATH"))
-	defer tf.close()
 	m := tf.mutex(t, "alock", 0)
 	if tf.arena.IsALockHome(0) {
 		t.Fatal("the helper became the home")
@@ -208,8 +211,72 @@ func helperALockOnce(t *testing.T) {
 		testutil.Report("%v", err)
 		return
 	}
+	criticalSection(tf.scratch)
+	for end := time.Now().Add(50 * time.Microsecond); time.Now().Before(end); {
+	}
 	_ = m.Unlock()
 	testutil.Report("locked")
+	if os.Getenv("LOCKS_EXIT") == "1" {
+		os.Exit(0)
+	}
+	tf.close()
+}
+
+// TestExitedProcessesLeaveTheirNodes: processes that take an alock lock
+// and exit without Close leave the nodes they pooled idle under their pid;
+// newcomers that find the table drawn out take them. Rounds of as many
+// processes at once as the table has nodes, each round after the last is
+// gone, so that every round lives on the nodes of the dead; the shared
+// counter and PRNG replay check exclusion meanwhile.
+func TestExitedProcessesLeaveTheirNodes(t *testing.T) {
+	const nodes, rounds = 3, 6
+	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
+	home := openTestFile(t, path)
+	defer home.close()
+	homeLock := home.mutex(t, "alock", 0)
+	homeLock.Lock()
+	_ = homeLock.Unlock()
+	for round := range rounds {
+		reports := testutil.Run(t, testutil.Commands("alock-once", nodes, "LOCKS_PATH="+path, "LOCKS_EXIT=1")...)
+		if len(reports) != nodes {
+			t.Fatalf("round %d: %d of %d helpers reported: %v", round, len(reports), nodes, reports)
+		}
+		for _, r := range reports {
+			if r[0] != "locked" {
+				t.Fatalf("round %d, after %d processes exited holding the table's %d nodes: %v", round, round*nodes, nodes, r)
+			}
+		}
+	}
+	s := home.scratch
+	if want := uint64(nodes * rounds); s[scratchCounter] != want || s[scratchPRNG] != replay(want) {
+		t.Fatalf("counter %d of %d critical sections, PRNG replays %v: exclusion failed", s[scratchCounter], want, s[scratchPRNG] == replay(want))
+	}
+	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn > nodes {
+		t.Fatalf("%d nodes drawn from a table of %d", drawn, nodes)
+	}
+}
+
+// TestProcessGone: a live process is not gone, an exited and reaped one is,
+// and so is a zombie not yet reaped.
+func TestProcessGone(t *testing.T) {
+	if processGone(uint64(os.Getpid())) {
+		t.Error("this process reads as gone")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	pid := uint64(cmd.Process.Pid)
+	if !testutil.WaitFor(5*time.Second, func() bool { return processGone(pid) }) {
+		t.Error("an exited, unreaped child (a zombie) does not read as gone")
+	}
+	_ = cmd.Wait()
+	if !processGone(pid) {
+		t.Error("an exited, reaped child does not read as gone")
+	}
+	if processGone(0) || processGone(idleNode) {
+		t.Error("pid 0 or an out-of-range pid reads as gone")
+	}
 }
 
 // TestNodeReuseUnderChurn: processes that open the file, take an alock

@@ -1,11 +1,15 @@
 package ipc
 
 import (
+	"bytes"
+	"errors"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/wait"
+	"golang.org/x/sys/unix"
 )
 
 // ticketAWN is Ticket AWN, negative egress (Ramalhete and Correia): a
@@ -85,29 +89,49 @@ func (a *Arena) awnNode(n uint32) awnNode {
 
 // nodePool hands this process's ticket-awn and alock nodes to waiters.
 // Nodes come from the file's table and then circulate within the process,
-// so a process's nodes are only ever as many as its waiters at one time;
-// Close hands them back to the table (returnAll), for processes that come
-// later. A node's owner word says whose it is: the pid of the process that
-// drew it, or returnedNode once given back.
+// so a process's nodes are only ever as many as its waiters at one time.
+//
+// A node's owner word says whose it is: the pid of the process that drew
+// it; that pid with idleNode set while the node waits in its process's
+// pool, named by no queue or array; or returnedNode once given back to the
+// table. Close gives the pool's nodes back (returnAll). A process that
+// dies without Close leaves its pooled nodes idle under its pid, and a
+// process that finds the table drawn out takes them (get). Every change
+// of an idle node's owner is a CAS from the idle value, so the process
+// taking a node from its pool and one reclaiming it cannot both win, even
+// when the reclaimer misjudged the owner dead (a pid from another pid
+// namespace, say): the loser only loses the node.
 type nodePool struct {
 	arena *Arena
 	freeList[uint32]
 }
 
-// returnedNode in a node's owner word marks a node given back to the table.
-// (0 cannot serve: a node just drawn by its cursor has owner 0 until its
-// process writes its pid.)
-const returnedNode = ^uint64(0)
+const (
+	// returnedNode in a node's owner word marks a node given back to the
+	// table. (0 cannot serve: a node just drawn by its cursor has owner 0
+	// until its process writes its pid.)
+	returnedNode = ^uint64(0)
+	// idleNode, or'ed into the owner's pid, marks a node in its process's
+	// pool. Pids fit in 22 bits.
+	idleNode = uint64(1) << 62
+)
 
 // get returns a node, or 0 when the table is used up.
 func (p *nodePool) get() uint32 {
-	if node, ok := p.pop(); ok {
-		return node
-	}
 	a := p.arena
+	pid := uint64(os.Getpid())
+	for {
+		node, ok := p.pop()
+		if !ok {
+			break
+		}
+		if atomic.CompareAndSwapUint64(a.awnNode(node).owner, pid|idleNode, pid) {
+			return node
+		}
+		// Reclaimed by a process that judged us dead: no longer ours.
+	}
 	limit := uint64(a.cfg.AWNNodes)
 	cursor := &a.w[hAWNCursor]
-	pid := uint64(os.Getpid())
 	for {
 		c := atomic.LoadUint64(cursor)
 		if c >= limit {
@@ -119,30 +143,58 @@ func (p *nodePool) get() uint32 {
 			return node
 		}
 	}
-	// Every node has been drawn: take one a closed process gave back.
+	// Every node has been drawn: take one a closed process gave back, or
+	// one a dead process left idle.
 	for node := uint32(1); uint64(node) <= limit; node++ {
-		if owner := a.awnNode(node).owner; atomic.LoadUint64(owner) == returnedNode &&
-			atomic.CompareAndSwapUint64(owner, returnedNode, pid) {
+		owner := a.awnNode(node).owner
+		o := atomic.LoadUint64(owner)
+		if (o == returnedNode || o&idleNode != 0 && processGone(o&^idleNode)) && atomic.CompareAndSwapUint64(owner, o, pid) {
 			return node
 		}
 	}
 	return 0
 }
 
-func (p *nodePool) put(node uint32) { p.push(node, 0) }
+// put pools a node its waiter is done with: named by no queue or array
+// any more (a waiter pools its node once its turn came, and drops it when
+// recovery reset the lock).
+func (p *nodePool) put(node uint32) {
+	atomic.StoreUint64(p.arena.awnNode(node).owner, uint64(os.Getpid())|idleNode)
+	p.push(node, 0)
+}
 
-// returnAll gives the pool's nodes back to the table. Only nodes no queue
-// or array can name any more are in the pool (a waiter returns its node
-// once its turn came, and drops it when recovery reset the lock), so
-// another process may take them at once.
+// returnAll gives the pool's nodes back to the table, for another process
+// to take at once.
 func (p *nodePool) returnAll() {
 	p.mu.Lock()
 	nodes := p.free
 	p.free = nil
 	p.mu.Unlock()
+	idle := uint64(os.Getpid()) | idleNode
 	for _, node := range nodes {
-		atomic.StoreUint64(p.arena.awnNode(node).owner, returnedNode)
+		atomic.CompareAndSwapUint64(p.arena.awnNode(node).owner, idle, returnedNode)
 	}
+}
+
+// processGone reports whether no live process has this pid: none at all,
+// or only a zombie waiting to be reaped, which will never touch a node
+// again. A pid reused by another process reads as live, which only keeps
+// the dead one's nodes out of reach.
+func processGone(pid uint64) bool {
+	if pid == 0 || pid >= idleNode {
+		return false
+	}
+	if err := unix.Kill(int(pid), 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.FormatUint(pid, 10) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')', as comm may
+	// hold parentheses and spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 func (l *ticketAWN) egress() int64 { return int64(atomic.LoadUint64(l.depart)) }
