@@ -247,11 +247,19 @@ func TestExitedProcessesLeaveTheirNodes(t *testing.T) {
 			}
 		}
 	}
+	checkNodeRun(t, home, nodes*rounds, nodes)
+}
+
+// checkNodeRun checks, after a run of alock helpers, that the critical
+// sections excluded one another (counter and PRNG replay) and that no more
+// nodes were drawn than the table has.
+func checkNodeRun(t *testing.T, home *testFile, sections, nodes int) {
+	t.Helper()
 	s := home.scratch
-	if want := uint64(nodes * rounds); s[scratchCounter] != want || s[scratchPRNG] != replay(want) {
+	if want := uint64(sections); s[scratchCounter] != want || s[scratchPRNG] != replay(want) {
 		t.Fatalf("counter %d of %d critical sections, PRNG replays %v: exclusion failed", s[scratchCounter], want, s[scratchPRNG] == replay(want))
 	}
-	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn > nodes {
+	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn > uint64(nodes) {
 		t.Fatalf("%d nodes drawn from a table of %d", drawn, nodes)
 	}
 }
@@ -303,13 +311,7 @@ func TestNodeReuseUnderChurn(t *testing.T) {
 			t.Fatalf("helper: %v", r)
 		}
 	}
-	s := home.scratch
-	if want := uint64(procs * rounds); s[scratchCounter] != want || s[scratchPRNG] != replay(want) {
-		t.Fatalf("counter %d of %d critical sections, PRNG replays %v: exclusion failed", s[scratchCounter], want, s[scratchPRNG] == replay(want))
-	}
-	if drawn := atomic.LoadUint64(&home.arena.w[hAWNCursor]); drawn > nodes {
-		t.Fatalf("%d nodes drawn from a table of %d", drawn, nodes)
-	}
+	checkNodeRun(t, home, procs*rounds, nodes)
 }
 
 // helperALockChurn opens the lock file, takes alock 0 once and closes,
