@@ -177,15 +177,7 @@ func helperALock(t *testing.T) {
 // process) that holds on to the lock file throughout.
 func TestClosedProcessesReturnTheirNodes(t *testing.T) {
 	const nodes = 2
-	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
-	home := openTestFile(t, path)
-	defer home.close()
-	homeLock := home.mutex(t, "alock", 0)
-	homeLock.Lock()
-	_ = homeLock.Unlock()
-	if !home.arena.IsALockHome(0) {
-		t.Fatal("the first to open the lock is not its home")
-	}
+	path, home := alockHome(t, nodes)
 	for i := range 3 * nodes {
 		reports := testutil.Run(t, testutil.Command("alock-once", "LOCKS_PATH="+path))
 		if len(reports) != 1 || reports[0][0] != "locked" {
@@ -230,12 +222,7 @@ func helperALockOnce(t *testing.T) {
 // counter and PRNG replay check exclusion meanwhile.
 func TestExitedProcessesLeaveTheirNodes(t *testing.T) {
 	const nodes, rounds = 3, 6
-	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
-	home := openTestFile(t, path)
-	defer home.close()
-	homeLock := home.mutex(t, "alock", 0)
-	homeLock.Lock()
-	_ = homeLock.Unlock()
+	path, home := alockHome(t, nodes)
 	for round := range rounds {
 		reports := testutil.Run(t, testutil.Commands("alock-once", nodes, "LOCKS_PATH="+path, "LOCKS_EXIT=1")...)
 		if len(reports) != nodes {
@@ -248,6 +235,23 @@ func TestExitedProcessesLeaveTheirNodes(t *testing.T) {
 		}
 	}
 	checkNodeRun(t, home, nodes*rounds, nodes)
+}
+
+// alockHome creates a lock file with one lock and a node table of nodes,
+// and makes this process the lock's home by taking it once, so that the
+// helpers, of the other cohort, queue on nodes of the table.
+func alockHome(t *testing.T, nodes int) (string, *testFile) {
+	t.Helper()
+	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
+	home := openTestFile(t, path)
+	t.Cleanup(home.close)
+	homeLock := home.mutex(t, "alock", 0)
+	homeLock.Lock()
+	_ = homeLock.Unlock()
+	if !home.arena.IsALockHome(0) {
+		t.Fatal("the first to open the lock is not its home")
+	}
+	return path, home
 }
 
 // checkNodeRun checks, after a run of alock helpers, that the critical
@@ -294,12 +298,7 @@ func TestProcessGone(t *testing.T) {
 // holders in: the shared counter and PRNG replay catch that.
 func TestNodeReuseUnderChurn(t *testing.T) {
 	const procs, rounds, nodes = 4, 200, 2
-	path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
-	home := openTestFile(t, path)
-	defer home.close()
-	homeLock := home.mutex(t, "alock", 0) // this process is the home; the helpers are not
-	homeLock.Lock()
-	_ = homeLock.Unlock()
+	path, home := alockHome(t, nodes)
 	start := time.Now()
 	reports := testutil.Run(t, testutil.Commands("alock-churn", procs, "LOCKS_PATH="+path, "LOCKS_ROUNDS="+strconv.Itoa(rounds))...)
 	t.Logf("%d processes x %d rounds on %d nodes in %v", procs, rounds, nodes, time.Since(start))
