@@ -96,6 +96,26 @@ func BenchmarkGetInt64(b *testing.B) {
 	benchGet(b, m, keys)
 }
 
+// BenchmarkGetManyInt64 reads batches of 16 keys through GetMany, beside
+// BenchmarkGetInt64's one at a time; ns/key is per key.
+func BenchmarkGetManyInt64(b *testing.B) {
+	m, keys := intMap(b)
+	const batch = 16
+	batchKeys, values, found := make([]int64, batch), make([]int64, batch), make([]bool, batch)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for j := range batchKeys {
+			batchKeys[j] = keys[i%len(keys)]
+			i += benchStep
+		}
+		if err := m.GetMany(batchKeys, values, found); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+}
+
 func BenchmarkPutInt64(b *testing.B) {
 	m, keys := intMap(b)
 	benchPut(b, m, keys, 42)
