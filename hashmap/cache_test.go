@@ -244,6 +244,10 @@ func TestExports(t *testing.T) {
 			t.Errorf("Prometheus text lacks %q:\n%s", want, b.String())
 		}
 	}
+	if !strings.Contains(b.String(), `sharedmap_resident_bytes{map="test"} `) || strings.Contains(b.String(), `sharedmap_resident_bytes{map="test"} 0`+"\n") ||
+		!strings.Contains(b.String(), `sharedmap_huge_page_bytes{map="test"} `) {
+		t.Errorf("Prometheus text lacks the residency gauges, or has none resident:\n%s", b.String())
+	}
 }
 
 // TestVersions: a version stays current until a write changes or removes a
