@@ -276,7 +276,7 @@ func TestProcessGone(t *testing.T) {
 	}
 	cmd := exec.Command("true")
 	if err := cmd.Start(); err != nil {
-		t.Skip(err)
+		t.Skipf("cannot start a child process to watch die: %v", err)
 	}
 	pid := uint64(cmd.Process.Pid)
 	if !testutil.WaitFor(5*time.Second, func() bool { return processGone(pid) }) {
