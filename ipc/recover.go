@@ -470,8 +470,18 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 			// before saying so).
 			atomic.CompareAndSwapUint32(q.budget, budgetWaiting, 0)
 		} else {
-			// Its predecessor cannot have released without this link.
-			atomic.CompareAndSwapUint64(l.nodeQueued(pred).next, 0, name)
+			// Link it behind its predecessor if it died before doing so: the
+			// predecessor's release waits for that link. Read the link, then
+			// the budget. Seen unlinked and still waiting, the predecessor
+			// cannot have released (nobody else links to it), so its node
+			// is not reused before the CAS. A predecessor that released to
+			// it and whose node was reused since has a fresh link word
+			// (zero), but then the budget read after it shows the
+			// handover, and a link there would corrupt the new episode's.
+			link := l.nodeQueued(pred).next
+			if atomic.LoadUint64(link) == 0 && atomic.LoadUint32(q.budget) == budgetWaiting {
+				atomic.CompareAndSwapUint64(link, 0, name)
+			}
 		}
 		switch b := atomic.LoadUint32(q.budget); b {
 		case budgetWaiting:

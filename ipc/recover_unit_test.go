@@ -199,3 +199,40 @@ func TestALockArrivalDiedBeforeLink(t *testing.T) {
 		})
 	}
 }
+
+// TestALockRecoveryLinksOnlyAWaiter: a dead alock waiter's surrogate links
+// it behind its predecessor only while that link is missing and the dead
+// one still waits. Once the predecessor has handed it the lock, the
+// predecessor's node may already serve a new episode whose link word is
+// zero again: a link written there would send that episode's handover to
+// the dead one. Then the unlinked case: the link is made.
+func TestALockRecoveryLinksOnlyAWaiter(t *testing.T) {
+	for _, handed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("handed=%v", handed), func(t *testing.T) {
+			a, journals := newJournaledArena(t, 1, nil, nil)
+			defer a.Close()
+			l := a.alockSurrogate(0)
+			pred, dead := uint64(a.awnNodes.get()), uint64(a.awnNodes.get())
+			q := l.nodeQueued(dead)
+			atomic.StoreUint64(q.next, 0)
+			atomic.StoreUint64(l.tailR, dead)
+			atomic.StoreUint64(l.nodeQueued(pred).next, 0) // reused (handed), or never linked
+			budget := budgetWaiting
+			if handed {
+				budget = 3
+			}
+			atomic.StoreUint32(q.budget, budget)
+			e := entry{journals[0][:journalEntryWords]}
+			gen := atomic.LoadUint64(l.gen)
+			e.set(jQueued|adopted, kindALock, 0, dead, pred, gen)
+			a.stepALock(e, atomic.LoadUint64(&e.w[0]), 0, dead, pred, gen)
+			link := atomic.LoadUint64(l.nodeQueued(pred).next)
+			switch {
+			case handed && link != 0:
+				t.Fatalf("the surrogate linked node %d into the reused predecessor's episode", link)
+			case !handed && link != dead:
+				t.Fatalf("the surrogate left the waiting dead arrival unlinked (link %d)", link)
+			}
+		})
+	}
+}
