@@ -217,6 +217,7 @@ func (l *alock) LockTimeout(d time.Duration) error {
 					e.phase(jReleasing)
 					l.release(q)
 					l.a.free(e)
+					l.free(q)
 				case reset:
 					l.a.free(e)
 				}
@@ -399,6 +400,7 @@ func (l *alock) TryLock() bool {
 	e.phase(jReleasing)
 	l.release(q)
 	l.a.free(e)
+	l.free(q)
 	return false
 }
 
@@ -412,13 +414,25 @@ func (l *alock) Unlock() error {
 	}
 	e, own := l.a.findEpisode(l.index, kindALock, h)
 	e.phase(jReleasing)
-	l.release(l.queuedFor(h &^ alockHomeEpisode))
+	q := l.queuedFor(h &^ alockHomeEpisode)
+	l.release(q)
+	if testHookReleased != nil {
+		testHookReleased(q.name)
+	}
 	l.a.endEpisode(e, own)
+	l.free(q)
 	return nil
 }
 
+// testHookReleased, set only by tests, runs in an alock Unlock between the
+// release and the end of the episode's journal entry.
+var testHookReleased func(node uint64)
+
 // release is qUnlock: empty the queue by CAS of the tail (which also lowers
-// our Peterson flag), or hand the successor our budget minus one.
+// our Peterson flag), or hand the successor our budget minus one. The
+// caller frees q's descriptor once the episode's journal entry has ended:
+// a pooled node may be taken by another process (see nodePool.get), and
+// a live entry naming it would let recovery release on its behalf.
 func (l *alock) release(q queued) {
 	tail := l.tailR
 	if l.isHome {
@@ -426,7 +440,6 @@ func (l *alock) release(q queued) {
 	}
 	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
 		signal(l.aseq, l.asleepers) // the other cohort may be waiting on our flag
-		l.free(q)
 		return
 	}
 	var next uint64
@@ -436,8 +449,7 @@ func (l *alock) release(q queued) {
 			break // the successor swapped the tail and has now linked
 		}
 		if atomic.LoadUint64(l.gen) != gen {
-			l.free(q) // reset: the successor queues afresh and never links
-			return
+			return // reset: the successor queues afresh and never links
 		}
 		if !p.Pause() {
 			time.Sleep(time.Microsecond)
@@ -447,11 +459,10 @@ func (l *alock) release(q queued) {
 	if testHookBetweenStores != nil {
 		testHookBetweenStores()
 	}
+	// Only after this may the descriptor be reused: until the successor is
+	// handed the lock, a journal naming our descriptor as its predecessor
+	// means this episode (recovery relies on it).
 	l.handOver(succ, atomic.LoadUint32(q.budget)-1)
-	// Only now may the descriptor be reused: until the successor is handed
-	// the lock, a journal naming our descriptor as its predecessor means
-	// this episode (recovery relies on it).
-	l.free(q)
 }
 
 func (l *alock) handOver(succ queued, budget uint32) {

@@ -236,3 +236,38 @@ func TestALockRecoveryLinksOnlyAWaiter(t *testing.T) {
 		})
 	}
 }
+
+// TestALockNodeOutlivesItsEntry: an alock Unlock pools its node only after
+// the episode's journal entry has ended. A process killed between the two
+// would otherwise leave an idle node, which a newcomer may take from the
+// dead (nodePool.get), still named by a live entry, on whose behalf
+// recovery would then release the newcomer's lock.
+func TestALockNodeOutlivesItsEntry(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	a.DeclareALockHome(0, 1) // a home that never comes: this process is of the other cohort
+	m, _ := a.Mutex("alock", 0)
+	m.Lock()
+	ran := false
+	testHookReleased = func(node uint64) {
+		ran = true
+		if owner := atomic.LoadUint64(a.awnNode(uint32(node)).owner); owner&idleNode != 0 || owner == returnedNode {
+			t.Errorf("node %d pooled (owner %#x) while its episode's entry is live", node, owner)
+		}
+		named := false
+		for i := 0; i < len(journals[0]); i += journalEntryWords {
+			s := atomic.LoadUint64(&journals[0][i])
+			named = named || uint8(s>>8) == kindALock && s&0x7f == jReleasing && atomic.LoadUint64(&journals[0][i+1]) == node
+		}
+		if !named {
+			t.Error("no releasing entry names the node: the test cannot tell")
+		}
+	}
+	defer func() { testHookReleased = nil }()
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the hook never ran")
+	}
+}
