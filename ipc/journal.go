@@ -40,6 +40,7 @@ const (
 	jTicket    = 9  // hapax-cr: holds passive ticket value
 	jSeatHold  = 10 // hapax-cr: holds a seat and the lock (one such entry per lock)
 	jArbitrate = 11 // alock, adopted: the surrogate has raised its claim (victim) and arbitrates
+	jRetired   = 12 // alock, adopted: the episode is over; its node goes back once no entry names it (Recover)
 
 	// adopted marks an entry a survivor took over from a dead process's
 	// journal: its own process does not drive it, its surrogate does.
@@ -133,7 +134,7 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 // process's journal is finished or damaged, and is dropped.
 func (a *Arena) namesLock(s uint64) bool {
 	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
-	return phase >= jArriving && phase <= jArbitrate && phase != jDone &&
+	return phase >= jArriving && phase <= jRetired && phase != jDone &&
 		kind >= kindHapax && kind <= kindLast && index < a.cfg.Locks
 }
 

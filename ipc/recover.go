@@ -27,6 +27,11 @@ type Recovery struct {
 	// Pending counts entries left for a later pass: this process's journal
 	// was full, or a live process was in the middle of a step.
 	Pending int
+	// Nodes counts ticket-awn and alock nodes of dead waiters given back to
+	// the node table: alock nodes here, once their episodes were over and
+	// nothing named them any more; ticket-awn nodes go back as the
+	// surrogate takes their turns, and are not counted.
+	Nodes int
 }
 
 // Recover finishes the lock episodes of processes that are gone. live
@@ -69,8 +74,81 @@ func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, e
 			a.recoverEntry(j[i:i+journalEntryWords:i+journalEntryWords], live, &r)
 		}
 	}
+	a.returnRetiredNodes(&r)
 	a.startSurrogate()
 	return r, nil
+}
+
+// returnRetiredNodes gives back to the table the nodes of dead alock
+// episodes that are over (jRetired), once no other entry names the node.
+// An entry that names it as its predecessor may be a dead successor whose
+// surrogate still links behind it, or a live one that still reads it, and
+// the tail may name it still; any of them keeps it. It runs in Recover,
+// which callers serialize, because Recover is what moves entries between
+// journals: outside it, a scan could miss an entry in the middle of a move.
+// An entry in another process's journal is marked done for that process to
+// free (as an Unlock from another process does).
+func (a *Arena) returnRetiredNodes(r *Recovery) {
+	js := a.journals
+	for k, j := range js.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			e := entry{j[i : i+journalEntryWords : i+journalEntryWords]}
+			s := atomic.LoadUint64(&e.w[0])
+			if s&0x7f != jRetired || uint8(s>>8) != kindALock {
+				continue
+			}
+			index, node := int(s>>16&0xffffff), atomic.LoadUint64(&e.w[1])
+			if index >= a.cfg.Locks || node == 0 || node > uint64(a.cfg.AWNNodes) {
+				continue
+			}
+			if a.alockNodeNamed(index, node, e) {
+				continue
+			}
+			if a.returnDeadNode(uint32(node)) {
+				r.Nodes++
+			}
+			if k == js.self {
+				a.free(e)
+			} else {
+				atomic.CompareAndSwapUint64(&e.w[0], s, s&^0x7f|jDone)
+			}
+		}
+	}
+}
+
+// alockNodeNamed reports whether node is still named on alock lock index
+// by its tail or by an entry other than retired: as an episode's own node
+// or as its predecessor, in any phase but over.
+func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
+	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == node {
+		return true
+	}
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			if &j[i] == &retired.w[0] {
+				continue
+			}
+			s := atomic.LoadUint64(&j[i])
+			switch s & 0x7f {
+			case jFree, jClaimed, jDone, jRetired:
+				continue
+			}
+			if uint8(s>>8) == kindALock && int(s>>16&0xffffff) == index &&
+				(atomic.LoadUint64(&j[i+1]) == node || atomic.LoadUint64(&j[i+2]) == node) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// returnDeadNode gives node back to the table if it is in use by a process
+// that is gone. A node pooled idle, given back, or owned by a live process
+// (a damaged entry naming someone else's node) is left alone.
+func (a *Arena) returnDeadNode(node uint32) bool {
+	owner := a.awnNode(node).owner
+	o := atomic.LoadUint64(owner)
+	return o != returnedNode && o&idleNode == 0 && processGone(o) && atomic.CompareAndSwapUint64(owner, o, returnedNode)
 }
 
 // recoverTTAS releases TTAS locks whose holder's slot is dead: the owner id
@@ -235,8 +313,8 @@ func (a *Arena) driveAdopted() int {
 	for i := 0; i < len(own); i += journalEntryWords {
 		e := entry{own[i : i+journalEntryWords : i+journalEntryWords]}
 		s := atomic.LoadUint64(&e.w[0])
-		if s&adopted == 0 || isSeat(s) {
-			continue // seats are given back by Recover, not by turns
+		if s&adopted == 0 || isSeat(s) || s&0x7f == jRetired {
+			continue // seats and retired nodes are given back by Recover, not by turns
 		}
 		if a.stepAdopted(e, s) {
 			a.free(e)
@@ -393,8 +471,30 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		if pos(egress) != int64(t) {
 			return pos(egress) > int64(t) // not its turn yet (or voided)
 		}
+		// A node it published goes back to the table once the release
+		// below has withdrawn it from the array, provided no releaser can
+		// still write its flag: egress positive means the releaser did not
+		// choose the node; negative, that it did, and the flag then shows
+		// whether its store landed. That store follows the releaser's
+		// egress store at once, so wait for it a few looks (w[2], unused by
+		// tickets, counts them), then let the node be, rather than hold
+		// the queue for a releaser that may never make it.
+		node := uint32(0)
+		if l.waiters.n != 0 {
+			node = atomic.LoadUint32(l.waiters.at(int64(t)))
+		}
+		if node != 0 && node <= uint32(a.cfg.AWNNodes) && egress < 0 && atomic.LoadUint32(a.awnNode(node).mine) == 0 {
+			if looks := atomic.LoadUint64(&e.w[2]); looks < ticketFlagLooks {
+				atomic.StoreUint64(&e.w[2], looks+1)
+				return false
+			}
+			node = 0
+		}
 		atomic.StoreUint64(l.holder, 0)
 		l.release()
+		if node != 0 && node <= uint32(a.cfg.AWNNodes) {
+			a.returnDeadNode(node)
+		}
 		return true
 	case jReleasing:
 		switch {
@@ -419,6 +519,11 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 	}
 	return true
 }
+
+// ticketFlagLooks bounds how many looks a surrogate waits for a releaser's
+// store to a dead ticket-awn waiter's node flag (about 100 ms at
+// surrogateLook) before it gives up on returning that node.
+const ticketFlagLooks = 1000
 
 // alockSurrogate is an alock view for taking a dead process's turns: of the
 // other cohort (a dead episode's descriptor is a node of the table), and
@@ -458,7 +563,7 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		// journals second, so a successor's CAS in between is seen.
 		switch a.alockEntered(index, gen, name, 0) {
 		case alockNo:
-			return true // it never entered the queue
+			return retire(e, s) // it never entered the queue
 		case alockWait:
 			return false
 		}
@@ -492,18 +597,29 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 			atomic.StoreUint64(&e.w[0], s&^0x7f|jArbitrate)
 			return false
 		}
-		return a.alockReleaseFor(l, q)
+		return a.alockReleaseFor(l, q) && retire(e, s)
 	case jArbitrate:
 		if atomic.LoadUint64(l.tailL) != 0 && atomic.LoadUint64(l.victim) == alockVictimRemote {
 			return false // the home cohort goes first
 		}
 		atomic.StoreUint32(q.budget, uint32(l.budgetOther))
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
-		return a.alockReleaseFor(l, q)
+		return a.alockReleaseFor(l, q) && retire(e, s)
 	case jReleasing:
-		return a.alockReleaseFor(l, q)
+		return a.alockReleaseFor(l, q) && retire(e, s)
+	case jRetired:
+		return false // Recover gives the node back
 	}
 	return true
+}
+
+// retire marks a dead alock episode over: its entry stays, naming the
+// node, until Recover finds nothing else naming it and gives it back to the
+// table (returnRetiredNodes). It reports false: the entry is not to be
+// freed yet.
+func retire(e entry, s uint64) bool {
+	atomic.StoreUint64(&e.w[0], s&^0x7f|jRetired)
+	return false
 }
 
 // alockReleaseFor ends the dead episode q, which holds alock l or died

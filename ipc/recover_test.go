@@ -307,3 +307,75 @@ func helperKill(t *testing.T) {
 	}
 	time.Sleep(time.Hour) // the test kills it (select{} would end in Go's deadlock report)
 }
+
+// TestKilledWaitersReturnTheirNodes: ticket-awn and alock waiters that
+// queue on nodes of the table and are SIGKILLed while they wait leave
+// those nodes in use under a dead pid. Once recovery has taken their
+// turns, the nodes go back to the table, and the next round of waiters
+// queues on them: with a table of two nodes, an alock waiter of the second
+// round would otherwise find none (ticket-awn ones would fall back to
+// waiting on egress, so the owners are checked as well).
+func TestKilledWaitersReturnTheirNodes(t *testing.T) {
+	for _, algo := range []string{"ticket-awn", "alock"} {
+		t.Run(algo, func(t *testing.T) {
+			const nodes = 2
+			path := createTestFile(t, Config{Locks: 1, AWNNodes: nodes})
+			tf := openJournaled(t, path, 0)
+			defer tf.close()
+			m := tf.mutex(t, algo, 0) // for alock: this process is the home, the helpers queue on nodes
+			var all []*killHelper
+			start := func() *killHelper {
+				h := startKillHelper(t, "kill-wait", path, algo, len(all)+1)
+				all = append(all, h)
+				return h
+			}
+			for round := range 2 {
+				m.Lock()
+				if algo == "ticket-awn" {
+					// The next in line waits on egress; those behind it on nodes.
+					waitQueued(t, tf, algo, start().slot)
+				}
+				var onNodes []*killHelper
+				for range nodes {
+					h := start()
+					if !testutil.WaitFor(10*time.Second, func() bool { return nodesOf(tf, uint64(h.cmd.Process.Pid)) == 1 }) {
+						t.Fatalf("round %d: helper %d never queued on a node", round, h.slot)
+					}
+					onNodes = append(onNodes, h)
+				}
+				for _, h := range onNodes {
+					h.kill(t)
+				}
+				if err := m.Unlock(); err != nil {
+					t.Fatal(err)
+				}
+				recoverUntil(t, tf, algo, liveness(all...), func() bool {
+					return deadNodes(tf) == 0 && m.TryLock() && m.Unlock() == nil
+				})
+			}
+		})
+	}
+}
+
+// nodesOf counts the nodes of the table in use by process pid.
+func nodesOf(tf *testFile, pid uint64) int {
+	n := 0
+	for node := uint32(1); node <= uint32(tf.arena.cfg.AWNNodes); node++ {
+		if atomic.LoadUint64(tf.arena.awnNode(node).owner) == pid {
+			n++
+		}
+	}
+	return n
+}
+
+// deadNodes counts the nodes of the table in use by processes that are gone.
+func deadNodes(tf *testFile) int {
+	n := 0
+	for node := uint32(1); node <= uint32(tf.arena.cfg.AWNNodes); node++ {
+		o := atomic.LoadUint64(tf.arena.awnNode(node).owner)
+		if o != returnedNode && o&idleNode == 0 && processGone(o) {
+			n++
+		}
+	}
+	return n
+}

@@ -3,6 +3,7 @@ package ipc
 import (
 	"encoding/binary"
 	"fmt"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,5 +270,76 @@ func TestALockNodeOutlivesItsEntry(t *testing.T) {
 	}
 	if !ran {
 		t.Fatal("the hook never ran")
+	}
+}
+
+// gonePid returns the pid of a process that has exited and been reaped.
+func gonePid(t *testing.T) uint64 {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run a child process to own the dead nodes: %v", err)
+	}
+	return uint64(cmd.Process.Pid)
+}
+
+// TestRetiredALockNodeWaitsForItsSuccessor: Recover gives a dead alock
+// episode's node back once the episode is over, but not while another
+// entry still names it as its predecessor (a dead successor's surrogate
+// may still link behind it) or the tail names it (which a finished
+// episode never leaves: damage, so the node stays). Once the successor's
+// episode is over too, both nodes go back.
+func TestRetiredALockNodeWaitsForItsSuccessor(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := a.alockSurrogate(0)
+	gen := atomic.LoadUint64(l.gen)
+	dead := gonePid(t)
+	pred, succ := uint64(a.awnNodes.get()), uint64(a.awnNodes.get())
+	for _, n := range []uint64{pred, succ} {
+		atomic.StoreUint64(a.awnNode(uint32(n)).owner, dead)
+	}
+	retired := entry{journals[0][:journalEntryWords]}
+	retired.set(jRetired|adopted, kindALock, 0, pred, 0, gen)
+	waiting := entry{journals[0][journalEntryWords : 2*journalEntryWords]}
+	waiting.set(jQueued|adopted, kindALock, 0, succ, pred, gen)
+	atomic.StoreUint64(l.tailR, succ)
+	atomic.StoreUint32(l.nodeQueued(succ).budget, budgetWaiting)
+	recoverOnce := func() Recovery {
+		r, err := a.Recover("alock", func(slot int) bool { return slot == 0 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := recoverOnce(); r.Nodes != 0 || atomic.LoadUint64(a.awnNode(uint32(pred)).owner) != dead {
+		t.Fatalf("node %d given back while its successor's entry names it (%+v)", pred, r)
+	}
+	tail := uint64(a.awnNodes.get())
+	atomic.StoreUint64(a.awnNode(uint32(tail)).owner, dead)
+	atomic.StoreUint64(l.tailR, tail)
+	inTail := entry{journals[0][2*journalEntryWords : 3*journalEntryWords]}
+	inTail.set(jRetired|adopted, kindALock, 0, tail, 0, gen)
+	if r := recoverOnce(); atomic.LoadUint64(a.awnNode(uint32(tail)).owner) != dead || atomic.LoadUint64(&inTail.w[0])&0x7f != jRetired {
+		t.Fatalf("node %d given back while the tail names it (%+v)", tail, r)
+	}
+	inTail.set(jFree, 0, 0, 0, 0, 0)
+	// The successor's episode ends (its surrogate released it): the tail
+	// is empty and its entry retired.
+	atomic.StoreUint64(l.tailR, 0)
+	waiting.phase(jRetired | adopted)
+	r := recoverOnce()
+	for _, n := range []uint64{pred, succ} {
+		if o := atomic.LoadUint64(a.awnNode(uint32(n)).owner); o != returnedNode {
+			t.Errorf("node %d not given back (owner %#x, %+v)", n, o, r)
+		}
+	}
+	if r.Nodes != 2 {
+		t.Errorf("Recover counted %d nodes given back, want 2", r.Nodes)
+	}
+	for i := 0; i < 2*journalEntryWords; i += journalEntryWords {
+		if s := atomic.LoadUint64(&journals[0][i]); s != jFree {
+			t.Errorf("entry %d left in state %#x", i/journalEntryWords, s)
+		}
 	}
 }
