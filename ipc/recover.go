@@ -313,8 +313,13 @@ func (a *Arena) driveAdopted() int {
 	for i := 0; i < len(own); i += journalEntryWords {
 		e := entry{own[i : i+journalEntryWords : i+journalEntryWords]}
 		s := atomic.LoadUint64(&e.w[0])
-		if s&adopted == 0 || isSeat(s) || s&0x7f == jRetired {
+		switch {
+		case s&adopted == 0 || isSeat(s) || s&0x7f == jRetired:
 			continue // seats and retired nodes are given back by Recover, not by turns
+		case s&0x7f == jDone:
+			// Another process's Recover gave its node back: sweepDone frees
+			// it. Freeing it here too could count it free twice.
+			continue
 		}
 		if a.stepAdopted(e, s) {
 			a.free(e)

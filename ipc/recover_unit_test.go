@@ -343,3 +343,25 @@ func TestRetiredALockNodeWaitsForItsSuccessor(t *testing.T) {
 		}
 	}
 }
+
+// TestSurrogateLeavesDoneEntries: an adopted entry that another process's
+// Recover marked done (it gave the retired node back) is freed by this
+// process's sweep alone; the surrogate leaves it, or the two could count
+// the entry free twice.
+func TestSurrogateLeavesDoneEntries(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jDone|adopted, kindALock, 0, 1, 0, 0)
+	free := a.journals.free.Load()
+	a.driveAdopted()
+	if s := atomic.LoadUint64(&e.w[0]); s&0x7f != jDone || a.journals.free.Load() != free {
+		t.Fatalf("the surrogate handled a done entry: state %#x, free entries %d, was %d", s, a.journals.free.Load(), free)
+	}
+	a.journals.mu.Lock()
+	swept := a.journals.sweepDone()
+	a.journals.mu.Unlock()
+	if swept != 1 || a.journals.free.Load() != free+1 {
+		t.Fatalf("the sweep freed %d entries (free %d, was %d)", swept, a.journals.free.Load(), free)
+	}
+}
