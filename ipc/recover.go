@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"time"
 
@@ -98,7 +99,7 @@ func (a *Arena) returnRetiredNodes(r *Recovery) {
 				continue
 			}
 			index, node := int(s>>16&0xffffff), atomic.LoadUint64(&e.w[1])
-			if index >= a.cfg.Locks || node == 0 || node > uint64(a.cfg.AWNNodes) {
+			if index >= a.cfg.Locks || !a.isNode(node) {
 				continue
 			}
 			if a.alockNodeNamed(index, node, e) {
@@ -123,23 +124,42 @@ func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
 	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == node {
 		return true
 	}
-	for _, j := range a.journals.all {
-		for i := 0; i < len(j); i += journalEntryWords {
-			if &j[i] == &retired.w[0] {
-				continue
-			}
-			s := atomic.LoadUint64(&j[i])
-			switch s & 0x7f {
-			case jFree, jClaimed, jDone, jRetired:
-				continue
-			}
-			if uint8(s>>8) == kindALock && int(s>>16&0xffffff) == index &&
-				(atomic.LoadUint64(&j[i+1]) == node || atomic.LoadUint64(&j[i+2]) == node) {
-				return true
-			}
+	for w, s := range a.alockEntries(index) {
+		if &w[0] == &retired.w[0] || s&0x7f == jDone || s&0x7f == jRetired {
+			continue
+		}
+		if atomic.LoadUint64(&w[1]) == node || atomic.LoadUint64(&w[2]) == node {
+			return true
 		}
 	}
 	return false
+}
+
+// alockEntries yields every journal entry, of any process, of an alock
+// episode on lock index, with the state it was read in.
+func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, uint64] {
+	return func(yield func([]uint64, uint64) bool) {
+		for _, j := range a.journals.all {
+			for i := 0; i < len(j); i += journalEntryWords {
+				s := atomic.LoadUint64(&j[i])
+				if uint8(s>>8) != kindALock || int(s>>16&0xffffff) != index {
+					continue
+				}
+				if !yield(j[i:i+journalEntryWords:i+journalEntryWords], s) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// isNode reports whether n names a node of the table (nodes are 1-based).
+func (a *Arena) isNode(n uint64) bool { return n != 0 && n <= uint64(a.cfg.AWNNodes) }
+
+// inUseByGone reports whether a node's owner word says it is in use (not
+// pooled idle, not given back) by a process that is gone.
+func inUseByGone(owner uint64) bool {
+	return owner != returnedNode && owner&idleNode == 0 && processGone(owner)
 }
 
 // returnDeadNode gives node back to the table if it is in use by a process
@@ -148,7 +168,7 @@ func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
 func (a *Arena) returnDeadNode(node uint32) bool {
 	owner := a.awnNode(node).owner
 	o := atomic.LoadUint64(owner)
-	return o != returnedNode && o&idleNode == 0 && processGone(o) && atomic.CompareAndSwapUint64(owner, o, returnedNode)
+	return inUseByGone(o) && atomic.CompareAndSwapUint64(owner, o, returnedNode)
 }
 
 // recoverTTAS releases TTAS locks whose holder's slot is dead: the owner id
@@ -486,9 +506,11 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		// the queue for a releaser that may never make it.
 		node := uint32(0)
 		if l.waiters.n != 0 {
-			node = atomic.LoadUint32(l.waiters.at(int64(t)))
+			if n := atomic.LoadUint32(l.waiters.at(int64(t))); a.isNode(uint64(n)) {
+				node = n
+			}
 		}
-		if node != 0 && node <= uint32(a.cfg.AWNNodes) && egress < 0 && atomic.LoadUint32(a.awnNode(node).mine) == 0 {
+		if node != 0 && egress < 0 && atomic.LoadUint32(a.awnNode(node).mine) == 0 {
 			if looks := atomic.LoadUint64(&e.w[2]); looks < ticketFlagLooks {
 				atomic.StoreUint64(&e.w[2], looks+1)
 				return false
@@ -497,7 +519,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		}
 		atomic.StoreUint64(l.holder, 0)
 		l.release()
-		if node != 0 && node <= uint32(a.cfg.AWNNodes) {
+		if node != 0 {
 			a.returnDeadNode(node)
 		}
 		return true
@@ -511,7 +533,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			// there has not been handed the lock (its waiter withdraws it
 			// when it is), so a flag seen clear was never set.
 			next := atomic.LoadUint32(l.waiters.at(int64(t) + 1))
-			if next == 0 || next > uint32(a.cfg.AWNNodes) {
+			if !a.isNode(uint64(next)) {
 				break
 			}
 			nd := a.awnNode(next)
@@ -555,7 +577,7 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		signal(l.aseq, l.asleepers)
 		return true
 	}
-	if name == 0 || name > uint64(a.cfg.AWNNodes) || pred > uint64(a.cfg.AWNNodes) {
+	if !a.isNode(name) || pred > uint64(a.cfg.AWNNodes) {
 		return true // names no node: damaged
 	}
 	q := l.nodeQueued(name)
@@ -638,7 +660,7 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 		return true
 	}
 	next := atomic.LoadUint64(q.next)
-	if next == 0 || next > uint64(a.cfg.AWNNodes) {
+	if !a.isNode(next) {
 		return false
 	}
 	succ := l.nodeQueued(next)
@@ -691,30 +713,23 @@ func (a *Arena) alockFollowers(index int, gen, name uint64, depth int) alockVerd
 		return alockNo
 	}
 	verdict := alockNo
-	for _, j := range a.journals.all {
-		for i := 0; i < len(j); i += journalEntryWords {
-			v := atomic.LoadUint64(&j[i])
-			if uint8(v>>8) != kindALock || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen ||
-				atomic.LoadUint64(&j[i+2]) != name {
+	for w, v := range a.alockEntries(index) {
+		own := atomic.LoadUint64(&w[1])
+		if atomic.LoadUint64(&w[3]) != gen || atomic.LoadUint64(&w[2]) != name || !a.isNode(own) {
+			continue
+		}
+		switch uint8(v & 0x7f) {
+		case jArriving:
+			if v&adopted == 0 {
+				verdict = alockWait
 				continue
 			}
-			own := atomic.LoadUint64(&j[i+1])
-			if own == 0 || own > uint64(a.cfg.AWNNodes) {
-				continue
+			if a.alockEntered(index, gen, own, depth+1) == alockYes {
+				return alockYes
 			}
-			switch uint8(v & 0x7f) {
-			case jArriving:
-				if v&adopted == 0 {
-					verdict = alockWait
-					continue
-				}
-				if a.alockEntered(index, gen, own, depth+1) == alockYes {
-					return alockYes
-				}
-			case jQueued:
-				if atomic.LoadUint32(a.alockSurrogate(index).nodeQueued(own).budget) == budgetWaiting {
-					return alockYes
-				}
+		case jQueued:
+			if atomic.LoadUint32(a.alockSurrogate(index).nodeQueued(own).budget) == budgetWaiting {
+				return alockYes
 			}
 		}
 	}

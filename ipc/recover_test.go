@@ -357,25 +357,21 @@ func TestKilledWaitersReturnTheirNodes(t *testing.T) {
 	}
 }
 
-// nodesOf counts the nodes of the table in use by process pid.
-func nodesOf(tf *testFile, pid uint64) int {
+// countNodes counts the nodes of the table whose owner word satisfies is.
+func countNodes(tf *testFile, is func(owner uint64) bool) int {
 	n := 0
 	for node := uint32(1); node <= uint32(tf.arena.cfg.AWNNodes); node++ {
-		if atomic.LoadUint64(tf.arena.awnNode(node).owner) == pid {
+		if is(atomic.LoadUint64(tf.arena.awnNode(node).owner)) {
 			n++
 		}
 	}
 	return n
 }
 
-// deadNodes counts the nodes of the table in use by processes that are gone.
-func deadNodes(tf *testFile) int {
-	n := 0
-	for node := uint32(1); node <= uint32(tf.arena.cfg.AWNNodes); node++ {
-		o := atomic.LoadUint64(tf.arena.awnNode(node).owner)
-		if o != returnedNode && o&idleNode == 0 && processGone(o) {
-			n++
-		}
-	}
-	return n
+// nodesOf counts the nodes of the table in use by process pid.
+func nodesOf(tf *testFile, pid uint64) int {
+	return countNodes(tf, func(owner uint64) bool { return owner == pid })
 }
+
+// deadNodes counts the nodes of the table in use by processes that are gone.
+func deadNodes(tf *testFile) int { return countNodes(tf, inUseByGone) }
