@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Table struct {
 	tierBytes []byte
 	tierWords []uint64
 	segWords  []uint64 // the segment headers, for the same reason
+	geom      geometry // the layout's figures Get needs, as it needs them
 
 	// Cache maps: the clock expiry times are compared with, and buffers
 	// for building stored values (expiry prefix + value) without
@@ -72,6 +74,27 @@ type Table struct {
 	// Counted in this process only, for Stats and tests.
 	Compactions atomic.Int64 // tiers compacted
 	Relocations atomic.Int64 // values moved because they outgrew their chunks
+}
+
+// geometry holds the figures of the layout that Get's fast path uses, in
+// the form it uses them (masks and shifts instead of sizes), together in
+// one line.
+type geometry struct {
+	segMask    uint64 // Segments - 1
+	segBits    uint   // log2(Segments): the hash bits above them are the tag
+	slotMask   uint64 // Slots - 1
+	slots      uint64
+	tierSize   uint64
+	entriesOff uint64 // of the entry space within a tier
+	chunks     uint64
+	chunkShift uint // log2(ChunkSize)
+	cache      bool // a cache map: values carry an expiry, slots a reference bit
+}
+
+func newGeometry(l *Layout) geometry {
+	return geometry{segMask: uint64(l.Segments - 1), segBits: l.segmentBits, slotMask: l.slotMask, slots: uint64(l.Slots),
+		tierSize: uint64(l.TierSize), entriesOff: uint64(l.entriesOff), chunks: uint64(l.Chunks),
+		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache}
 }
 
 // Locker is an exclusive lock shared by every process that maps the file.
@@ -144,6 +167,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
 	tb.segWords = r.Uint64s(l.SegmentsOff, l.Segments*segmentHeaderSize/8)
+	tb.geom = newGeometry(&tb.layout)
 	tb.segs = make([]Segment, l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
