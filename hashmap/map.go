@@ -317,7 +317,7 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 
 // getSlow is GetInto after an unsure TryGet.
 func (m *Map) getSlow(h uint64, key, dst []byte) ([]byte, error) {
-	v, found, err := m.table.Get(h, key, dst)
+	v, found, err := m.table.GetSlow(h, key, dst)
 	if err != nil {
 		return dst, err
 	}
@@ -335,7 +335,7 @@ func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
 	found := answer == segment.Found
 	if answer == segment.Unsure {
 		var err error
-		if v, found, err = m.table.Get(h, key, dst); err != nil {
+		if v, found, err = m.table.GetSlow(h, key, dst); err != nil {
 			return dst, false, err
 		}
 	}

@@ -111,6 +111,9 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 // Get appends the value of key, which hashes to this segment, to dst and
 // reports whether it was found.
 func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	if int64(hash&s.tb.geom.segMask) != s.index {
+		return s.getSlow(hash, key, dst)
+	}
 	return s.tb.Get(hash, key, dst)
 }
 
@@ -139,6 +142,13 @@ func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	if answer != Unsure {
 		return out, answer == Found, nil
 	}
+	return tb.GetSlow(hash, key, dst)
+}
+
+// GetSlow is Get without its fast path, for a caller whose TryGet was
+// unsure: it walks the whole chain, under the read lock after repeated
+// collisions with writers, and reports corruption.
+func (tb *Table) GetSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	return tb.segs[hash&tb.geom.segMask].getSlow(hash, key, dst)
 }
 
@@ -186,19 +196,17 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 			break
 		}
 		at := base + g.entriesOff + c<<shift
+		// Every entry the probe meets must decode, as in find, or the slow
+		// path reports the damage: the run lies in the tier and holds
+		// header, key and value, checked before either is sliced.
 		lens := words[at>>3] // key length, value length
-		if uint64(uint32(lens)) != n {
-			continue
-		}
-		// The run must lie in the tier and hold header, key and value,
-		// before either is sliced.
-		vlen := lens >> 32
+		klen, vlen := uint64(uint32(lens)), lens>>32
 		nch := uint64(uint32(words[at>>3+1]))
-		if nch-1 >= g.chunks-c || entryHeaderSize+n+vlen > nch<<shift {
+		if nch-1 >= g.chunks-c || entryHeaderSize+klen+vlen > nch<<shift {
 			break
 		}
 		k := at + entryHeaderSize
-		if !sameKey(tb.tierBytes[k:k+n], key) {
+		if klen != n || !sameKey(tb.tierBytes[k:k+n], key) {
 			continue
 		}
 		if g.cache {
@@ -239,8 +247,9 @@ func (tb *Table) tryCached(dst []byte, seqWord *uint64, seq uint64, slotAt, slot
 // every live register around it.
 func sameKey(stored, key []byte) bool {
 	if n := len(key); n >= 8 && n <= 16 && len(stored) == n {
-		return binary.LittleEndian.Uint64(stored)^binary.LittleEndian.Uint64(key)|
-			binary.LittleEndian.Uint64(stored[n-8:])^binary.LittleEndian.Uint64(key[n-8:]) == 0
+		// Go's | and ^ bind alike, left to right: the brackets matter.
+		return (binary.LittleEndian.Uint64(stored)^binary.LittleEndian.Uint64(key))|
+			(binary.LittleEndian.Uint64(stored[n-8:])^binary.LittleEndian.Uint64(key[n-8:])) == 0
 	}
 	return string(stored) == string(key)
 }
@@ -285,65 +294,57 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	return out, found, seq, expiry, nil
 }
 
-// lookupHome is the fast path of lookups: one optimistic pass over the
-// segment's first tier, straight-line code over the mapping with no tier
-// view and no closure. It is short on purpose: a lookup is two dependent
-// cache misses (slot, then entry), and the fewer instructions around them,
-// the more of the next lookup's misses the CPU overlaps with this one's.
-// When found, pos is the key's slot index, slot the slot as read (its
-// entry's first chunk is slotChunk(slot)) and vlen the stored value's
-// length. decided is false when the answer lies beyond the first tier or
-// something did not decode (a torn read, or corruption): the slow path then
-// answers, and reports corruption properly. The caller validates the result
-// with the segment's sequence.
+// lookupHome is a writer's look for key in the segment's first tier,
+// without a lock, written like TryGet's loop (see Table.Get). When found,
+// pos is the key's slot index, slot the slot as read (its entry's first
+// chunk is slotChunk(slot)) and vlen the stored value's length, and the
+// whole run lies in the tier. decided is false when the answer lies beyond
+// the first tier or something did not decode (a torn read, or corruption).
+// The caller validates the result with the segment's sequence.
 func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, slot uint64, vlen int64, found, decided bool) {
-	l := &tb.layout
-	tag := uint32(hash >> l.segmentBits)
-	base := index * l.TierSize
-	slotsAt := l.slotsWord(index)
-	slots := tb.tierWords[slotsAt : slotsAt+l.Slots]
-	entries := l.entryByte(index, 0)
-	space := tb.tierBytes[entries : entries+l.Chunks*l.ChunkSize]
-	mask := l.slotMask
-	p := uint64(tag) & mask
-	for range slots {
-		slot = atomic.LoadUint64(&slots[p])
+	g := &tb.geom
+	tag := uint32(hash >> (g.segBits & 63))
+	words := tb.tierWords
+	base := uint64(index) * g.tierSize // bytes
+	slotsAt := base>>3 + tierHeaderSize/8
+	n := uint64(len(key))
+	shift := g.chunkShift & 63
+	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
+		slot = atomic.LoadUint64(&words[slotsAt+p&g.slotMask])
 		if slot == 0 {
 			// An empty slot ends the probe; a later tier may still hold the key.
-			return 0, 0, 0, false, atomic.LoadUint64(&tb.tierWords[base/8+thNext/8]) == 0
+			return 0, 0, 0, false, atomic.LoadUint64(&words[base>>3+thNext/8]) == 0
 		}
-		if slotTag(slot) == tag {
-			c := slotChunk(slot)
-			if c < 0 || c >= l.Chunks {
-				return 0, 0, 0, false, false
-			}
-			off := c * l.ChunkSize
-			tb.requestEntryLines(entries+off, int64(len(key)))
-			h := space[off : off+entryHeaderSize]
-			klen := int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
-			vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
-			nch := int64(binary.LittleEndian.Uint32(h[ehChunks:]))
-			if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
-				return 0, 0, 0, false, false
-			}
-			k := off + entryHeaderSize
-			if klen == int64(len(key)) && string(space[k:k+klen]) == string(key) {
-				return int64(p), slot, vlen, true, true
-			}
+		if slotTag(slot) != tag {
+			continue
 		}
-		p = (p + 1) & mask
+		c := uint64(uint32(slot)&^refBit) - 1
+		if c >= g.chunks {
+			break
+		}
+		at := base + g.entriesOff + c<<shift
+		lens := words[at>>3] // key length, value length
+		klen, v := uint64(uint32(lens)), lens>>32
+		nch := uint64(uint32(words[at>>3+1]))
+		if nch-1 >= g.chunks-c || entryHeaderSize+klen+v > nch<<shift {
+			break // undecodable, as in TryGet
+		}
+		k := at + entryHeaderSize
+		if klen == n && sameKey(tb.tierBytes[k:k+n], key) {
+			return int64(p & g.slotMask), slot, int64(v), true, true
+		}
 	}
-	return 0, 0, 0, false, false // no empty slot: let the slow path walk the chain
+	return 0, 0, 0, false, false // no empty slot, or undecodable: let the slow path walk the chain
 }
 
 // requestEntryLines starts fetching the cache lines after the first that an
 // entry at byte at of the tiers area, with a key of klen bytes and a value
-// of the map's average size, would cover. The value's length is known only
-// once the header arrives, so left to the copy, those lines would be one
-// more serial miss after slot and header; requested now, they arrive with
-// the header. An entry that starts late in its line covers one line more
-// than one that starts early, which is why this counts lines rather than
-// always requesting the second.
+// of the map's average size, would cover. Prefetch uses it, for a batch
+// whose lookups follow later: a lone lookup no longer does, since on a CPU
+// that overlaps consecutive lookups the loads cost more than they saved
+// (see Table.Get). An entry that starts late in its line covers one line
+// more than one that starts early, which is why this counts lines rather
+// than always requesting the second.
 func (tb *Table) requestEntryLines(at, klen int64) {
 	end := at + entryHeaderSize + klen + tb.layout.expectedValue
 	if limit := int64(len(tb.tierWords)) * 8; end > limit {

@@ -39,7 +39,7 @@ type Layout struct {
 	bitmapOff      int64 // within a tier
 	entriesOff     int64 // within a tier
 	segmentBits    uint  // log2(Segments)
-	expectedValue  int64 // stored value bytes a lookup fetches ahead of the header (see requestEntryLines)
+	expectedValue  int64 // stored value bytes Prefetch fetches ahead of the header (see requestEntryLines)
 	slotMask       uint64
 	Checksums      bool
 	// Stats: the file has a line of counters per segment (StatsOff). Maps
@@ -60,7 +60,7 @@ const (
 	flagsVersion    = 2 // maps with statistics or cache mode: older builds must refuse them
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
 	maxLoadPermille = 750
-	maxLinesAhead   = 3 // lines of a value a lookup requests before the entry header arrives
+	maxLinesAhead   = 3 // lines of a value Prefetch requests before the entry header arrives
 )
 
 // ErrBadParams reports sizing parameters that cannot make a map.
