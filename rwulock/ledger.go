@@ -88,8 +88,15 @@ func waitDelta(old, new uint32) uint64 { return (uint64(new) - uint64(old)) * le
 // The three CASes of the lock word, with the ledger kept.
 
 func (l *Lock) casCountNoted(old, new uint32) bool {
+	return l.casCountDelta(old, new, countDelta(old, new))
+}
+
+// casCountDelta is casCountNoted for a caller that knows the ledger change,
+// countDelta(old, new), as a constant: the write lock's taking and release,
+// on every Put's path, where countDelta cost 23 instructions a call.
+func (l *Lock) casCountDelta(old, new uint32, delta uint64) bool {
 	l.begin()
-	return l.settle(l.casCount(old, new), countDelta(old, new))
+	return l.settle(l.casCount(old, new), delta)
 }
 
 func (l *Lock) casWaitNoted(old, new uint32) bool {

@@ -63,6 +63,8 @@ func TestLedgerFollowsEveryProcedure(t *testing.T) {
 	step("a read unlock", a.ReadUnlock())
 	step("b try write", ok(b.TryWriteLock()))
 	step("b write unlock", b.WriteUnlock())
+	step("a fair try write", ok(a.TryWriteLockFair()))
+	step("a write unlock", a.WriteUnlock())
 	step("a update", ok(a.TryUpdateLock()))
 	step("a try upgrade", ok(a.TryUpgradeUpdateToWrite()))
 	step("a write unlock", a.WriteUnlock())

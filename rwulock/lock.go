@@ -146,11 +146,24 @@ func (l *Lock) UpdateUnlock() error {
 // no update, no write). It ignores waits: a waiting writer that loses this
 // race simply keeps waiting. One CAS with no pre-read, as the spec advises
 // when success is likely.
-func (l *Lock) TryWriteLock() bool { return l.casCountNoted(0, writeLocked) }
+func (l *Lock) TryWriteLock() bool { return l.casCountDelta(0, writeLocked, ledgerWrite) }
+
+// TryWriteLockFair acquires the write lock if nobody holds any part of the
+// lock and nobody waits for it: unlike TryWriteLock it never takes the lock
+// ahead of a registered waiter, as TryUpdateLock does not. It never blocks.
+func (l *Lock) TryWriteLockFair() bool {
+	return l.load() == 0 && l.casCountDelta(0, writeLocked, ledgerWrite)
+}
 
 // WriteUnlock releases the write lock. ErrNotHeld unless the count word is
 // exactly the write flag.
-func (l *Lock) WriteUnlock() error { return l.fromWrite(0) }
+func (l *Lock) WriteUnlock() error {
+	if !l.casCountDelta(writeLocked, 0, ^(ledgerWrite - 1)) { // minus ledgerWrite, modulo 2^64
+		return ErrNotHeld
+	}
+	l.wake()
+	return nil
+}
 
 // DowngradeWriteToUpdate turns the held write lock into the update lock, so
 // readers may enter while the holder keeps others from modifying.

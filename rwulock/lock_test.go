@@ -126,6 +126,24 @@ func TestTryWriteLock(t *testing.T) {
 	}
 }
 
+// TestTryWriteLockFair: unlike TryWriteLock, the fair try refuses while
+// anybody waits, as well as while anybody holds any part of the lock, and
+// leaves the word as it found it when it refuses.
+func TestTryWriteLockFair(t *testing.T) {
+	l, w := newLock(0)
+	if !l.TryWriteLockFair() {
+		t.Fatal("TryWriteLockFair on a free lock failed")
+	}
+	wordIs(t, w, 0x80000000)
+	for _, raw := range []uint64{1 << 32, 2 << 32, 1, 0x40000000, 0x80000000, 0x40000001, 1<<32 | 0x40000000} {
+		l, w := newLock(raw)
+		if l.TryWriteLockFair() {
+			t.Fatalf("TryWriteLockFair on %#x (%v) succeeded", raw, Decode(raw))
+		}
+		wordIs(t, w, raw)
+	}
+}
+
 func TestWriteReleaseAndDowngrades(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -7,11 +7,13 @@ import (
 )
 
 // TestEntryChecksumOnePassOrStreamed: small entries are checksummed from a
-// stack copy, large ones streamed; both must give what files already hold,
-// the low 32 bits of XXH64 over head, key and value (never 0).
+// stack copy (in one of two buffers), large ones streamed; every path must
+// give what files already hold, the low 32 bits of XXH64 over head, key and
+// value (never 0).
 func TestEntryChecksumOnePassOrStreamed(t *testing.T) {
 	head := []byte("lengths+nch!")
-	for _, n := range []int{0, 1, 63, 64, checksumStackBytes - 40, checksumStackBytes - len(head) - 8, checksumStackBytes, 3 * checksumStackBytes} {
+	for _, n := range []int{0, 1, 63, 64, smallChecksumBytes - len(head) - 8, smallChecksumBytes - len(head) - 7,
+		checksumStackBytes - 40, checksumStackBytes - len(head) - 8, checksumStackBytes, 3 * checksumStackBytes} {
 		key := make([]byte, 8)
 		value := make([]byte, n)
 		for i := range value {
@@ -28,7 +30,7 @@ func TestEntryChecksumOnePassOrStreamed(t *testing.T) {
 	}
 }
 
-// TestRequestEntryLinesStaysInTheFile: a lookup requests the lines an
+// TestRequestEntryLinesStaysInTheFile: Prefetch requests the lines an
 // average entry would cover before it knows the entry's length, so an entry
 // at the end of the tiers area must not make it read past the mapping.
 func TestRequestEntryLinesStaysInTheFile(t *testing.T) {
