@@ -130,10 +130,12 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // the 2-core Zen 5 VM of BenchmarkMap a lookup loop's time followed its
 // instruction count: at 521 instructions an iteration (counted by
 // single-stepping in gdb) GetInto took 1.6x the time of a Go map's 258, at
-// 412 1.24x (2026-11-24). So it makes one frame, calls nothing before the
-// value copy for keys of 8 to 16 bytes, reads the entry header as two
-// words, and requests no line ahead (the explicit requests lookups used to
-// make cost more overlap than they saved). Anything it cannot decide (a key
+// 412 1.24x (2026-11-24). So it calls nothing before the value copy for
+// keys of 8 to 16 bytes, reads the entry header as two words, and requests
+// no line ahead (the explicit requests lookups used to make cost more
+// overlap than they saved). Its probe (probeHome) is shared with the
+// writers' look, at a price of about 20 instructions a Get against a copy
+// of the loop in TryGet: a copy whose bugs were found twice over. Anything it cannot decide (a key
 // beyond the first tier, a torn or damaged entry, a writer in the segment)
 // goes to getSlow, which reads under the usual rules and reports
 // corruption.
@@ -167,26 +169,49 @@ const (
 // of the key's segment without a lock and, for keys of 8 to 16 bytes,
 // calls nothing before the value's copy.
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
-	g := &tb.geom
-	index := hash & g.segMask
-	seqWord := &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
+	seqWord := &tb.segWords[(hash&tb.geom.segMask)*(segmentHeaderSize/8)+shSeq/8]
 	seq := atomic.LoadUint64(seqWord)
-	tag := uint32(hash >> (g.segBits & 63))
+	slotAt, slot, v, vlen, answer := tb.probeHome(hash, key)
+	out := dst
+	switch {
+	case answer == Unsure:
+		return dst, Unsure
+	case answer == Found && tb.geom.cache:
+		return tb.tryCached(dst, seqWord, seq, slotAt, slot, v, vlen)
+	case answer == Found:
+		out = append(dst, tb.tierBytes[v:v+vlen]...)
+	}
+	if seq&1 == 0 && atomic.LoadUint64(seqWord) == seq {
+		return out, answer
+	}
+	return dst, Unsure
+}
+
+// probeHome looks for key in the first tier of its segment (the hash's
+// low bits pick it), without a lock: the probe of every lock-free look,
+// TryGet's and the writers' (lookupHome). For keys of 8 to 16 bytes it
+// calls nothing. Found: the stored value is bytes v to v+vlen of the tiers
+// area, inside the entry's run, which lies in the tier, and slot, at word
+// slotAt of the tiers area, names the entry. Absent: no tier holds the
+// key. Unsure: a later tier may hold it, or an entry the probe met did not
+// decode (torn, or damaged: the slow path reports it). The caller
+// validates with the segment's sequence.
+func (tb *Table) probeHome(hash uint64, key []byte) (slotAt, slot, v, vlen uint64, answer Answer) {
+	g := &tb.geom
 	words := tb.tierWords
-	base := index * g.tierSize // bytes
+	base := (hash & g.segMask) * g.tierSize // bytes
 	slotsAt := base>>3 + tierHeaderSize/8
+	tag := uint32(hash >> (g.segBits & 63))
 	n := uint64(len(key))
 	shift := g.chunkShift & 63
 	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
-		slot := atomic.LoadUint64(&words[slotsAt+p&g.slotMask])
+		slotAt = slotsAt + p&g.slotMask
+		slot = atomic.LoadUint64(&words[slotAt])
 		if slot == 0 {
 			if atomic.LoadUint64(&words[base>>3+thNext/8]) != 0 {
 				break // a later tier may hold the key
 			}
-			if seq&1 == 0 && atomic.LoadUint64(seqWord) == seq {
-				return dst, Absent
-			}
-			break
+			return 0, 0, 0, 0, Absent
 		}
 		if slotTag(slot) != tag {
 			continue
@@ -196,9 +221,9 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 			break
 		}
 		at := base + g.entriesOff + c<<shift
-		// Every entry the probe meets must decode, as in find, or the slow
-		// path reports the damage: the run lies in the tier and holds
-		// header, key and value, checked before either is sliced.
+		// Every entry the probe meets must decode, as in find: the run
+		// lies in the tier and holds header, key and value, checked before
+		// either is sliced.
 		lens := words[at>>3] // key length, value length
 		klen, vlen := uint64(uint32(lens)), lens>>32
 		nch := uint64(uint32(words[at>>3+1]))
@@ -206,19 +231,11 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 			break
 		}
 		k := at + entryHeaderSize
-		if klen != n || !sameKey(tb.tierBytes[k:k+n], key) {
-			continue
+		if klen == n && sameKey(tb.tierBytes[k:k+n], key) {
+			return slotAt, slot, k + n, vlen, Found
 		}
-		if g.cache {
-			return tb.tryCached(dst, seqWord, seq, slotsAt+p&g.slotMask, slot, k+n, vlen)
-		}
-		out := append(dst, tb.tierBytes[k+n:k+n+vlen]...)
-		if seq&1 == 0 && atomic.LoadUint64(seqWord) == seq {
-			return out, Found
-		}
-		break
 	}
-	return dst, Unsure
+	return 0, 0, 0, 0, Unsure
 }
 
 // tryCached ends TryGet in a cache map, whose stored value (bytes v to
@@ -294,47 +311,19 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	return out, found, seq, expiry, nil
 }
 
-// lookupHome is a writer's look for key in the segment's first tier,
-// without a lock, written like TryGet's loop (see Table.Get). When found,
-// pos is the key's slot index, slot the slot as read (its entry's first
-// chunk is slotChunk(slot)) and vlen the stored value's length, and the
-// whole run lies in the tier. decided is false when the answer lies beyond
-// the first tier or something did not decode (a torn read, or corruption).
-// The caller validates the result with the segment's sequence.
+// lookupHome is a writer's look for key (which hashes to segment index)
+// in the segment's first tier, without a lock: probeHome's answer as
+// Segment-relative figures. When found, pos is the key's slot index, slot
+// the slot as read (its entry's first chunk is slotChunk(slot)) and vlen
+// the stored value's length, and the whole run lies in the tier. decided
+// is false when the answer lies beyond the first tier or something did not
+// decode. The caller validates the result with the segment's sequence.
 func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, slot uint64, vlen int64, found, decided bool) {
-	g := &tb.geom
-	tag := uint32(hash >> (g.segBits & 63))
-	words := tb.tierWords
-	base := uint64(index) * g.tierSize // bytes
-	slotsAt := base>>3 + tierHeaderSize/8
-	n := uint64(len(key))
-	shift := g.chunkShift & 63
-	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
-		slot = atomic.LoadUint64(&words[slotsAt+p&g.slotMask])
-		if slot == 0 {
-			// An empty slot ends the probe; a later tier may still hold the key.
-			return 0, 0, 0, false, atomic.LoadUint64(&words[base>>3+thNext/8]) == 0
-		}
-		if slotTag(slot) != tag {
-			continue
-		}
-		c := uint64(uint32(slot)&^refBit) - 1
-		if c >= g.chunks {
-			break
-		}
-		at := base + g.entriesOff + c<<shift
-		lens := words[at>>3] // key length, value length
-		klen, v := uint64(uint32(lens)), lens>>32
-		nch := uint64(uint32(words[at>>3+1]))
-		if nch-1 >= g.chunks-c || entryHeaderSize+klen+v > nch<<shift {
-			break // undecodable, as in TryGet
-		}
-		k := at + entryHeaderSize
-		if klen == n && sameKey(tb.tierBytes[k:k+n], key) {
-			return int64(p & g.slotMask), slot, int64(v), true, true
-		}
+	slotAt, slot, _, v, answer := tb.probeHome(hash, key)
+	if answer != Found {
+		return 0, 0, 0, false, answer == Absent
 	}
-	return 0, 0, 0, false, false // no empty slot, or undecodable: let the slow path walk the chain
+	return int64(slotAt) - tb.layout.slotsWord(index), slot, int64(v), true, true
 }
 
 // requestEntryLines starts fetching the cache lines after the first that an
