@@ -150,9 +150,11 @@ func (l *Lock) TryWriteLock() bool { return l.casCountDelta(0, writeLocked, ledg
 
 // TryWriteLockFair acquires the write lock if nobody holds any part of the
 // lock and nobody waits for it: unlike TryWriteLock it never takes the lock
-// ahead of a registered waiter, as TryUpdateLock does not. It never blocks.
+// ahead of a registered waiter. One CAS of the whole word from 0, so a wait
+// registered at any moment before it makes it fail. It never blocks.
 func (l *Lock) TryWriteLockFair() bool {
-	return l.load() == 0 && l.casCountDelta(0, writeLocked, ledgerWrite)
+	l.begin()
+	return l.settle(l.casWord(0, uint64(writeLocked)), ledgerWrite)
 }
 
 // WriteUnlock releases the write lock. ErrNotHeld unless the count word is

@@ -35,7 +35,7 @@ package segment
 // registry slot instead, so that reading writes no shared line.)
 //
 //	offset size field          written by
-//	0      8    puts           Put, PutIfAbsent, Compute that stored (under the update lock)
+//	0      8    puts           Put, PutIfAbsent, Compute that stored (under the update or write lock)
 //	8      8    deletes        Delete, Compute that removed (under the update lock)
 //	16     8    lockWaits      operations that found the lock taken and waited
 //	24     8    lockTimeouts   lock waits that ran out (LockTimeout)

@@ -169,9 +169,10 @@ const (
 // of the key's segment without a lock and, for keys of 8 to 16 bytes,
 // calls nothing before the value's copy.
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
-	seqWord := &tb.segWords[(hash&tb.geom.segMask)*(segmentHeaderSize/8)+shSeq/8]
+	index := hash & tb.geom.segMask
+	seqWord := &tb.segWords[index*(segmentHeaderSize/8)+shSeq/8]
 	seq := atomic.LoadUint64(seqWord)
-	slotAt, slot, v, vlen, answer := tb.probeHome(hash, key)
+	slotAt, slot, v, vlen, _, answer := tb.probeHome(index, hash, key)
 	out := dst
 	switch {
 	case answer == Unsure:
@@ -187,19 +188,20 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	return dst, Unsure
 }
 
-// probeHome looks for key in the first tier of its segment (the hash's
-// low bits pick it), without a lock: the probe of every lock-free look,
-// TryGet's and the writers' (lookupHome). For keys of 8 to 16 bytes it
-// calls nothing. Found: the stored value is bytes v to v+vlen of the tiers
-// area, inside the entry's run, which lies in the tier, and slot, at word
-// slotAt of the tiers area, names the entry. Absent: no tier holds the
-// key. Unsure: a later tier may hold it, or an entry the probe met did not
-// decode (torn, or damaged: the slow path reports it). The caller
-// validates with the segment's sequence.
-func (tb *Table) probeHome(hash uint64, key []byte) (slotAt, slot, v, vlen uint64, answer Answer) {
+// probeHome looks for key in the first tier of segment index, without a
+// lock: the probe of every lock-free look, TryGet's and the writers'
+// (lookupHome, tryOverwrite). For keys of 8 to 16 bytes it calls nothing.
+// Found: the stored value is bytes v to v+vlen of the tiers area, in the
+// entry's run of nch chunks, which it checked lies in the tier, and slot,
+// at word slotAt of the tiers area, names the entry. Absent: no tier holds
+// the key. Unsure: a later tier may hold it, or an entry the probe met did
+// not decode (torn, or damaged: the slow path reports it). The caller
+// validates with the segment's sequence, and uses what was checked here
+// rather than reading any of it again.
+func (tb *Table) probeHome(index, hash uint64, key []byte) (slotAt, slot, v, vlen, nch uint64, answer Answer) {
 	g := &tb.geom
 	words := tb.tierWords
-	base := (hash & g.segMask) * g.tierSize // bytes
+	base := index * g.tierSize // bytes
 	slotsAt := base>>3 + tierHeaderSize/8
 	tag := uint32(hash >> (g.segBits & 63))
 	n := uint64(len(key))
@@ -211,7 +213,7 @@ func (tb *Table) probeHome(hash uint64, key []byte) (slotAt, slot, v, vlen uint6
 			if atomic.LoadUint64(&words[base>>3+thNext/8]) != 0 {
 				break // a later tier may hold the key
 			}
-			return 0, 0, 0, 0, Absent
+			return 0, 0, 0, 0, 0, Absent
 		}
 		if slotTag(slot) != tag {
 			continue
@@ -232,10 +234,10 @@ func (tb *Table) probeHome(hash uint64, key []byte) (slotAt, slot, v, vlen uint6
 		}
 		k := at + entryHeaderSize
 		if klen == n && sameKey(tb.tierBytes[k:k+n], key) {
-			return slotAt, slot, k + n, vlen, Found
+			return slotAt, slot, k + n, vlen, nch, Found
 		}
 	}
-	return 0, 0, 0, 0, Unsure
+	return 0, 0, 0, 0, 0, Unsure
 }
 
 // tryCached ends TryGet in a cache map, whose stored value (bytes v to
@@ -319,7 +321,7 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 // is false when the answer lies beyond the first tier or something did not
 // decode. The caller validates the result with the segment's sequence.
 func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, slot uint64, vlen int64, found, decided bool) {
-	slotAt, slot, _, v, answer := tb.probeHome(hash, key)
+	slotAt, slot, _, v, _, answer := tb.probeHome(uint64(index), hash, key)
 	if answer != Found {
 		return 0, 0, 0, false, answer == Absent
 	}

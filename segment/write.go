@@ -145,27 +145,21 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 // map's Set (medians of 5 alternating runs, 1,350 -> 1,178 ns).
 func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	tb := s.tb
-	g := &tb.geom
 	seq := atomic.LoadUint64(s.seq)
 	if seq&1 != 0 {
 		return false
 	}
-	_, slot, _, found, decided := tb.lookupHome(s.index, hash, key)
-	if !found || !decided {
-		return false
-	}
-	// lookupHome bounds-checked the run: chunk and chunk count lie in the
-	// tier, and the header and key fit in the run.
-	at := uint64(s.index)*g.tierSize + g.entriesOff + uint64(slotChunk(slot))<<(g.chunkShift&63)
-	nch := uint64(uint32(tb.tierWords[at>>3+1]))
-	k := at + entryHeaderSize + uint64(len(key))
-	if k+uint64(len(value)) > at+nch<<(g.chunkShift&63) {
-		return false // the value needs more chunks
-	}
-	h := tb.entryHeader(int64(nch), key, value)
+	_, _, v, _, nch, answer := tb.probeHome(uint64(s.index), hash, key)
 	if testAfterPreview != nil {
 		testAfterPreview(s)
 	}
+	// Only what probeHome checked is used, never read again: the run of
+	// nch chunks lies in the tier, so a value that fits it stays in it.
+	at := v - entryHeaderSize - uint64(len(key))
+	if answer != Found || uint64(len(value)) > at+nch<<(tb.geom.chunkShift&63)-v {
+		return false // absent, beyond the first tier, or the value needs more chunks
+	}
+	h := tb.entryHeader(int64(nch), key, value)
 	if !s.lock.TryWriteLockFair() {
 		return false
 	}
@@ -175,7 +169,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	}
 	atomic.AddUint64(s.seq, 1)
 	copy(tb.tierBytes[at:at+entryHeaderSize], h[:])
-	copy(tb.tierBytes[k:k+uint64(len(value))], value)
+	copy(tb.tierBytes[v:v+uint64(len(value))], value)
 	atomic.AddUint64(s.seq, 1)
 	s.count(stPuts, 1)
 	_ = s.lock.WriteUnlock()

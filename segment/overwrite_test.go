@@ -1,0 +1,237 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestOverwriteInterleavings: between Put's look and its lock another
+// writer runs a random batch: inserts (some linking a tier or compacting
+// one), deletes that shift slots back, relocations, the key itself deleted
+// or stored again elsewhere. Whether the Put takes the fast path
+// (tryOverwrite) or the general one, the map must match the model after
+// every round. (Without tryOverwrite's check of the sequence after its
+// lock, it fails within a few rounds.)
+func TestOverwriteInterleavings(t *testing.T) {
+	rounds := 20000
+	if testing.Short() {
+		rounds = 3000
+	}
+	rng := rand.New(rand.NewPCG(testSeed(t), 7))
+	tb, _ := newTable(t, Params{Entries: 128, AverageKeySize: 8, AverageValueSize: 24, MaxBloatFactor: 3, Segments: 1})
+	s := tb.Segment(0)
+	model := map[string][]byte{}
+	put := func(k, v []byte) {
+		if _, err := s.Put(hashOf(k), k, v, Replace); errors.Is(err, ErrFull) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		model[string(k)] = v
+	}
+	del := func(k []byte) {
+		if _, err := s.Delete(hashOf(k), k); err != nil {
+			t.Fatal(err)
+		}
+		delete(model, string(k))
+	}
+	key := func() []byte { return []byte(fmt.Sprintf("key%03d", rng.IntN(300))) }
+	for range 100 {
+		put(key(), bytes.Repeat([]byte{'x'}, rng.IntN(60)))
+	}
+	defer func() { testAfterPreview = nil }()
+	fast := 0
+	for round := range rounds {
+		var k []byte
+		for kk := range model {
+			k = []byte(kk)
+			if rng.IntN(4) == 0 {
+				break
+			}
+		}
+		if k == nil {
+			k = key()
+		}
+		v := bytes.Repeat([]byte{byte('a' + round%26)}, rng.IntN(len(model[string(k)])+1)) // fits the old run
+		var batch []func()
+		for n := rng.IntN(5); n > 0; n-- {
+			switch kk := key(); rng.IntN(5) {
+			case 0, 1:
+				vv := bytes.Repeat([]byte{'i'}, rng.IntN(200))
+				batch = append(batch, func() { put(kk, vv) })
+			case 2:
+				batch = append(batch, func() { del(kk) })
+			case 3:
+				vv := bytes.Repeat([]byte{'R'}, rng.IntN(200))
+				batch = append(batch, func() { put(bytes.Clone(k), vv) })
+			case 4:
+				batch = append(batch, func() { del(bytes.Clone(k)) })
+			}
+		}
+		testAfterPreview = func(*Segment) {
+			testAfterPreview = nil
+			if pc, _, _, ok := runtime.Caller(1); ok && strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".tryOverwrite") {
+				fast++
+			}
+			for _, f := range batch {
+				f()
+			}
+		}
+		put(k, v)
+		testAfterPreview = nil
+		for kk, want := range model {
+			got, found, err := s.Get(hashOf([]byte(kk)), []byte(kk), nil)
+			if err != nil || !found || !bytes.Equal(got, want) {
+				t.Fatalf("round %d: %q = %q, %v, %v; want %q", round, kk, got, found, err, want)
+			}
+		}
+	}
+	checkTable(t, tb, model)
+	t.Logf("%d rounds, %d of them with the batch run inside tryOverwrite; %d compactions, %d relocations, %d tiers", rounds, fast, tb.Compactions.Load(), tb.Relocations.Load(), s.Tiers())
+}
+
+// TestOverwriteConfinedToItsRun: the fast path bounds the value by what
+// its probe checked, never by a second read of the header. Here a goroutine
+// keeps flipping the entry's chunk count between its true value and a huge
+// one, as a writer that does not move the sequence could in a damaged file
+// (an insert into chunks a bad bitmap calls free): a value larger than the
+// run must never be written.
+func TestOverwriteConfinedToItsRun(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	k := []byte("the-key!")
+	if _, err := s.Put(hashOf(k), k, []byte("small"), Replace); err != nil {
+		t.Fatal(err)
+	}
+	_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
+	if !found {
+		t.Fatal("key not in its home tier")
+	}
+	g := &tb.geom
+	at := g.entriesOff + uint64(slotChunk(slot))<<g.chunkShift
+	w := &tb.tierWords[at>>3+1]
+	good := atomic.LoadUint64(w)
+	bad := good&^0xffffffff | 0xffff
+	run := (good & 0xffffffff) << g.chunkShift
+	value := bytes.Repeat([]byte{'V'}, int(run)+64)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				atomic.StoreUint64(w, good)
+				return
+			default:
+				atomic.StoreUint64(w, bad)
+				atomic.StoreUint64(w, good)
+			}
+		}
+	}()
+	escaped := false
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !escaped; {
+		escaped = s.tryOverwrite(hashOf(k), k, value)
+	}
+	close(stop)
+	<-done
+	if escaped {
+		t.Errorf("tryOverwrite wrote a %d-byte value into a %d-byte run", len(value), run)
+	}
+}
+
+// TestOverwriteKilledRecovers: the states a process killed inside
+// tryOverwrite leaves (the write lock held by a dead ledger, the sequence
+// even or odd, header and value written in part or whole) are recovered
+// like the general path's: a torn entry is dropped by its checksum, a
+// whole one kept, and the table checks out.
+func TestOverwriteKilledRecovers(t *testing.T) {
+	for _, point := range []string{"after-lock", "mid-copy", "after-copy", "after-bump"} {
+		t.Run(point, func(t *testing.T) {
+			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+			s := tb.Segment(0)
+			s.lock.SetLedger(new(uint64)) // the process that dies
+			model := map[string][]byte{}
+			for i := range 20 {
+				k, v := []byte(fmt.Sprintf("key%04d", i)), bytes.Repeat([]byte{'o'}, 20)
+				if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+					t.Fatal(err)
+				}
+				model[string(k)] = v
+			}
+			k, nv := []byte("key0007"), bytes.Repeat([]byte{'n'}, 18)
+			_, _, v, _, nch, answer := tb.probeHome(0, hashOf(k), k)
+			if answer != Found {
+				t.Fatal("key not found")
+			}
+			at := v - entryHeaderSize - uint64(len(k))
+			h := tb.entryHeader(int64(nch), k, nv)
+			if !s.lock.TryWriteLockFair() {
+				t.Fatal("lock taken")
+			}
+			// What tryOverwrite does, up to the kill.
+			if point != "after-lock" {
+				atomic.AddUint64(s.seq, 1)
+				copy(tb.tierBytes[at:at+entryHeaderSize], h[:])
+				n := uint64(len(nv))
+				if point == "mid-copy" {
+					n = 9
+					delete(model, string(k)) // torn: dropped
+				} else {
+					model[string(k)] = nv
+				}
+				copy(tb.tierBytes[v:v+n], nv[:n])
+				if point == "after-bump" {
+					atomic.AddUint64(s.seq, 1)
+				}
+			}
+			s.lock.SetLedger(new(uint64)) // the survivor's
+			rep, err := s.Recover(func(dst []uint64) []uint64 { return dst }, time.Now().Add(time.Second))
+			if err != nil || !rep.Orphans.Write || !rep.Rebuilt {
+				t.Fatalf("Recover = %+v, %v; want the write lock released and the segment rebuilt", rep, err)
+			}
+			checkTable(t, tb, model)
+		})
+	}
+}
+
+// TestPutOfAnotherSegmentsHash: Segment.Put given a hash of another
+// segment looks in its own segment only, on the fast path as on the
+// general one, and never writes over an entry of its own found by the
+// other segment's probe.
+func TestPutOfAnotherSegmentsHash(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 256, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 2})
+	var k0, k1 []byte
+	for i := 0; k0 == nil || k1 == nil; i++ {
+		k := []byte(fmt.Sprintf("key%05d", i))
+		switch {
+		case hashOf(k)&1 == 0 && k0 == nil:
+			k0 = k
+		case hashOf(k)&1 == 1 && k1 == nil:
+			k1 = k
+		}
+	}
+	for _, p := range []struct {
+		seg int
+		k   []byte
+		v   string
+	}{{0, k0, "value in segment 0"}, {1, k1, "value in segment 1"}, {1, k0, "XXXXXXXXXXXXXXXXXX"}} {
+		if _, err := tb.Segment(p.seg).Put(hashOf(p.k), p.k, []byte(p.v), Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seg, want := range map[int]struct {
+		k []byte
+		v string
+	}{0: {k0, "value in segment 0"}, 1: {k1, "value in segment 1"}} {
+		if v, found, err := tb.Segment(seg).Get(hashOf(want.k), want.k, nil); err != nil || !found || string(v) != want.v {
+			t.Errorf("%s in segment %d = %q, %v, %v; want %q", want.k, seg, v, found, err, want.v)
+		}
+	}
+}
