@@ -380,9 +380,15 @@ func (l *alock) TryLock() bool {
 	atomic.StoreUint64(q.next, 0)
 	atomic.StoreUint32(q.budget, 0)
 	e.set(jArriving, kindALock, l.index, l.episode(q), 0, atomic.LoadUint64(l.gen))
+	if testHookBeforeTailCAS != nil {
+		testHookBeforeTailCAS()
+	}
 	if !atomic.CompareAndSwapUint64(tail, 0, q.name) {
-		l.free(q)
+		// The entry ends before the node is pooled, as in Unlock: killed
+		// in between, this process leaves an idle node no entry names,
+		// never an entry naming a node a newcomer may have taken.
 		l.a.free(e)
+		l.free(q)
 		return false
 	}
 	e.queued(0)
@@ -427,6 +433,14 @@ func (l *alock) Unlock() error {
 // testHookReleased, set only by tests, runs in an alock Unlock between the
 // release and the end of the episode's journal entry.
 var testHookReleased func(node uint64)
+
+// testHookBeforeTailCAS, set only by tests, runs in an alock TryLock
+// between its journal entry and its CAS into the tail.
+var testHookBeforeTailCAS func()
+
+// testHookPooling, set only by tests, runs as an alock of the other cohort
+// gives its node back to the pool.
+var testHookPooling func(node uint64)
 
 // release is qUnlock: empty the queue by CAS of the tail (which also lowers
 // our Peterson flag), or hand the successor our budget minus one. The
@@ -476,6 +490,9 @@ func (l *alock) free(q queued) {
 	if l.isHome {
 		l.local.put(q.desc)
 		return
+	}
+	if testHookPooling != nil {
+		testHookPooling(q.name)
 	}
 	l.a.awnNodes.put(uint32(q.name))
 }

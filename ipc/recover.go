@@ -517,6 +517,12 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			}
 			node = 0
 		}
+		// Releasing, in the journal first, as Unlock does: a surrogate
+		// killed between the release's egress store and its flag store
+		// leaves an entry the next survivor finishes (the jReleasing case
+		// sets the flag), not a queued one it would call done, past a
+		// waiter that then waits for good.
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 		atomic.StoreUint64(l.holder, 0)
 		l.release()
 		if node != 0 {
@@ -661,7 +667,12 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 	}
 	next := atomic.LoadUint64(q.next)
 	if !a.isNode(next) {
-		return false
+		// No successor linked, and the tail names another: one took the
+		// tail from q and has yet to link (it expected q in its journal
+		// before its CAS), or q's own release emptied the queue before
+		// its process, or an earlier surrogate, died. Without the second
+		// case's answer the episode would never end.
+		return a.alockFollowers(l.index, atomic.LoadUint64(l.gen), q.name, 0) == alockNo
 	}
 	succ := l.nodeQueued(next)
 	// Handed over already? A successor still waiting, whose journal still

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os/exec"
 	"sync/atomic"
@@ -363,5 +364,156 @@ func TestSurrogateLeavesDoneEntries(t *testing.T) {
 	a.journals.mu.Unlock()
 	if swept != 1 || a.journals.free.Load() != free+1 {
 		t.Fatalf("the sweep freed %d entries (free %d, was %d)", swept, a.journals.free.Load(), free)
+	}
+}
+
+// TestALockFailedTryLockEndsItsEntryFirst: a TryLock of the other cohort
+// whose CAS into the tail fails ends its journal entry before it pools its
+// node. The other order leaves, to a process killed in between, a pooled
+// node (which a newcomer may take from the dead) still named by an arriving
+// entry: recovery would then find that node in the tail and end the
+// newcomer's episode on the dead one's behalf.
+func TestALockFailedTryLockEndsItsEntryFirst(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	a.DeclareALockHome(0, 1) // a home that never comes: this process is of the other cohort
+	m, _ := a.Mutex("alock", 0)
+	l := a.alockSurrogate(0)
+	const arrival = 1 << 40 // not a node: only makes the CAS fail
+	testHookBeforeTailCAS = func() { atomic.StoreUint64(l.tailR, arrival) }
+	pooled := 0
+	testHookPooling = func(node uint64) {
+		pooled++
+		for i := 0; i < len(journals[0]); i += journalEntryWords {
+			if s := atomic.LoadUint64(&journals[0][i]); s != jFree && atomic.LoadUint64(&journals[0][i+1]) == node {
+				t.Errorf("node %d pooled while an entry in state %#x names it", node, s)
+			}
+		}
+	}
+	defer func() { testHookBeforeTailCAS, testHookPooling = nil, nil }()
+	if m.TryLock() {
+		t.Fatal("TryLock entered past another arrival")
+	}
+	if pooled != 1 {
+		t.Fatalf("the node was pooled %d times, want 1", pooled)
+	}
+	testHookBeforeTailCAS = nil
+	atomic.StoreUint64(l.tailR, 0)
+	if !m.TryLock() || m.Unlock() != nil {
+		t.Fatal("lock not free afterwards")
+	}
+}
+
+// errKilled stands for a process killed at a test hook.
+var errKilled = errors.New("killed here")
+
+// killedAt runs step with hook set to stop it (as a kill would) where the
+// hook runs, and reports whether it got there.
+func killedAt(hook *func(), step func()) (killed bool) {
+	*hook = func() { panic(errKilled) }
+	defer func() {
+		*hook = nil
+		if r := recover(); r != nil {
+			if r != errKilled {
+				panic(r)
+			}
+			killed = true
+		}
+	}()
+	step()
+	return false
+}
+
+// TestTicketSurrogateKilledMidRelease: the surrogate that takes a dead
+// ticket-awn holder's turn records the release in the journal before it
+// starts it. Killed between the release's egress store, which hands the
+// turn to the next ticket's node, and its store to that node's flag, it
+// leaves a releasing entry, and the next survivor sets the flag; left
+// queued, the entry would look done (egress is past its ticket) and the
+// waiter on that node would wait for good.
+func TestTicketSurrogateKilledMidRelease(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := openTicketAWN(a, 0).(*ticketAWN)
+	if l.waiters.n == 0 {
+		t.Skip("no waiter array")
+	}
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	// Ticket 0 is the dead holder's; ticket 1's waiter arrived further back
+	// and waits on its node.
+	atomic.StoreUint64(&b[lArrive], 2)
+	n := a.awnNodes.get()
+	nd := a.awnNode(n)
+	atomic.StoreUint32(nd.mine, 0)
+	atomic.StoreUint32(l.waiters.at(1), n)
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jQueued|adopted, kindTicket, 0, 0, 0, gen)
+	if !killedAt(&testHookBetweenStores, func() { a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 0, gen) }) {
+		t.Fatal("the surrogate's step never reached the release")
+	}
+	if egress := l.egress(); egress != -1 {
+		t.Fatalf("egress %d after the killed release, want -1 (a node handover)", egress)
+	}
+	for range 3 { // the next survivor's looks
+		if atomic.LoadUint64(&e.w[0]) == jFree {
+			break
+		}
+		if a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 0, gen) {
+			break
+		}
+	}
+	if atomic.LoadUint32(nd.mine) != 1 {
+		t.Fatalf("the waiter on ticket 1's node was never handed the lock (entry state %#x)", atomic.LoadUint64(&e.w[0]))
+	}
+}
+
+// TestALockDeadReleaseEmptiedTheQueue: a dead alock episode whose release
+// had already emptied the queue (its CAS of the tail to empty landed, then
+// the process, or its surrogate, died before the entry ended) is retired:
+// no successor will ever link behind it. While a successor that took the
+// tail from it has not linked yet, it is not; once linked, the successor
+// is handed the lock.
+func TestALockDeadReleaseEmptiedTheQueue(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := a.alockSurrogate(0)
+	gen := atomic.LoadUint64(l.gen)
+	dead := uint64(a.awnNodes.get())
+	q := l.nodeQueued(dead)
+	atomic.StoreUint64(q.next, 0)
+	atomic.StoreUint32(q.budget, 3)
+	e := entry{journals[0][:journalEntryWords]}
+	step := func() {
+		s := atomic.LoadUint64(&e.w[0])
+		a.stepALock(e, s, 0, dead, 0, gen)
+	}
+	phase := func() uint64 { return atomic.LoadUint64(&e.w[0]) & 0x7f }
+
+	// A successor took the tail and has not linked: the release must wait.
+	succ := uint64(a.awnNodes.get())
+	atomic.StoreUint32(l.nodeQueued(succ).budget, budgetWaiting)
+	atomic.StoreUint64(l.tailR, succ)
+	waiting := entry{journals[0][journalEntryWords : 2*journalEntryWords]}
+	waiting.set(jQueued, kindALock, 0, succ, dead, gen)
+	e.set(jReleasing|adopted, kindALock, 0, dead, 0, gen)
+	step()
+	if phase() != jReleasing {
+		t.Fatalf("entry in phase %#x before the successor linked, want releasing", phase())
+	}
+	atomic.StoreUint64(q.next, succ)
+	step()
+	if phase() != jRetired || atomic.LoadUint32(l.nodeQueued(succ).budget) == budgetWaiting {
+		t.Fatalf("linked successor not handed the lock (phase %#x)", phase())
+	}
+
+	// The release emptied the queue before the process died.
+	waiting.set(jFree, 0, 0, 0, 0, 0)
+	atomic.StoreUint64(l.tailR, 0)
+	atomic.StoreUint64(q.next, 0)
+	e.set(jReleasing|adopted, kindALock, 0, dead, 0, gen)
+	step()
+	if phase() != jRetired {
+		t.Fatalf("entry in phase %#x after a release that emptied the queue, want retired", phase())
 	}
 }
