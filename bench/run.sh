@@ -36,4 +36,5 @@ out=${BENCH_OUT:-results}
 mkdir -p "$out"
 go build -o "$work/bench" .
 BENCH_REDIS_SOCKET="$sock" "$work/bench" -out "$out" "$@" | tee "$out/raw.txt"
-echo "wrote $(pwd)/$out/results.md and chart.png" >&2
+case $out in /*) ;; *) out="$(pwd)/$out" ;; esac
+echo "wrote $out/results.md and chart.png" >&2
