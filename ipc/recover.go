@@ -376,6 +376,15 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		if depart != pred && !handed {
 			return false // not its turn yet
 		}
+		if !handed {
+			// Releasing, in the journal before the Depart store: a
+			// surrogate killed after that store leaves an entry the next
+			// survivor finishes (Depart has moved past pred), not a queued
+			// one whose turn never seems to come. A visible waiter handed
+			// the lock through the slot keeps Depart at its old value, so
+			// the jReleasing case could not tell, and stays queued.
+			atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		}
 	case jReleasing:
 		if depart != pred {
 			// The dead process stored Depart: finish the slot's part.
@@ -393,6 +402,9 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 			_ = a.Reset(index)
 			return true
 		}
+		// It holds the lock, after Depart: releasing, as above.
+		atomic.StoreUint64(&e.w[2], depart)
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 	default:
 		return true
 	}
@@ -517,13 +529,14 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			}
 			node = 0
 		}
-		// Releasing, in the journal first, as Unlock does: a surrogate
-		// killed between the release's egress store and its flag store
-		// leaves an entry the next survivor finishes (the jReleasing case
-		// sets the flag), not a queued one it would call done, past a
-		// waiter that then waits for good.
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		// Releasing, in the journal before the release, as Unlock does: a
+		// surrogate killed between the release's egress store and its flag
+		// store leaves an entry the next survivor finishes (the jReleasing
+		// case sets the flag), not a queued one it would call done, past a
+		// waiter that then waits for good. The holder word is cleared
+		// first, so no releasing entry leaves it set.
 		atomic.StoreUint64(l.holder, 0)
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 		l.release()
 		if node != 0 {
 			a.returnDeadNode(node)
@@ -538,12 +551,19 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			// node. Read the node's flag, then the array: a node still named
 			// there has not been handed the lock (its waiter withdraws it
 			// when it is), so a flag seen clear was never set.
+			if testHookTicketFlag != nil {
+				testHookTicketFlag()
+			}
 			next := atomic.LoadUint32(l.waiters.at(int64(t) + 1))
 			if !a.isNode(uint64(next)) {
 				break
 			}
 			nd := a.awnNode(next)
-			if atomic.LoadUint32(nd.mine) == 0 && atomic.LoadUint32(l.waiters.at(int64(t)+1)) == next {
+			// Egress last: unchanged, the queue has not moved past ticket
+			// t+1, so the array's slot is still that ticket's, not a later
+			// arrival's that reuses it (n tickets on) after t+1 held and
+			// released the lock.
+			if atomic.LoadUint32(nd.mine) == 0 && atomic.LoadUint32(l.waiters.at(int64(t)+1)) == next && l.egress() == egress {
 				atomic.StoreUint32(nd.mine, 1)
 				wait.WakeAll(nd.mine)
 			}
@@ -552,6 +572,11 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 	}
 	return true
 }
+
+// testHookTicketFlag, set only by tests, runs in a surrogate's step for a
+// dead ticket-awn releaser that chose a node handover, after it read
+// egress and before it reads the next ticket's array slot.
+var testHookTicketFlag func()
 
 // ticketFlagLooks bounds how many looks a surrogate waits for a releaser's
 // store to a dead ticket-awn waiter's node flag (about 100 ms at
@@ -671,8 +696,21 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 		// tail from q and has yet to link (it expected q in its journal
 		// before its CAS), or q's own release emptied the queue before
 		// its process, or an earlier surrogate, died. Without the second
-		// case's answer the episode would never end.
-		return a.alockFollowers(l.index, atomic.LoadUint64(l.gen), q.name, 0) == alockNo
+		// case's answer the episode would never end. A scan can miss an
+		// entry that a Recover elsewhere moves between journals while it
+		// reads them (copy first, then free: a scan that reads the copy's
+		// place before the copy and the original's after the free), but
+		// not in two scans in a row unless the entry moves twice.
+		gen := atomic.LoadUint64(l.gen)
+		for scan := range 2 {
+			if scan == 1 && testHookBetweenScans != nil {
+				testHookBetweenScans()
+			}
+			if a.alockFollowers(l.index, gen, q.name, 0) != alockNo || atomic.LoadUint64(q.next) != 0 {
+				return false
+			}
+		}
+		return true
 	}
 	succ := l.nodeQueued(next)
 	// Handed over already? A successor still waiting, whose journal still
@@ -693,6 +731,11 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 	}
 	return true
 }
+
+// testHookBetweenScans, set only by tests, runs between the two scans for
+// followers of a dead alock episode whose release may have emptied the
+// queue.
+var testHookBetweenScans func()
 
 type alockVerdict int
 

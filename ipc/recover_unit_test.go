@@ -473,7 +473,8 @@ func TestTicketSurrogateKilledMidRelease(t *testing.T) {
 // the process, or its surrogate, died before the entry ended) is retired:
 // no successor will ever link behind it. While a successor that took the
 // tail from it has not linked yet, it is not; once linked, the successor
-// is handed the lock.
+// is handed the lock; nor while a successor's entry is on its way between
+// journals.
 func TestALockDeadReleaseEmptiedTheQueue(t *testing.T) {
 	a, journals := newJournaledArena(t, 1, nil, nil)
 	defer a.Close()
@@ -507,13 +508,101 @@ func TestALockDeadReleaseEmptiedTheQueue(t *testing.T) {
 		t.Fatalf("linked successor not handed the lock (phase %#x)", phase())
 	}
 
-	// The release emptied the queue before the process died.
+	// A successor's entry in the middle of a move between journals (by a
+	// Recover elsewhere) is missed by one scan: the second finds it.
 	waiting.set(jFree, 0, 0, 0, 0, 0)
-	atomic.StoreUint64(l.tailR, 0)
+	atomic.StoreUint32(l.nodeQueued(succ).budget, budgetWaiting)
 	atomic.StoreUint64(q.next, 0)
 	e.set(jReleasing|adopted, kindALock, 0, dead, 0, gen)
+	moved := entry{journals[1][:journalEntryWords]}
+	testHookBetweenScans = func() { moved.set(jQueued|adopted, kindALock, 0, succ, dead, gen) }
+	step()
+	testHookBetweenScans = nil
+	if phase() != jReleasing {
+		t.Fatalf("entry in phase %#x while a successor's entry moved, want releasing", phase())
+	}
+
+	// The release emptied the queue before the process died.
+	moved.set(jFree, 0, 0, 0, 0, 0)
+	atomic.StoreUint64(l.tailR, 0)
 	step()
 	if phase() != jRetired {
 		t.Fatalf("entry in phase %#x after a release that emptied the queue, want retired", phase())
+	}
+}
+
+// TestTicketSurrogateChecksEgressLast: a survivor finishing a dead
+// ticket-awn release that chose a node handover sets the flag of the node
+// in ticket t+1's array slot only if egress has not moved meanwhile. If it
+// has, t+1 held and released the lock, and the slot may name the node of
+// a later arrival (n tickets on, reusing it), which a set flag would hand
+// the lock while another holds it.
+func TestTicketSurrogateChecksEgressLast(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := openTicketAWN(a, 0).(*ticketAWN)
+	n := int64(l.waiters.n)
+	if n == 0 {
+		t.Skip("no waiter array")
+	}
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	// Ticket 0 died releasing, having chosen ticket 1's node; ticket 1 has
+	// been handed the lock (its flag landed, it withdrew the node).
+	atomic.StoreUint64(&b[lArrive], uint64(n+2))
+	atomic.StoreUint64(&b[lDepart], uint64(1<<64-1)) // egress -1
+	later := a.awnNodes.get()
+	nd := a.awnNode(later)
+	atomic.StoreUint32(nd.mine, 0)
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jReleasing|adopted, kindTicket, 0, 0, 0, gen)
+	testHookTicketFlag = func() {
+		// Meanwhile ticket 1 and 2 release, 3 holds, and ticket n+1 waits on
+		// its node in the slot ticket 1 used.
+		atomic.StoreUint64(&b[lDepart], 3)
+		atomic.StoreUint32(l.waiters.at(n+1), later)
+	}
+	defer func() { testHookTicketFlag = nil }()
+	a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 0, gen)
+	if atomic.LoadUint32(nd.mine) != 0 {
+		t.Fatalf("ticket %d handed the lock while ticket 3 holds it", n+1)
+	}
+}
+
+// TestHapaxSurrogateKilledMidRelease: the surrogate taking a dead hapax
+// holder's turn records the release before its Depart store, so that one
+// killed right after that store leaves an entry the next survivor finishes
+// (the successor's slot is set, the entry ends); left queued, Depart past
+// its predecessor would read as "not its turn yet" at every look, and the
+// entry would never end.
+func TestHapaxSurrogateKilledMidRelease(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	const pred, dead, waiter = 10, 11, 12 // the dead holds after pred; a waiter follows
+	atomic.StoreUint64(&b[lDepart], pred)
+	atomic.StoreUint64(&b[lArrive], waiter)
+	atomic.StoreUint64(&b[lHolder], dead)
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jQueued|adopted, kindHapax, 0, dead, pred, gen)
+	step := func() bool { return a.stepAdopted(e, atomic.LoadUint64(&e.w[0])) }
+	if !killedAt(&testHookBetweenStores, func() { step() }) {
+		t.Fatal("the surrogate's step never reached the release")
+	}
+	if d := atomic.LoadUint64(&b[lDepart]); d != dead {
+		t.Fatalf("Depart %d after the killed release, want %d", d, dead)
+	}
+	ended := false
+	for range 3 {
+		if ended = step(); ended {
+			break
+		}
+	}
+	if !ended {
+		t.Fatalf("the entry never ended (state %#x)", atomic.LoadUint64(&e.w[0]))
+	}
+	if v := atomic.LoadUint64(a.toSlot(0, dead).value); v != dead {
+		t.Fatalf("the waiter's slot holds %d, want %d: the release was not finished", v, dead)
 	}
 }
