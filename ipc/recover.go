@@ -376,24 +376,42 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		if depart != pred && !handed {
 			return false // not its turn yet
 		}
-		if !handed {
-			// Releasing, in the journal before the Depart store: a
-			// surrogate killed after that store leaves an entry the next
-			// survivor finishes (Depart has moved past pred), not a queued
-			// one whose turn never seems to come. A visible waiter handed
-			// the lock through the slot keeps Depart at its old value, so
-			// the jReleasing case could not tell, and stays queued.
-			atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		if handed {
+			// Handed the lock through the slot, Depart left as it was:
+			// that Depart is what the release below moves on from.
+			atomic.StoreUint64(&e.w[2], depart)
 		}
+		// Releasing, in the journal before the Depart store: a surrogate
+		// killed after that store leaves an entry the next survivor
+		// finishes (Depart has moved past pred; releaseFor always moves
+		// it), not a queued one whose turn never seems to come.
+		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 	case jReleasing:
 		if depart != pred {
 			// The dead process stored Depart: finish the slot's part.
 			a.finishRelease(b, kind, value)
 			return true
 		}
+		// Depart still at pred: the release did not happen, or it did and
+		// Depart came back to pred since (a Tidex identity reused by
+		// pred's process), or a dead Unlock of hapax-vw handed over
+		// through the slot, which leaves Depart alone.
+		switch a.releasedSince(index, value, depart, arrive, gen, e) {
+		case ownerOther:
+			return true
+		case ownerAmbiguous:
+			return false // look again
+		}
 	case jArriving:
 		if depart == arrive {
 			return true // the lock is free: the episode is not in the queue
+		}
+		if kind == kindHapaxVW && atomic.LoadUint64(b.holder) != 0 {
+			// Handovers through slots leave Depart behind, so the
+			// episode after Depart may not be the holder: one that has
+			// said so holds, and an arrival that never recorded its
+			// place cannot.
+			return false
 		}
 		switch a.ownerOf(index, depart, arrive, gen, e) {
 		case ownerOther:
@@ -415,16 +433,71 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 // releaseFor releases lock b on behalf of the episode value, which holds it.
 func (a *Arena) releaseFor(b body, kind uint8, value uint64) {
 	switch kind {
-	case kindHapax, kindHapaxVW:
-		atomic.StoreUint64(b.waited, 1) // a visible successor may have registered
-		l := hapax{body: b, visible: kind == kindHapaxVW}
+	case kindHapax:
+		l := hapax{body: b}
 		atomic.CompareAndSwapUint64(b.holder, value, 0)
 		l.release(value)
+	case kindHapaxVW:
+		// Always through Depart, never by the assured handover through
+		// the slot, which leaves Depart alone: Depart then tells a later
+		// look whether this release happened. A registered successor is
+		// also handed the lock through its slot (finishRelease).
+		atomic.CompareAndSwapUint64(b.holder, value, 0)
+		atomic.StoreUint64(b.depart, value)
+		if testHookBetweenStores != nil {
+			testHookBetweenStores()
+		}
+		signal(b.dseq, b.dsleepers)
+		a.finishRelease(b, kind, value)
 	case kindTidex:
 		atomic.CompareAndSwapUint64(b.holder, value, 0)
 		atomic.StoreUint64(b.depart, value)
 		signal(b.dseq, b.dsleepers)
 	}
+}
+
+// releasedSince decides, for the releasing episode e (value) of hapax,
+// hapax-vw or tidex lock index, whose predecessor is Depart again, whether
+// its release happened after all: ownerOther if so (the lock is free, its
+// holder word names another episode, or another entry has Depart as its
+// predecessor: that one's turn came), ownerAmbiguous while a live arrival
+// that has not recorded its place may be the one after Depart, ownerThis if
+// e still holds the lock.
+func (a *Arena) releasedSince(index int, value, depart, arrive, gen uint64, e entry) ownerVerdict {
+	if arrive == depart {
+		return ownerOther
+	}
+	if h := atomic.LoadUint64(&a.lockBody(index)[lHolder]); h != 0 && h != value {
+		return ownerOther
+	}
+	verdict := ownerThis
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			v := atomic.LoadUint64(&j[i])
+			kind := uint8(v >> 8)
+			if &j[i] == &e.w[0] || kind < kindHapax || kind > kindTidex || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+				continue
+			}
+			switch uint8(v & 0x7f) {
+			case jQueued, jReleasing:
+				if atomic.LoadUint64(&j[i+2]) == depart {
+					return ownerOther
+				}
+			case jArriving:
+				// A live arrival records its place at once; a dead one is
+				// left out: it waits for this episode's release in its
+				// own steps (ownerOf), and waiting for it here would
+				// deadlock the two.
+				if v&adopted == 0 {
+					verdict = ownerAmbiguous
+				}
+			}
+		}
+	}
+	if atomic.LoadUint64(&a.lockBody(index)[lDepart]) != depart {
+		return ownerOther
+	}
+	return verdict
 }
 
 // finishRelease redoes the part of a release that follows the Depart store.

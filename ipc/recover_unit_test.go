@@ -606,3 +606,90 @@ func TestHapaxSurrogateKilledMidRelease(t *testing.T) {
 		t.Fatalf("the waiter's slot holds %d, want %d: the release was not finished", v, dead)
 	}
 }
+
+// TestRestepAfterReleaseLeavesTheLock: a surrogate that released a dead
+// episode's lock and was killed before freeing the entry leaves it
+// releasing; while the lock moves on, the next survivor's step must not
+// release again. Hapax-VW: a dead waiter handed the lock through its slot
+// (Depart left behind), and one that was not; Tidex: pred's process reuses
+// its identity, so Depart comes back to the entry's predecessor.
+func TestRestepAfterReleaseLeavesTheLock(t *testing.T) {
+	for _, c := range []struct {
+		algo   string
+		kind   uint8
+		handed bool
+	}{
+		{"hapax-vw", kindHapaxVW, true},
+		{"hapax-vw", kindHapaxVW, false},
+		{"tidex", kindTidex, false},
+	} {
+		t.Run(fmt.Sprintf("%s/handed=%v", c.algo, c.handed), func(t *testing.T) {
+			a, journals := newJournaledArena(t, 1, nil, nil)
+			defer a.Close()
+			b := a.lockBody(0)
+			gen := atomic.LoadUint64(&b[lGen])
+			const stale, pred, dead = 5, 10, 11
+			atomic.StoreUint64(&b[lDepart], pred)
+			if c.handed {
+				atomic.StoreUint64(&b[lDepart], stale) // pred handed over through the slot
+			}
+			atomic.StoreUint64(&b[lArrive], dead)
+			e := entry{journals[0][31*journalEntryWords : 32*journalEntryWords]}
+			e.set(jQueued|adopted, c.kind, 0, dead, pred, gen)
+			if c.handed {
+				e.markRegistered() // and slot(pred) no longer holds pred
+			}
+			step := func() bool { return a.stepAdopted(e, atomic.LoadUint64(&e.w[0])) }
+			if !step() {
+				t.Fatal("the first step did not release")
+			}
+			// The surrogate died before freeing the entry; the lock moves on.
+			if c.kind == kindTidex {
+				a.tidexIDs.put(pred) // pred's process takes its identity again
+			}
+			m, err := a.Mutex(c.algo, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.LockTimeout(time.Second); err != nil {
+				t.Fatal("the lock is not free after the release:", err)
+			}
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if step() {
+					break
+				}
+			}
+			if err := m.LockTimeout(100 * time.Millisecond); err != nil {
+				t.Fatalf("lock stuck after the re-step (Depart %d, Arrive %d): %v", atomic.LoadUint64(&b[lDepart]), atomic.LoadUint64(&b[lArrive]), err)
+			}
+			_ = m.Unlock()
+		})
+	}
+}
+
+// TestHapaxVWDeadArrivalBehindSlotHandovers: in hapax-vw, handovers
+// through slots leave Depart behind, so a dead arrival that was the last
+// to swap is not taken for the holder while a live episode that said it
+// holds (the holder word) does.
+func TestHapaxVWDeadArrivalBehindSlotHandovers(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	const stale, h1, h2, h3 = 5, 11, 12, 13
+	atomic.StoreUint64(&b[lDepart], stale)
+	atomic.StoreUint64(&b[lArrive], h3)
+	atomic.StoreUint64(&b[lHolder], h2)
+	live := entry{journals[0][30*journalEntryWords : 31*journalEntryWords]}
+	live.set(jQueued, kindHapaxVW, 0, h2, h1, gen)
+	live.markRegistered()
+	e := entry{journals[0][31*journalEntryWords : 32*journalEntryWords]}
+	e.set(jArriving|adopted, kindHapaxVW, 0, h3, 0, gen)
+	a.stepAdopted(e, atomic.LoadUint64(&e.w[0]))
+	if atomic.LoadUint64(&b[lDepart]) == atomic.LoadUint64(&b[lArrive]) {
+		t.Fatalf("the lock looks free while %d holds it", h2)
+	}
+}
