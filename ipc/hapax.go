@@ -322,7 +322,11 @@ func (l *hapax) release(h uint64) {
 		return
 	}
 	contended := atomic.LoadUint64(l.waited) == 1
-	if contended && atomic.CompareAndSwapUint64(s.value, h, 0) {
+	// The assured handover leaves Depart behind, naming an older episode.
+	// Recovery reads the queue from Depart (whose turn it is, whether a
+	// dead episode's release happened), so with journals the release
+	// always stores Depart first and hands over through the slot after.
+	if contended && l.a.journals == nil && atomic.CompareAndSwapUint64(s.value, h, 0) {
 		signal(s.seq, s.sleepers) // assured handover: Depart stays as it is
 		return
 	}

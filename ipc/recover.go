@@ -371,15 +371,11 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 	switch phase {
 	case jQueued:
 		// A visible waiter that registered in its predecessor's slot is
-		// handed the lock there, with Depart left as it was.
+		// handed the lock there; with journals the releaser stored Depart
+		// first, but Depart was read above, before the slot.
 		handed := s&registered != 0 && atomic.LoadUint64(a.toSlot(index, pred).value) != pred
 		if depart != pred && !handed {
 			return false // not its turn yet
-		}
-		if handed {
-			// Handed the lock through the slot, Depart left as it was:
-			// that Depart is what the release below moves on from.
-			atomic.StoreUint64(&e.w[2], depart)
 		}
 		// Releasing, in the journal before the Depart store: a surrogate
 		// killed after that store leaves an entry the next survivor
@@ -405,13 +401,6 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 	case jArriving:
 		if depart == arrive {
 			return true // the lock is free: the episode is not in the queue
-		}
-		if kind == kindHapaxVW && atomic.LoadUint64(b.holder) != 0 {
-			// Handovers through slots leave Depart behind, so the
-			// episode after Depart may not be the holder: one that has
-			// said so holds, and an arrival that never recorded its
-			// place cannot.
-			return false
 		}
 		switch a.ownerOf(index, depart, arrive, gen, e) {
 		case ownerOther:

@@ -670,26 +670,76 @@ func TestRestepAfterReleaseLeavesTheLock(t *testing.T) {
 	}
 }
 
-// TestHapaxVWDeadArrivalBehindSlotHandovers: in hapax-vw, handovers
-// through slots leave Depart behind, so a dead arrival that was the last
-// to swap is not taken for the holder while a live episode that said it
-// holds (the holder word) does.
-func TestHapaxVWDeadArrivalBehindSlotHandovers(t *testing.T) {
-	a, journals := newJournaledArena(t, 1, nil, nil)
+// TestHapaxVWJournaledHandoverStoresDepart: with journals, a hapax-vw
+// release to a registered waiter stores Depart before clearing the slot,
+// never the assured handover alone, which leaves Depart naming an older
+// episode: recovery reads whose turn it is, and whether a dead episode's
+// release happened, from Depart.
+func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
+	a, _ := newJournaledArena(t, 1, nil, nil)
 	defer a.Close()
+	m, _ := a.Mutex("hapax-vw", 0)
 	b := a.lockBody(0)
-	gen := atomic.LoadUint64(&b[lGen])
-	const stale, h1, h2, h3 = 5, 11, 12, 13
-	atomic.StoreUint64(&b[lDepart], stale)
-	atomic.StoreUint64(&b[lArrive], h3)
-	atomic.StoreUint64(&b[lHolder], h2)
-	live := entry{journals[0][30*journalEntryWords : 31*journalEntryWords]}
-	live.set(jQueued, kindHapaxVW, 0, h2, h1, gen)
-	live.markRegistered()
-	e := entry{journals[0][31*journalEntryWords : 32*journalEntryWords]}
-	e.set(jArriving|adopted, kindHapaxVW, 0, h3, 0, gen)
-	a.stepAdopted(e, atomic.LoadUint64(&e.w[0]))
-	if atomic.LoadUint64(&b[lDepart]) == atomic.LoadUint64(&b[lArrive]) {
-		t.Fatalf("the lock looks free while %d holds it", h2)
+	m.Lock()
+	first := atomic.LoadUint64(&b[lHolder])
+	entered := make(chan uint64)
+	go func() {
+		m.Lock()
+		entered <- atomic.LoadUint64(&b[lDepart])
+		_ = m.Unlock()
+	}()
+	// Wait until the second waiter has registered in the first's slot.
+	if !testutil.WaitFor(5*time.Second, func() bool { return atomic.LoadUint64(a.toSlot(0, first).value) == first }) {
+		t.Fatal("the waiter never registered in its predecessor's slot")
+	}
+	atomic.StoreUint64(&b[lWaited], 1) // contended: the release may hand over through the slot
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if depart := <-entered; depart != first {
+		t.Fatalf("Depart %d while the second holds, want %d (its predecessor)", depart, first)
+	}
+}
+
+// TestReleasedSince: whether a dead episode's release, with Depart at its
+// predecessor again, happened after all.
+func TestReleasedSince(t *testing.T) {
+	const pred, dead, other = 10, 11, 12
+	for _, c := range []struct {
+		name       string
+		arrive     uint64
+		holder     uint64
+		entryPhase uint8 // another entry on the lock (0: none)
+		entryPred  uint64
+		want       ownerVerdict
+	}{
+		{"the dead one holds", dead, 0, 0, 0, ownerThis},
+		{"its own holder word", dead, dead, 0, 0, ownerThis},
+		{"a waiter behind it", other, 0, jQueued, dead, ownerThis},
+		{"the lock is free", pred, 0, 0, 0, ownerOther},
+		{"another holder word", other, other, 0, 0, ownerOther},
+		{"another entry after Depart", other, 0, jQueued, pred, ownerOther},
+		{"another releasing after Depart", other, 0, jReleasing, pred, ownerOther},
+		{"a live arrival", other, 0, jArriving, 0, ownerAmbiguous},
+		{"a dead arrival", other, 0, jArriving | adopted, 0, ownerThis},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, journals := newJournaledArena(t, 1, nil, nil)
+			defer a.Close()
+			b := a.lockBody(0)
+			gen := atomic.LoadUint64(&b[lGen])
+			atomic.StoreUint64(&b[lDepart], pred)
+			atomic.StoreUint64(&b[lArrive], c.arrive)
+			atomic.StoreUint64(&b[lHolder], c.holder)
+			e := entry{journals[1][:journalEntryWords]}
+			e.set(jReleasing|adopted, kindTidex, 0, dead, pred, gen)
+			if c.entryPhase != 0 {
+				o := entry{journals[0][:journalEntryWords]}
+				o.set(c.entryPhase, kindTidex, 0, other, c.entryPred, gen)
+			}
+			if got := a.releasedSince(0, dead, pred, c.arrive, gen, e); got != c.want {
+				t.Fatalf("releasedSince = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
