@@ -217,7 +217,7 @@ func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 	}
 	own.set(phase|adopted, uint8(s>>8), index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
 	if s&registered != 0 {
-		own.markRegistered() // its turn comes through the slot, Depart unchanged
+		own.markRegistered() // its turn may show in its slot before the Depart this step read
 	}
 	atomic.StoreUint64(&e[0], jFree)
 	r.Adopted++
@@ -390,8 +390,7 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		}
 		// Depart still at pred: the release did not happen, or it did and
 		// Depart came back to pred since (a Tidex identity reused by
-		// pred's process), or a dead Unlock of hapax-vw handed over
-		// through the slot, which leaves Depart alone.
+		// pred's process).
 		switch a.releasedSince(index, value, depart, arrive, gen, e) {
 		case ownerOther:
 			return true

@@ -682,8 +682,9 @@ func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
 	b := a.lockBody(0)
 	m.Lock()
 	first := atomic.LoadUint64(&b[lHolder])
-	entered := make(chan uint64)
+	entered, done := make(chan uint64), make(chan struct{})
 	go func() {
+		defer close(done)
 		m.Lock()
 		entered <- atomic.LoadUint64(&b[lDepart])
 		_ = m.Unlock()
@@ -693,11 +694,30 @@ func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
 		t.Fatal("the waiter never registered in its predecessor's slot")
 	}
 	atomic.StoreUint64(&b[lWaited], 1) // contended: the release may hand over through the slot
+	// Depart first, the slot after: a slot cleared first would let the
+	// successor enter and release before a late Depart store moved Depart
+	// back to an episode before it.
+	hooked := false
+	testHookBetweenStores = func() {
+		if hooked {
+			return // the second one's release
+		}
+		hooked = true
+		if d, v := atomic.LoadUint64(&b[lDepart]), atomic.LoadUint64(a.toSlot(0, first).value); d != first || v != first {
+			t.Errorf("between the release's stores: Depart %d, slot %d; want both %d", d, v, first)
+		}
+	}
+	defer func() { testHookBetweenStores = nil }()
 	if err := m.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	if depart := <-entered; depart != first {
+	depart := <-entered
+	<-done
+	if depart != first {
 		t.Fatalf("Depart %d while the second holds, want %d (its predecessor)", depart, first)
+	}
+	if !hooked {
+		t.Fatal("the release never reached the hook between its stores")
 	}
 }
 
@@ -705,26 +725,36 @@ func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
 // predecessor again, happened after all.
 func TestReleasedSince(t *testing.T) {
 	const pred, dead, other = 10, 11, 12
+	type another struct { // another entry on the arena
+		phase    uint8
+		pred     uint64
+		kind     uint8
+		lock     int
+		laterGen bool
+	}
+	queuedAfterDepart := another{jQueued, pred, kindTidex, 0, false}
 	for _, c := range []struct {
-		name       string
-		arrive     uint64
-		holder     uint64
-		entryPhase uint8 // another entry on the lock (0: none)
-		entryPred  uint64
-		want       ownerVerdict
+		name   string
+		arrive uint64
+		holder uint64
+		other  *another
+		want   ownerVerdict
 	}{
-		{"the dead one holds", dead, 0, 0, 0, ownerThis},
-		{"its own holder word", dead, dead, 0, 0, ownerThis},
-		{"a waiter behind it", other, 0, jQueued, dead, ownerThis},
-		{"the lock is free", pred, 0, 0, 0, ownerOther},
-		{"another holder word", other, other, 0, 0, ownerOther},
-		{"another entry after Depart", other, 0, jQueued, pred, ownerOther},
-		{"another releasing after Depart", other, 0, jReleasing, pred, ownerOther},
-		{"a live arrival", other, 0, jArriving, 0, ownerAmbiguous},
-		{"a dead arrival", other, 0, jArriving | adopted, 0, ownerThis},
+		{"the dead one holds", dead, 0, nil, ownerThis},
+		{"its own holder word", dead, dead, nil, ownerThis},
+		{"a waiter behind it", other, 0, &another{jQueued, dead, kindTidex, 0, false}, ownerThis},
+		{"the lock is free", pred, 0, nil, ownerOther},
+		{"another holder word", other, other, nil, ownerOther},
+		{"another entry after Depart", other, 0, &queuedAfterDepart, ownerOther},
+		{"another releasing after Depart", other, 0, &another{jReleasing, pred, kindTidex, 0, false}, ownerOther},
+		{"a live arrival", other, 0, &another{jArriving, 0, kindTidex, 0, false}, ownerAmbiguous},
+		{"a dead arrival", other, 0, &another{jArriving | adopted, 0, kindTidex, 0, false}, ownerThis},
+		{"after Depart, another generation", other, 0, &another{jQueued, pred, kindTidex, 0, true}, ownerThis},
+		{"after Depart, another lock", other, 0, &another{jQueued, pred, kindTidex, 1, false}, ownerThis},
+		{"after Depart, another algorithm", other, 0, &another{jQueued, pred, kindALock, 0, false}, ownerThis},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, journals := newJournaledArena(t, 1, nil, nil)
+			a, journals := newJournaledArena(t, 2, nil, nil)
 			defer a.Close()
 			b := a.lockBody(0)
 			gen := atomic.LoadUint64(&b[lGen])
@@ -733,9 +763,12 @@ func TestReleasedSince(t *testing.T) {
 			atomic.StoreUint64(&b[lHolder], c.holder)
 			e := entry{journals[1][:journalEntryWords]}
 			e.set(jReleasing|adopted, kindTidex, 0, dead, pred, gen)
-			if c.entryPhase != 0 {
-				o := entry{journals[0][:journalEntryWords]}
-				o.set(c.entryPhase, kindTidex, 0, other, c.entryPred, gen)
+			if o := c.other; o != nil {
+				ogen := gen
+				if o.laterGen {
+					ogen++
+				}
+				entry{journals[0][:journalEntryWords]}.set(o.phase, o.kind, o.lock, other, o.pred, ogen)
 			}
 			if got := a.releasedSince(0, dead, pred, c.arrive, gen, e); got != c.want {
 				t.Fatalf("releasedSince = %v, want %v", got, c.want)
