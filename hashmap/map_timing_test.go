@@ -64,8 +64,11 @@ func (r *rwMap) set(k, v []byte) {
 	r.mu.Unlock()
 }
 
-func BenchmarkMap(b *testing.B) {
-	keys := make([][]byte, benchKeys)
+// openFilledBenchMap returns the benchmarks' map: benchKeys keys with
+// benchValue each, in a file of the benchmark's temp directory, closed when
+// the benchmark ends. keys holds the benchKey of every index.
+func openFilledBenchMap(b *testing.B) (m *Map, keys [][]byte) {
+	keys = make([][]byte, benchKeys)
 	for i := range keys {
 		keys[i] = benchKey(i)
 	}
@@ -73,12 +76,19 @@ func BenchmarkMap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Close()
-	rw := &rwMap{m: make(map[string][]byte, benchKeys)}
+	b.Cleanup(func() { _ = m.Close() })
 	for _, k := range keys {
 		if err := m.Put(k, benchValue); err != nil {
 			b.Fatal(err)
 		}
+	}
+	return m, keys
+}
+
+func BenchmarkMap(b *testing.B) {
+	m, keys := openFilledBenchMap(b)
+	rw := &rwMap{m: make(map[string][]byte, benchKeys)}
+	for _, k := range keys {
 		rw.set(k, benchValue)
 	}
 	getIntoOf := func(m *Map) func(b *testing.B) {

@@ -2,7 +2,6 @@ package hashmap
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,20 +17,7 @@ import (
 // about 40 s: run it alone,
 // go test -run='^$' -bench=PutAfterWriteback ./hashmap
 func BenchmarkPutAfterWriteback(b *testing.B) {
-	keys := make([][]byte, benchKeys)
-	for i := range keys {
-		keys[i] = benchKey(i)
-	}
-	m, err := Open(filepath.Join(b.TempDir(), "bench.map"), &Options{Entries: benchKeys, AverageKeySize: 16, AverageValueSize: 64})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	for _, k := range keys {
-		if err := m.Put(k, benchValue); err != nil {
-			b.Fatal(err)
-		}
-	}
+	m, keys := openFilledBenchMap(b)
 	puts := func(b *testing.B) {
 		b.ReportAllocs()
 		before := minorFaults(b)

@@ -153,6 +153,24 @@ func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, uint64] {
 	}
 }
 
+// queueEntries lists the journal entries of every process for hapax,
+// hapax-vw and tidex lock index in generation gen, each with its state.
+func (a *Arena) queueEntries(index int, gen uint64) iter.Seq2[[]uint64, uint64] {
+	return func(yield func([]uint64, uint64) bool) {
+		for _, j := range a.journals.all {
+			for i := 0; i < len(j); i += journalEntryWords {
+				s := atomic.LoadUint64(&j[i])
+				if kind := uint8(s >> 8); kind < kindHapax || kind > kindTidex || int(s>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+					continue
+				}
+				if !yield(j[i:i+journalEntryWords:i+journalEntryWords], s) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // isNode reports whether n names a node of the table (nodes are 1-based).
 func (a *Arena) isNode(n uint64) bool { return n != 0 && n <= uint64(a.cfg.AWNNodes) }
 
@@ -421,22 +439,14 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 // releaseFor releases lock b on behalf of the episode value, which holds it.
 func (a *Arena) releaseFor(b body, kind uint8, value uint64) {
 	switch kind {
-	case kindHapax:
-		l := hapax{body: b}
+	case kindHapax, kindHapaxVW:
+		// With journals (recovery has them) hapax-vw's release stores
+		// Depart before it hands over through the slot, so Depart tells a
+		// later look whether this release happened.
+		atomic.StoreUint64(b.waited, 1) // a visible successor may have registered
+		l := hapax{body: b, visible: kind == kindHapaxVW}
 		atomic.CompareAndSwapUint64(b.holder, value, 0)
 		l.release(value)
-	case kindHapaxVW:
-		// Always through Depart, never by the assured handover through
-		// the slot, which leaves Depart alone: Depart then tells a later
-		// look whether this release happened. A registered successor is
-		// also handed the lock through its slot (finishRelease).
-		atomic.CompareAndSwapUint64(b.holder, value, 0)
-		atomic.StoreUint64(b.depart, value)
-		if testHookBetweenStores != nil {
-			testHookBetweenStores()
-		}
-		signal(b.dseq, b.dsleepers)
-		a.finishRelease(b, kind, value)
 	case kindTidex:
 		atomic.CompareAndSwapUint64(b.holder, value, 0)
 		atomic.StoreUint64(b.depart, value)
@@ -459,26 +469,22 @@ func (a *Arena) releasedSince(index int, value, depart, arrive, gen uint64, e en
 		return ownerOther
 	}
 	verdict := ownerThis
-	for _, j := range a.journals.all {
-		for i := 0; i < len(j); i += journalEntryWords {
-			v := atomic.LoadUint64(&j[i])
-			kind := uint8(v >> 8)
-			if &j[i] == &e.w[0] || kind < kindHapax || kind > kindTidex || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
-				continue
+	for w, v := range a.queueEntries(index, gen) {
+		if &w[0] == &e.w[0] {
+			continue
+		}
+		switch uint8(v & 0x7f) {
+		case jQueued, jReleasing:
+			if atomic.LoadUint64(&w[2]) == depart {
+				return ownerOther
 			}
-			switch uint8(v & 0x7f) {
-			case jQueued, jReleasing:
-				if atomic.LoadUint64(&j[i+2]) == depart {
-					return ownerOther
-				}
-			case jArriving:
-				// A live arrival records its place at once; a dead one is
-				// left out: it waits for this episode's release in its
-				// own steps (ownerOf), and waiting for it here would
-				// deadlock the two.
-				if v&adopted == 0 {
-					verdict = ownerAmbiguous
-				}
+		case jArriving:
+			// A live arrival records its place at once; a dead one is
+			// left out: it waits for this episode's release in its own
+			// steps (ownerOf), and waiting for it here would deadlock
+			// the two.
+			if v&adopted == 0 {
+				verdict = ownerAmbiguous
 			}
 		}
 	}
@@ -928,26 +934,19 @@ func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVer
 	}
 	var arriving []cand
 	preds := map[uint64]bool{}
-	for _, j := range a.journals.all {
-		for i := 0; i < len(j); i += journalEntryWords {
-			v := atomic.LoadUint64(&j[i])
-			kind := uint8(v >> 8)
-			if kind < kindHapax || kind > kindTidex || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
-				continue
+	for w, v := range a.queueEntries(index, gen) {
+		switch uint8(v & 0x7f) {
+		case jQueued, jReleasing:
+			p := atomic.LoadUint64(&w[2])
+			if p == depart {
+				return ownerOther
 			}
-			switch uint8(v & 0x7f) {
-			case jQueued, jReleasing:
-				p := atomic.LoadUint64(&j[i+2])
-				if p == depart {
-					return ownerOther
-				}
-				preds[p] = true
-			case jArriving:
-				// Entries nobody drives (adopted ones) are the dead
-				// candidates; any other may be a live process's.
-				arriving = append(arriving, cand{value: atomic.LoadUint64(&j[i+1]),
-					live: v&adopted == 0, this: &j[i] == &e.w[0]})
-			}
+			preds[p] = true
+		case jArriving:
+			// Entries nobody drives (adopted ones) are the dead
+			// candidates; any other may be a live process's.
+			arriving = append(arriving, cand{value: atomic.LoadUint64(&w[1]),
+				live: v&adopted == 0, this: &w[0] == &e.w[0]})
 		}
 	}
 	var swapped []cand
