@@ -686,7 +686,7 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		// this name as the tail it expected before its CAS, and waits (it
 		// cannot be handed the lock past a dead predecessor). Tail first,
 		// journals second, so a successor's CAS in between is seen.
-		switch a.alockEntered(index, gen, name, 0) {
+		switch a.alockEntered(index, gen, name, nil) {
 		case alockNo:
 			return retire(e, s) // it never entered the queue
 		case alockWait:
@@ -773,7 +773,7 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 			if scan == 1 && testHookBetweenScans != nil {
 				testHookBetweenScans()
 			}
-			if a.alockFollowers(l.index, gen, q.name, 0) != alockNo || atomic.LoadUint64(q.next) != 0 {
+			if a.alockFollowers(l.index, gen, q.name, nil) != alockNo || atomic.LoadUint64(q.next) != 0 {
 				return false
 			}
 		}
@@ -784,7 +784,7 @@ func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
 	// names q as its predecessor, was not: q's node belonged to the dead
 	// process, so no later episode reuses it. Budget first, journal second.
 	if atomic.LoadUint32(succ.budget) == budgetWaiting {
-		switch a.alockFollowers(l.index, atomic.LoadUint64(l.gen), q.name, 0) {
+		switch a.alockFollowers(l.index, atomic.LoadUint64(l.gen), q.name, nil) {
 		case alockWait:
 			return false
 		case alockNo:
@@ -816,11 +816,11 @@ const (
 // arrival may have died around its CAS into the tail, entered the queue:
 // the tail still names it, or a successor took the tail from it. Tail
 // first, journals second, so that a successor's CAS in between is seen.
-func (a *Arena) alockEntered(index int, gen, name uint64, depth int) alockVerdict {
+func (a *Arena) alockEntered(index int, gen, name uint64, seen map[uint64]bool) alockVerdict {
 	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == name {
 		return alockYes
 	}
-	return a.alockFollowers(index, gen, name, depth)
+	return a.alockFollowers(index, gen, name, seen)
 }
 
 // alockFollowers looks for an episode on lock index that entered the queue
@@ -828,11 +828,15 @@ func (a *Arena) alockEntered(index int, gen, name uint64, depth int) alockVerdic
 // (it cannot have been handed the lock past a dead predecessor, and name,
 // a dead process's node, is not reused meanwhile). A live arrival that
 // expects name may or may not have entered: look again later. A dead one
-// entered if its own successor says so.
-func (a *Arena) alockFollowers(index int, gen, name uint64, depth int) alockVerdict {
-	if depth > len(a.journals.all)*32 {
-		return alockNo
+// entered if its own successor says so. seen (nil at the top) holds the
+// episodes this question has already asked about: each is asked once, so
+// damaged journals whose entries expect each other (or themselves) end the
+// search instead of making it exponential.
+func (a *Arena) alockFollowers(index int, gen, name uint64, seen map[uint64]bool) alockVerdict {
+	if seen == nil {
+		seen = map[uint64]bool{}
 	}
+	seen[name] = true
 	verdict := alockNo
 	for w, v := range a.alockEntries(index) {
 		own := atomic.LoadUint64(&w[1])
@@ -845,7 +849,10 @@ func (a *Arena) alockFollowers(index int, gen, name uint64, depth int) alockVerd
 				verdict = alockWait
 				continue
 			}
-			if a.alockEntered(index, gen, own, depth+1) == alockYes {
+			if seen[own] {
+				continue // asked already, and it did not say yes
+			}
+			if a.alockEntered(index, gen, own, seen) == alockYes {
 				return alockYes
 			}
 		case jQueued:
