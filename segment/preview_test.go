@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
@@ -25,7 +26,10 @@ func previewTable(t *testing.T) (*Table, *Segment, func(k, v []byte)) {
 // preview would overwrite the other key's value.
 func TestPutPreviewGoneStale(t *testing.T) {
 	tb, s, put := previewTable(t)
-	k1, k2 := []byte("key-one!"), []byte("key-two!")
+	k1 := []byte("key-one!")
+	// k2 shares k1's home run, where a new entry goes when it is free, so
+	// that it takes over k1's chunks.
+	k2 := sameHome(t, tb, k1)
 	get := func(k []byte) ([]byte, bool) {
 		t.Helper()
 		v, found, err := s.Get(hashOf(k), k, nil)
@@ -69,6 +73,21 @@ func TestPutPreviewGoneStale(t *testing.T) {
 	}
 }
 
+// sameHome returns a key of k's length, other than k, whose entry's home
+// run (see Segment.allocHome) is k's.
+func sameHome(t *testing.T, tb *Table, k []byte) []byte {
+	t.Helper()
+	home := func(k []byte) uint64 { return tb.geom.homeByte(uint32(hashOf(k) >> tb.layout.segmentBits)) }
+	for i := range 1 << 20 {
+		other := fmt.Appendf(nil, "%0*d", len(k), i)
+		if !bytes.Equal(other, k) && home(other) == home(k) {
+			return other
+		}
+	}
+	t.Fatalf("no key shares %s's home run", k)
+	return nil
+}
+
 // TestPutPreviewMissedAnInsert: a Put's preview finds no key, then another
 // writer inserts that key before the Put takes the lock. Inserts do not
 // move the segment's sequence (they change no value readers could have
@@ -106,8 +125,11 @@ func TestWritersUsePreview(t *testing.T) {
 	const moved = "k1 moved elsewhere, in a longer run"
 	for _, op := range []string{"put", "compute", "delete"} {
 		t.Run(op, func(t *testing.T) {
-			_, s, put := previewTable(t)
-			k1, k2 := []byte("key-one!"), []byte("key-two!")
+			tb, s, put := previewTable(t)
+			k1 := []byte("key-one!")
+			// k2 shares k1's home run, where a new entry goes when it is free, so
+			// that it takes over k1's chunks.
+			k2 := sameHome(t, tb, k1)
 			put(k1, []byte("first value of k1"))
 			testAfterPreview = func(*Segment) {
 				testAfterPreview = nil

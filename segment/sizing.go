@@ -40,6 +40,8 @@ type Layout struct {
 	entriesOff     int64 // within a tier
 	segmentBits    uint  // log2(Segments)
 	expectedValue  int64 // stored value bytes Prefetch fetches ahead of the header (see requestEntryLines)
+	homeChunks     int64 // chunks of an average entry: the size of a home run (see Segment.allocHome)
+	homeRuns       int64 // home runs per tier
 	slotMask       uint64
 	Checksums      bool
 	// Stats: the file has a line of counters per segment (StatsOff). Maps
@@ -120,6 +122,8 @@ func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error
 	}
 	chunksPerEntry := ceilDiv(avgEntry, l.ChunkSize) + 1 // +1: the rounding of sizes around the average
 	l.Chunks = roundUp(perTier*chunksPerEntry, 64)
+	l.homeChunks = chunksPerEntry - 1
+	l.homeRuns = l.Chunks / l.homeChunks
 	if l.Chunks > maxChunks {
 		return Layout{}, fmt.Errorf("%w: %d chunks per tier exceed the format's %d; use more segments or fewer entries", ErrBadParams, l.Chunks, int64(maxChunks))
 	}

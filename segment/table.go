@@ -89,12 +89,23 @@ type geometry struct {
 	chunks     uint64
 	chunkShift uint // log2(ChunkSize)
 	cache      bool // a cache map: values carry an expiry, slots a reference bit
+	homeRuns   uint64
+	homeBytes  uint64 // of a home run
+}
+
+// homeByte is where, within a tier's entry space, the home run of an entry
+// whose slot tag is tag starts: the tier's entry space is cut into runs of
+// an average entry's chunks, and the tag picks one (by its high bits,
+// while its low bits pick the slot).
+func (g *geometry) homeByte(tag uint32) uint64 {
+	return (uint64(tag) * g.homeRuns) >> 32 * g.homeBytes
 }
 
 func newGeometry(l *Layout) geometry {
 	return geometry{segMask: uint64(l.Segments - 1), segBits: l.segmentBits, slotMask: l.slotMask, slots: uint64(l.Slots),
 		tierSize: uint64(l.TierSize), entriesOff: uint64(l.entriesOff), chunks: uint64(l.Chunks),
-		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache}
+		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache,
+		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize)}
 }
 
 // Locker is an exclusive lock shared by every process that maps the file.

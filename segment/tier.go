@@ -185,15 +185,21 @@ func (t *tier) alloc(n, chunks int64) int64 {
 			i++
 		}
 		if run >= n {
-			t.mark(runStart, n, true)
-			if uint64(runStart) == t.lowestFree() {
-				t.setLowestFree(runStart + n)
-			}
-			atomic.AddUint64(&t.header[thUsedChunks/8], uint64(n))
+			t.take(runStart, n)
 			return runStart
 		}
 	}
 	return -1
+}
+
+// take marks the free run of n chunks at c used. Caller holds the update
+// lock.
+func (t *tier) take(c, n int64) {
+	t.mark(c, n, true)
+	if uint64(c) == t.lowestFree() {
+		t.setLowestFree(c + n)
+	}
+	atomic.AddUint64(&t.header[thUsedChunks/8], uint64(n))
 }
 
 // free releases a run of n chunks at c. Caller holds the update lock.

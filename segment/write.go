@@ -268,12 +268,13 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
 	h := tb.entryHeader(nch, key, value)
-	t, c, err := s.allocRun(w, nch, nil)
+	tag := uint32(hash >> tb.layout.segmentBits)
+	t, c, err := s.allocHome(w, tag, nch)
 	if err != nil {
 		return err
 	}
 	tb.writeEntry(&t, c, &h, key, value)
-	tb.placeSlot(&t, uint32(hash>>tb.layout.segmentBits), c)
+	tb.placeSlot(&t, tag, c)
 	t.addEntries(1)
 	atomic.AddUint64(s.entries, 1)
 	return nil
@@ -317,6 +318,27 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 		hole = j
 	}
 	atomic.StoreUint64(&t.slots[hole], 0)
+}
+
+// allocHome finds n free chunks for a new entry whose slot tag is tag: its
+// home run in the first tier when that is free, else wherever allocRun
+// finds them. The home run is a place computed from the tag alone
+// (geometry.homeByte), so a lookup can request the entry's lines together
+// with its slot's instead of after them. Where an entry lies is not part
+// of the format: files written before (or entries that did not get their
+// home) are read the same way, one miss later. A cost: free space is left
+// in runs between entries, so a tier under churn with values of varied
+// sizes compacts more often (a test with 200k entries and 400k overwrites
+// of 4 to 124 byte values compacted 438 times against 337 with first fit).
+func (s *Segment) allocHome(w *writer, tag uint32, n int64) (tier, int64, error) {
+	tb := s.tb
+	t := tb.tier(s.index)
+	c := int64(tb.geom.homeByte(tag) >> tb.geom.chunkShift)
+	if int64(t.entries()) < tb.layout.MaxTierEntries && c+n <= tb.layout.Chunks && t.runFree(c, n) {
+		t.take(c, n)
+		return t, c, nil
+	}
+	return s.allocRun(w, n, nil)
 }
 
 // allocRun finds n free chunks in a tier of the chain with room for one more

@@ -1,0 +1,80 @@
+package segment
+
+import (
+	"math"
+	"testing"
+)
+
+// TestHomeRunsLieInTheTier: every lock-free probe reads the first and last
+// word of the key's home run before it knows whether anything is there, so
+// for every tag the run must lie in the tier's entry space, whatever the
+// sizes the map was made for.
+func TestHomeRunsLieInTheTier(t *testing.T) {
+	for _, p := range []Params{
+		{Entries: 100, AverageKeySize: 8, AverageValueSize: 0, MaxBloatFactor: 1},
+		{Entries: 100, AverageKeySize: 16, AverageValueSize: 64, MaxBloatFactor: 1},
+		{Entries: 1000, AverageKeySize: 8, AverageValueSize: 100000, MaxBloatFactor: 1},
+		{Entries: 100, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 2, Cache: true},
+		{Entries: 1 << 20, AverageKeySize: 1, AverageValueSize: 1, MaxBloatFactor: 1, Segments: 1},
+	} {
+		l, err := NewLayout(p, 4096, true)
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		g := newGeometry(&l)
+		if l.homeChunks < 1 || l.homeRuns < 1 {
+			t.Errorf("%+v: %d home runs of %d chunks", p, l.homeRuns, l.homeChunks)
+		}
+		space := uint64(l.Chunks * l.ChunkSize)
+		for _, tag := range []uint32{0, 1, 1 << 31, math.MaxUint32 - 1, math.MaxUint32} {
+			if home := g.homeByte(tag); home%uint64(l.ChunkSize) != 0 || home+g.homeBytes > space {
+				t.Errorf("%+v: tag %#x: home run at byte %d (+%d) of a %d-byte entry space", p, tag, home, g.homeBytes, space)
+			}
+		}
+	}
+}
+
+// TestNewEntriesGoHome: a new entry takes its home run when the run is
+// free, so that a lookup finds it in the lines it requested with the slot;
+// when another entry holds the run, it goes wherever there is room, and
+// every entry stays readable either way.
+func TestNewEntriesGoHome(t *testing.T) {
+	tb, s, put := previewTable(t)
+	homeChunk := func(k []byte) int64 {
+		return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+	}
+	chunkOf := func(k []byte) int64 {
+		t.Helper()
+		_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
+		if !found {
+			t.Fatalf("%s not found", k)
+		}
+		return slotChunk(slot)
+	}
+	k1 := []byte("key-one!")
+	k2 := sameHome(t, tb, k1)
+	k3 := sameHome(t, tb, k2)
+	put(k1, []byte("value one"))
+	put(k2, []byte("value two"))
+	if c := chunkOf(k1); c != homeChunk(k1) {
+		t.Errorf("k1 at chunk %d, its home run starts at %d", c, homeChunk(k1))
+	}
+	if c := chunkOf(k2); c == homeChunk(k2) {
+		t.Errorf("k2 at chunk %d, which k1 holds", c)
+	}
+	if _, err := s.Delete(hashOf(k1), k1); err != nil {
+		t.Fatal(err)
+	}
+	put(k3, []byte("value three"))
+	if c := chunkOf(k3); c != homeChunk(k3) {
+		t.Errorf("k3 at chunk %d, its home run (freed by k1) starts at %d", c, homeChunk(k3))
+	}
+	for k, want := range map[string]string{string(k2): "value two", string(k3): "value three"} {
+		if v, found, err := s.Get(hashOf([]byte(k)), []byte(k), nil); err != nil || !found || string(v) != want {
+			t.Errorf("%s = %q, %v, %v; want %q", k, v, found, err, want)
+		}
+	}
+	if n := s.Check(func(err error) { t.Error(err) }); n != 2 {
+		t.Errorf("Check counted %d entries, want 2", n)
+	}
+}
