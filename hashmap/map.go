@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/keyhash"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/registry"
@@ -301,7 +302,10 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	if m.closed.Load() {
 		return dst, ErrClosed
 	}
-	h := xxhash.Sum64(key)
+	h := keyhash.Inline(key) // see keyhash: a call here costs more than hashing
+	if h == 0 {
+		h = xxhash.Sum64(key)
+	}
 	// getCounted, written out: one frame less on every Get's path (see
 	// segment.Table.Get for why instructions count there).
 	v, answer := m.table.TryGet(h, key, dst)
@@ -411,7 +415,10 @@ func (m *Map) Put(key, value []byte) error {
 	if err := m.check(true); err != nil {
 		return err
 	}
-	h := xxhash.Sum64(key)
+	h := keyhash.Inline(key)
+	if h == 0 {
+		h = xxhash.Sum64(key)
+	}
 	_, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	return err
 }
