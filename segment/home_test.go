@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -77,4 +78,45 @@ func TestNewEntriesGoHome(t *testing.T) {
 	if n := s.Check(func(err error) { t.Error(err) }); n != 2 {
 		t.Errorf("Check counted %d entries, want 2", n)
 	}
+
+	// A value that outgrows its run moves to its home run when that is
+	// free: k2 (first fit, not at home) is blocked from growing in place by
+	// an entry right after it, and its home run is freed.
+	after := chunkOf(k2) + tb.chunksFor(len(k2), len("value two"))
+	blocker := keyWithHome(t, tb, after)
+	put(blocker, []byte("blocks k2"))
+	if c := chunkOf(blocker); c != after {
+		t.Fatalf("blocker at chunk %d, not right after k2 (%d): the test lost its point", c, after)
+	}
+	if _, err := s.Delete(hashOf(k3), k3); err != nil {
+		t.Fatal(err)
+	}
+	long := []byte("k2's value, now longer than its run")
+	relocations := tb.Relocations.Load()
+	put(k2, long)
+	if tb.Relocations.Load() == relocations {
+		t.Fatal("k2 did not move: the test lost its point")
+	}
+	if c := chunkOf(k2); c != homeChunk(k2) {
+		t.Errorf("k2 moved to chunk %d, its home run (free) starts at %d", c, homeChunk(k2))
+	}
+	if v, found, err := s.Get(hashOf(k2), k2, nil); err != nil || !found || string(v) != string(long) {
+		t.Errorf("k2 = %q, %v, %v after its move", v, found, err)
+	}
+	if n := s.Check(func(err error) { t.Error(err) }); n != 2 {
+		t.Errorf("Check counted %d entries, want 2", n)
+	}
+}
+
+// keyWithHome returns an 8-byte key whose home run starts at chunk c.
+func keyWithHome(t *testing.T, tb *Table, c int64) []byte {
+	t.Helper()
+	for i := range 1 << 20 {
+		k := fmt.Appendf(nil, "%08d", i)
+		if int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits))>>tb.geom.chunkShift) == c {
+			return k
+		}
+	}
+	t.Fatalf("no key's home run starts at chunk %d", c)
+	return nil
 }

@@ -224,7 +224,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
 	tb.Relocations.Add(1)
 	h := tb.entryHeader(nch, key, value)
-	nt, c, err := s.allocRun(w, nch, loc)
+	nt, c, err := s.allocHome(w, uint32(hash>>tb.layout.segmentBits), nch, loc)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	nch := tb.chunksFor(len(key), len(value))
 	h := tb.entryHeader(nch, key, value)
 	tag := uint32(hash >> tb.layout.segmentBits)
-	t, c, err := s.allocHome(w, tag, nch)
+	t, c, err := s.allocHome(w, tag, nch, nil)
 	if err != nil {
 		return err
 	}
@@ -320,9 +320,9 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 	atomic.StoreUint64(&t.slots[hole], 0)
 }
 
-// allocHome finds n free chunks for a new entry whose slot tag is tag: its
-// home run in the first tier when that is free, else wherever allocRun
-// finds them. The home run is a place computed from the tag alone
+// allocHome finds n free chunks for an entry whose slot tag is tag, new or
+// moving (as allocRun): its home run in the first tier when that is free,
+// else wherever allocRun finds them. The home run is a place computed from the tag alone
 // (geometry.homeByte), so a lookup can request the entry's lines together
 // with its slot's instead of after them. Where an entry lies is not part
 // of the format: files written before (or entries that did not get their
@@ -330,15 +330,16 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 // in runs between entries, so a tier under churn with values of varied
 // sizes compacts more often (a test with 200k entries and 400k overwrites
 // of 4 to 124 byte values compacted 438 times against 337 with first fit).
-func (s *Segment) allocHome(w *writer, tag uint32, n int64) (tier, int64, error) {
+func (s *Segment) allocHome(w *writer, tag uint32, n int64, moving *location) (tier, int64, error) {
 	tb := s.tb
 	t := tb.tier(s.index)
 	c := int64(tb.geom.homeByte(tag) >> tb.geom.chunkShift)
-	if int64(t.entries()) < tb.layout.MaxTierEntries && c+n <= tb.layout.Chunks && t.runFree(c, n) {
+	room := int64(t.entries()) < tb.layout.MaxTierEntries || (moving != nil && moving.tier.index == t.index)
+	if room && c+n <= tb.layout.Chunks && t.runFree(c, n) {
 		t.take(c, n)
 		return t, c, nil
 	}
-	return s.allocRun(w, n, nil)
+	return s.allocRun(w, n, moving)
 }
 
 // allocRun finds n free chunks in a tier of the chain with room for one more
