@@ -523,17 +523,24 @@ func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
 
 // Prefetch starts fetching the lines that lookups of a batch of keys will
 // read, so that the batch's cache misses overlap instead of following one
-// another: first every key's segment sequence and home slot, then, once
-// those have arrived, the entry each home run names. It only loads, to warm
+// another: first every key's segment sequence, home slot and home run,
+// then, once those have arrived, the entry each slot names. It only loads, to warm
 // the cache; it decides nothing, and the lookups that follow validate as
 // always. hashes[i] is the hash of keys[i].
 func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 	l := &tb.layout
+	g := &tb.geom
 	for _, h := range hashes {
 		index := l.segmentOf(h)
 		_ = atomic.LoadUint64(tb.seqWord(index))
-		home := uint64(h>>l.segmentBits) & l.slotMask
-		_ = atomic.LoadUint64(&tb.tierWords[l.slotsWord(index)+int64(home)])
+		tag := uint32(h >> l.segmentBits)
+		_ = atomic.LoadUint64(&tb.tierWords[l.slotsWord(index)+int64(uint64(tag)&l.slotMask)])
+		// The home run's lines, which the lookup's probe reads whether the
+		// entry is there or not: requested here, they cost the lookup no
+		// wait (see Segment.allocHome).
+		run := uint64(index)*g.tierSize + g.entriesOff + g.homeByte(tag)
+		_ = atomic.LoadUint64(&tb.tierWords[run>>3])
+		_ = atomic.LoadUint64(&tb.tierWords[(run+g.homeBytes-8)>>3])
 	}
 	for i, h := range hashes[:min(len(hashes), len(keys))] {
 		index := l.segmentOf(h)
