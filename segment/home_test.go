@@ -32,6 +32,11 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 				t.Errorf("%+v: tag %#x: home run at byte %d (+%d) of a %d-byte entry space", p, tag, home, g.homeBytes, space)
 			}
 		}
+		// Lookups request the run's first two lines at most: of an entry
+		// of a megabyte, the rest is streamed by the copy.
+		if g.homeLast+8 > g.homeBytes || g.homeLast >= 128 {
+			t.Errorf("%+v: lookups request up to byte %d of a %d-byte home run", p, g.homeLast+8, g.homeBytes)
+		}
 	}
 }
 

@@ -208,11 +208,12 @@ func (tb *Table) probeHome(index, hash uint64, key []byte) (slotAt, slot, v, vle
 	tag := uint32(hash >> (g.segBits & 63))
 	// Request the key's home run, where its entry is unless another took
 	// it first, while the slot is on its way: its first line (the entry
-	// header and key) and its last (where an average value ends). The
-	// words read are not used: what matters is that the lines are coming.
+	// header and key) and the one after, or its last when shorter (the
+	// value, which the copy streams beyond that). The words read are not
+	// used: what matters is that the lines are coming.
 	home := base + g.entriesOff + g.homeByte(tag)
 	atomic.LoadUint64(&words[home>>3])
-	atomic.LoadUint64(&words[(home+g.homeBytes-8)>>3])
+	atomic.LoadUint64(&words[(home+g.homeLast)>>3])
 	n := uint64(len(key))
 	shift := g.chunkShift & 63
 	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
@@ -540,7 +541,7 @@ func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 		// wait (see Segment.allocHome).
 		run := uint64(index)*g.tierSize + g.entriesOff + g.homeByte(tag)
 		_ = atomic.LoadUint64(&tb.tierWords[run>>3])
-		_ = atomic.LoadUint64(&tb.tierWords[(run+g.homeBytes-8)>>3])
+		_ = atomic.LoadUint64(&tb.tierWords[(run+g.homeLast)>>3])
 	}
 	for i, h := range hashes[:min(len(hashes), len(keys))] {
 		index := l.segmentOf(h)

@@ -91,6 +91,7 @@ type geometry struct {
 	cache      bool // a cache map: values carry an expiry, slots a reference bit
 	homeRuns   uint64
 	homeBytes  uint64 // of a home run
+	homeLast   uint64 // the last word of a home run lookups request: within its first two lines
 }
 
 // homeByte is where, within a tier's entry space, the home run of an entry
@@ -105,7 +106,8 @@ func newGeometry(l *Layout) geometry {
 	return geometry{segMask: uint64(l.Segments - 1), segBits: l.segmentBits, slotMask: l.slotMask, slots: uint64(l.Slots),
 		tierSize: uint64(l.TierSize), entriesOff: uint64(l.entriesOff), chunks: uint64(l.Chunks),
 		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache,
-		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize)}
+		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize),
+		homeLast: uint64(min(l.homeChunks*l.ChunkSize, 128) - 8)}
 }
 
 // Locker is an exclusive lock shared by every process that maps the file.
