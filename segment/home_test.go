@@ -1,15 +1,16 @@
 package segment
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"testing"
 )
 
-// TestHomeRunsLieInTheTier: every lock-free probe reads the first and last
-// word of the key's home run before it knows whether anything is there, so
-// for every tag the run must lie in the tier's entry space, whatever the
-// sizes the map was made for.
+// TestHomeRunsLieInTheTier: every lock-free probe reads words of the key's
+// home run before it knows whether anything is there, so for every tag the
+// run must lie in the tier's entry space, whatever the sizes the map was
+// made for.
 func TestHomeRunsLieInTheTier(t *testing.T) {
 	for _, p := range []Params{
 		{Entries: 100, AverageKeySize: 8, AverageValueSize: 0, MaxBloatFactor: 1},
@@ -46,9 +47,6 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 // every entry stays readable either way.
 func TestNewEntriesGoHome(t *testing.T) {
 	tb, s, put := previewTable(t)
-	homeChunk := func(k []byte) int64 {
-		return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
-	}
 	chunkOf := func(k []byte) int64 {
 		t.Helper()
 		_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
@@ -62,18 +60,18 @@ func TestNewEntriesGoHome(t *testing.T) {
 	k3 := sameHome(t, tb, k2)
 	put(k1, []byte("value one"))
 	put(k2, []byte("value two"))
-	if c := chunkOf(k1); c != homeChunk(k1) {
-		t.Errorf("k1 at chunk %d, its home run starts at %d", c, homeChunk(k1))
+	if c := chunkOf(k1); c != homeChunk(tb, k1) {
+		t.Errorf("k1 at chunk %d, its home run starts at %d", c, homeChunk(tb, k1))
 	}
-	if c := chunkOf(k2); c == homeChunk(k2) {
+	if c := chunkOf(k2); c == homeChunk(tb, k2) {
 		t.Errorf("k2 at chunk %d, which k1 holds", c)
 	}
 	if _, err := s.Delete(hashOf(k1), k1); err != nil {
 		t.Fatal(err)
 	}
 	put(k3, []byte("value three"))
-	if c := chunkOf(k3); c != homeChunk(k3) {
-		t.Errorf("k3 at chunk %d, its home run (freed by k1) starts at %d", c, homeChunk(k3))
+	if c := chunkOf(k3); c != homeChunk(tb, k3) {
+		t.Errorf("k3 at chunk %d, its home run (freed by k1) starts at %d", c, homeChunk(tb, k3))
 	}
 	for k, want := range map[string]string{string(k2): "value two", string(k3): "value three"} {
 		if v, found, err := s.Get(hashOf([]byte(k)), []byte(k), nil); err != nil || !found || string(v) != want {
@@ -88,7 +86,7 @@ func TestNewEntriesGoHome(t *testing.T) {
 	// free: k2 (first fit, not at home) is blocked from growing in place by
 	// an entry right after it, and its home run is freed.
 	after := chunkOf(k2) + tb.chunksFor(len(k2), len("value two"))
-	blocker := keyWithHome(t, tb, after)
+	blocker := keyWithHome(t, tb, after, nil)
 	put(blocker, []byte("blocks k2"))
 	if c := chunkOf(blocker); c != after {
 		t.Fatalf("blocker at chunk %d, not right after k2 (%d): the test lost its point", c, after)
@@ -102,8 +100,8 @@ func TestNewEntriesGoHome(t *testing.T) {
 	if tb.Relocations.Load() == relocations {
 		t.Fatal("k2 did not move: the test lost its point")
 	}
-	if c := chunkOf(k2); c != homeChunk(k2) {
-		t.Errorf("k2 moved to chunk %d, its home run (free) starts at %d", c, homeChunk(k2))
+	if c := chunkOf(k2); c != homeChunk(tb, k2) {
+		t.Errorf("k2 moved to chunk %d, its home run (free) starts at %d", c, homeChunk(tb, k2))
 	}
 	if v, found, err := s.Get(hashOf(k2), k2, nil); err != nil || !found || string(v) != string(long) {
 		t.Errorf("k2 = %q, %v, %v after its move", v, found, err)
@@ -113,15 +111,27 @@ func TestNewEntriesGoHome(t *testing.T) {
 	}
 }
 
-// keyWithHome returns an 8-byte key whose home run starts at chunk c.
-func keyWithHome(t *testing.T, tb *Table, c int64) []byte {
+// homeChunk is the first chunk of key k's home run (see Segment.allocHome).
+func homeChunk(tb *Table, k []byte) int64 {
+	return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+}
+
+// keyWithHome returns an 8-byte key other than except whose home run
+// starts at chunk c.
+func keyWithHome(t *testing.T, tb *Table, c int64, except []byte) []byte {
 	t.Helper()
 	for i := range 1 << 20 {
 		k := fmt.Appendf(nil, "%08d", i)
-		if int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits))>>tb.geom.chunkShift) == c {
+		if homeChunk(tb, k) == c && !bytes.Equal(k, except) {
 			return k
 		}
 	}
 	t.Fatalf("no key's home run starts at chunk %d", c)
 	return nil
+}
+
+// sameHome returns an 8-byte key other than k with k's home run.
+func sameHome(t *testing.T, tb *Table, k []byte) []byte {
+	t.Helper()
+	return keyWithHome(t, tb, homeChunk(tb, k), k)
 }

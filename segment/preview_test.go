@@ -2,7 +2,6 @@ package segment
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 )
 
@@ -71,21 +70,6 @@ func TestPutPreviewGoneStale(t *testing.T) {
 	if n := s.Check(func(err error) { t.Error(err) }); n != 2 {
 		t.Errorf("Check counted %d entries, want 2", n)
 	}
-}
-
-// sameHome returns a key of k's length, other than k, whose entry's home
-// run (see Segment.allocHome) is k's.
-func sameHome(t *testing.T, tb *Table, k []byte) []byte {
-	t.Helper()
-	home := func(k []byte) uint64 { return tb.geom.homeByte(uint32(hashOf(k) >> tb.layout.segmentBits)) }
-	for i := range 1 << 20 {
-		other := fmt.Appendf(nil, "%0*d", len(k), i)
-		if !bytes.Equal(other, k) && home(other) == home(k) {
-			return other
-		}
-	}
-	t.Fatalf("no key shares %s's home run", k)
-	return nil
 }
 
 // TestPutPreviewMissedAnInsert: a Put's preview finds no key, then another

@@ -206,14 +206,9 @@ func (tb *Table) probeHome(index, hash uint64, key []byte) (slotAt, slot, v, vle
 	base := index * g.tierSize // bytes
 	slotsAt := base>>3 + tierHeaderSize/8
 	tag := uint32(hash >> (g.segBits & 63))
-	// Request the key's home run, where its entry is unless another took
-	// it first, while the slot is on its way: its first line (the entry
-	// header and key) and the one after, or its last when shorter (the
-	// value, which the copy streams beyond that). The words read are not
-	// used: what matters is that the lines are coming.
-	home := base + g.entriesOff + g.homeByte(tag)
-	atomic.LoadUint64(&words[home>>3])
-	atomic.LoadUint64(&words[(home+g.homeLast)>>3])
+	// The key's home run, where its entry is unless another took it
+	// first, is on its way with the slot.
+	tb.requestHomeRun(index, tag)
 	n := uint64(len(key))
 	shift := g.chunkShift & 63
 	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
@@ -525,23 +520,19 @@ func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
 // Prefetch starts fetching the lines that lookups of a batch of keys will
 // read, so that the batch's cache misses overlap instead of following one
 // another: first every key's segment sequence, home slot and home run,
-// then, once those have arrived, the entry each slot names. It only loads, to warm
-// the cache; it decides nothing, and the lookups that follow validate as
-// always. hashes[i] is the hash of keys[i].
+// then, once those have arrived, the entry each slot names. It only
+// loads, to warm the cache; it decides nothing, and the lookups that
+// follow validate as always. hashes[i] is the hash of keys[i].
 func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 	l := &tb.layout
-	g := &tb.geom
 	for _, h := range hashes {
 		index := l.segmentOf(h)
 		_ = atomic.LoadUint64(tb.seqWord(index))
 		tag := uint32(h >> l.segmentBits)
 		_ = atomic.LoadUint64(&tb.tierWords[l.slotsWord(index)+int64(uint64(tag)&l.slotMask)])
-		// The home run's lines, which the lookup's probe reads whether the
-		// entry is there or not: requested here, they cost the lookup no
-		// wait (see Segment.allocHome).
-		run := uint64(index)*g.tierSize + g.entriesOff + g.homeByte(tag)
-		_ = atomic.LoadUint64(&tb.tierWords[run>>3])
-		_ = atomic.LoadUint64(&tb.tierWords[(run+g.homeLast)>>3])
+		// The lookup's probe reads the home run whether the entry is there
+		// or not: requested here, it costs the lookup no wait.
+		tb.requestHomeRun(uint64(index), tag)
 	}
 	for i, h := range hashes[:min(len(hashes), len(keys))] {
 		index := l.segmentOf(h)

@@ -102,6 +102,17 @@ func (g *geometry) homeByte(tag uint32) uint64 {
 	return (uint64(tag) * g.homeRuns) >> 32 * g.homeBytes
 }
 
+// requestHomeRun starts fetching the lines of segment index's home run for
+// tag: its first (the entry header and key) and the one after, or its last
+// when shorter (the value, which the copy streams beyond that). The words
+// read are not used: what matters is that the lines are coming.
+func (tb *Table) requestHomeRun(index uint64, tag uint32) {
+	g := &tb.geom
+	run := index*g.tierSize + g.entriesOff + g.homeByte(tag)
+	atomic.LoadUint64(&tb.tierWords[run>>3])
+	atomic.LoadUint64(&tb.tierWords[(run+g.homeLast)>>3])
+}
+
 func newGeometry(l *Layout) geometry {
 	return geometry{segMask: uint64(l.Segments - 1), segBits: l.segmentBits, slotMask: l.slotMask, slots: uint64(l.Slots),
 		tierSize: uint64(l.TierSize), entriesOff: uint64(l.entriesOff), chunks: uint64(l.Chunks),

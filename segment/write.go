@@ -322,9 +322,9 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 
 // allocHome finds n free chunks for an entry whose slot tag is tag, new or
 // moving (as allocRun): its home run in the first tier when that is free,
-// else wherever allocRun finds them. The home run is a place computed from the tag alone
-// (geometry.homeByte), so a lookup can request the entry's lines together
-// with its slot's instead of after them. Where an entry lies is not part
+// else wherever allocRun finds them. The home run is a place computed from
+// the tag alone (geometry.homeByte), so a lookup can request the entry's
+// lines together with its slot's instead of after them. Where an entry lies is not part
 // of the format: files written before (or entries that did not get their
 // home) are read the same way, one miss later. A cost: free space is left
 // in runs between entries, so a tier under churn with values of varied
@@ -334,12 +334,17 @@ func (s *Segment) allocHome(w *writer, tag uint32, n int64, moving *location) (t
 	tb := s.tb
 	t := tb.tier(s.index)
 	c := int64(tb.geom.homeByte(tag) >> tb.geom.chunkShift)
-	room := int64(t.entries()) < tb.layout.MaxTierEntries || (moving != nil && moving.tier.index == t.index)
-	if room && c+n <= tb.layout.Chunks && t.runFree(c, n) {
+	if s.hasRoom(&t, moving) && c+n <= tb.layout.Chunks && t.runFree(c, n) {
 		t.take(c, n)
 		return t, c, nil
 	}
 	return s.allocRun(w, n, moving)
+}
+
+// hasRoom reports whether tier t may take one more entry: it holds fewer
+// than MaxTierEntries, or moving (if not nil) is an entry moving within it.
+func (s *Segment) hasRoom(t *tier, moving *location) bool {
+	return int64(t.entries()) < s.tb.layout.MaxTierEntries || (moving != nil && moving.tier.index == t.index)
 }
 
 // allocRun finds n free chunks in a tier of the chain with room for one more
@@ -356,8 +361,7 @@ func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, e
 	var last tier
 	for hops := int64(0); hops < l.Tiers; hops++ {
 		tv := tb.tier(t)
-		room := int64(tv.entries()) < l.MaxTierEntries || (moving != nil && tv.index == moving.tier.index)
-		if room {
+		if s.hasRoom(&tv, moving) {
 			if c := tv.alloc(n, l.Chunks); c >= 0 {
 				return tv, c, nil
 			}

@@ -1,22 +1,19 @@
-// Package keyhash hashes map keys: xxhash.Sum64 (XXH64, seed 0), the hash
-// every file's layout is built on, computed without a call for short keys.
+// Package keyhash hashes 16-byte map keys with XXH64 (seed 0), the hash
+// every file's layout is built on, without a call.
 //
 // github.com/cespare/xxhash/v2 computes Sum64 in assembly on amd64 and
 // arm64. From Go code that is an ABI0 call behind a wrapper, and Go keeps
-// no register across any call, so every lookup that hashes its key spills
-// and reloads whatever it holds around it: about 55 instructions of a
-// 434-instruction Get with a 16-byte key (counted by single-stepping
-// BenchmarkMap's loop in gdb, 2026-11-24). Keys are mostly short, and for
-// fewer than 32 bytes XXH64 is one multiply-rotate round per 8 bytes plus a
-// final mix, which Go inlines into the caller. Longer keys go to the
-// library, where the call is a small part of the work.
+// no register across any call, so a lookup that hashes its key spills and
+// reloads whatever it holds around it: 55 instructions of a Get with a
+// 16-byte key, against 32 for Inline (counted by single-stepping
+// BenchmarkMap's loop in gdb, 2026-11-24). For 16 bytes XXH64 is two
+// multiply-rotate rounds and a final mix, small enough for Go to inline;
+// keys of other lengths go to the library.
 package keyhash
 
 import (
 	"encoding/binary"
 	"math/bits"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // XXH64's primes.
@@ -28,19 +25,11 @@ const (
 	prime5 uint64 = 2870177450012600261
 )
 
-// Sum64 is xxhash.Sum64(key): bit for bit the same value for every key.
-func Sum64(key []byte) uint64 {
-	if h := Inline(key); h != 0 {
-		return h
-	}
-	return xxhash.Sum64(key)
-}
-
-// Inline is Sum64 for a key of 16 bytes (a UUID, two integers), computed
-// without a call, and 0 for other keys: a lookup that counts its
-// instructions calls it first and Sum64 only when it returns 0 (which a
-// 16-byte key hashes to with probability 2^-64, and then Sum64 answers 0
-// again). Sum64 itself is too large for Go to inline.
+// Inline is xxhash.Sum64(key) for a key of 16 bytes (a UUID, two
+// integers), and 0 for other keys: a lookup that counts its instructions
+// calls it first and xxhash.Sum64 only when it returns 0 (which a 16-byte
+// key hashes to with probability 2^-64, and then xxhash.Sum64 answers 0
+// again). A wrapper doing both would be too large for Go to inline.
 func Inline(key []byte) uint64 {
 	if len(key) != 16 {
 		return 0
