@@ -2,6 +2,7 @@ package segment
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -157,37 +158,35 @@ func (tb *Table) chunksFor(klen, vlen int) int64 {
 
 // alloc finds and marks a run of n free chunks, first fit from the lowest
 // possibly free chunk. It returns -1 if the tier has no such run. Caller
-// holds the update lock.
+// holds the update lock. It steps from one run of free or used chunks to
+// the next a word at a time (trailing zeros of the bitmap word), not a
+// chunk at a time: in a tier fragmented by values of varied sizes, the
+// chunk-by-chunk scan was half of an overwrite's time (a churn of 2M
+// overwrites of 4 to 124-byte values over 200k entries, in pprof).
 func (t *tier) alloc(n, chunks int64) int64 {
 	runStart, run := int64(0), int64(0)
 	for i := int64(t.lowestFree()); i < chunks; {
-		w := t.bitmap[i>>6]
-		switch {
-		case w == ^uint64(0):
-			run = 0
-			i = (i | 63) + 1
-			continue
-		case w == 0 && i&63 == 0:
+		w := t.bitmap[i>>6] >> (uint(i) & 63) // chunks i on, to the word's end
+		free := 64 - i&63
+		if w != 0 {
+			free = int64(bits.TrailingZeros64(w))
+		}
+		if free = min(free, chunks-i); free > 0 {
 			if run == 0 {
 				runStart = i
 			}
-			run += 64
-			i += 64
-		case w>>(uint(i)&63)&1 == 1:
-			run = 0
-			i++
-			continue
-		default:
-			if run == 0 {
-				runStart = i
+			run += free
+			i += free
+			if run >= n {
+				t.take(runStart, n)
+				return runStart
 			}
-			run++
-			i++
+			continue
 		}
-		if run >= n {
-			t.take(runStart, n)
-			return runStart
-		}
+		// Chunk i is used: skip it and the used chunks after it in its
+		// word (w's bits past the word's end are 0, so this stops there).
+		run = 0
+		i += int64(bits.TrailingZeros64(^w))
 	}
 	return -1
 }

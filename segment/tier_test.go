@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -50,6 +52,63 @@ func TestRequestEntryLinesStaysInTheFile(t *testing.T) {
 		end := int64(len(tb.tierBytes))
 		for _, at := range []int64{end - entryHeaderSize - 8, end - 64, end - 65, end - 200} {
 			tb.requestEntryLines(at, 8)
+		}
+	}
+}
+
+// TestAllocIsFirstFit: alloc, which steps over runs of free and used
+// chunks a word at a time, finds the run a chunk-by-chunk first fit finds,
+// from the lowest-free hint, for random bitmaps of every density, runs that
+// cross words, end at the tier's end or do not fit at all.
+func TestAllocIsFirstFit(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for trial := range 20000 {
+		chunks := int64(64 * (1 + r.IntN(4)))
+		tv := tier{header: make([]uint64, tierHeaderSize/8), bitmap: make([]uint64, chunks/64)}
+		used := r.Float64()
+		var count uint64
+		for c := range chunks {
+			if r.Float64() < used {
+				tv.bitmap[c>>6] |= 1 << (c & 63)
+				count++
+			}
+		}
+		tv.header[thUsedChunks/8] = count
+		lowest := int64(r.IntN(int(chunks)))
+		if r.IntN(2) == 0 {
+			lowest = 0
+		}
+		tv.setLowestFree(lowest)
+		n := int64(1 + r.IntN(70))
+		want := int64(-1)
+		for c, run := lowest, int64(0); c < chunks; c++ {
+			if tv.bitmap[c>>6]>>(c&63)&1 == 1 {
+				run = 0
+				continue
+			}
+			if run++; run == n {
+				want = c - n + 1
+				break
+			}
+		}
+		before := slices.Clone(tv.bitmap)
+		got := tv.alloc(n, chunks)
+		if got != want {
+			t.Fatalf("trial %d: %d chunks, %.2f used, lowest free %d: alloc(%d) = %d, first fit %d", trial, chunks, used, lowest, n, got, want)
+		}
+		if got < 0 {
+			if !slices.Equal(before, tv.bitmap) {
+				t.Fatalf("trial %d: a failed alloc changed the bitmap", trial)
+			}
+			continue
+		}
+		for c := got; c < got+n; c++ {
+			if tv.bitmap[c>>6]>>(c&63)&1 != 1 {
+				t.Fatalf("trial %d: chunk %d of the run at %d not marked", trial, c, got)
+			}
+		}
+		if tv.usedChunks() != count+uint64(n) {
+			t.Fatalf("trial %d: %d chunks used, want %d", trial, tv.usedChunks(), count+uint64(n))
 		}
 	}
 }

@@ -1,0 +1,40 @@
+package segment
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkOverwriteChurn: overwrites of random keys with values of 4 to
+// 124 bytes (64 on average, what the map was sized for) in a map of 100k
+// entries, so that values outgrow their runs, move, and leave the tiers
+// fragmented: the allocator's and compaction's workload, which a benchmark
+// of fixed-size values never reaches. It reports compactions and
+// relocations per overwrite beside the time.
+func BenchmarkOverwriteChurn(b *testing.B) {
+	const n = 100_000
+	tb, _ := newTable(b, Params{Entries: n, AverageKeySize: 16, AverageValueSize: 64, MaxBloatFactor: 2})
+	keys := make([][]byte, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 124)
+	put := func(k []byte) {
+		h := hashOf(k)
+		if _, err := tb.For(h).Put(h, k, value[:4+r.IntN(121)], Replace); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%015d", i)
+		put(keys[i])
+	}
+	for range 2 * n { // into the steady state of a churned map
+		put(keys[r.IntN(n)])
+	}
+	compactions, relocations := tb.Compactions.Load(), tb.Relocations.Load()
+	for b.Loop() {
+		put(keys[r.IntN(n)])
+	}
+	b.ReportMetric(float64(tb.Compactions.Load()-compactions)/float64(b.N), "compactions/op")
+	b.ReportMetric(float64(tb.Relocations.Load()-relocations)/float64(b.N), "relocations/op")
+}
