@@ -472,7 +472,10 @@ func (s *Segment) compact(t *tier) error {
 		key, value []byte // copies
 		nch        int64
 	}
-	var entries []live
+	// One buffer for every key and value (the used chunks hold them all),
+	// instead of an allocation each.
+	entries := make([]live, 0, min(t.entries(), uint64(l.Slots)))
+	copies := make([]byte, 0, min(t.usedChunks(), uint64(l.Chunks))*uint64(l.ChunkSize))
 	for pos, slot := range t.slots {
 		if slot == 0 {
 			continue
@@ -483,7 +486,9 @@ func (s *Segment) compact(t *tier) error {
 			return s.corrupt(t.index, "undecodable entry during compaction")
 		}
 		size := entryHeaderSize + klen + vlen
-		kv := append([]byte(nil), t.space[c*l.ChunkSize+entryHeaderSize:c*l.ChunkSize+size]...)
+		start := len(copies)
+		copies = append(copies, t.space[c*l.ChunkSize+entryHeaderSize:c*l.ChunkSize+size]...)
+		kv := copies[start:len(copies):len(copies)]
 		entries = append(entries, live{pos: int64(pos), key: kv[:klen], value: kv[klen:], nch: ceilDiv(size, l.ChunkSize)})
 	}
 	clear(t.bitmap)
