@@ -74,11 +74,20 @@ func TestLedgerFollowsEveryProcedure(t *testing.T) {
 	step("b read", b.ReadLock(0))
 	done := make(chan error)
 	go func() { done <- a.UpgradeUpdateToWrite(5 * time.Second) }()
-	waitFor(t, "a's wait", func() bool { return waitWord(atomic.LoadUint64(word)) == 1 })
+	// The wait is in the word when its CAS lands, and in a's ledger only
+	// when the CAS is settled just after: wait for both.
+	waitFor(t, "a's wait", func() bool {
+		_, settled := LedgerHolds(atomic.LoadUint64(la))
+		return waitWord(atomic.LoadUint64(word)) == 1 && settled
+	})
 	if got, want := atomic.LoadUint64(word), heldBy(la, lb); got != want {
 		t.Fatalf("with a waiting: word %v, ledgers %v", Decode(got), Decode(want))
 	}
-	step("b read unlock", b.ReadUnlock())
+	// b's unlock lets a's upgrade go on at once, so the word and a's
+	// ledger are compared only once a has its write lock.
+	if err := b.ReadUnlock(); err != nil {
+		t.Fatalf("b read unlock: %v", err)
+	}
 	step("a upgraded", <-done)
 	// A write that times out removes its wait, in the ledger too.
 	step("b write times out", func() error {
