@@ -76,9 +76,14 @@ func TestLedgerFollowsEveryProcedure(t *testing.T) {
 	go func() { done <- a.UpgradeUpdateToWrite(5 * time.Second) }()
 	// The wait is in the word when its CAS lands, and in a's ledger only
 	// when the CAS is settled just after: wait for both.
+	// The word is read first: once the wait shows there, a makes no other
+	// CAS until b unlocks, so a settled ledger read after it stays settled.
 	waitFor(t, "a's wait", func() bool {
+		if waitWord(atomic.LoadUint64(word)) != 1 {
+			return false
+		}
 		_, settled := LedgerHolds(atomic.LoadUint64(la))
-		return waitWord(atomic.LoadUint64(word)) == 1 && settled
+		return settled
 	})
 	if got, want := atomic.LoadUint64(word), heldBy(la, lb); got != want {
 		t.Fatalf("with a waiting: word %v, ledgers %v", Decode(got), Decode(want))

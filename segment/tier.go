@@ -165,7 +165,9 @@ func (tb *Table) chunksFor(klen, vlen int) int64 {
 // overwrites of 4 to 124-byte values over 200k entries, in pprof).
 func (t *tier) alloc(n, chunks int64) int64 {
 	runStart, run := int64(0), int64(0)
-	for i := int64(t.lowestFree()); i < chunks; {
+	// The hint is read from the file: bounded, so a damaged one can only
+	// make the search come up empty.
+	for i := int64(min(t.lowestFree(), uint64(chunks))); i < chunks; {
 		w := t.bitmap[i>>6] >> (uint(i) & 63) // chunks i on, to the word's end
 		free := 64 - i&63
 		if w != 0 {

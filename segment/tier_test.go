@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"bytes"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -110,5 +112,38 @@ func TestAllocIsFirstFit(t *testing.T) {
 		if tv.usedChunks() != count+uint64(n) {
 			t.Fatalf("trial %d: %d chunks used, want %d", trial, tv.usedChunks(), count+uint64(n))
 		}
+	}
+}
+
+// TestDamagedTierNeverPanics: the allocator's lowest-free hint and the
+// entries compaction gathers come from the file; damaged, they must give
+// an empty search or ErrCorrupt, never an index out of range, and a
+// compaction that refuses must leave the tier as it was.
+func TestDamagedTierNeverPanics(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	tv := tb.tier(0)
+	tv.header[thLowestFree/8] = 1 << 63
+	if c := tv.alloc(1, tb.layout.Chunks); c != -1 {
+		t.Errorf("alloc with a damaged hint = %d, want -1", c)
+	}
+	tv.setLowestFree(0)
+
+	// Two slots naming one entry of over half the tier: together more
+	// chunks than the tier has.
+	big := make([]byte, tb.layout.MaxEntryBytes()*6/10)
+	k := []byte("big-key!")
+	if _, err := s.Put(hashOf(k), k, big, Replace); err != nil {
+		t.Fatal(err)
+	}
+	pos := slices.IndexFunc(tv.slots, func(v uint64) bool { return v != 0 })
+	free := slices.Index(tv.slots, 0)
+	tv.slots[free] = tv.slots[pos]
+	before := slices.Clone(tv.space)
+	if err := s.compact(&tv); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("compacting a tier whose slots name more chunks than it has: %v, want ErrCorrupt", err)
+	}
+	if !bytes.Equal(before, tv.space) {
+		t.Error("the refused compaction changed the entry space")
 	}
 }

@@ -476,6 +476,7 @@ func (s *Segment) compact(t *tier) error {
 	// instead of an allocation each.
 	entries := make([]live, 0, min(t.entries(), uint64(l.Slots)))
 	copies := make([]byte, 0, min(t.usedChunks(), uint64(l.Chunks))*uint64(l.ChunkSize))
+	used := int64(0)
 	for pos, slot := range t.slots {
 		if slot == 0 {
 			continue
@@ -490,6 +491,10 @@ func (s *Segment) compact(t *tier) error {
 		copies = append(copies, t.space[c*l.ChunkSize+entryHeaderSize:c*l.ChunkSize+size]...)
 		kv := copies[start:len(copies):len(copies)]
 		entries = append(entries, live{pos: int64(pos), key: kv[:klen], value: kv[klen:], nch: ceilDiv(size, l.ChunkSize)})
+		if used += entries[len(entries)-1].nch; used > l.Chunks {
+			// Checked before anything moves: a damaged tier stays as it was.
+			return s.corrupt(t.index, "entries larger than the tier during compaction")
+		}
 	}
 	clear(t.bitmap)
 	atomic.StoreUint64(&t.header[thUsedChunks/8], 0)
