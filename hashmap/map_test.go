@@ -404,3 +404,44 @@ func TestHugePages(t *testing.T) {
 	}
 	t.Logf("huge pages: %d of %d resident bytes", huge.HugePageBytes, huge.Resident)
 }
+
+// TestMovesCountedAcrossHandles: compactions and relocations are counted in
+// the file, so another handle (as another process would) reads the moves
+// this one made, and mapctl's stats no longer show zeros for a map whose
+// writers moved values.
+func TestMovesCountedAcrossHandles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 2000, AverageKeySize: 8, AverageValueSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	keys := make([][]byte, 500)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key%05d", i)
+		if err := m.Put(keys[i], []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		if err := m.Put(k, bytes.Repeat([]byte("w"), 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := m.table.Relocations.Load()
+	if moved == 0 {
+		t.Fatal("no value moved: the test lost its point")
+	}
+	other, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for name, h := range map[string]*Map{"writer": m, "other handle": other} {
+		st := h.Stats()
+		if !st.MovesCounted || st.Relocations != moved || st.Compactions != m.table.Compactions.Load() {
+			t.Errorf("%s: moves counted %v, %d relocations and %d compactions; the writer made %d and %d",
+				name, st.MovesCounted, st.Relocations, st.Compactions, moved, m.table.Compactions.Load())
+		}
+	}
+}

@@ -16,8 +16,9 @@ type Stats struct {
 	ChunkSize        int     `json:"chunk_size"`        // allocation unit of entry space
 	SlotsPerTier     int     `json:"slots_per_tier"`    // hash lookup slots per tier
 	EntriesPerTier   int     `json:"entries_per_tier"`  // entries a tier takes before overflowing
-	Compactions      int64   `json:"compactions"`       // tiers compacted by this process
-	Relocations      int64   `json:"relocations"`       // values moved by this process
+	Compactions      int64   `json:"compactions"`       // tiers compacted: by every process since creation when MovesCounted, else by this process
+	Relocations      int64   `json:"relocations"`       // values moved because they outgrew their chunks: likewise
+	MovesCounted     bool    `json:"moves_counted"`     // the file counts compactions and relocations (files from before this do not)
 	Locks            int     `json:"locks"`             // application locks in the lock table
 	LockAlgorithm    string  `json:"lock_algorithm"`    // the lock table's algorithm
 	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
@@ -51,6 +52,10 @@ func (m *Map) Stats() Stats {
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
 	}
 	st.Counters = l.Stats
+	st.MovesCounted = l.MoveCounters
+	if st.MovesCounted {
+		st.Compactions, st.Relocations = 0, 0
+	}
 	for _, s := range m.Segments() {
 		st.Hits += s.Hits
 		st.Misses += s.Misses
@@ -60,6 +65,8 @@ func (m *Map) Stats() Stats {
 		st.Expired += s.Expired
 		st.LockWaits += s.LockWaits
 		st.LockTimeouts += s.LockTimeouts
+		st.Compactions += s.Compactions
+		st.Relocations += s.Relocations
 	}
 	st.BytesUsed = m.table.UsedChunks() * l.ChunkSize
 	st.BytesAllocatable = int64(st.TiersInUse) * l.Chunks * l.ChunkSize
@@ -86,6 +93,8 @@ type SegmentInfo struct {
 	Expired      int64 `json:"expired"`
 	LockWaits    int64 `json:"lock_waits"`
 	LockTimeouts int64 `json:"lock_timeouts"`
+	Compactions  int64 `json:"compactions"` // files that count them (Stats.MovesCounted)
+	Relocations  int64 `json:"relocations"`
 }
 
 // Segments describes every segment: entries, tiers, modification sequence,
@@ -101,7 +110,8 @@ func (m *Map) Segments() []SegmentInfo {
 		hits, misses := m.lookups(i, slots)
 		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(), Lock: st, LockStr: st.String(),
 			Hits: hits, Misses: misses, Puts: c.Puts, Deletes: c.Deletes,
-			Evicted: c.Evicted, Expired: c.Expired, LockWaits: c.LockWaits, LockTimeouts: c.LockTimeouts}
+			Evicted: c.Evicted, Expired: c.Expired, LockWaits: c.LockWaits, LockTimeouts: c.LockTimeouts,
+			Compactions: c.Compactions, Relocations: c.Relocations}
 	}
 	return out
 }

@@ -39,7 +39,9 @@ package segment
 //	8      8    deletes        Delete, Compute that removed (under the update lock)
 //	16     8    lockWaits      operations that found the lock taken and waited
 //	24     8    lockTimeouts   lock waits that ran out (LockTimeout)
-//	32     32   reserved
+//	32     8    compactions    compacting a tier (under the write lock); files with MoveCounters, else reserved
+//	40     8    relocations    moving a value that outgrew its run (under the write lock); likewise
+//	48     16   reserved
 //
 // Tier (TierSize bytes, at TiersOff + t*TierSize; tier t < Segments is the
 // first tier of segment t):
@@ -104,6 +106,8 @@ const (
 	stDeletes      = 8
 	stLockWaits    = 16
 	stLockTimeouts = 24
+	stCompactions  = 32
+	stRelocations  = 40
 
 	// Cache maps.
 	metaSize = 8       // expiry prefix of every value

@@ -226,7 +226,11 @@ func (s *Segment) Check(problem func(error)) int64 {
 	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
 		report(-1, "reserved header bytes are not zero")
 	}
-	if s.counters != nil && !reservedZero(s.counters[stLockTimeouts/8+1:]) {
+	reservedFrom := stLockTimeouts/8 + 1
+	if l.MoveCounters {
+		reservedFrom = stRelocations/8 + 1
+	}
+	if s.counters != nil && !reservedZero(s.counters[reservedFrom:]) {
 		report(-1, "reserved bytes of the counters are not zero")
 	}
 	keys := make(map[string]bool)

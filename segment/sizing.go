@@ -48,6 +48,11 @@ type Layout struct {
 	// created by this version always do; older files do not.
 	Stats    bool
 	StatsOff int64
+	// MoveCounters: the counters line also counts compactions and
+	// relocations, which files from before it keep as reserved zeros (so
+	// that an older build, which rejects the flag, never reads them as
+	// damage). Maps created by this version always do.
+	MoveCounters bool
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -83,7 +88,9 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
 		return Layout{}, fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
 	}
-	return newLayout(p, headerSize, checksums, true)
+	l, err := newLayout(p, headerSize, checksums, true)
+	l.MoveCounters = err == nil
+	return l, err
 }
 
 func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error) {
@@ -192,6 +199,9 @@ func (l *Layout) fields() []*int64 {
 	if l.Stats {
 		flags |= flagStats
 	}
+	if l.MoveCounters {
+		flags |= flagMoveCounters
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -202,9 +212,10 @@ func (l *Layout) fields() []*int64 {
 
 // Layout flags (field 2 of the record).
 const (
-	flagChecksums = 1
-	flagCache     = 2
-	flagStats     = 4
+	flagChecksums    = 1
+	flagCache        = 2
+	flagStats        = 4
+	flagMoveCounters = 8 // only with flagStats
 )
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
@@ -228,7 +239,8 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) {
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
@@ -239,6 +251,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}
+	want.MoveCounters = v[2]&flagMoveCounters != 0
 	got := want
 	gf, wf := got.fields(), want.fields()
 	for i := 6; i < n; i++ {

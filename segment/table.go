@@ -330,6 +330,19 @@ func (s *Segment) count(field int, n uint64) {
 	}
 }
 
+// countMove counts a compaction or a relocation (field), in this process
+// and, in files that keep them, in the segment's line.
+func (s *Segment) countMove(field int) {
+	if field == stCompactions {
+		s.tb.Compactions.Add(1)
+	} else {
+		s.tb.Relocations.Add(1)
+	}
+	if s.tb.layout.MoveCounters {
+		s.count(field, 1)
+	}
+}
+
 // Counters are a segment's counters since the map was created, summed over
 // every process. (Hits and misses are the hashmap's: readers count them in
 // their own registry slots.)
@@ -337,6 +350,9 @@ type Counters struct {
 	Puts, Deletes           int64 // entries stored and removed by operations
 	LockWaits, LockTimeouts int64 // operations that waited for the lock, and waits that ran out
 	Evicted, Expired        int64 // cache maps: evicted, and expired entries reclaimed
+	// Tiers compacted and values moved because they outgrew their runs, in
+	// files with Layout.MoveCounters (0 in older ones).
+	Compactions, Relocations int64
 }
 
 // Counters reads the segment's counters, without locks. Files from before
@@ -349,5 +365,8 @@ func (s *Segment) Counters() Counters {
 	load := func(field int) int64 { return int64(atomic.LoadUint64(&s.counters[field/8])) }
 	c.Puts, c.Deletes = load(stPuts), load(stDeletes)
 	c.LockWaits, c.LockTimeouts = load(stLockWaits), load(stLockTimeouts)
+	if s.tb.layout.MoveCounters {
+		c.Compactions, c.Relocations = load(stCompactions), load(stRelocations)
+	}
 	return c
 }

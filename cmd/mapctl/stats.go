@@ -165,9 +165,12 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Chunk size: %d\n", st.ChunkSize)
 	fmt.Fprintf(w, "Slots per tier: %d\n", st.SlotsPerTier)
 	fmt.Fprintf(w, "Entries per tier: %d\n", st.EntriesPerTier)
-	// Counted per process, in memory: mapctl's own process has moved
-	// nothing unless it wrote (load), so zeros would only mislead.
-	if st.Compactions != 0 || st.Relocations != 0 {
+	switch {
+	case st.MovesCounted:
+		fmt.Fprintf(w, "Compactions: %d, relocations: %d\n", st.Compactions, st.Relocations)
+	case st.Compactions != 0 || st.Relocations != 0:
+		// An older file: counted in this process only, which for
+		// mapctl is nothing unless it wrote, so zeros would mislead.
 		fmt.Fprintf(w, "Compactions, relocations by this process: %d, %d\n", st.Compactions, st.Relocations)
 	}
 	if st.Counters {
