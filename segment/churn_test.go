@@ -11,7 +11,8 @@ import (
 // entries, so that values outgrow their runs, move, and leave the tiers
 // fragmented: the allocator's and compaction's workload, which a benchmark
 // of fixed-size values never reaches. It reports compactions and
-// relocations per overwrite beside the time.
+// relocations per overwrite beside the time, and the share of entries at
+// their home runs after the fill and at the end.
 func BenchmarkOverwriteChurn(b *testing.B) {
 	const n = 100_000
 	tb, _ := newTable(b, Params{Entries: n, AverageKeySize: 16, AverageValueSize: 64, MaxBloatFactor: 2})
@@ -28,6 +29,7 @@ func BenchmarkOverwriteChurn(b *testing.B) {
 		keys[i] = fmt.Appendf(nil, "k%015d", i)
 		put(keys[i])
 	}
+	atHomeAfterFill := atHome(tb, keys)
 	for range 2 * n { // into the steady state of a churned map
 		put(keys[r.IntN(n)])
 	}
@@ -37,4 +39,18 @@ func BenchmarkOverwriteChurn(b *testing.B) {
 	}
 	b.ReportMetric(float64(tb.Compactions.Load()-compactions)/float64(b.N), "compactions/op")
 	b.ReportMetric(float64(tb.Relocations.Load()-relocations)/float64(b.N), "relocations/op")
+	b.ReportMetric(atHomeAfterFill, "at-home-filled")
+	b.ReportMetric(atHome(tb, keys), "at-home-churned")
+}
+
+// atHome is the share of keys whose entries start at their home runs.
+func atHome(tb *Table, keys [][]byte) float64 {
+	n := 0
+	for _, k := range keys {
+		h := hashOf(k)
+		if _, slot, _, found, _ := tb.lookupHome(tb.layout.segmentOf(h), h, k); found && slotChunk(slot) == homeChunk(tb, k) {
+			n++
+		}
+	}
+	return float64(n) / float64(len(keys))
 }
