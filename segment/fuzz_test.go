@@ -54,8 +54,10 @@ func FuzzOps(f *testing.F) {
 }
 
 // FuzzEntryDecoding writes arbitrary bytes over a tier's entry space and
-// slots, then looks keys up and iterates: the table must report corruption
-// or answer, never panic or loop.
+// slots (and, with enough of them, its link, allocation bitmap and
+// lowest-free hint), then looks keys up, iterates, and writes values of
+// growing sizes, so that entries move and the tier is compacted over the
+// damage: the table must report corruption or answer, never panic or loop.
 func FuzzEntryDecoding(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 200, 0, 0, 0, 3}, uint16(0))
 	f.Add(bytes.Repeat([]byte{0xff}, 64), uint16(5))
@@ -75,6 +77,8 @@ func FuzzEntryDecoding(f *testing.F) {
 			// Also damage a slot and the tier link.
 			tv.slots[int(at)%len(tv.slots)] = uint64(junk[0])<<40 | uint64(junk[1])<<32 | uint64(junk[2])
 			tv.header[thNext/8] = uint64(junk[3]) % 8
+			tv.bitmap[int(junk[4])%len(tv.bitmap)] ^= uint64(junk[5]) << (junk[6] % 56)
+			tv.header[thLowestFree/8] = uint64(junk[7]) * 3
 		}
 		var keys [][]byte
 		var hashes []uint64
@@ -85,5 +89,12 @@ func FuzzEntryDecoding(f *testing.F) {
 		}
 		tb.Prefetch(hashes, keys) // reads the damage too, and must not trip on it
 		_ = s.Entries(func(k, v []byte) bool { return true })
+		for i := range 40 {
+			k := []byte{'k', byte(i % 14)}
+			_, _ = s.Put(hashOf(k), k, make([]byte, i*7%60), Replace)
+			if i%5 == 0 {
+				_, _ = s.Delete(hashOf(k), k)
+			}
+		}
 	})
 }
