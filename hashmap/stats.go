@@ -47,15 +47,11 @@ func (m *Map) Stats() Stats {
 		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),
 		TiersMax: int(l.Tiers), FileSize: l.End, ChunkSize: int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
-		Compactions: m.table.Compactions.Load(), Relocations: m.table.Relocations.Load(),
 		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
 	}
 	st.Counters = l.Stats
 	st.MovesCounted = l.MoveCounters
-	if st.MovesCounted {
-		st.Compactions, st.Relocations = 0, 0
-	}
 	for _, s := range m.Segments() {
 		st.Hits += s.Hits
 		st.Misses += s.Misses
@@ -67,6 +63,9 @@ func (m *Map) Stats() Stats {
 		st.LockTimeouts += s.LockTimeouts
 		st.Compactions += s.Compactions
 		st.Relocations += s.Relocations
+	}
+	if !st.MovesCounted { // an older file: only this process's moves are known
+		st.Compactions, st.Relocations = m.table.Compactions.Load(), m.table.Relocations.Load()
 	}
 	st.BytesUsed = m.table.UsedChunks() * l.ChunkSize
 	st.BytesAllocatable = int64(st.TiersInUse) * l.Chunks * l.ChunkSize
@@ -94,7 +93,7 @@ type SegmentInfo struct {
 	LockWaits    int64 `json:"lock_waits"`
 	LockTimeouts int64 `json:"lock_timeouts"`
 	Compactions  int64 `json:"compactions"` // files that count them (Stats.MovesCounted)
-	Relocations  int64 `json:"relocations"`
+	Relocations  int64 `json:"relocations"` // likewise
 }
 
 // Segments describes every segment: entries, tiers, modification sequence,

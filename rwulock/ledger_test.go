@@ -75,9 +75,9 @@ func TestLedgerFollowsEveryProcedure(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- a.UpgradeUpdateToWrite(5 * time.Second) }()
 	// The wait is in the word when its CAS lands, and in a's ledger only
-	// when the CAS is settled just after: wait for both.
-	// The word is read first: once the wait shows there, a makes no other
-	// CAS until b unlocks, so a settled ledger read after it stays settled.
+	// when the CAS is settled just after: wait for both, reading the word
+	// first (once the wait shows there, a makes no other CAS until b
+	// unlocks, so a settled ledger read after it stays settled).
 	waitFor(t, "a's wait", func() bool {
 		if waitWord(atomic.LoadUint64(word)) != 1 {
 			return false

@@ -330,14 +330,10 @@ func (s *Segment) count(field int, n uint64) {
 	}
 }
 
-// countMove counts a compaction or a relocation (field), in this process
-// and, in files that keep them, in the segment's line.
-func (s *Segment) countMove(field int) {
-	if field == stCompactions {
-		s.tb.Compactions.Add(1)
-	} else {
-		s.tb.Relocations.Add(1)
-	}
+// countMove counts a compaction or a relocation in this process's counter
+// local and, in files that keep them, at offset field of the segment's line.
+func (s *Segment) countMove(local *atomic.Int64, field int) {
+	local.Add(1)
 	if s.tb.layout.MoveCounters {
 		s.count(field, 1)
 	}

@@ -222,7 +222,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 		return nil
 	}
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
-	s.countMove(stRelocations)
+	s.countMove(&tb.Relocations, stRelocations)
 	h := tb.entryHeader(nch, key, value)
 	nt, c, err := s.allocHome(w, uint32(hash>>tb.layout.segmentBits), nch, loc)
 	if err != nil {
@@ -466,7 +466,7 @@ func (s *Segment) attachTier(last *tier, idx uint64) tier {
 func (s *Segment) compact(t *tier) error {
 	tb := s.tb
 	l := &tb.layout
-	s.countMove(stCompactions)
+	s.countMove(&tb.Compactions, stCompactions)
 	type live struct {
 		pos        int64
 		key, value []byte // copies
