@@ -29,8 +29,10 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 		}
 		space := uint64(l.Chunks * l.ChunkSize)
 		for _, tag := range []uint32{0, 1, 1 << 31, math.MaxUint32 - 1, math.MaxUint32} {
-			if home := g.homeByte(tag); home%uint64(l.ChunkSize) != 0 || home+g.homeBytes > space {
-				t.Errorf("%+v: tag %#x: home run at byte %d (+%d) of a %d-byte entry space", p, tag, home, g.homeBytes, space)
+			for _, home := range []uint64{g.homeByte(tag), g.secondHomeByte(tag)} {
+				if home%uint64(l.ChunkSize) != 0 || home+g.homeBytes > space {
+					t.Errorf("%+v: tag %#x: home run at byte %d (+%d) of a %d-byte entry space", p, tag, home, g.homeBytes, space)
+				}
 			}
 		}
 		// Lookups request the run's first two lines at most: of an entry
@@ -41,10 +43,10 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 	}
 }
 
-// TestNewEntriesGoHome: a new entry takes its home run when the run is
-// free, so that a lookup finds it in the lines it requested with the slot;
-// when another entry holds the run, it goes wherever there is room, and
-// every entry stays readable either way.
+// TestNewEntriesGoHome: a new entry takes its first home run when the run
+// is free, so that a lookup finds it in the lines it requested with the
+// slot; when another entry holds the run, it takes its second; and every
+// entry stays readable either way.
 func TestNewEntriesGoHome(t *testing.T) {
 	tb, s, put := previewTable(t)
 	chunkOf := func(k []byte) int64 {
@@ -63,8 +65,11 @@ func TestNewEntriesGoHome(t *testing.T) {
 	if c := chunkOf(k1); c != homeChunk(tb, k1) {
 		t.Errorf("k1 at chunk %d, its home run starts at %d", c, homeChunk(tb, k1))
 	}
-	if c := chunkOf(k2); c == homeChunk(tb, k2) {
-		t.Errorf("k2 at chunk %d, which k1 holds", c)
+	if secondHomeChunk(tb, k2) == homeChunk(tb, k1) {
+		t.Fatal("k2's second home is k1's: the test lost its point")
+	}
+	if c := chunkOf(k2); c != secondHomeChunk(tb, k2) {
+		t.Errorf("k2 at chunk %d, not its second home run (%d; k1 holds its first)", c, secondHomeChunk(tb, k2))
 	}
 	if _, err := s.Delete(hashOf(k1), k1); err != nil {
 		t.Fatal(err)
@@ -82,9 +87,9 @@ func TestNewEntriesGoHome(t *testing.T) {
 		t.Errorf("Check counted %d entries, want 2", n)
 	}
 
-	// A value that outgrows its run moves to its home run when that is
-	// free: k2 (first fit, not at home) is blocked from growing in place by
-	// an entry right after it, and its home run is freed.
+	// A value that outgrows its run moves to its first home run when that
+	// is free: k2 (at its second) is blocked from growing in place by an
+	// entry right after it, and its first home run is freed.
 	after := chunkOf(k2) + tb.chunksFor(len(k2), len("value two"))
 	blocker := keyWithHome(t, tb, after, nil)
 	put(blocker, []byte("blocks k2"))
@@ -111,9 +116,64 @@ func TestNewEntriesGoHome(t *testing.T) {
 	}
 }
 
-// homeChunk is the first chunk of key k's home run (see Segment.allocHome).
+// TestBothHomesTaken: an entry whose two home runs are both held goes to
+// the first free run, and is read from there.
+func TestBothHomesTaken(t *testing.T) {
+	tb, s, put := previewTable(t)
+	k1 := []byte("key-one!")
+	// k2 shares k1's first home run; k3 holds k2's second.
+	var k2, k3 []byte
+	for i := range 1 << 20 {
+		k := fmt.Appendf(nil, "%08d", i)
+		if homeChunk(tb, k) == homeChunk(tb, k1) && !bytes.Equal(k, k1) && secondHomeChunk(tb, k) != homeChunk(tb, k1) {
+			k2 = k
+			break
+		}
+	}
+	if k2 == nil {
+		t.Fatal("no key shares k1's first home run only")
+	}
+	k3 = keyWithHome(t, tb, secondHomeChunk(tb, k2), k2)
+	put(k1, []byte("value one"))
+	put(k3, []byte("value three"))
+	put(k2, []byte("value two"))
+	chunks := map[string]int64{}
+	for _, k := range [][]byte{k1, k2, k3} {
+		_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
+		if !found {
+			t.Fatalf("%s not found", k)
+		}
+		chunks[string(k)] = slotChunk(slot)
+	}
+	if chunks[string(k1)] != homeChunk(tb, k1) || chunks[string(k3)] != homeChunk(tb, k3) {
+		t.Fatalf("k1 and k3 not at their first homes (%v): the test lost its point", chunks)
+	}
+	if c := chunks[string(k2)]; atEitherHome(tb, k2, c) {
+		t.Errorf("k2 at chunk %d, one of its homes, which k1 and k3 hold", c)
+	}
+	for _, k := range [][]byte{k1, k2, k3} {
+		if v, found, err := s.Get(hashOf(k), k, nil); err != nil || !found || !bytes.HasPrefix(v, []byte("value ")) {
+			t.Errorf("%s = %q, %v, %v", k, v, found, err)
+		}
+	}
+	if n := s.Check(func(err error) { t.Error(err) }); n != 3 {
+		t.Errorf("Check counted %d entries, want 3", n)
+	}
+}
+
+// homeChunk is the first chunk of key k's first home run (see
+// Segment.allocHome), secondHomeChunk of its second.
 func homeChunk(tb *Table, k []byte) int64 {
 	return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+}
+
+func secondHomeChunk(tb *Table, k []byte) int64 {
+	return int64(tb.geom.secondHomeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+}
+
+// atEitherHome reports whether chunk c starts one of k's home runs.
+func atEitherHome(tb *Table, k []byte, c int64) bool {
+	return c == homeChunk(tb, k) || c == secondHomeChunk(tb, k)
 }
 
 // keyWithHome returns an 8-byte key other than except whose home run

@@ -97,20 +97,34 @@ type geometry struct {
 // homeByte is where, within a tier's entry space, the home run of an entry
 // whose slot tag is tag starts: the tier's entry space is cut into runs of
 // an average entry's chunks, and the tag picks one (by its high bits,
-// while its low bits pick the slot).
+// while its low bits pick the slot). An entry has two home runs, this one
+// and secondHomeByte's (see Segment.allocHome).
 func (g *geometry) homeByte(tag uint32) uint64 {
 	return (uint64(tag) * g.homeRuns) >> 32 * g.homeBytes
 }
 
-// requestHomeRun starts fetching the lines of segment index's home run for
-// tag: its first (the entry header and key) and the one after, or its last
-// when shorter (the value, which the copy streams beyond that). The words
-// read are not used: what matters is that the lines are coming.
+// secondHomeByte is where the second home run of an entry whose slot tag
+// is tag starts: homeByte of the tag scrambled by a multiplication by an
+// odd constant (2^32 / the golden ratio), a bijection of the tags whose
+// high bits depend on all of the tag's, so that keys sharing a first home
+// are spread over the second.
+func (g *geometry) secondHomeByte(tag uint32) uint64 {
+	return g.homeByte(tag * 0x9E3779B9)
+}
+
+// requestHomeRun starts fetching the lines of segment index's two home
+// runs for tag: of each, its first (the entry header and key) and the one
+// after, or its last when shorter (the value, which the copy streams
+// beyond that). The words read are not used: what matters is that the
+// lines are coming.
 func (tb *Table) requestHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
-	run := index*g.tierSize + g.entriesOff + g.homeByte(tag)
-	atomic.LoadUint64(&tb.tierWords[run>>3])
-	atomic.LoadUint64(&tb.tierWords[(run+g.homeLast)>>3])
+	runs := index*g.tierSize + g.entriesOff
+	first, second := runs+g.homeByte(tag), runs+g.secondHomeByte(tag)
+	atomic.LoadUint64(&tb.tierWords[first>>3])
+	atomic.LoadUint64(&tb.tierWords[(first+g.homeLast)>>3])
+	atomic.LoadUint64(&tb.tierWords[second>>3])
+	atomic.LoadUint64(&tb.tierWords[(second+g.homeLast)>>3])
 }
 
 func newGeometry(l *Layout) geometry {
