@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sharedmap/sharedmap/internal/keyhash"
 )
 
 // tier is a view of one tier in the mapping. It holds only slices into the
@@ -112,8 +114,9 @@ func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen i
 // its checksum field), the key and the value. It is never 0, so that 0 can
 // mean "not computed".
 func entryChecksum(head, key, value []byte) uint32 {
-	var sum uint64
+	sum, ok := keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value)
 	switch n := len(head) + len(key) + len(value); {
+	case ok:
 	case n <= smallChecksumBytes:
 		sum = smallEntrySum(head, key, value)
 	case n <= checksumStackBytes:

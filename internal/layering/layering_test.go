@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"rwulock":          {"internal/wait"},
 	"ipc":              {"internal/wait", "offheap"},
 	"registry":         {"offheap"},
-	"segment":          {"rwulock", "offheap", "internal/wait"},
+	"segment":          {"rwulock", "offheap", "internal/wait", "internal/keyhash"}, // keyhash: the entry checksum
 	"hashmap":          {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash"},
 	"cmd/mapctl":       {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
 	"typed":            {"hashmap"},
