@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -375,7 +376,10 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 }
 
 // runProcesses runs the cell in worker processes on the same file. The
-// parent's own handle stays open but idle.
+// parent's own handle stays open but idle. The workers start measuring
+// together: each says when it is ready (store open, keys made, its
+// garbage collected), and the parent starts them all at once, so that no
+// worker's measured time overlaps another's set-up.
 func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Duration, _ store) (uint64, time.Duration, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -383,18 +387,42 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 	}
 	cmds := make([]*exec.Cmd, c.workers)
 	outs := make([]*bufio.Reader, c.workers)
+	starts := make([]io.WriteCloser, c.workers)
+	defer func() {
+		for i, cmd := range cmds {
+			if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
+				_ = starts[i].Close()
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		}
+	}()
 	for i := range cmds {
 		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
 			dur.String(), strconv.Itoa(i + 1)}, ",")
-		cmds[i] = exec.Command(self, "-worker", arg)
-		cmds[i].Stderr = os.Stderr
-		pipe, err := cmds[i].StdoutPipe()
+		cmd := exec.Command(self, "-worker", arg)
+		cmd.Stderr = os.Stderr
+		pipe, err := cmd.StdoutPipe()
 		if err != nil {
 			return 0, 0, err
 		}
-		outs[i] = bufio.NewReader(pipe)
-		if err := cmds[i].Start(); err != nil {
+		if starts[i], err = cmd.StdinPipe(); err != nil {
 			return 0, 0, err
+		}
+		outs[i] = bufio.NewReader(pipe)
+		if err := cmd.Start(); err != nil {
+			return 0, 0, err
+		}
+		cmds[i] = cmd
+	}
+	for i := range cmds {
+		if line, _ := outs[i].ReadString('\n'); line != "ready\n" {
+			return 0, 0, fmt.Errorf("worker %d said %q instead of ready", i, line)
+		}
+	}
+	for i := range cmds {
+		if _, err := io.WriteString(starts[i], "go\n"); err != nil {
+			return 0, 0, fmt.Errorf("worker %d: %w", i, err)
 		}
 	}
 	var ops uint64
@@ -457,6 +485,12 @@ func runWorker(arg string) int {
 	defer st.Close()
 	keys := makeKeys(d.keys)
 	s := newScript(len(keys), cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919))
+	runtime.GC()
+	fmt.Println("ready")
+	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "go\n" {
+		fmt.Fprintln(os.Stderr, "worker: no start signal:", line, err)
+		return 1
+	}
 	var stop atomic.Bool
 	start := time.Now()
 	time.AfterFunc(dur, func() { stop.Store(true) })
