@@ -444,8 +444,10 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 	return ops, longest, nil
 }
 
-// runWorker is one worker process: it opens the store the parent loaded
-// and runs the cell for the duration, printing "ops elapsed-ns".
+// runWorker is one worker process: it opens the store the parent loaded,
+// prints "ready", waits for "go" on its standard input (see runProcesses;
+// run by hand, type it), and runs the cell for the duration, printing
+// "ops elapsed-ns".
 func runWorker(arg string) int {
 	f := strings.Split(arg, ",")
 	if len(f) != 7 {

@@ -28,7 +28,14 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 			t.Errorf("%+v: %d home runs of %d chunks", p, l.homeRuns, l.homeChunks)
 		}
 		space := uint64(l.Chunks * l.ChunkSize)
-		for _, tag := range []uint32{0, 1, 1 << 31, math.MaxUint32 - 1, math.MaxUint32} {
+		// The last tag scrambles to MaxUint32 (inverse undoes
+		// secondHomeByte's multiplication; 0 scrambles to 0): the second
+		// home run at the tier's end.
+		inverse := uint32(0x144cbc89)
+		if inverse*0x9E3779B9 != 1 {
+			t.Fatal("not the multiplier's inverse")
+		}
+		for _, tag := range []uint32{0, 1, 1 << 31, math.MaxUint32 - 1, math.MaxUint32, math.MaxUint32 * inverse} {
 			for _, home := range []uint64{g.homeByte(tag), g.secondHomeByte(tag)} {
 				if home%uint64(l.ChunkSize) != 0 || home+g.homeBytes > space {
 					t.Errorf("%+v: tag %#x: home run at byte %d (+%d) of a %d-byte entry space", p, tag, home, g.homeBytes, space)

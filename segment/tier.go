@@ -114,7 +114,11 @@ func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen i
 // its checksum field), the key and the value. It is never 0, so that 0 can
 // mean "not computed".
 func entryChecksum(head, key, value []byte) uint32 {
-	sum, ok := keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value)
+	var sum uint64
+	ok := false
+	if len(head) == ehChecksum {
+		sum, ok = keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value)
+	}
 	switch n := len(head) + len(key) + len(value); {
 	case ok:
 	case n <= smallChecksumBytes:

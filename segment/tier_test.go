@@ -11,25 +11,31 @@ import (
 )
 
 // TestEntryChecksumOnePassOrStreamed: small entries are checksummed from a
-// stack copy (in one of two buffers), large ones streamed; every path must
-// give what files already hold, the low 32 bits of XXH64 over head, key and
-// value (never 0).
+// stack copy (in one of two buffers), large ones streamed, those with
+// 16-byte keys in place (keyhash.Entry); every path must give what files
+// already hold, the low 32 bits of XXH64 over head, key and value (never
+// 0).
 func TestEntryChecksumOnePassOrStreamed(t *testing.T) {
 	head := []byte("lengths+nch!")
-	for _, n := range []int{0, 1, 63, 64, smallChecksumBytes - len(head) - 8, smallChecksumBytes - len(head) - 7,
-		checksumStackBytes - 40, checksumStackBytes - len(head) - 8, checksumStackBytes, 3 * checksumStackBytes} {
-		key := make([]byte, 8)
-		value := make([]byte, n)
-		for i := range value {
-			value[i] = byte(i * 7)
-		}
-		whole := append(append(append([]byte(nil), head...), key...), value...)
-		want := uint32(xxhash.Sum64(whole))
-		if want == 0 {
-			want = 1
-		}
-		if got := entryChecksum(head, key, value); got != want {
-			t.Errorf("value of %d bytes: checksum %#x, want %#x", n, got, want)
+	for _, klen := range []int{8, 15, 16, 17} {
+		for _, n := range []int{0, 1, 3, 4, 5, 63, 64, smallChecksumBytes - len(head) - 8, smallChecksumBytes - len(head) - 7,
+			checksumStackBytes - 40, checksumStackBytes - len(head) - 8, checksumStackBytes, 3 * checksumStackBytes} {
+			key := make([]byte, klen)
+			for i := range key {
+				key[i] = byte(0xA0 + i)
+			}
+			value := make([]byte, n)
+			for i := range value {
+				value[i] = byte(i * 7)
+			}
+			whole := append(append(append([]byte(nil), head...), key...), value...)
+			want := uint32(xxhash.Sum64(whole))
+			if want == 0 {
+				want = 1
+			}
+			if got := entryChecksum(head, key, value); got != want {
+				t.Errorf("key of %d bytes, value of %d: checksum %#x, want %#x", klen, n, got, want)
+			}
 		}
 	}
 }
