@@ -32,7 +32,7 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 		// secondHomeByte's multiplication; 0 scrambles to 0): the second
 		// home run at the tier's end.
 		inverse := uint32(0x144cbc89)
-		if inverse*0x9E3779B9 != 1 {
+		if inverse*secondHomeMultiplier != 1 {
 			t.Fatal("not the multiplier's inverse")
 		}
 		for _, tag := range []uint32{0, 1, 1 << 31, math.MaxUint32 - 1, math.MaxUint32, math.MaxUint32 * inverse} {
@@ -56,14 +56,7 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 // entry stays readable either way.
 func TestNewEntriesGoHome(t *testing.T) {
 	tb, s, put := previewTable(t)
-	chunkOf := func(k []byte) int64 {
-		t.Helper()
-		_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
-		if !found {
-			t.Fatalf("%s not found", k)
-		}
-		return slotChunk(slot)
-	}
+	chunkOf := func(k []byte) int64 { t.Helper(); return entryChunk(t, tb, k) }
 	k1 := []byte("key-one!")
 	k2 := sameHome(t, tb, k1)
 	k3 := sameHome(t, tb, k2)
@@ -128,29 +121,17 @@ func TestNewEntriesGoHome(t *testing.T) {
 func TestBothHomesTaken(t *testing.T) {
 	tb, s, put := previewTable(t)
 	k1 := []byte("key-one!")
-	// k2 shares k1's first home run; k3 holds k2's second.
-	var k2, k3 []byte
-	for i := range 1 << 20 {
-		k := fmt.Appendf(nil, "%08d", i)
-		if homeChunk(tb, k) == homeChunk(tb, k1) && !bytes.Equal(k, k1) && secondHomeChunk(tb, k) != homeChunk(tb, k1) {
-			k2 = k
-			break
-		}
-	}
-	if k2 == nil {
-		t.Fatal("no key shares k1's first home run only")
-	}
-	k3 = keyWithHome(t, tb, secondHomeChunk(tb, k2), k2)
+	// k2 shares k1's first home run only; k3 holds k2's second.
+	k2 := keyWhere(t, "shares k1's first home run only", func(k []byte) bool {
+		return homeChunk(tb, k) == homeChunk(tb, k1) && !bytes.Equal(k, k1) && secondHomeChunk(tb, k) != homeChunk(tb, k1)
+	})
+	k3 := keyWithHome(t, tb, secondHomeChunk(tb, k2), k2)
 	put(k1, []byte("value one"))
 	put(k3, []byte("value three"))
 	put(k2, []byte("value two"))
 	chunks := map[string]int64{}
 	for _, k := range [][]byte{k1, k2, k3} {
-		_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
-		if !found {
-			t.Fatalf("%s not found", k)
-		}
-		chunks[string(k)] = slotChunk(slot)
+		chunks[string(k)] = entryChunk(t, tb, k)
 	}
 	if chunks[string(k1)] != homeChunk(tb, k1) || chunks[string(k3)] != homeChunk(tb, k3) {
 		t.Fatalf("k1 and k3 not at their first homes (%v): the test lost its point", chunks)
@@ -183,17 +164,35 @@ func atEitherHome(tb *Table, k []byte, c int64) bool {
 	return c == homeChunk(tb, k) || c == secondHomeChunk(tb, k)
 }
 
+// entryChunk is the first chunk of k's entry in segment 0's first tier.
+func entryChunk(t *testing.T, tb *Table, k []byte) int64 {
+	t.Helper()
+	_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
+	if !found {
+		t.Fatalf("%s not found", k)
+	}
+	return slotChunk(slot)
+}
+
 // keyWithHome returns an 8-byte key other than except whose home run
 // starts at chunk c.
 func keyWithHome(t *testing.T, tb *Table, c int64, except []byte) []byte {
 	t.Helper()
+	return keyWhere(t, fmt.Sprintf("has its home run at chunk %d", c), func(k []byte) bool {
+		return homeChunk(tb, k) == c && !bytes.Equal(k, except)
+	})
+}
+
+// keyWhere returns the first 8-byte key of digits that fits, and fails the
+// test (saying what was looked for) if none of 2^20 does.
+func keyWhere(t *testing.T, what string, fits func(k []byte) bool) []byte {
+	t.Helper()
 	for i := range 1 << 20 {
-		k := fmt.Appendf(nil, "%08d", i)
-		if homeChunk(tb, k) == c && !bytes.Equal(k, except) {
+		if k := fmt.Appendf(nil, "%08d", i); fits(k) {
 			return k
 		}
 	}
-	t.Fatalf("no key's home run starts at chunk %d", c)
+	t.Fatalf("no key %s", what)
 	return nil
 }
 

@@ -109,8 +109,10 @@ func (g *geometry) homeByte(tag uint32) uint64 {
 // high bits depend on all of the tag's, so that keys sharing a first home
 // are spread over the second.
 func (g *geometry) secondHomeByte(tag uint32) uint64 {
-	return g.homeByte(tag * 0x9E3779B9)
+	return g.homeByte(tag * secondHomeMultiplier)
 }
+
+const secondHomeMultiplier = 0x9E3779B9
 
 // requestHomeRun starts fetching the lines of segment index's two home
 // runs for tag: of each, its first (the entry header and key) and the one

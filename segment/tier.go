@@ -114,13 +114,13 @@ func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen i
 // its checksum field), the key and the value. It is never 0, so that 0 can
 // mean "not computed".
 func entryChecksum(head, key, value []byte) uint32 {
-	var sum uint64
-	ok := false
 	if len(head) == ehChecksum {
-		sum, ok = keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value)
+		if sum, ok := keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value); ok {
+			return checksumOf(sum)
+		}
 	}
+	var sum uint64
 	switch n := len(head) + len(key) + len(value); {
-	case ok:
 	case n <= smallChecksumBytes:
 		sum = smallEntrySum(head, key, value)
 	case n <= checksumStackBytes:
@@ -136,11 +136,16 @@ func entryChecksum(head, key, value []byte) uint32 {
 		_, _ = d.Write(value)
 		sum = d.Sum64()
 	}
-	s := uint32(sum)
-	if s == 0 {
-		s = 1
+	return checksumOf(sum)
+}
+
+// checksumOf is the stored checksum of an entry whose XXH64 is sum: its
+// low 32 bits, 1 for 0.
+func checksumOf(sum uint64) uint32 {
+	if s := uint32(sum); s != 0 {
+		return s
 	}
-	return s
+	return 1
 }
 
 // smallEntrySum is the XXH64 of a small entry, from a copy in a buffer
