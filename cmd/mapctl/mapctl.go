@@ -57,12 +57,18 @@ Usage: mapctl COMMAND [flags] ARGS...
 
 Commands:
 `)
+	width := len("help")
 	for _, c := range commands() {
 		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %-16s %s\n", c.name, c.args, c.summary)
+			width = max(width, len(c.name))
 		}
 	}
-	fmt.Fprintf(w, `  %-8s %-16s %s
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-*s %-16s %s\n", width, c.name, c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, `  %-*s %-16s %s
 
 Run "mapctl COMMAND --help" (or "mapctl help COMMAND") for a command's
 arguments, flags and an example. Flags may come before or after the
@@ -74,7 +80,7 @@ Example:
   mapctl create /tmp/m.map --entries 100000 --key-size 16 --value-size 64
   mapctl put /tmp/m.map hello world && mapctl get /tmp/m.map hello
   mapctl demo
-`, "help", "[COMMAND]", "show this help, or a command's", exitStatusHelp)
+`, width, "help", "[COMMAND]", "show this help, or a command's", exitStatusHelp)
 }
 
 // run is the whole program: it returns the exit status.

@@ -409,3 +409,39 @@ func TestStatsCounters(t *testing.T) {
 		t.Fatalf("stats --watch --json: %d %q", c, o)
 	}
 }
+
+// The command list of "mapctl help" is a table: every summary starts in the
+// same column, however long the longest command name.
+func TestHelpListAligns(t *testing.T) {
+	c, out, _ := mapctl(t, "", "help")
+	if c != exitOK {
+		t.Fatalf("help: exit %d", c)
+	}
+	_, list, _ := strings.Cut(out, "Commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	column := -1
+	rows := 0
+	for row := range strings.SplitSeq(list, "\n") {
+		var summary string
+		for _, c := range commands() {
+			if strings.HasPrefix(row, "  "+c.name+" ") {
+				summary = c.summary
+			}
+		}
+		if strings.HasPrefix(row, "  help ") {
+			summary = "show this help"
+		}
+		at := strings.Index(row, summary)
+		if summary == "" || at < 0 {
+			t.Fatalf("row %q names no command", row)
+		}
+		if column >= 0 && at != column {
+			t.Errorf("row %q: summary in column %d, others in %d", row, at, column)
+		}
+		column = at
+		rows++
+	}
+	if rows < 10 {
+		t.Fatalf("found %d rows in %q", rows, list)
+	}
+}
