@@ -86,6 +86,10 @@ func main() {
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
 	)
 	flag.Parse()
+	if err := checkNames(*only, *onlyData, *onlyCells); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if *onlyCells != "" {
 		cellFilter = strings.Split(*onlyCells, ",")
 	}
@@ -117,6 +121,37 @@ func main() {
 	if err := res.write(*out); err != nil {
 		fatal(err)
 	}
+}
+
+// checkNames rejects a name in -stores, -datasets or -cells that names
+// nothing, which would otherwise run nothing without a word.
+func checkNames(storeList, datasetList, cellList string) error {
+	var storeNames, datasetNames, cellNames []string
+	for _, s := range stores {
+		storeNames = append(storeNames, s.name)
+		for _, c := range cellsFor(s) {
+			if !slices.Contains(cellNames, c.String()) {
+				cellNames = append(cellNames, c.String())
+			}
+		}
+	}
+	for _, d := range datasets {
+		datasetNames = append(datasetNames, d.name)
+	}
+	for _, f := range []struct {
+		flag, list string
+		known      []string
+	}{{"-stores", storeList, storeNames}, {"-datasets", datasetList, datasetNames}, {"-cells", cellList, cellNames}} {
+		if f.list == "" {
+			continue
+		}
+		for name := range strings.SplitSeq(f.list, ",") {
+			if !slices.Contains(f.known, name) {
+				return fmt.Errorf("%s: no %q; choose from %s", f.flag, name, strings.Join(f.known, ","))
+			}
+		}
+	}
+	return nil
 }
 
 func fatal(err error) {
@@ -375,6 +410,11 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 	return ops, float64(m1.Mallocs-m0.Mallocs) / float64(max(ops, 1)), elapsed, nil
 }
 
+// workerGrace is how long beyond its cell's duration a worker process may
+// take (opening the store, making its keys, collecting its garbage, and
+// printing) before runProcesses gives up on it.
+const workerGrace = 2 * time.Minute
+
 // runProcesses runs the cell in worker processes on the same file. The
 // parent's own handle stays open but idle. The workers start measuring
 // together: each says when it is ready (store open, keys made, its
@@ -415,9 +455,25 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 		}
 		cmds[i] = cmd
 	}
+	// A worker hung in set-up or in its cell would hang the whole run: past
+	// the deadline every worker is killed, which ends the reads below.
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(dur+workerGrace, func() {
+		timedOut.Store(true)
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+		}
+	})
+	defer watchdog.Stop()
+	hung := func(err error) error {
+		if timedOut.Load() {
+			return fmt.Errorf("workers killed after %v without an answer: %w", dur+workerGrace, err)
+		}
+		return err
+	}
 	for i := range cmds {
 		if line, _ := outs[i].ReadString('\n'); line != "ready\n" {
-			return 0, 0, fmt.Errorf("worker %d said %q instead of ready", i, line)
+			return 0, 0, hung(fmt.Errorf("worker %d said %q instead of ready", i, line))
 		}
 	}
 	for i := range cmds {
@@ -433,10 +489,10 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 		var ns int64
 		if _, err := fmt.Sscanf(line, "%d %d", &n, &ns); err != nil {
 			_ = cmd.Wait()
-			return 0, 0, fmt.Errorf("worker %d said %q", i, line)
+			return 0, 0, hung(fmt.Errorf("worker %d said %q", i, line))
 		}
 		if err := cmd.Wait(); err != nil {
-			return 0, 0, fmt.Errorf("worker %d: %w", i, err)
+			return 0, 0, hung(fmt.Errorf("worker %d: %w", i, err))
 		}
 		ops += n
 		longest = max(longest, time.Duration(ns))
