@@ -18,11 +18,20 @@
 //
 // Keys are spread over segments by their XXH64 hash; each segment has a
 // read/write/update lock word in the file (Chronicle Map's, see rwulock).
-// Put, Delete and Compute take the segment's update lock and upgrade to
-// write only while they modify. Get takes no lock at all: it reads
-// optimistically and validates with the segment's modification sequence,
-// falling back to the read lock when writers keep interfering. Every
-// completed write is visible to every later Get in any process.
+// Delete and Compute take the segment's update lock and upgrade to write
+// only while they modify; Put does too, except that a Put whose value fits
+// the entry's place looks without a lock and then takes the write lock
+// directly, validating its look by the segment's modification sequence.
+// Get takes no lock at all: it reads optimistically and validates with the
+// sequence, falling back to the read lock when writers keep interfering.
+// Every completed write is visible to every later Get in any process.
+//
+// # Durability
+//
+// A completed write survives the death of any process; it reaches the
+// disk when the kernel writes the page back, or at Sync. After a machine
+// crash, Check finds entries torn by a partial write-back and Repair
+// removes them (see Sync and Repair).
 //
 // # Caveats
 //
@@ -31,9 +40,12 @@
 //   - Opening the same file twice in one process works (two mappings).
 //   - Network filesystems do not keep mappings coherent between machines;
 //     use a local filesystem or /dev/shm.
-//   - A process killed inside Put or Delete can leave its segment's lock
-//     held: other processes then fail with ErrTimeout after LockTimeout
-//     rather than hang. Recovery of such segments is not implemented yet.
+//   - A process killed inside Put or Delete leaves its segment's lock held
+//     until a survivor repairs it: the next operation that waits
+//     LockTimeout for that lock, the next Open, or Recover (mapctl
+//     recover) releases what the dead process held and rebuilds the
+//     segment if it was changing it. Such a wait lasts up to twice
+//     LockTimeout (the wait, the repair, a second wait).
 //   - Another process truncating the file makes this one crash with SIGBUS.
 //   - Compute and Range bodies run while a segment lock is held (Range only
 //     while copying): keep Compute short.

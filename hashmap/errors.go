@@ -21,9 +21,10 @@ var (
 	// ErrTooLarge: the key and value together exceed what one tier holds.
 	ErrTooLarge = segment.ErrTooLarge
 
-	// ErrTimeout: a segment lock was not acquired within LockTimeout. A
-	// process that died holding the lock, or a very long Compute or Range
-	// body in another process, are the usual causes.
+	// ErrTimeout: a segment lock was not acquired in time (see
+	// Options.LockTimeout). A dead holder is released on the way, so the
+	// usual cause is a live one: a very long Compute or Range body, or a
+	// process stopped (SIGSTOP, a debugger) while it held the lock.
 	ErrTimeout = rwulock.ErrTimeout
 
 	// ErrCorrupt: the file holds data no correct writer produces.

@@ -272,6 +272,20 @@ func (m *Map) Close() error {
 	return m.file.Close()
 }
 
+// Sync writes every change made to the map so far, by any process, to the
+// file's disk and waits for it (msync). Without it, changes are visible to
+// every process at once and survive any process's death, but reach the
+// disk only when the kernel writes dirty pages back: a machine crash may
+// lose the latest of them, or leave an entry half written, which Check
+// reports and Repair removes. Sync costs a write of every page dirtied
+// since the last one; call it at the points that must survive a crash.
+func (m *Map) Sync() error {
+	if err := m.check(false); err != nil {
+		return err
+	}
+	return m.file.Sync()
+}
+
 // Path is the file the map lives in.
 func (m *Map) Path() string { return m.file.Path() }
 

@@ -26,7 +26,10 @@ type Options struct {
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.
 	Segments int
-	// LockTimeout bounds every wait for a segment lock. Default 10s.
+	// LockTimeout is how long an operation waits for a segment lock before
+	// it looks for a dead holder to release (see Recover) and waits once
+	// more: a lock a live process keeps ends the operation in ErrTimeout
+	// after up to twice LockTimeout. Default 10s.
 	LockTimeout time.Duration
 	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
 	// return ErrReadOnly. The file must exist.

@@ -244,4 +244,54 @@ func (m *Map) Check() ([]Problem, error) {
 	return out, nil
 }
 
+// Repaired is what Repair did.
+type Repaired struct {
+	Recovery Recovery            // what dead processes held, released first
+	Rebuilt  []segment.Recovered // the segments rebuilt for damage Check found
+	Failed   []Problem           // segments Repair could not rebuild, and why
+}
+
+// Repair makes a damaged map sound again, as far as its entries allow. It
+// runs Recover, then Check, and rebuilds every segment Check finds
+// damaged from its entries (see segment.Segment.Rebuild): entries that do
+// not decode or fail their checksum, as a machine crash can leave them
+// (see Sync), are dropped; every other entry is kept. It is safe while
+// other processes use the map, which wait for each segment's rebuild as
+// for any writer. What is still wrong afterwards is for Check to say.
+func (m *Map) Repair() (Repaired, error) {
+	var rep Repaired
+	if err := m.check(true); err != nil {
+		return rep, err
+	}
+	if m.reg != nil {
+		var err error
+		if rep.Recovery, err = m.Recover(); err != nil {
+			return rep, err
+		}
+	}
+	m.table.ClearReservedGlobal()
+	problems, err := m.Check()
+	if err != nil {
+		return rep, err
+	}
+	done := make(map[int]bool)
+	for _, p := range problems {
+		if p.Segment < 0 || done[p.Segment] {
+			continue
+		}
+		done[p.Segment] = true
+		r, rebuilt, err := m.table.Segment(p.Segment).Repair()
+		switch {
+		case err != nil:
+			rep.Failed = append(rep.Failed, Problem{p.Segment, err})
+		case rebuilt:
+			rep.Rebuilt = append(rep.Rebuilt, r)
+		}
+	}
+	if len(rep.Rebuilt) > 0 {
+		m.repairs.Add(1)
+	}
+	return rep, nil
+}
+
 func loadLedger(p *uint64) uint64 { return atomic.LoadUint64(p) }

@@ -27,7 +27,7 @@ type Recovered struct {
 	Orphans rwulock.Orphans // what dead processes held of its lock
 	Rebuilt bool            // a dead process held it exclusively: its data was rebuilt
 	Kept    int64           // entries kept by the rebuild
-	Dropped int64           // entries dropped: bad checksum, undecodable, wrong segment, no room
+	Dropped int64           // entries dropped: bad checksum or undecodable (damaged neighbours count once), wrong segment, no room
 	Doubled int64           // second copies of a key (a move cut short), dropped
 }
 
@@ -77,6 +77,57 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	return rep, nil
 }
 
+// Rebuild rewrites segment s's metadata from its entries, as Recover does
+// for a segment a dead process was modifying, for damage that no death
+// explains and Check reports: pages of the file torn by a machine crash, a
+// stray write. It takes the segment's write lock as any writer does (and
+// fails with ErrTimeout if a live process holds it throughout), drops the
+// entries that do not decode or fail their checksum and second copies of a
+// key, and recounts. An odd sequence left by a writer that died inside
+// comes out even.
+func (s *Segment) Rebuild() (Recovered, error) {
+	return s.rebuildIf(func() bool { return true })
+}
+
+// Repair is Rebuild for a segment that Check found damaged, done only if
+// Check still finds it damaged once the update lock keeps writers out: a
+// Check that raced with a writer (an insert changes no sequence) is not
+// damage. It reports whether it rebuilt.
+func (s *Segment) Repair() (Recovered, bool, error) {
+	rebuilt := false
+	rep, err := s.rebuildIf(func() bool {
+		s.check(func(error) { rebuilt = true }, true)
+		return rebuilt
+	})
+	return rep, rebuilt, err
+}
+
+// rebuildIf takes the update lock and, if damaged says so, the write lock
+// and rebuilds (see Rebuild).
+func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
+	rep := Recovered{Segment: s.index}
+	w, err := s.beginUpdate("rebuild")
+	if err != nil {
+		return rep, err
+	}
+	if !damaged() {
+		w.end()
+		return rep, nil
+	}
+	if err := w.upgrade("rebuild"); err != nil {
+		w.end()
+		return rep, err
+	}
+	if atomic.LoadUint64(s.seq)&1 == 0 {
+		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
+	}
+	s.rebuild(&rep)
+	s.clearReserved(s.chain())
+	rep.Rebuilt = true
+	w.end() // the sequence even again
+	return rep, nil
+}
+
 // survivor is an entry the rebuild keeps.
 type survivor struct {
 	tier    int64
@@ -102,17 +153,25 @@ func (s *Segment) rebuild(rep *Recovered) {
 				indexed[slotChunk(sl)] = true
 			}
 		}
+		garbage := false // the chunk before was used but began no entry
 		for c := int64(0); c < l.Chunks; {
 			if tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
+				garbage = false
 				c++
 				continue
 			}
 			key, nch, ok := tb.validEntry(&tv, c)
 			if !ok {
-				rep.Dropped++ // garbage under a used bit: skip one chunk and look again
+				// Garbage under a used bit: skip one chunk and look again.
+				// A damaged entry is one such stretch, and counts once.
+				if !garbage {
+					rep.Dropped++
+				}
+				garbage = true
 				c++
 				continue
 			}
+			garbage = false
 			h := xxhash.Sum64(key)
 			if l.segmentOf(h) != s.index {
 				rep.Dropped++
@@ -209,28 +268,26 @@ func (tb *Table) validEntry(t *tier, c int64) (key []byte, nch int64, ok bool) {
 // segment or present twice, and counters that disagree. It returns the
 // number of entries it found.
 func (s *Segment) Check(problem func(error)) int64 {
+	return s.check(problem, false)
+}
+
+// check is Check; updating says that the caller holds the update lock,
+// which the lock word then shows.
+func (s *Segment) check(problem func(error), updating bool) int64 {
 	tb := s.tb
 	l := &tb.layout
 	report := func(t int64, format string, args ...any) { problem(s.corrupt(t, fmt.Sprintf(format, args...))) }
-	if st := s.lock.State(); !st.Free() {
+	if st := s.lock.State(); !st.Free() && !updating {
 		report(-1, "lock word not free: %v", st)
 	}
 	if atomic.LoadUint64(s.seq)&1 != 0 {
 		report(-1, "modification sequence is odd: a writer is inside or died inside")
 	}
-	head := tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
-	reserved := head[shTiers/8+1:]
-	if l.Cache {
-		reserved = nil // the hand and the eviction counters
-	}
+	head, reserved, counters := s.reserved()
 	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
 		report(-1, "reserved header bytes are not zero")
 	}
-	reservedFrom := stLockTimeouts/8 + 1
-	if l.MoveCounters {
-		reservedFrom = stRelocations/8 + 1
-	}
-	if s.counters != nil && !reservedZero(s.counters[reservedFrom:]) {
+	if !reservedZero(counters) {
 		report(-1, "reserved bytes of the counters are not zero")
 	}
 	keys := make(map[string]bool)
@@ -324,6 +381,66 @@ func (s *Segment) Check(problem func(error)) int64 {
 	return total
 }
 
+// reserved returns segment s's header and the words of it and of its
+// counters that no writer uses (words nobody writes, so anything in them is
+// damage). The sleepers word's high half is reserved too.
+func (s *Segment) reserved() (head, header, counters []uint64) {
+	l := &s.tb.layout
+	head = s.tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
+	if !l.Cache {
+		header = head[shTiers/8+1:] // a cache map keeps its hand and eviction counters there
+	}
+	if s.counters != nil {
+		from := stLockTimeouts/8 + 1
+		if l.MoveCounters {
+			from = stRelocations/8 + 1
+		}
+		counters = s.counters[from:]
+	}
+	return head, header, counters
+}
+
+// clearReserved zeroes what reserved returns and the reserved words of
+// every tier of the chain. Caller holds the write lock.
+func (s *Segment) clearReserved(chain []int64) {
+	head, header, counters := s.reserved()
+	atomic.AndUint64(&head[shSleepers/8], 1<<32-1)
+	for _, w := range [][]uint64{header, counters} {
+		for i := range w {
+			atomic.StoreUint64(&w[i], 0)
+		}
+	}
+	for _, t := range chain {
+		tv := s.tb.tier(t)
+		for i := range tv.header[thOrder/8+1:] {
+			atomic.StoreUint64(&tv.header[thOrder/8+1+i], 0)
+		}
+	}
+}
+
+// ClearReservedGlobal zeroes the words of the table's global state and the
+// padding before the tiers, which nothing writes (see CheckGlobal): part of
+// repairing a damaged file.
+func (tb *Table) ClearReservedGlobal() {
+	global, padding := tb.reservedGlobal()
+	for _, w := range [][]uint64{global, padding} {
+		for i := range w {
+			atomic.StoreUint64(&w[i], 0)
+		}
+	}
+}
+
+// reservedGlobal returns the words of the global state that nothing writes
+// and the padding between the counters and the tiers.
+func (tb *Table) reservedGlobal() (global, padding []uint64) {
+	l := &tb.layout
+	end := l.StatsOff
+	if l.Stats {
+		end += l.Segments * statsLineSize
+	}
+	return tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1), tb.region.Uint64s(end, (l.TiersOff-end)/8)
+}
+
 // CheckGlobal verifies, read-only, the table's global state: the count of
 // overflow tiers handed out is within the pool, and the reserved bytes are
 // zero (nothing writes them, so anything else is damage).
@@ -332,14 +449,11 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	if n := atomic.LoadUint64(tb.extraTiers); n > uint64(l.Tiers-l.Segments) {
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d", ErrCorrupt, n, l.Tiers-l.Segments))
 	}
-	if !reservedZero(tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1)) {
+	global, padding := tb.reservedGlobal()
+	if !reservedZero(global) {
 		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
 	}
-	end := l.StatsOff
-	if l.Stats {
-		end += l.Segments * statsLineSize
-	}
-	if !reservedZero(tb.region.Uint64s(end, (l.TiersOff-end)/8)) {
+	if !reservedZero(padding) {
 		problem(fmt.Errorf("%w: the padding before the tiers is not zero", ErrCorrupt))
 	}
 }

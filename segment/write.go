@@ -49,6 +49,16 @@ func (w *writer) modify(op string) error {
 	if w.write {
 		return nil
 	}
+	if err := w.upgrade(op); err != nil {
+		return err
+	}
+	atomic.AddUint64(w.s.seq, 1)
+	return nil
+}
+
+// upgrade is modify without the sequence: the write lock alone, waiting for
+// readers inside to leave.
+func (w *writer) upgrade(op string) error {
 	if !w.s.lock.TryUpgradeUpdateToWrite() {
 		w.s.count(stLockWaits, 1) // readers are inside
 		if err := w.s.lock.UpgradeUpdateToWrite(w.s.tb.timeout); err != nil {
@@ -58,7 +68,6 @@ func (w *writer) modify(op string) error {
 		}
 	}
 	w.write = true
-	atomic.AddUint64(w.s.seq, 1)
 	return nil
 }
 

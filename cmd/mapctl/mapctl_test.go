@@ -309,6 +309,9 @@ func TestCheckAndRecover(t *testing.T) {
 	if c, _, e := mapctl(t, "", "put", p, "key", "VALUE-TO-DAMAGE"); c != 0 {
 		t.Fatalf("put: %q", e)
 	}
+	if c, _, e := mapctl(t, "", "put", p, "other", "intact"); c != 0 {
+		t.Fatalf("put: %q", e)
+	}
 	if c, o, e := mapctl(t, "", "check", p); c != 0 || !strings.Contains(o, "ok: ") {
 		t.Fatalf("check of a sound map: %d %q %q", c, o, e)
 	}
@@ -337,6 +340,23 @@ func TestCheckAndRecover(t *testing.T) {
 	}
 	if c, _, e := mapctl(t, "", "check", filepath.Join(t.TempDir(), "none")); c != exitError || !strings.Contains(e, "no map at") {
 		t.Fatalf("check of a missing file: %d %q", c, e)
+	}
+	// Damage no dead process explains: recover alone leaves it (and says
+	// so), --repair rebuilds the segment without the damaged entry.
+	if c, o, e := mapctl(t, "", "recover", p); c != exitError || !strings.Contains(o, "fails its checksum") {
+		t.Fatalf("recover without --repair of a damaged map: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "recover", "--repair", p); c != 0 || !strings.Contains(o, "damaged, rebuilt: 1 entries kept, 1 dropped") || !strings.Contains(o, "ok: ") {
+		t.Fatalf("recover --repair: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "check", p); c != 0 || !strings.Contains(o, "ok: ") {
+		t.Fatalf("check after repair: %d %q %q", c, o, e)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "other"); c != 0 || o != "intact\n" {
+		t.Fatalf("get of an undamaged entry after repair: %d %q", c, o)
+	}
+	if c, _, _ := mapctl(t, "", "get", p, "key"); c != exitNotFound {
+		t.Fatalf("get of the damaged entry after repair: exit %d, want %d", c, exitNotFound)
 	}
 }
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/sharedmap/sharedmap/hashmap"
+	"github.com/sharedmap/sharedmap/segment"
 )
 
 var checkCmd = &command{
@@ -18,7 +20,8 @@ if there are none. A segment that a live writer is changing is looked at
 again before anything is reported, so checking a busy map is fine.
 
 Exit status 0 if the file is sound, 3 if any problem was found: run
-"mapctl recover PATH" to release what dead processes held.
+"mapctl recover PATH" to release what dead processes held, and
+"mapctl recover --repair PATH" to rebuild segments whose data is damaged.
 
 Example:
   mapctl check /tmp/m.map`,
@@ -45,17 +48,29 @@ locks and waits on every segment. Segments a dead process was modifying are
 rebuilt from their entries; entries whose checksum fails are dropped. Then
 it checks the file as "mapctl check" does.
 
+With --repair it also rebuilds, from their entries, the segments that the
+check finds damaged where no dead process explains it: pages of the file
+torn by a machine crash (see Map.Sync), a stray write. Entries that do not
+decode or fail their checksum are dropped and counted; every other entry is
+kept. Damage elsewhere (the process registry, the lock table) is reported,
+not mended.
+
 It is safe while other processes use the map: it only removes what no live
-process accounts for, and never touches a live process's locks. Operations
-run the same repair by themselves when a lock wait times out, and the first
-process to open a map whose users all died runs it at open; this command is
-for repairing at a time of your choosing.
+process accounts for, and never touches a live process's locks; a segment
+being rebuilt makes its writers wait as any writer does. Operations run the
+release by themselves when a lock wait times out, and the first process to
+open a map whose users all died runs it at open; this command is for
+repairing at a time of your choosing.
 
 Exit status 0 if the file is sound afterwards, 3 otherwise.
 
-Example:
-  mapctl recover /tmp/m.map`,
-	run: func(e *env, c *command, _ any, args []string) int {
+Examples:
+  mapctl recover /tmp/m.map
+  mapctl check /tmp/m.map || mapctl recover --repair /tmp/m.map`,
+	flags: func(fs *flag.FlagSet) any {
+		return fs.Bool("repair", false, "also rebuild segments the check finds damaged (their damaged entries are dropped)")
+	},
+	run: func(e *env, c *command, opts any, args []string) int {
 		if !e.wantArgs(c, args, 1) {
 			return exitUsage
 		}
@@ -64,8 +79,18 @@ Example:
 			return e.fail(c, err)
 		}
 		defer m.Close()
-		rep, err := m.Recover()
-		if err != nil {
+		var rep hashmap.Recovery
+		var rebuilt []segment.Recovered
+		if *opts.(*bool) {
+			r, err := m.Repair()
+			if err != nil {
+				return e.fail(c, err)
+			}
+			rep, rebuilt = r.Recovery, r.Rebuilt
+			for _, f := range r.Failed {
+				fmt.Fprintf(e.stdout, "segment %d: not rebuilt: %v\n", f.Segment, f.Err)
+			}
+		} else if rep, err = m.Recover(); err != nil {
 			return e.fail(c, err)
 		}
 		atOpen := m.RecoveredAtOpen()
@@ -80,6 +105,9 @@ Example:
 				fmt.Fprintf(e.stdout, "; rebuilt: %d entries kept, %d dropped, %d second copies dropped", s.Kept, s.Dropped, s.Doubled)
 			}
 			fmt.Fprintln(e.stdout)
+		}
+		for _, s := range rebuilt {
+			fmt.Fprintf(e.stdout, "segment %d: damaged, rebuilt: %d entries kept, %d dropped, %d second copies dropped\n", s.Segment, s.Kept, s.Dropped, s.Doubled)
 		}
 		return e.reportCheck(c, m, "nothing held by the dead")
 	},

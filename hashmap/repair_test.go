@@ -1,0 +1,115 @@
+package hashmap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Repair may run while other goroutines write: it finds nothing to rebuild
+// in a sound map, and when it does rebuild (forced here on every segment)
+// the writers wait for it and nothing they stored is lost.
+func TestRepairWhileBusy(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 4000, AverageKeySize: 8, AverageValueSize: 40, Segments: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const writers, keys = 3, 400
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	final := make([]map[string][]byte, writers)
+	for w := range writers {
+		final[w] = map[string][]byte{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; ; round++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Appendf(nil, "w%d-%d", w, round%keys)
+				if round%7 == 3 {
+					if _, err := m.Delete(k); err != nil {
+						t.Error(err)
+						return
+					}
+					delete(final[w], string(k))
+					continue
+				}
+				v := bytes.Repeat([]byte{byte(round)}, round%90) // sizes that relocate
+				if err := m.Put(k, v); err != nil {
+					t.Error(err)
+					return
+				}
+				final[w][string(k)] = v
+			}
+		}()
+	}
+	deadline := time.Now().Add(time.Second)
+	repairs, rebuilt := 0, 0
+	for time.Now().Before(deadline) {
+		rep, err := m.Repair()
+		if err != nil || len(rep.Failed) > 0 {
+			t.Fatalf("Repair: %v, failed %v", err, rep.Failed)
+		}
+		repairs++
+		if len(rep.Rebuilt) > 0 {
+			problems, _ := m.Check()
+			t.Errorf("Repair rebuilt %d segments of a sound map: %+v; Check now %v", len(rep.Rebuilt), rep.Rebuilt, problems)
+		}
+		for i := range 8 {
+			r, err := m.table.Segment(i).Rebuild()
+			if err != nil || r.Dropped+r.Doubled > 0 {
+				t.Fatalf("Rebuild of sound segment %d: %v, %+v", i, err, r)
+			}
+			rebuilt++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d repairs and %d forced rebuilds among the writers", repairs, rebuilt)
+	n := 0
+	for _, want := range final {
+		for k, v := range want {
+			got, err := m.Get([]byte(k))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("Get(%q) = %q, %v; want %q", k, got, err, v)
+			}
+			n++
+		}
+	}
+	if m.Len() != n {
+		t.Fatalf("Len %d, want %d", m.Len(), n)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("Check: %v %v", problems, err)
+	}
+}
+
+// Sync writes the map to disk; on a closed map it says so.
+func TestSync(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := m.Sync(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sync after Close: %v, want ErrClosed", err)
+	}
+	if _, err := m.Repair(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Repair after Close: %v, want ErrClosed", err)
+	}
+}
