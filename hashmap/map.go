@@ -43,8 +43,10 @@ type Map struct {
 }
 
 // Open opens the map at path, creating it (sized by opts) if the file does
-// not exist. nil opts means all defaults. When several processes open the
-// same new path at once, exactly one creates it and the others wait for it.
+// not exist or is empty (as os.CreateTemp leaves it). nil opts means all
+// defaults. When several processes open the same new path at once, exactly
+// one creates it and the others wait for it. Any other file that is not a
+// map is refused (offheap.ErrNotSharedMap) and left as it is.
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -155,14 +155,20 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	if _, err := fd.ReadAt(page, 0); err != nil && !errors.Is(err, io.EOF) {
 		return fail(pathless(err))
 	}
-	if allZero(page) {
-		// Empty: just made by open(O_CREAT). All zeros: a creator died after
-		// sizing the file, before writing the header. Either way nothing in
-		// it is worth keeping.
+	if len(page) == 0 {
+		// Empty: just made by open(O_CREAT), or by a creator that died
+		// before its first write. Nothing in it to keep.
 		if !o.Create {
-			return fail(fmt.Errorf("%w: %d bytes, no header yet (a creator has not started, or died before writing it)", ErrNotReady, st.Size()))
+			return fail(fmt.Errorf("%w: the file is empty (a creator has not started, or died before writing)", ErrNotReady))
 		}
 		return create(fd, path, o)
+	}
+	if allZero(page) {
+		// A creator writes the header before anything else (see create),
+		// so this was never ours: a disk image, a preallocated file. Its
+		// contents are not ours to wipe.
+		return fail(fmt.Errorf("%w: %d bytes, the first %d of them zero (a map begins with its header; an all-zero file was not made by sharedmap, or by a version before 2026-11-25 that died creating it: remove it)",
+			ErrNotSharedMap, st.Size(), len(page)))
 	}
 	h, err := decodeHeader(page)
 	if errors.Is(err, ErrNotReady) && o.Create {
@@ -196,13 +202,33 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "create", Err: err} }
 	// Truncating to zero first drops whatever a dead creator wrote, so Init
-	// always starts from zeros.
+	// always starts from zeros. The header, saying "initializing", goes in
+	// next, by write(2) before the file is sized: so a creator that dies at
+	// any point leaves an empty file or one that says it is ours, and
+	// openLocked can refuse every other file rather than wipe it.
 	if err := fd.Truncate(0); err != nil {
 		return fail(pathless(err))
 	}
+	testCreateStep("emptied")
+	h := header{
+		version:    FormatVersion,
+		state:      stateInitializing,
+		fileSize:   o.Size,
+		dataOffset: HeaderSize,
+		created:    time.Now().UnixNano(),
+		pid:        uint32(os.Getpid()),
+		layout:     bytes.Clone(o.Layout),
+	}
+	written := make([]byte, HeaderSize)
+	encodeHeader(written, &h)
+	if _, err := fd.WriteAt(written, 0); err != nil {
+		return fail(pathless(err))
+	}
+	testCreateStep("header written")
 	if err := fd.Truncate(o.Size); err != nil {
 		return fail(pathless(err))
 	}
+	testCreateStep("sized")
 	r, err := mapFile(fd, o.Size, true)
 	if err != nil {
 		return fail(err)
@@ -213,18 +239,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 			_ = r.Unmap() // also when Init panics
 		}
 	}()
-	h := header{
-		version:    FormatVersion,
-		state:      stateInitializing,
-		fileSize:   o.Size,
-		dataOffset: HeaderSize,
-		created:    time.Now().UnixNano(),
-		pid:        uint32(os.Getpid()),
-		layout:     bytes.Clone(o.Layout),
-	}
 	hp := r.Bytes(0, HeaderSize)
-	encodeHeader(hp, &h)
-	written := bytes.Clone(hp)
 	if o.Init != nil {
 		if err := o.Init(r); err != nil {
 			return fail(fmt.Errorf("initialize: %w", err))
@@ -246,6 +261,10 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	h.state = stateReady
 	return newFile(r, fd, path, &h, o, true), nil
 }
+
+// testCreateStep marks the steps of create, for tests that kill a creator
+// after each.
+var testCreateStep = func(string) {}
 
 // flockTimeout takes flock(2) without blocking: a blocking flock cannot be
 // bounded, and the holder is a creator that may hang in Init. It polls with

@@ -226,7 +226,10 @@ func TestBadFiles(t *testing.T) {
 		{"bad checksum", edit(func(b []byte) { b[hdrChecksum] ^= 0xff }), ErrChecksum, false},
 		{"flipped state bit", edit(func(b []byte) { b[hdrState] ^= 0x10 }), ErrCorrupt, false},
 		{"empty", nil, ErrNotReady, true},
-		{"zero header page", make([]byte, 2*HeaderSize), ErrNotReady, true},
+		// Creators write the header first: zeros were never ours to wipe.
+		{"zero header page", make([]byte, 2*HeaderSize), ErrNotSharedMap, false},
+		{"short zeros", make([]byte, 10), ErrNotSharedMap, false},
+		{"disk image", append(make([]byte, HeaderSize), []byte("precious data")...), ErrNotSharedMap, false},
 		{"left initializing", edit(func(b []byte) { le.PutUint32(b[hdrState:], stateInitializing) }), ErrNotReady, true},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
@@ -256,8 +259,9 @@ func TestBadFiles(t *testing.T) {
 	}
 }
 
-// TestReinitialize: files a creator left unfinished are initialized again
-// by an Open with Create, from zeros.
+// TestReinitialize: files a creator left unfinished (empty, or with its
+// header saying so) are initialized again by an Open with Create, from
+// zeros.
 func TestReinitialize(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
@@ -271,8 +275,7 @@ func TestReinitialize(t *testing.T) {
 	binary.LittleEndian.PutUint32(none[hdrState:], stateNone)
 	for name, data := range map[string][]byte{
 		"empty":        nil,
-		"zero page":    make([]byte, HeaderSize),
-		"short zeros":  make([]byte, 10),
+		"header only":  initializing[:HeaderSize], // died before sizing the file
 		"initializing": initializing,
 		"state none":   none,
 	} {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,16 @@ func TestHelperProcess(t *testing.T) {
 		}
 		_, err := Open(path, o)
 		testutil.Report("error %v", err)
+	case "die":
+		at := os.Getenv("OFFHEAP_DIE_AT")
+		testCreateStep = func(step string) {
+			if step == at {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				time.Sleep(time.Hour)
+			}
+		}
+		_, err := Open(path, o)
+		testutil.Report("error %v (did not die at %q)", err, at)
 	default:
 		t.Fatalf("unknown helper role %q", role)
 	}
@@ -203,4 +214,45 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestCreatorKilledAtEachStep: a creator killed after any step of create
+// leaves a file that the next Open with Create initializes again, and
+// that an Open without Create reports as not ready rather than as someone
+// else's file (which Create would refuse to wipe).
+func TestCreatorKilledAtEachStep(t *testing.T) {
+	for _, step := range []string{"emptied", "header written", "sized"} {
+		path := filepath.Join(t.TempDir(), "m")
+		// A file that is not ours is refused, so start from one that
+		// says it is ours: a header left initializing.
+		h := header{version: FormatVersion, state: stateInitializing, fileSize: testSize, dataOffset: HeaderSize}
+		b := make([]byte, HeaderSize)
+		encodeHeader(b, &h)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd := helperCmd("die", path, "OFFHEAP_DIE_AT="+step)
+		cmd.Stdout = &out
+		err := cmd.Run()
+		if ws, ok := err.(*exec.ExitError); !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("%s: the creator ended with %v, not SIGKILL: %s", step, err, out.String())
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed after %q: the file has %d bytes", step, st.Size())
+		if _, err := Open(path, OpenOptions{}); !errors.Is(err, ErrNotReady) {
+			t.Fatalf("%s: Open without Create = %v, want ErrNotReady", step, err)
+		}
+		f, err := Open(path, createOpts())
+		if err != nil {
+			t.Fatalf("%s: Open with Create after the creator died: %v", step, err)
+		}
+		if !f.Created() || f.Size() != testSize {
+			t.Fatalf("%s: created=%v size=%d", step, f.Created(), f.Size())
+		}
+		f.Close()
+	}
 }

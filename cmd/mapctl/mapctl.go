@@ -216,10 +216,12 @@ func openExisting(path string, readOnly bool) (*hashmap.Map, error) {
 }
 
 func openExistingWith(path string, o *hashmap.Options) (*hashmap.Map, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	if st, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no map at %s (create it with mapctl create)", path)
 	} else if err != nil {
 		return nil, err
+	} else if st.Mode().IsRegular() && st.Size() == 0 {
+		return nil, fmt.Errorf("%s is empty, not a map (create one there with mapctl create)", path)
 	}
 	return hashmap.Open(path, o)
 }

@@ -47,6 +47,27 @@ func TestCreatePutGetDelete(t *testing.T) {
 	if _, err := os.Stat(p); err == nil {
 		t.Fatal("get created the missing map")
 	}
+	// Neither an empty file nor someone else's is made into a map.
+	empty, image := filepath.Join(t.TempDir(), "empty"), filepath.Join(t.TempDir(), "image")
+	imageData := append(make([]byte, 4096), "precious"...)
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(image, imageData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, e := mapctl(t, "", "put", empty, "k", "v"); c != exitError || !strings.Contains(e, "is empty, not a map") {
+		t.Fatalf("put on an empty file: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "put", image, "k", "v"); c != exitError || !strings.Contains(e, "not a sharedmap file") {
+		t.Fatalf("put on a file that is not a map: %d %q", c, e)
+	}
+	if b, _ := os.ReadFile(image); !bytes.Equal(b, imageData) {
+		t.Fatal("put changed a file that is not a map")
+	}
+	if st, _ := os.Stat(empty); st.Size() != 0 {
+		t.Fatal("put changed an empty file")
+	}
 	if c, o, e := mapctl(t, "", "create", p, "--entries", "500", "--segments", "2"); c != 0 || !strings.Contains(o, "2 segments") {
 		t.Fatalf("create: %d %q %q", c, o, e)
 	}
