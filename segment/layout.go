@@ -61,7 +61,12 @@ package segment
 //	24     8    usedChunks   allocator              update lock
 //	32     8    owner        linking a tier         update lock (segment index + 1, 0 = free)
 //	40     8    order        linking a tier         update lock (position in the chain, 0 = first)
-//	48     16   reserved
+//	48     8    move         compaction             write lock: an entry sliding by less than its
+//	                                                length (bit 63, source chunk << 31, destination)
+//	56     8    moveDone     compaction             write lock: that entry's length << 32, bytes moved
+//
+// Files written before the move journal have zeros there (then reserved),
+// which is no move.
 //
 // Entry (at a chunk boundary, a run of Chunks chunks):
 //
@@ -120,6 +125,8 @@ const (
 	thUsedChunks = 24
 	thOwner      = 32
 	thOrder      = 40
+	thMove       = 48
+	thMoveDone   = 56
 
 	// Entry header offsets.
 	ehKeyLen   = 0

@@ -23,12 +23,14 @@ func (tb *Table) SetLedgers(ledger func(i int) *uint64) {
 
 // Recovered is what one segment's recovery did.
 type Recovered struct {
-	Segment int64
-	Orphans rwulock.Orphans // what dead processes held of its lock
-	Rebuilt bool            // a dead process held it exclusively: its data was rebuilt
-	Kept    int64           // entries kept by the rebuild
-	Dropped int64           // entries dropped: bad checksum or undecodable (damaged neighbours count once), wrong segment, no room
-	Doubled int64           // second copies of a key (a move cut short), dropped
+	Segment  int64
+	Orphans  rwulock.Orphans // what dead processes held of its lock
+	Rebuilt  bool            // a dead process held it exclusively: its data was rebuilt
+	Kept     int64           // entries kept by the rebuild
+	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
+	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
+	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
+	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
 
 // Recover releases what dead processes left in segment s's lock word. live
@@ -70,7 +72,8 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.rebuild(&rep)
+	s.finishMoves()
+	s.rebuild(&rep, false)
 	atomic.AddUint64(s.seq, 1)
 	_ = s.lock.WriteUnlock()
 	rep.Rebuilt = true
@@ -121,102 +124,226 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.rebuild(&rep)
-	s.clearReserved(s.chain())
+	s.finishMoves()
+	s.rebuild(&rep, true)
+	s.clearReserved()
 	rep.Rebuilt = true
 	w.end() // the sequence even again
 	return rep, nil
 }
 
-// survivor is an entry the rebuild keeps.
-type survivor struct {
-	tier    int64
-	chunk   int64
-	nch     int64
-	tag     uint32
-	indexed bool // a slot pointed at it before the rebuild
+// finishMoves completes the compaction moves a dead process cut short in
+// the segment's tiers (see compact). Caller holds write.
+func (s *Segment) finishMoves() {
+	for _, t := range s.chain() {
+		tv := s.tb.tier(t)
+		s.tb.finishMove(&tv)
+	}
 }
 
-// rebuild rewrites the segment's metadata from its entries. Caller holds
-// the write lock with the sequence odd.
-func (s *Segment) rebuild(rep *Recovered) {
+// rebuild rewrites the segment's metadata from what its slots name. Caller
+// holds the write lock with the sequence odd.
+//
+// An entry counts when a slot names it and it decodes, passes its
+// checksum, and belongs to this segment and the slot's tag: every writer
+// writes an entry whole before a slot names it (insert, relocation,
+// compaction) and removes the slot before it frees the run (delete), so
+// what a writer cut short is either not named yet (dropped: it was that
+// writer's operation in flight) or still named and whole. Used chunks that
+// no slot names are never trusted in a dead writer's segment: they may
+// hold a run taken but not yet written over a deleted entry, which would
+// come back to life. With salvage (Repair, for damage no death explains,
+// after Recover has run) such entries are taken back in too, when no
+// named entry has their key: a damaged slot must not lose a sound entry.
+//
+// It changes the file only by steps that leave it as the next rebuild
+// needs it, so a recoverer killed in the middle loses nothing a second
+// rebuild cannot find: bad slots are removed one at a time by the same
+// backward shift as a delete (which never leaves a sound entry unnamed),
+// and the bitmaps and counts, which rebuild does not read, are written
+// last.
+func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 	tb := s.tb
 	l := &tb.layout
 	chain := s.chain()
-	byKey := make(map[string]int)
-	var kept []survivor
-	for _, ti := range chain {
-		tv := tb.tier(ti)
-		indexed := make(map[int64]bool)
-		for _, sl := range tv.slots {
-			if sl != 0 {
-				indexed[slotChunk(sl)] = true
-			}
-		}
-		garbage := false // the chunk before was used but began no entry
-		for c := int64(0); c < l.Chunks; {
-			if tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
-				garbage = false
-				c++
+	tiers := make([]tier, len(chain))
+	for i, ti := range chain {
+		tiers[i] = tb.tier(ti)
+	}
+	// What each distinct slot value names: kept or not. A key named twice
+	// (a move across tiers cut short) keeps its first copy.
+	type run struct{ c, nch int64 }
+	keep := make([]map[uint64]run, len(tiers))
+	byKey := make(map[string]bool)
+	for i := range tiers {
+		tv := &tiers[i]
+		keep[i] = make(map[uint64]run)
+		judged := make(map[uint64]bool)
+		for pos := range tv.slots {
+			sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+			if sl == 0 || judged[sl] {
 				continue
 			}
-			key, nch, ok := tb.validEntry(&tv, c)
-			if !ok {
-				// Garbage under a used bit: skip one chunk and look again.
-				// A damaged entry is one such stretch, and counts once.
-				if !garbage {
-					rep.Dropped++
-				}
-				garbage = true
-				c++
-				continue
+			judged[sl] = true
+			c := slotChunk(sl)
+			key, nch, ok := tb.validEntry(tv, c)
+			if ok {
+				h := xxhash.Sum64(key)
+				ok = l.segmentOf(h) == s.index && uint32(h>>l.segmentBits) == slotTag(sl)
 			}
-			garbage = false
-			h := xxhash.Sum64(key)
-			if l.segmentOf(h) != s.index {
+			switch {
+			case !ok:
 				rep.Dropped++
-				c += nch
-				continue
-			}
-			e := survivor{tier: ti, chunk: c, nch: nch, tag: uint32(h >> l.segmentBits), indexed: indexed[c]}
-			if j, dup := byKey[string(key)]; dup {
+			case byKey[string(key)]:
 				rep.Doubled++
-				if e.indexed && !kept[j].indexed {
-					kept[j] = e // the copy the index pointed to is the committed one
+			default:
+				byKey[string(key)] = true
+				keep[i][sl] = run{c, nch}
+			}
+		}
+	}
+	// Remove every slot not kept, and the second of two slots naming one
+	// entry (a backward shift cut short). The walk starts after an empty
+	// slot, so a shift only ever moves into pos a slot not yet walked.
+	for i := range tiers {
+		tv := &tiers[i]
+		mask := int64(l.slotMask)
+		start := int64(0)
+		for start < int64(len(tv.slots)) && atomic.LoadUint64(&tv.slots[start]) != 0 {
+			start++
+		}
+		if start == int64(len(tv.slots)) {
+			// No empty slot, which only damage leaves (a tier holds fewer
+			// entries than slots): empty one that is not kept, or give up
+			// on this tier's slots.
+			for pos := range tv.slots {
+				if _, kept := keep[i][atomic.LoadUint64(&tv.slots[pos])&^refBit]; !kept {
+					atomic.StoreUint64(&tv.slots[pos], 0)
+					start = int64(pos)
+					break
 				}
-				c += nch
+			}
+			if start == int64(len(tv.slots)) {
 				continue
 			}
-			byKey[string(key)] = len(kept)
-			kept = append(kept, e)
-			c += nch
+		}
+		seen := make(map[uint64]bool)
+		for n := int64(1); n <= int64(len(tv.slots)); n++ {
+			pos := (start + n) & mask
+			for {
+				sl := atomic.LoadUint64(&tv.slots[pos])
+				if sl == 0 {
+					break
+				}
+				if _, kept := keep[i][sl&^refBit]; kept && !seen[sl&^refBit] {
+					seen[sl&^refBit] = true
+					break
+				}
+				tb.removeSlot(tv, pos) // a later slot may now sit at pos: look again
+				testStep()
+			}
 		}
 	}
-	// Clear every tier's metadata, then put back what is kept.
-	for _, ti := range chain {
-		tv := tb.tier(ti)
-		clear(tv.slots)
-		clear(tv.bitmap)
-		atomic.StoreUint64(&tv.header[thEntries/8], 0)
-		atomic.StoreUint64(&tv.header[thUsedChunks/8], 0)
-		tv.setLowestFree(0)
+	// A kept slot must be found from its home: damage (not a writer cut
+	// short) may have emptied a slot before it in its probe run. Such a
+	// slot is named again where a lookup finds it, then removed.
+	for i := range tiers {
+		tv := &tiers[i]
+		mask := int64(l.slotMask)
+		for pos := int64(0); pos < int64(len(tv.slots)); pos++ {
+			sl := atomic.LoadUint64(&tv.slots[pos])
+			if sl == 0 || reachable(tv.slots, int64(slotTag(sl))&mask, pos, mask) {
+				continue
+			}
+			tb.placeSlot(tv, slotTag(sl), slotChunk(sl))
+			tb.removeSlot(tv, pos)
+			pos-- // a later slot may now sit at pos
+		}
 	}
+	// Salvage: sound entries under used chunks that no slot names.
+	if salvage {
+		for i := range tiers {
+			tv := &tiers[i]
+			named := make([]bool, l.Chunks)
+			for _, r := range keep[i] {
+				for c := r.c; c < r.c+r.nch; c++ {
+					named[c] = true
+				}
+			}
+			for c := int64(0); c < l.Chunks; c++ {
+				if named[c] || tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
+					continue
+				}
+				key, nch, ok := tb.validEntry(tv, c)
+				if !ok || int64(len(keep[i])) >= l.MaxTierEntries {
+					continue
+				}
+				h := xxhash.Sum64(key)
+				if l.segmentOf(h) != s.index || byKey[string(key)] || !runUnnamed(named, c, nch) {
+					continue
+				}
+				byKey[string(key)] = true
+				tag := uint32(h >> l.segmentBits)
+				tb.placeSlot(tv, tag, c)
+				keep[i][makeSlot(tag, c)] = run{c, nch}
+				for j := c; j < c+nch; j++ {
+					named[j] = true
+				}
+				rep.Salvaged++
+				c += nch - 1
+			}
+		}
+	}
+	// Bitmaps and counts from what is kept.
 	var total int64
-	for _, e := range kept {
-		tv := tb.tier(e.tier)
-		if int64(tv.entries()) >= l.MaxTierEntries {
-			rep.Dropped++
-			continue
+	for i := range tiers {
+		tv := &tiers[i]
+		bitmap := make([]uint64, len(tv.bitmap))
+		var used int64
+		for _, r := range keep[i] {
+			for c := r.c; c < r.c+r.nch; c++ {
+				bitmap[c>>6] |= 1 << (uint(c) & 63)
+			}
+			used += r.nch
 		}
-		tv.mark(e.chunk, e.nch, true)
-		atomic.AddUint64(&tv.header[thUsedChunks/8], uint64(e.nch))
-		tb.placeSlot(&tv, e.tag, e.chunk)
-		tv.addEntries(1)
-		total++
+		lowest := int64(0)
+		for lowest < l.Chunks && bitmap[lowest>>6]>>(uint(lowest)&63)&1 != 0 {
+			lowest++
+		}
+		for w := range bitmap {
+			rep.Freed += int64(bits.OnesCount64(atomic.LoadUint64(&tv.bitmap[w]) &^ bitmap[w]))
+			atomic.StoreUint64(&tv.bitmap[w], bitmap[w])
+			testStep()
+		}
+		atomic.StoreUint64(&tv.header[thEntries/8], uint64(len(keep[i])))
+		atomic.StoreUint64(&tv.header[thUsedChunks/8], uint64(used))
+		tv.setLowestFree(lowest)
+		total += int64(len(keep[i]))
 	}
 	rep.Kept = total
 	atomic.StoreUint64(s.entries, uint64(total))
 	atomic.StoreUint64(s.tiers, uint64(len(chain)-1))
+}
+
+// reachable reports whether a probe from home meets pos before an empty
+// slot.
+func reachable(slots []uint64, home, pos, mask int64) bool {
+	for p := home; p != pos; p = (p + 1) & mask {
+		if atomic.LoadUint64(&slots[p]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// runUnnamed reports whether none of chunks [c, c+n) is named.
+func runUnnamed(named []bool, c, n int64) bool {
+	for j := c; j < c+n && j < int64(len(named)); j++ {
+		if named[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // chain lists the tiers of the segment, first tier first, stopping at a
@@ -303,8 +430,8 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
 			}
 		}
-		if !reservedZero(tv.header[thOrder/8+1:]) {
-			report(t, "reserved tier header bytes are not zero")
+		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
+			report(t, "a compaction move was cut short (recovery finishes it)")
 		}
 		var entries, chunks int64
 		used := make([]uint64, len(tv.bitmap))
@@ -400,20 +527,13 @@ func (s *Segment) reserved() (head, header, counters []uint64) {
 	return head, header, counters
 }
 
-// clearReserved zeroes what reserved returns and the reserved words of
-// every tier of the chain. Caller holds the write lock.
-func (s *Segment) clearReserved(chain []int64) {
+// clearReserved zeroes what reserved returns. Caller holds the write lock.
+func (s *Segment) clearReserved() {
 	head, header, counters := s.reserved()
 	atomic.AndUint64(&head[shSleepers/8], 1<<32-1)
 	for _, w := range [][]uint64{header, counters} {
 		for i := range w {
 			atomic.StoreUint64(&w[i], 0)
-		}
-	}
-	for _, t := range chain {
-		tv := s.tb.tier(t)
-		for i := range tv.header[thOrder/8+1:] {
-			atomic.StoreUint64(&tv.header[thOrder/8+1+i], 0)
 		}
 	}
 }

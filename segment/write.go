@@ -1,8 +1,11 @@
 package segment
 
 import (
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 )
 
@@ -183,6 +186,16 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	s.count(stPuts, 1)
 	_ = s.lock.WriteUnlock()
 	return true
+}
+
+// testStepHook, set only by tests, runs between the steps of compaction
+// and rebuild that change the file: where a process may die.
+var testStepHook func()
+
+func testStep() {
+	if testStepHook != nil {
+		testStepHook()
+	}
 }
 
 // testAfterPreview, set only by tests, runs between a writer's preview and
@@ -478,23 +491,24 @@ func (s *Segment) attachTier(last *tier, idx uint64) tier {
 	return nt
 }
 
-// compact moves the tier's entries to the start of its entry space, in slot
-// order, so its free chunks form one run. Slots keep their positions; only
-// their chunk numbers change. Caller holds write (sequence odd).
+// compact slides the tier's entries to the start of its entry space, in
+// the order they lie, so its free chunks form one run (and trims runs
+// longer than their entry). Slots keep their positions; only their chunk
+// numbers change. Caller holds write (sequence odd).
+//
+// A process may die at any instruction of it, and then every entry but the
+// one moving must still be where its slot says, whole: entries move in
+// the order they lie, so each lands only on free chunks or on chunks it
+// left itself, and its slot names the new place only once the copy is
+// whole (see rebuild). An entry that slides by less than its length
+// overlaps itself; it moves by journal (see slideOverlapping), which
+// recovery finishes.
 func (s *Segment) compact(t *tier) error {
 	tb := s.tb
 	l := &tb.layout
 	s.countMove(&tb.Compactions, stCompactions)
-	type live struct {
-		pos        int64
-		key, value []byte // copies
-		nch        int64
-	}
-	// One buffer for every key and value (the used chunks hold them all),
-	// instead of an allocation each.
+	type live struct{ pos, c, size int64 }
 	entries := make([]live, 0, min(t.entries(), uint64(l.Slots)))
-	copies := make([]byte, 0, min(t.usedChunks(), uint64(l.Chunks))*uint64(l.ChunkSize))
-	used := int64(0)
 	for pos, slot := range t.slots {
 		if slot == 0 {
 			continue
@@ -504,31 +518,133 @@ func (s *Segment) compact(t *tier) error {
 		if !ok {
 			return s.corrupt(t.index, "undecodable entry during compaction")
 		}
-		size := entryHeaderSize + klen + vlen
-		start := len(copies)
-		copies = append(copies, t.space[c*l.ChunkSize+entryHeaderSize:c*l.ChunkSize+size]...)
-		kv := copies[start:len(copies):len(copies)]
-		entries = append(entries, live{pos: int64(pos), key: kv[:klen], value: kv[klen:], nch: ceilDiv(size, l.ChunkSize)})
-		if used += entries[len(entries)-1].nch; used > l.Chunks {
-			// Checked before anything moves: a damaged tier stays as it was.
-			return s.corrupt(t.index, "entries larger than the tier during compaction")
+		entries = append(entries, live{pos: int64(pos), c: c, size: entryHeaderSize + klen + vlen})
+	}
+	slices.SortFunc(entries, func(a, b live) int { return cmp.Compare(a.c, b.c) })
+	// Checked before anything moves: a damaged tier stays as it was.
+	for i := 1; i < len(entries); i++ {
+		if prev := entries[i-1]; prev.c+ceilDiv(prev.size, l.ChunkSize) > entries[i].c {
+			return s.corrupt(t.index, "entries overlap during compaction")
 		}
 	}
-	clear(t.bitmap)
-	atomic.StoreUint64(&t.header[thUsedChunks/8], 0)
-	t.setLowestFree(0)
 	next := int64(0)
 	for _, e := range entries {
-		h := tb.entryHeader(e.nch, e.key, e.value)
-		tb.writeEntry(t, next, &h, e.key, e.value)
-		t.mark(next, e.nch, true)
-		tag := slotTag(t.slots[e.pos])
-		atomic.StoreUint64(&t.slots[e.pos], makeSlot(tag, next))
-		next += e.nch
+		nch := ceilDiv(e.size, l.ChunkSize)
+		journalled := false
+		switch {
+		case e.c == next:
+		case next+nch <= e.c:
+			copy(t.space[next*l.ChunkSize:], t.space[e.c*l.ChunkSize:e.c*l.ChunkSize+e.size])
+			testStep()
+		default:
+			tb.slideOverlapping(t, e.c, next, e.size)
+			journalled = true
+		}
+		// A run longer than its entry (its value shrank) is trimmed; the
+		// chunk count and checksum share one word, so the header is never
+		// half rewritten.
+		tb.setRunLength(t, next, nch)
+		testStep()
+		if e.c != next {
+			slot := atomic.LoadUint64(&t.slots[e.pos])
+			atomic.StoreUint64(&t.slots[e.pos], makeSlot(slotTag(slot), next)|slot&refBit)
+			testStep()
+		}
+		if journalled {
+			atomic.StoreUint64(&t.header[thMove/8], 0)
+			atomic.StoreUint64(&t.header[thMoveDone/8], 0)
+		}
+		next += nch
+	}
+	bitmap := make([]uint64, len(t.bitmap))
+	for c := int64(0); c < next; c += 64 {
+		bitmap[c>>6] = ^uint64(0) >> (64 - uint(min(next-c, 64)))
+	}
+	for w := range bitmap {
+		atomic.StoreUint64(&t.bitmap[w], bitmap[w])
 	}
 	atomic.StoreUint64(&t.header[thUsedChunks/8], uint64(next))
 	t.setLowestFree(next)
 	return nil
+}
+
+// slideOverlapping moves the size bytes of the entry at chunk src down to
+// chunk dst, which lies less than its length below. A copy that overlaps
+// its source cannot be redone from the start once cut short, so it goes by
+// blocks as long as the slide, each of which reads only bytes no earlier
+// block wrote, and the tier header journals the move and each block done:
+// finishMove completes it after a death. The caller names dst in the slot,
+// then clears the journal.
+func (tb *Table) slideOverlapping(t *tier, src, dst, size int64) {
+	atomic.StoreUint64(&t.header[thMoveDone/8], uint64(size)<<32)
+	atomic.StoreUint64(&t.header[thMove/8], moveJournal(src, dst))
+	testStep()
+	tb.continueMove(t, src, dst, size, 0)
+}
+
+// continueMove copies the blocks of a journalled move from byte done on.
+func (tb *Table) continueMove(t *tier, src, dst, size, done int64) {
+	cs := tb.layout.ChunkSize
+	gap := (src - dst) * cs
+	for done < size {
+		n := min(gap, size-done)
+		copy(t.space[dst*cs+done:dst*cs+done+n], t.space[src*cs+done:src*cs+done+n])
+		testStep()
+		done += n
+		atomic.StoreUint64(&t.header[thMoveDone/8], uint64(size)<<32|uint64(done))
+	}
+}
+
+// moveJournal is the tier header's move word: a move in progress (bit 63)
+// from chunk src to chunk dst (31 bits each, as in a slot).
+func moveJournal(src, dst int64) uint64 { return 1<<63 | uint64(src)<<31 | uint64(dst) }
+
+// finishMove completes a journalled move that a dead process cut short: it
+// copies what the journal says is left, names the new place in the slot
+// that named the old (if the move had not got that far), and clears the
+// journal. It reports false if the journal is not one a writer leaves.
+// Caller holds write.
+func (tb *Table) finishMove(t *tier) bool {
+	j := atomic.LoadUint64(&t.header[thMove/8])
+	if j == 0 {
+		atomic.StoreUint64(&t.header[thMoveDone/8], 0)
+		return true
+	}
+	progress := atomic.LoadUint64(&t.header[thMoveDone/8])
+	src, dst := int64(j>>31&(1<<31-1)), int64(j&(1<<31-1))
+	size, done := int64(progress>>32), int64(uint32(progress))
+	l := &tb.layout
+	clear := func() {
+		atomic.StoreUint64(&t.header[thMove/8], 0)
+		atomic.StoreUint64(&t.header[thMoveDone/8], 0)
+	}
+	if j>>62 != 2 || dst >= src || src >= l.Chunks || size <= 0 || done > size || src*l.ChunkSize+size > l.Chunks*l.ChunkSize {
+		clear()
+		return false
+	}
+	tb.continueMove(t, src, dst, size, done)
+	nch := ceilDiv(size, l.ChunkSize)
+	for pos := range t.slots {
+		if slot := atomic.LoadUint64(&t.slots[pos]); slot != 0 && slotChunk(slot) == src {
+			tb.setRunLength(t, dst, nch)
+			atomic.StoreUint64(&t.slots[pos], makeSlot(slotTag(slot), dst)|slot&refBit)
+		}
+	}
+	clear()
+	return true
+}
+
+// setRunLength makes the header of the entry at chunk c say its run is nch
+// chunks, with the checksum that goes with it: both in one 8-byte word.
+func (tb *Table) setRunLength(t *tier, c, nch int64) {
+	off := c * tb.layout.ChunkSize
+	klen, vlen, cur, ok := tb.entryAt(t, c)
+	if !ok || cur == nch {
+		return
+	}
+	h := tb.entryHeader(nch, tb.entryKey(t, c, klen), tb.entryValue(t, c, klen, vlen))
+	word := (t.index*tb.layout.TierSize + tb.layout.entriesOff + off + ehChunks) / 8
+	atomic.StoreUint64(&tb.tierWords[word], binary.LittleEndian.Uint64(h[ehChunks:]))
 }
 
 // Delete removes key and reports whether it was present.

@@ -102,12 +102,13 @@ Examples:
 		for _, s := range rep.Segments {
 			fmt.Fprintf(e.stdout, "segment %d: released %+v", s.Segment, s.Orphans)
 			if s.Rebuilt {
-				fmt.Fprintf(e.stdout, "; rebuilt: %d entries kept, %d dropped, %d second copies dropped", s.Kept, s.Dropped, s.Doubled)
+				fmt.Fprintf(e.stdout, "; rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d stray chunks freed", s.Kept, s.Dropped, s.Doubled, s.Freed)
 			}
 			fmt.Fprintln(e.stdout)
 		}
 		for _, s := range rebuilt {
-			fmt.Fprintf(e.stdout, "segment %d: damaged, rebuilt: %d entries kept, %d dropped, %d second copies dropped\n", s.Segment, s.Kept, s.Dropped, s.Doubled)
+			fmt.Fprintf(e.stdout, "segment %d: damaged, rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d salvaged, %d stray chunks freed\n",
+				s.Segment, s.Kept, s.Dropped, s.Doubled, s.Salvaged, s.Freed)
 		}
 		return e.reportCheck(c, m, "nothing held by the dead")
 	},
