@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,14 @@ type Map struct {
 // map is refused (offheap.ErrNotSharedMap) and left as it is.
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := opts.withDefaults()
+	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly {
+		// Refused again below for an existing file that is no cache; said
+		// here too so that a file about to be created is not left behind
+		// as the wrong kind of map.
+		if st, serr := os.Stat(path); serr != nil || st.Size() == 0 {
+			return nil, fmt.Errorf("open %s: DefaultTTL without Cache: %w", path, ErrNotCache)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -261,8 +271,12 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 }
 
 // Close unmaps the file. The data stays in the file (and in the page cache);
-// Close does not force it to disk. Using the Map afterwards returns
-// ErrClosed.
+// Close does not force it to disk (see Sync). Using the Map afterwards
+// returns ErrClosed (or a zero Len, Stats, Segments). Close must wait for
+// every other call on the Map to return: a call still running when the
+// file is unmapped faults, and the process dies with SIGSEGV. Operations
+// do not count themselves in and out to guard against it, since on the
+// read path that would write a shared line per Get.
 func (m *Map) Close() error {
 	if m.closed.Swap(true) {
 		return nil
@@ -463,7 +477,11 @@ func (m *Map) expiry(ttl time.Duration) int64 {
 	if ttl <= 0 || !m.layout.Cache {
 		return 0
 	}
-	return m.table.Now() + int64(ttl)
+	now := m.table.Now()
+	if int64(ttl) > math.MaxInt64-now {
+		return math.MaxInt64 // centuries away: as good as never, and not in the past
+	}
+	return now + int64(ttl)
 }
 
 // PutIfAbsent stores value under key only if the key is absent (or, in a
@@ -571,6 +589,10 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			if !reuse {
 				arena = nil // fresh per segment: slices already yielded keep theirs
 			}
+			if err := m.check(false); err != nil {
+				*errp = err // the body closed the map
+				return
+			}
 			var err error
 			arena, ends, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
 			if err != nil {
@@ -588,9 +610,14 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 	}
 }
 
-// Len is the number of entries. It takes no lock: while other processes
-// write, it is a close estimate.
-func (m *Map) Len() int { return int(m.table.Len()) }
+// Len is the number of entries (0 once the map is closed). It takes no
+// lock: while other processes write, it is a close estimate.
+func (m *Map) Len() int {
+	if m.closed.Load() {
+		return 0
+	}
+	return int(m.table.Len())
+}
 
 // Version says what state of its segment a value was read at; see
 // GetVersioned. The zero Version is never current.

@@ -39,8 +39,11 @@ type Stats struct {
 
 // Stats reads the map's counters and geometry, and how much of the file
 // this process has in memory (from /proc/self/smaps, about a millisecond:
-// call it for monitoring, not per operation).
+// call it for monitoring, not per operation). A closed map has zero Stats.
 func (m *Map) Stats() Stats {
+	if m.closed.Load() {
+		return Stats{}
+	}
 	l := m.layout
 	st := Stats{
 		Entries: m.Len(), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
@@ -98,8 +101,11 @@ type SegmentInfo struct {
 
 // Segments describes every segment: entries, tiers, modification sequence,
 // lock state and counters (a snapshot, read without locks: locks and
-// counters change as you read).
+// counters change as you read); nil once the map is closed.
 func (m *Map) Segments() []SegmentInfo {
+	if m.closed.Load() {
+		return nil
+	}
 	out := make([]SegmentInfo, m.layout.Segments)
 	slots := m.slotCounters()
 	for i := range out {
