@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"syscall"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -47,8 +49,8 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return exitUsage
 	}
 	o := opts.(*hashmap.Options)
-	if o.Entries <= 0 || o.AverageKeySize <= 0 || o.AverageValueSize <= 0 || o.Segments < 0 || o.MaxBloatFactor < 1 {
-		return e.usageError(c, "--entries, --key-size and --value-size must be positive, --bloat at least 1, --segments 0 or more")
+	if o.Entries <= 0 || o.AverageKeySize <= 0 || o.AverageValueSize <= 0 || o.Segments < 0 || !(o.MaxBloatFactor >= 1) || math.IsInf(o.MaxBloatFactor, 1) {
+		return e.usageError(c, "--entries, --key-size and --value-size must be positive, --bloat a number at least 1, --segments 0 or more")
 	}
 	path := args[0]
 	if _, err := os.Lstat(path); err == nil {
@@ -57,6 +59,9 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return e.fail(c, err)
 	}
 	m, err := hashmap.Open(path, o)
+	if errors.Is(err, hashmap.ErrBadOptions) {
+		return e.usageError(c, err.Error()) // e.g. --segments not a power of two
+	}
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -66,8 +71,14 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 	if st.Cache {
 		kind = "cache "
 	}
-	fmt.Fprintf(e.stdout, "created %s%s: sized for %d entries (up to x%g), %d segments, file size %s (sparse)\n",
-		kind, path, st.Capacity, st.MaxBloatFactor, st.Segments, humanBytes(st.FileSize))
+	reserved := "" // of the file, how much is on disk already (the rest is a hole until used)
+	if fi, err := os.Stat(path); err == nil {
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			reserved = fmt.Sprintf(", %s of it on disk now", humanBytes(sys.Blocks*512))
+		}
+	}
+	fmt.Fprintf(e.stdout, "created %s%s: sized for %d entries (up to x%g), %d segments, file size %s%s\n",
+		kind, path, st.Capacity, st.MaxBloatFactor, st.Segments, humanBytes(st.FileSize), reserved)
 	return exitOK
 }
 

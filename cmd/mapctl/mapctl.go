@@ -85,7 +85,21 @@ Example:
 
 // run is the whole program: it returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	out := &errorWriter{w: stdout}
+	e := &env{stdin: stdin, stdout: out, stderr: stderr}
+	status := e.runArgs(args)
+	if out.err != nil && status == exitOK {
+		// Output that did not arrive (a full disk, a closed pipe) is a
+		// failure, not a success with less to say.
+		fmt.Fprintf(stderr, "mapctl: writing the output: %v\n", out.err)
+		return exitError
+	}
+	return status
+}
+
+// runArgs is run with its output wrapped.
+func (e *env) runArgs(args []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		e.mainUsage(stderr)
 		return exitUsage
@@ -122,6 +136,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.usageError(c, err.Error())
 	}
 	return c.run(e, c, opts, pos)
+}
+
+// errorWriter passes writes on and keeps the first error.
+type errorWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *errorWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 func lookup(name string) *command {
@@ -196,7 +224,11 @@ func (e *env) wantArgs(c *command, args []string, n int) bool {
 	if len(args) == n {
 		return true
 	}
-	e.usageError(c, fmt.Sprintf("want %d arguments (%s), got %d", n, c.args, len(args)))
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	e.usageError(c, fmt.Sprintf("want %d argument%s (%s), got %d", n, plural, c.args, len(args)))
 	return false
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,6 +241,11 @@ func TestUsage(t *testing.T) {
 		{"stats", p, "--nosuchflag"},
 		{"demo", "extra"},
 		{"help", "nosuchcommand"},
+		{"create", filepath.Join(t.TempDir(), "s3"), "--segments", "3"}, // refused by Open's checks
+		{"create", filepath.Join(t.TempDir(), "nan"), "--bloat", "NaN"},
+		{"stats", p, "--segments"},   // only adds to --json
+		{"stats", p, "--count", "3"}, // only counts --watch lines
+		{"put", p, "k", "v", "--ttl", "-1s"},
 	} {
 		c, o, e := mapctl(t, "", args...)
 		if c != exitUsage || o != "" || !strings.Contains(e, "usage") && !strings.Contains(e, "unknown command") {
@@ -486,3 +492,19 @@ func TestHelpListAligns(t *testing.T) {
 		t.Fatalf("found %d rows in %q", rows, list)
 	}
 }
+
+// Output that cannot be written (a full disk, a closed pipe) fails the
+// command: inspect and check used to exit 0 with nothing delivered.
+func TestOutputErrorFails(t *testing.T) {
+	p := newMap(t)
+	for _, args := range [][]string{{"inspect", p}, {"check", p}, {"stats", p}, {"help"}} {
+		var stderr bytes.Buffer
+		if c := run(args, strings.NewReader(""), failingWriter{}, &stderr); c != exitError || !strings.Contains(stderr.String(), "writing the output") {
+			t.Errorf("%q to a failing writer: exit %d, %q", args, c, stderr.String())
+		}
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }

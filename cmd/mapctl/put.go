@@ -32,7 +32,7 @@ Examples:
 		}
 		ttl := *opts.(*time.Duration)
 		if ttl < 0 {
-			return e.usageError(c, "--ttl must be positive")
+			return e.usageError(c, "--ttl must not be negative (0: the map's default)")
 		}
 		m, err := openExisting(args[0], false)
 		if err != nil {

@@ -32,7 +32,7 @@ var statsCmd = &command{
 as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
-locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
+moves_counted, locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
 evictions, expired, lock_waits, lock_timeouts, read_only, resident,
 huge_page_bytes and path (and per_segment, a list of the same counters for
 each segment, with --segments).
@@ -76,6 +76,12 @@ Examples:
 		}
 		if o.count < 0 {
 			return e.usageError(c, "--count must be 0 or more")
+		}
+		if o.count > 0 && o.watch == 0 {
+			return e.usageError(c, "--count counts --watch lines: give --watch too")
+		}
+		if o.segments && !o.json {
+			return e.usageError(c, "--segments adds per_segment to the JSON: give --json too")
 		}
 		m, err := openExisting(args[0], true)
 		if err != nil {
