@@ -11,8 +11,11 @@
 //
 // The map is sized when created (Entries, average key and value sizes) and
 // can grow past that by MaxBloatFactor; beyond it Put returns ErrFull and
-// writes nothing. The file is reserved at its maximal size as a sparse file,
-// so it only takes disk (or RAM, on /dev/shm) for what is used.
+// writes nothing. The file has its maximal size from the start, but only
+// the part every map uses (segment headers and first tiers) takes disk (or
+// RAM, on /dev/shm) at once, reserved so that a full disk is an error
+// rather than a crash; each overflow tier is reserved when a segment first
+// needs it.
 //
 // # Concurrency
 //

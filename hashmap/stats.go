@@ -12,7 +12,7 @@ type Stats struct {
 	TiersMax         int     `json:"tiers_max"`         // tiers the file can hold
 	BytesUsed        int64   `json:"bytes_used"`        // entry chunks in use, in bytes
 	BytesAllocatable int64   `json:"bytes_allocatable"` // entry space of the tiers in use
-	FileSize         int64   `json:"file_size"`         // bytes reserved (sparse)
+	FileSize         int64   `json:"file_size"`         // the file's size (overflow tiers take disk only once used)
 	ChunkSize        int     `json:"chunk_size"`        // allocation unit of entry space
 	SlotsPerTier     int     `json:"slots_per_tier"`    // hash lookup slots per tier
 	EntriesPerTier   int     `json:"entries_per_tier"`  // entries a tier takes before overflowing
