@@ -100,6 +100,7 @@ func TestOptions(t *testing.T) {
 		{AverageKeySize: -4},
 		{MaxProcesses: -1},
 		{MaxProcesses: 5000},
+		{Entries: 10, Segments: 1 << 20}, // a 20 GB file for 10 entries
 	} {
 		if _, err := Open(filepath.Join(dir, "bad"), &o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)

@@ -87,6 +87,10 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 		return Layout{}, fmt.Errorf("%w: max bloat factor %v must be in 1..1000", ErrBadParams, p.MaxBloatFactor)
 	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
 		return Layout{}, fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
+	case p.Segments > p.Entries:
+		// Each segment has a whole tier: more segments than entries only
+		// makes the file huge (a million for 10 entries took 20 GB).
+		return Layout{}, fmt.Errorf("%w: %d segments for %d entries: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
 	}
 	l, err := newLayout(p, headerSize, checksums, true)
 	l.MoveCounters = err == nil
