@@ -611,7 +611,8 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 }
 
 // Len is the number of entries (0 once the map is closed). It takes no
-// lock: while other processes write, it is a close estimate.
+// lock: while other processes write, it is a close estimate. In a cache
+// map it counts expired entries whose space has not been reclaimed yet.
 func (m *Map) Len() int {
 	if m.closed.Load() {
 		return 0

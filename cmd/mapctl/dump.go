@@ -18,7 +18,9 @@ written \\, \t, \n and \r, so mapctl load reads the output back exactly.
 The order is the map's (by hash), not sorted. Each segment is copied
 consistently, but entries written by other processes during the dump may or
 may not appear. Opens PATH read-only: each segment is copied out and
-validated by its modification sequence; no lock word is written.
+validated by its modification sequence; no lock word is written. Of a
+cache map it writes the live entries without their expiry times (mapctl load
+gives them the map's default TTL).
 
 Example:
   mapctl dump /tmp/m.map | sort > entries.tsv`,
