@@ -35,7 +35,7 @@ func TestHelperProcess(t *testing.T) {
 	opts := *helperOpts
 	opts.QueueWritersLocally = os.Getenv("HASHMAP_QUEUE_LOCAL") == "1"
 	if role == "kill-writer" {
-		opts.LockTimeout = killLockTimeout
+		opts = Options{LockTimeout: killLockTimeout} // the file's own small layout (killOpts)
 	}
 	m, err := Open(os.Getenv("HASHMAP_FILE"), &opts)
 	if err != nil {

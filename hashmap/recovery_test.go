@@ -136,7 +136,7 @@ const killLockTimeout = 200 * time.Millisecond
 // can tell a torn value from a whole one.
 func killValue(id, j, seq int) []byte {
 	v := fmt.Appendf(nil, "%d:%d:%d:", id, j, seq)
-	return append(v, bytes.Repeat([]byte{byte('a' + seq%26)}, seq%97)...)
+	return append(v, bytes.Repeat([]byte{byte('a' + seq%26)}, seq%113)...)
 }
 
 func wholeKillValue(v []byte) bool {
@@ -198,13 +198,23 @@ func killWriter(m *Map, id, seq int) {
 		j := rng.IntN(killKeys)
 		key := fmt.Appendf(nil, "w%d-k%d", id, j)
 		slot := (id*killKeys + j) * 2
-		atomic.StoreUint64(&acks[slot], uint64(seq))
+		op := uint64(seq) << 1
+		if rng.IntN(6) == 0 {
+			op |= 1 // a Delete
+		}
+		atomic.StoreUint64(&acks[slot], op)
 		start := time.Now()
-		if err := m.Put(key, killValue(id, j, seq)); err != nil {
-			testutil.Report("error put: %v", err)
+		var err error
+		if op&1 != 0 {
+			_, err = m.Delete(key)
+		} else {
+			err = m.Put(key, killValue(id, j, seq))
+		}
+		if err != nil {
+			testutil.Report("error put or delete: %v", err)
 			return
 		}
-		atomic.StoreUint64(&acks[slot+1], uint64(seq))
+		atomic.StoreUint64(&acks[slot+1], op)
 		other := fmt.Appendf(nil, "w%d-k%d", rng.IntN(3), rng.IntN(killKeys))
 		v, err := m.GetInto(buf[:0], other)
 		switch {
@@ -254,16 +264,19 @@ func (s *killState) read(id int, out *bufio.Scanner) {
 // again (200 kills; SHAREDMAP_KILLS sets more). Survivors that find a lock
 // held by the dead wait out their lock timeout, recover and go on: none may
 // report an error, a torn value or a wait beyond the bound. At the end,
-// every acknowledged Put is present with its value (a key the dead had a
-// Put in flight on may hold that value instead, or be gone if the rewrite
-// was torn), and Check finds nothing wrong.
+// every acknowledged Put is present with its value and every acknowledged
+// Delete absent (a key the dead had an operation in flight on may show its
+// outcome instead, or be gone if a rewrite was torn), and Check finds
+// nothing wrong. The map is small and the values of many sizes, so values
+// move and tiers compact all the time: a death in a compaction must lose
+// no other key.
 func TestKillWriters(t *testing.T) {
 	kills := 200
 	if n, err := strconv.Atoi(os.Getenv("SHAREDMAP_KILLS")); err == nil {
 		kills = n
 	}
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, helperOpts)
+	m, err := Open(path, killOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +287,7 @@ func TestKillWriters(t *testing.T) {
 	start := func(id int) *exec.Cmd {
 		seq := 1
 		for j := range killKeys {
-			seq = max(seq, int(atomic.LoadUint64(&acks[(id*killKeys+j)*2]))+1)
+			seq = max(seq, killOp(atomic.LoadUint64(&acks[(id*killKeys+j)*2])).seq()+1)
 		}
 		cmd := helperCmd("kill-writer", path, strconv.Itoa(id), strconv.Itoa(seq))
 		out, err := cmd.StdoutPipe()
@@ -296,10 +309,27 @@ func TestKillWriters(t *testing.T) {
 	for i := range procs {
 		procs[i] = start(i)
 	}
+	// Every other kill is aimed at a compaction: it comes the moment the
+	// file's count of compactions moves, while one is likely under way.
+	watch, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	compactions := func() (n int64) {
+		for i := range int(watch.layout.Segments) {
+			n += watch.table.Segment(i).Counters().Compactions
+		}
+		return n
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	deadline := time.Now().Add(4 * time.Minute)
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(2+rng.IntN(25)) * time.Millisecond)
+		if k%2 == 1 {
+			for before, until := compactions(), time.Now().Add(50*time.Millisecond); compactions() == before && time.Now().Before(until); {
+			}
+		}
 		i := rng.IntN(len(procs))
 		_ = procs[i].Process.Signal(syscall.SIGKILL)
 		_ = procs[i].Wait() // the reader has the lines it wrote before dying
@@ -333,7 +363,7 @@ func TestKillWriters(t *testing.T) {
 		return
 	}
 
-	m, err = Open(path, helperOpts)
+	m, err = Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +375,14 @@ func TestKillWriters(t *testing.T) {
 	var absentInFlight, newerInFlight int
 	for id := range 3 {
 		for j := range killKeys {
-			tried, ack := int(acks[(id*killKeys+j)*2]), int(acks[(id*killKeys+j)*2+1])
+			tried, ack := killOp(acks[(id*killKeys+j)*2]), killOp(acks[(id*killKeys+j)*2+1])
+			inFlight := tried != ack
 			v, err := m.Get(fmt.Appendf(nil, "w%d-k%d", id, j))
 			if errors.Is(err, ErrNotFound) {
-				if ack != 0 && tried == ack {
-					t.Errorf("writer %d key %d: acknowledged seq %d lost", id, j, ack)
-				}
-				if ack != 0 {
+				switch {
+				case ack.put() && !inFlight:
+					t.Errorf("writer %d key %d: acknowledged seq %d lost", id, j, ack.seq())
+				case ack.put() || (inFlight && tried.put()):
 					absentInFlight++
 				}
 				continue
@@ -360,16 +391,41 @@ func TestKillWriters(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case ack != 0 && bytes.Equal(v, killValue(id, j, ack)):
-			case tried != ack && bytes.Equal(v, killValue(id, j, tried)):
+			case ack.put() && bytes.Equal(v, killValue(id, j, ack.seq())):
+			case inFlight && tried.put() && bytes.Equal(v, killValue(id, j, tried.seq())):
 				newerInFlight++
 			default:
-				t.Errorf("writer %d key %d: value %q; acknowledged %d, tried %d", id, j, v, ack, tried)
+				t.Errorf("writer %d key %d: value %q; acknowledged %v, tried %v (a deleted key back, or a value no Put wrote)", id, j, v, ack, tried)
 			}
 		}
 	}
-	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight Puts found applied %d, keys absent after an unacknowledged Put %d",
-		kills, st.repairs, st.recoveries, newerInFlight, absentInFlight)
+	ms := m.Stats()
+	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight operations found applied %d, keys absent after an unacknowledged Put %d; %d compactions and %d relocations in the file",
+		kills, st.repairs, st.recoveries, newerInFlight, absentInFlight, ms.Compactions, ms.Relocations)
+	if ms.Compactions == 0 {
+		t.Error("no tier was compacted: the test lost its point")
+	}
+}
+
+// killOpts is TestKillWriters' map: small, so that 192 keys with values of
+// 8 to 120 bytes keep relocating and compacting its tiers.
+var killOpts = &Options{Entries: 192, AverageKeySize: 8, AverageValueSize: 40, Segments: 2, MaxBloatFactor: 1}
+
+// killOp is an entry of the acknowledgement table: the sequence of a
+// writer's operation on a key, shifted left once, with bit 0 set for a
+// Delete. 0: none yet.
+type killOp uint64
+
+func (o killOp) seq() int  { return int(o >> 1) }
+func (o killOp) put() bool { return o != 0 && o&1 == 0 }
+func (o killOp) String() string {
+	switch {
+	case o == 0:
+		return "nothing"
+	case o&1 != 0:
+		return fmt.Sprintf("delete %d", o.seq())
+	}
+	return fmt.Sprintf("put %d", o.seq())
 }
 
 // TestDeadLockTableHolder: a process SIGKILLed while it holds an application
