@@ -58,6 +58,7 @@ func FuzzOps(f *testing.F) {
 // lowest-free hint), then looks keys up, iterates, and writes values of
 // growing sizes, so that entries move and the tier is compacted over the
 // damage: the table must report corruption or answer, never panic or loop.
+// Then a rebuild, as Repair does, must leave a segment that checks clean.
 func FuzzEntryDecoding(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 200, 0, 0, 0, 3}, uint16(0))
 	f.Add(bytes.Repeat([]byte{0xff}, 64), uint16(5))
@@ -95,6 +96,22 @@ func FuzzEntryDecoding(f *testing.F) {
 			if i%5 == 0 {
 				_, _ = s.Delete(hashOf(k), k)
 			}
+		}
+		// Whatever the damage did, a rebuild (Repair's) leaves a segment
+		// Check passes, that answers and takes writes.
+		if _, err := s.Rebuild(); err != nil {
+			t.Fatalf("Rebuild: %v", err)
+		}
+		s.Check(func(err error) { t.Errorf("after Rebuild: %v", err) })
+		for i := range 14 {
+			k := []byte{'k', byte(i)}
+			if _, _, err := s.Get(hashOf(k), k, nil); err != nil {
+				t.Errorf("Get after Rebuild: %v", err)
+			}
+		}
+		k := []byte("after")
+		if _, err := s.Put(hashOf(k), k, []byte("rebuild"), Replace); err != nil {
+			t.Errorf("Put after Rebuild: %v", err)
 		}
 	})
 }

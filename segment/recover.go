@@ -1,10 +1,12 @@
 package segment
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -202,6 +204,38 @@ func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 			}
 		}
 	}
+	// Runs that overlap (only damage makes them: an allocator that trusted a
+	// damaged bitmap) are trimmed to their entries, and an entry whose bytes
+	// overlap another's is dropped.
+	for i := range tiers {
+		type named struct {
+			slot uint64
+			run
+		}
+		var runs []named
+		for sl, r := range keep[i] {
+			runs = append(runs, named{sl, r})
+		}
+		slices.SortFunc(runs, func(a, b named) int { return cmp.Compare(a.c, b.c) })
+		last := -1 // the last run kept, as trimmed
+		for j, r := range runs {
+			if last < 0 || r.c >= runs[last].c+runs[last].nch {
+				last = j
+				continue
+			}
+			prev := &runs[last]
+			klen, vlen, _, _ := tb.entryAt(&tiers[i], prev.c)
+			if prev.c+ceilDiv(entryHeaderSize+klen+vlen, l.ChunkSize) <= r.c {
+				prev.nch = r.c - prev.c
+				tb.setRunLength(&tiers[i], prev.c, prev.nch)
+				keep[i][prev.slot] = prev.run
+				last = j
+				continue
+			}
+			delete(keep[i], r.slot)
+			rep.Dropped++
+		}
+	}
 	// Remove every slot not kept, and the second of two slots naming one
 	// entry (a backward shift cut short). The walk starts after an empty
 	// slot, so a shift only ever moves into pos a slot not yet walked.
@@ -347,8 +381,9 @@ func runUnnamed(named []bool, c, n int64) bool {
 }
 
 // chain lists the tiers of the segment, first tier first, stopping at a
-// link that leads outside the pool or back into the chain (and cutting it
-// there, since nothing can follow it safely). Caller holds write.
+// link that leads outside the pool, back into the chain, or to a tier this
+// segment does not own (attachTier sets the owner before it links), and
+// cutting it there, since nothing can follow it safely. Caller holds write.
 func (s *Segment) chain() []int64 {
 	tb := s.tb
 	l := &tb.layout
@@ -361,7 +396,7 @@ func (s *Segment) chain() []int64 {
 			return out
 		}
 		t := int64(next - 1)
-		if next > uint64(l.Tiers) || t < l.Segments || seen[t] {
+		if next > uint64(l.Tiers) || t < l.Segments || seen[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) != uint64(s.index)+1 {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 			return out
 		}
