@@ -150,3 +150,36 @@ func containsAny(list []string, sub string) bool {
 	}
 	return false
 }
+
+// TestRepairSalvagesUnnamedEntries: damage that empties a slot leaves its
+// sound entry under used chunks that no slot names. Recovery from a death
+// frees such chunks (see rebuild); Repair, for damage, names the entry
+// again, as long as no slot names its key.
+func TestRepairSalvagesUnnamedEntries(t *testing.T) {
+	tb, s, model := fragmentedTier(t)
+	var lost string
+	for k := range model {
+		lost = k
+		break
+	}
+	loc, found, _ := s.find(hashOf([]byte(lost)), []byte(lost))
+	if !found {
+		t.Fatal("key not found")
+	}
+	loc.tier.slots[loc.pos] = 0 // a damaged page: the slot is gone, probe runs broken
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	if !containsAny(problems, "no entry occupies") {
+		t.Fatalf("Check missed the unnamed entry: %q", problems)
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Salvaged != 1 || rep.Dropped != 0 {
+		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+	// A sound segment is not rebuilt.
+	if _, rebuilt, err := s.Repair(); err != nil || rebuilt {
+		t.Fatalf("Repair of a sound segment: rebuilt %v, %v", rebuilt, err)
+	}
+}
