@@ -284,6 +284,9 @@ func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 	for i := range tiers {
 		tv := &tiers[i]
 		mask := int64(l.slotMask)
+		if !slices.Contains(tv.slots, 0) {
+			continue // slots left as damage made them (above): placeSlot needs an empty one
+		}
 		for pos := int64(0); pos < int64(len(tv.slots)); pos++ {
 			sl := atomic.LoadUint64(&tv.slots[pos])
 			if sl == 0 || reachable(tv.slots, int64(slotTag(sl))&mask, pos, mask) {
