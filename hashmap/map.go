@@ -478,7 +478,7 @@ func (m *Map) expiry(ttl time.Duration) int64 {
 		return 0
 	}
 	now := m.table.Now()
-	if int64(ttl) > math.MaxInt64-now {
+	if now > 0 && int64(ttl) > math.MaxInt64-now {
 		return math.MaxInt64 // centuries away: as good as never, and not in the past
 	}
 	return now + int64(ttl)

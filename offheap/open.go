@@ -24,8 +24,9 @@ const DefaultInitTimeout = 10 * time.Second
 // OpenOptions say how to open, or create, a map file.
 type OpenOptions struct {
 	// Create makes the file if it is absent, and initializes it if it is
-	// empty, has an all-zero header page, or was left half-initialized by a
-	// creator that died. An existing ready file is opened as it is.
+	// empty or was left half-initialized by a creator that died (its header
+	// says so). An existing ready file is opened as it is; any other file
+	// is refused (ErrNotSharedMap) and left untouched.
 	Create bool
 	// ReadOnly maps the file PROT_READ, so a stray write faults instead of
 	// corrupting the map. It never writes or creates the file, and cannot be
@@ -33,7 +34,8 @@ type OpenOptions struct {
 	ReadOnly bool
 	// Size is the whole size to reserve when creating, header included,
 	// rounded up to a multiple of the page size. The file is sparse: only
-	// pages that are written take disk blocks (see File.Allocate). Ignored
+	// pages that are written or allocated take disk blocks (see
+	// File.Allocate). Ignored
 	// when the file already exists: the header's size wins.
 	Size int64
 	// Layout is an opaque record, at most MaxLayoutSize bytes, stored in
@@ -196,9 +198,9 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	return newFile(r, fd, path, &h, o, false), nil
 }
 
-// create initializes the file: empty it, reserve the size as a hole, write
-// the header as initializing, run Init, and flip the state to ready. The
-// caller holds the exclusive creation lock.
+// create initializes the file: empty it, write the header as
+// initializing (and sync it), size the file as a hole, run Init, and flip
+// the state to ready. The caller holds the exclusive creation lock.
 func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "create", Err: err} }
 	// Truncating to zero first drops whatever a dead creator wrote, so Init
@@ -222,6 +224,11 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	written := make([]byte, HeaderSize)
 	encodeHeader(written, &h)
 	if _, err := fd.WriteAt(written, 0); err != nil {
+		return fail(pathless(err))
+	}
+	// On disk before the size: after a power cut, a sized file of zeros
+	// (the size reached the disk, the page did not) would be refused.
+	if err := fd.Sync(); err != nil {
 		return fail(pathless(err))
 	}
 	testCreateStep("header written")

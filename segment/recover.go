@@ -85,7 +85,8 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 // Rebuild rewrites segment s's metadata from its entries, as Recover does
 // for a segment a dead process was modifying, for damage that no death
 // explains and Check reports: pages of the file torn by a machine crash, a
-// stray write. It takes the segment's write lock as any writer does (and
+// stray write. Unlike Recover it also takes back sound entries that no
+// slot names, when no slot names their key (see rebuild's salvage). It takes the segment's write lock as any writer does (and
 // fails with ErrTimeout if a live process holds it throughout), drops the
 // entries that do not decode or fail their checksum and second copies of a
 // key, and recounts. An odd sequence left by a writer that died inside
@@ -248,17 +249,17 @@ func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 		}
 		if start == int64(len(tv.slots)) {
 			// No empty slot, which only damage leaves (a tier holds fewer
-			// entries than slots): empty one that is not kept, or give up
-			// on this tier's slots.
+			// entries than slots, so some slot names nothing kept or
+			// repeats another): empty that one.
+			once := make(map[uint64]bool)
 			for pos := range tv.slots {
-				if _, kept := keep[i][atomic.LoadUint64(&tv.slots[pos])&^refBit]; !kept {
+				sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+				if _, kept := keep[i][sl]; !kept || once[sl] {
 					atomic.StoreUint64(&tv.slots[pos], 0)
 					start = int64(pos)
 					break
 				}
-			}
-			if start == int64(len(tv.slots)) {
-				continue
+				once[sl] = true
 			}
 		}
 		seen := make(map[uint64]bool)
@@ -312,7 +313,7 @@ func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 					continue
 				}
 				key, nch, ok := tb.validEntry(tv, c)
-				if !ok || int64(len(keep[i])) >= l.MaxTierEntries {
+				if !ok || int64(len(keep[i])) >= l.MaxTierEntries || !slices.Contains(tv.slots, 0) {
 					continue
 				}
 				h := xxhash.Sum64(key)
@@ -482,6 +483,9 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 			if !ok {
 				report(t, "slot %d: entry at chunk %d is undecodable", pos, c)
 				continue
+			}
+			if !reachable(tv.slots, int64(slotTag(sl))&int64(l.slotMask), int64(pos), int64(l.slotMask)) {
+				report(t, "slot %d: a lookup cannot reach it (an empty slot lies between it and its home)", pos)
 			}
 			key := tb.entryKey(&tv, c, klen)
 			if _, _, ok := tb.userValue(tb.entryValue(&tv, c, klen, vlen)); !ok {

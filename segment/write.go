@@ -622,13 +622,36 @@ func (tb *Table) finishMove(t *tier) bool {
 		clear()
 		return false
 	}
-	tb.continueMove(t, src, dst, size, done)
+	// A move cut short has its entry named at src (not yet renamed) or at
+	// dst (renamed, journal not yet cleared). Words that only look like a
+	// journal name neither, and copying by them would write over entries.
+	// And in a real one, no other entry lies where the entry slides: the
+	// ones before it are packed below dst, the ones after start past it.
 	nch := ceilDiv(size, l.ChunkSize)
+	named := -1
 	for pos := range t.slots {
-		if slot := atomic.LoadUint64(&t.slots[pos]); slot != 0 && slotChunk(slot) == src {
-			tb.setRunLength(t, dst, nch)
-			atomic.StoreUint64(&t.slots[pos], makeSlot(slotTag(slot), dst)|slot&refBit)
+		slot := atomic.LoadUint64(&t.slots[pos])
+		if slot == 0 {
+			continue
 		}
+		c := slotChunk(slot)
+		if named < 0 && (c == src || c == dst && done == size) {
+			named = pos
+			continue
+		}
+		if _, _, n, ok := tb.entryAt(t, c); ok && c < src+nch && c+n > dst {
+			clear()
+			return false
+		}
+	}
+	if named < 0 {
+		clear()
+		return false
+	}
+	tb.continueMove(t, src, dst, size, done)
+	if slot := atomic.LoadUint64(&t.slots[named]); slotChunk(slot) == src {
+		tb.setRunLength(t, dst, nch)
+		atomic.StoreUint64(&t.slots[named], makeSlot(slotTag(slot), dst)|slot&refBit)
 	}
 	clear()
 	return true

@@ -1,0 +1,193 @@
+package segment
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// These tests damage a segment's metadata in ways no writer leaves it (see
+// crash_test.go for what writers cut short leave) and check that Check
+// sees it and Repair mends it without losing a sound entry.
+
+// TestRebuildDeleteCutShortAcrossTheWrap: a delete cut short in its
+// backward shift where the probe run wraps past the end of the slot table:
+// the rebuild's walk, which starts after an empty slot, keeps the one
+// copy of each kept slot. (Found by a review: a walk from slot 0 removed a
+// kept entry's only slot.)
+func TestRebuildDeleteCutShortAcrossTheWrap(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 120, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	mask := int64(tb.layout.slotMask)
+	var keys [][]byte
+	for i := 0; len(keys) < 3; i++ {
+		if k := fmt.Appendf(nil, "w-%d", i); int64(uint32(hashOf(k)))&mask == mask {
+			keys = append(keys, k) // homes in the last slot: the run wraps
+		}
+	}
+	model := map[string][]byte{}
+	for _, k := range keys {
+		if _, err := s.Put(hashOf(k), k, []byte("v-"+string(k)), Replace); err != nil {
+			t.Fatal(err)
+		}
+		model[string(k)] = []byte("v-" + string(k))
+	}
+	tv := tb.tier(0)
+	if tv.slots[mask] == 0 || tv.slots[0] == 0 || tv.slots[1] == 0 || tv.slots[2] != 0 {
+		t.Fatal("want a probe run in the last slot, 0 and 1")
+	}
+	tv.slots[mask] = tv.slots[0] // the dying Delete of keys[0]: one shift step done
+	delete(model, string(keys[0]))
+	w, _ := s.beginUpdate("test")
+	_ = w.modify("test")
+	var rep Recovered
+	s.rebuild(&rep, false)
+	w.end()
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
+
+// TestUnreachableSlotRepaired: a slot a lookup cannot reach (an empty slot
+// between it and its home) hides its key; Check says so and Repair names
+// the entry where lookups find it.
+func TestUnreachableSlotRepaired(t *testing.T) {
+	tb, s, model := fragmentedTier(t)
+	tv := tb.tier(0)
+	mask := int64(tb.layout.slotMask)
+	var key string
+	for k := range model {
+		loc, _, _ := s.find(hashOf([]byte(k)), []byte(k))
+		if int64(slotTag(loc.slot))&mask != loc.pos {
+			continue // want it at its home
+		}
+		if next, after := (loc.pos+1)&mask, (loc.pos+2)&mask; tv.slots[next] == 0 && tv.slots[after] == 0 {
+			tv.slots[after], tv.slots[loc.pos] = tv.slots[loc.pos], 0
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no slot to move")
+	}
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	if !containsAny(problems, "cannot reach") {
+		t.Fatalf("Check missed the unreachable slot: %q", problems)
+	}
+	if _, rebuilt, err := s.Repair(); err != nil || !rebuilt {
+		t.Fatalf("Repair: rebuilt %v, %v", rebuilt, err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
+
+// TestFullSlotTableRepaired: damage that fills every slot with copies of
+// one sound slot (and overwrites a live slot with it). Rebuild must not
+// keep the copies, and Repair must return (it once looped in placeSlot
+// over the full table, holding the write lock).
+func TestFullSlotTableRepaired(t *testing.T) {
+	for _, overwriteOne := range []bool{false, true} {
+		tb, s, model := fragmentedTier(t)
+		tv := tb.tier(0)
+		var a uint64
+		for _, sl := range tv.slots {
+			if sl != 0 {
+				a = sl
+				break
+			}
+		}
+		overwritten := false
+		for pos, sl := range tv.slots {
+			if sl == 0 || overwriteOne && !overwritten && sl != a {
+				overwritten = overwritten || sl != 0
+				tv.slots[pos] = a
+			}
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := s.Repair()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("overwriteOne=%v: Repair did not return", overwriteOne)
+		}
+		checkClean(t, tb)
+		if !overwriteOne {
+			checkTable(t, tb, model) // the slot table lost nothing: every entry comes back
+		}
+	}
+}
+
+// TestOverlappingRunsTrimmed: an entry whose run (by damage: a writer that
+// trusted a damaged bitmap) reaches over the next entry is trimmed to its
+// bytes, and both entries are kept.
+func TestOverlappingRunsTrimmed(t *testing.T) {
+	tb, s, model := fragmentedTier(t)
+	tv := tb.tier(0)
+	type at struct{ c, nch int64 }
+	var runs []at
+	for _, sl := range tv.slots {
+		if sl != 0 {
+			_, _, nch, _ := tb.entryAt(&tv, slotChunk(sl))
+			runs = append(runs, at{slotChunk(sl), nch})
+		}
+	}
+	// An entry followed, past a gap, by another: stretch the first over it.
+	slices.SortFunc(runs, func(a, b at) int { return cmp.Compare(a.c, b.c) })
+	var first, second at
+	for i := 0; i+1 < len(runs) && second.nch == 0; i++ {
+		if runs[i+1].c > runs[i].c+runs[i].nch {
+			first, second = runs[i], runs[i+1]
+		}
+	}
+	if second.nch == 0 {
+		t.Fatal("no two entries with a gap between")
+	}
+	tb.setRunLength(&tv, first.c, second.c+1-first.c)
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	if !containsAny(problems, "belongs to two entries") {
+		t.Fatalf("Check missed the overlap: %q", problems)
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Dropped != 0 {
+		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
+
+// TestForgedMoveJournalIgnored: journal words that only look like a move
+// cut short (the entry it names at its source, but other entries where it
+// would slide) are cleared, and nothing is copied over those entries.
+func TestForgedMoveJournalIgnored(t *testing.T) {
+	tb, s, model := fragmentedTier(t)
+	tv := tb.tier(0)
+	var last int64
+	var size int64
+	for _, sl := range tv.slots {
+		if c := slotChunk(sl); sl != 0 && c > last {
+			klen, vlen, _, _ := tb.entryAt(&tv, c)
+			last, size = c, entryHeaderSize+klen+vlen
+		}
+	}
+	tv.header[thMoveDone/8] = uint64(size) << 32
+	tv.header[thMove/8] = moveJournal(last, 0) // slide the last entry to the front, over the others
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	if !containsAny(problems, "move was cut short") {
+		t.Fatalf("Check missed the journal: %q", problems)
+	}
+	if _, _, err := s.Repair(); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
