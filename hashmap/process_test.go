@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
@@ -118,6 +121,19 @@ func TestHelperProcess(t *testing.T) {
 		}
 		testutil.Report("done")
 	case "kill-writer":
+		if at, err := strconv.Atoi(os.Getenv("HASHMAP_DIE_AT_STEP")); err == nil {
+			// Die at the at-th step of a compaction or rebuild, as a kill
+			// -9 would: the parent knows exactly where it landed.
+			steps := 0
+			testhook.OnStep = func() {
+				if steps++; steps == at {
+					pc, _, _, _ := runtime.Caller(3) // OnStep, Step, testStep, then the step's function
+					testutil.Report("dying in %s", strings.TrimPrefix(runtime.FuncForPC(pc).Name(), "github.com/sharedmap/sharedmap/segment."))
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					time.Sleep(time.Hour)
+				}
+			}
+		}
 		killWriter(m, n(0), n(1))
 	case "lookups": // hits, misses, stay (0: close and exit once done): Gets of "present" and of absent keys
 		for range n(0) {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testhook"
 )
 
 // died is the panic of a simulated death (see dieAt).
@@ -17,13 +19,13 @@ type died struct{}
 // whether f ran to its end before that step.
 func dieAt(step int, f func()) (finished bool) {
 	n := 0
-	testStepHook = func() {
+	testhook.OnStep = func() {
 		if n++; n == step {
 			panic(died{})
 		}
 	}
 	defer func() {
-		testStepHook = nil
+		testhook.OnStep = nil
 		if r := recover(); r != nil {
 			if _, ok := r.(died); !ok {
 				panic(r)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+
+	"github.com/sharedmap/sharedmap/internal/testhook"
 )
 
 // PutMode says what Put does when the key is present.
@@ -188,15 +190,9 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	return true
 }
 
-// testStepHook, set only by tests, runs between the steps of compaction
-// and rebuild that change the file: where a process may die.
-var testStepHook func()
-
-func testStep() {
-	if testStepHook != nil {
-		testStepHook()
-	}
-}
+// testStep marks a step of an insert, a compaction or a rebuild that
+// changes the file: where tests stop a process (see internal/testhook).
+func testStep() { testhook.Step() }
 
 // testAfterPreview, set only by tests, runs between a writer's preview and
 // its lock: where another writer may change the segment.
@@ -295,7 +291,9 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	if err != nil {
 		return err
 	}
+	testStep() // the run taken, perhaps over a deleted entry's bytes
 	tb.writeEntry(&t, c, &h, key, value)
+	testStep() // written, not yet named
 	tb.placeSlot(&t, tag, c)
 	t.addEntries(1)
 	atomic.AddUint64(s.entries, 1)

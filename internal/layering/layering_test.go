@@ -19,16 +19,17 @@ var unsafeAllowed = map[string]bool{"offheap": true, "internal/wait": true}
 
 // mayImport lists, for each layer, the project packages it may import.
 var mayImport = map[string][]string{
-	"offheap":          {},
-	"internal/wait":    {},
-	"internal/keyhash": {},
-	"rwulock":          {"internal/wait"},
-	"ipc":              {"internal/wait", "offheap"},
-	"registry":         {"offheap"},
-	"segment":          {"rwulock", "offheap", "internal/wait", "internal/keyhash"}, // keyhash: the entry checksum
-	"hashmap":          {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash"},
-	"cmd/mapctl":       {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
-	"typed":            {"hashmap"},
+	"offheap":           {},
+	"internal/wait":     {},
+	"internal/keyhash":  {},
+	"internal/testhook": {},
+	"rwulock":           {"internal/wait"},
+	"ipc":               {"internal/wait", "offheap"},
+	"registry":          {"offheap"},
+	"segment":           {"rwulock", "offheap", "internal/wait", "internal/keyhash", "internal/testhook"}, // keyhash: the entry checksum; testhook: where tests stop a process
+	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash"},
+	"cmd/mapctl":        {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
+	"typed":             {"hashmap"},
 }
 
 func TestLayering(t *testing.T) {
