@@ -362,22 +362,11 @@ func TestKillWriters(t *testing.T) {
 		_ = p.Wait()
 	}
 	readers.Wait()
-	for _, e := range st.errs {
-		t.Error(e)
-	}
-	if t.Failed() {
+	m = reopenAfterKills(t, path, st)
+	if m == nil {
 		return
 	}
-
-	m, err = Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer m.Close()
-	problems, err := m.Check()
-	if err != nil || len(problems) != 0 {
-		t.Fatalf("check after the last kills (the opener recovered what they left): %v %v", problems, err)
-	}
 	newerInFlight, absentInFlight := checkKillAcks(t, m, acks, 3)
 	ms := m.Stats()
 	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight operations found applied %d, keys absent after an unacknowledged Put %d; %d compactions and %d relocations in the file",
@@ -385,6 +374,28 @@ func TestKillWriters(t *testing.T) {
 	if ms.Compactions == 0 {
 		t.Error("no tier was compacted: the test lost its point")
 	}
+}
+
+// reopenAfterKills reports what the writers of a kill test said went
+// wrong, and returns nil if anything did; otherwise it opens the map (the
+// opener recovers what the last deaths left) and checks it clean.
+func reopenAfterKills(t *testing.T, path string, st *killState) *Map {
+	t.Helper()
+	for _, e := range st.errs {
+		t.Error(e)
+	}
+	if t.Failed() {
+		return nil
+	}
+	m, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		m.Close()
+		t.Fatalf("check after the last kills (the opener recovered what they left): %v %v", problems, err)
+	}
+	return m
 }
 
 // checkKillAcks checks the keys of the first writers writers of a kill
@@ -495,20 +506,11 @@ func TestKilledAtChosenSteps(t *testing.T) {
 			}
 		}
 	}
-	for _, e := range st.errs {
-		t.Error(e)
-	}
-	if t.Failed() {
+	m = reopenAfterKills(t, path, st)
+	if m == nil {
 		return
 	}
-	m, err = Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer m.Close()
-	if problems, err := m.Check(); err != nil || len(problems) != 0 {
-		t.Fatalf("check after the last death (the opener recovered it): %v %v", problems, err)
-	}
 	newer, absent := checkKillAcks(t, m, acks, 1)
 	ms := m.Stats()
 	t.Logf("%d deaths at chosen steps (%v), %d recovery passes that repaired something; in flight: %d applied, %d keys absent; %d compactions in the file",

@@ -72,6 +72,21 @@ func fragmentedTier(t *testing.T) (*Table, *Segment, map[string][]byte) {
 	return tb, s, model
 }
 
+// fragmentedTierWriting is fragmentedTier with segment 0's write lock
+// taken and its sequence odd, as a writer about to change it holds them.
+func fragmentedTierWriting(t *testing.T) (*Table, *Segment, map[string][]byte, writer) {
+	t.Helper()
+	tb, s, model := fragmentedTier(t)
+	w, err := s.beginUpdate("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.modify("test"); err != nil {
+		t.Fatal(err)
+	}
+	return tb, s, model, w
+}
+
 // TestCompactionDiesAtEveryStep kills a compaction at each of its steps in
 // turn, recovers as Recover does for a dead writer's segment, and checks
 // that every entry is there with its value: compaction changes no value, so
@@ -80,14 +95,7 @@ func fragmentedTier(t *testing.T) (*Table, *Segment, map[string][]byte) {
 func TestCompactionDiesAtEveryStep(t *testing.T) {
 	journalled := 0
 	for step := 1; ; step++ {
-		tb, s, model := fragmentedTier(t)
-		w, err := s.beginUpdate("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.modify("test"); err != nil {
-			t.Fatal(err)
-		}
+		tb, s, model, w := fragmentedTierWriting(t)
 		tv := tb.tier(0)
 		var compactErr error
 		finished := dieAt(step, func() { compactErr = s.compact(&tv) })
@@ -124,14 +132,7 @@ func TestCompactionDiesAtEveryStep(t *testing.T) {
 // entries again, so a recoverer killed in between lost the segment.)
 func TestRebuildDiesAtEveryStep(t *testing.T) {
 	for step := 1; ; step++ {
-		tb, s, model := fragmentedTier(t)
-		w, err := s.beginUpdate("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.modify("test"); err != nil {
-			t.Fatal(err)
-		}
+		tb, s, model, w := fragmentedTierWriting(t)
 		// A dead writer's leftovers, for the rebuild to mend: a torn
 		// entry, and a delete cut short in its backward shift (a slot
 		// copied into the hole, not yet cleared where it was).
