@@ -17,10 +17,11 @@ var createCmd = &command{
 	summary: "create a new, empty map file sized for --entries",
 	help: `Creates the map file PATH, sized for --entries entries whose keys and values
 average --key-size and --value-size bytes. The map can grow past --entries
-by the --bloat factor; beyond that puts fail with "map is full". The file is
-reserved at its maximal size as a sparse file, so it only takes disk (or RAM
-on /dev/shm) for what is used. The sizing is fixed at creation: every
-process that opens the file later uses it.
+by the --bloat factor; beyond that puts fail with "map is full". The file has
+its maximal size from the start, but only what every map uses (segment
+headers and first tiers) takes disk (or RAM on /dev/shm) at once; each
+overflow tier is reserved when first needed. The sizing is fixed at
+creation: every process that opens the file later uses it.
 
 With --cache the map is a cache: entries may carry a time to live (mapctl
 put --ttl), and a full map evicts the entries read least recently (CLOCK,

@@ -167,7 +167,7 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Segments: %d\n", st.Segments)
 	fmt.Fprintf(w, "Tiers in use: %d of %d\n", st.TiersInUse, st.TiersMax)
 	fmt.Fprintf(w, "Bytes used: %d of %d allocatable (%s)\n", st.BytesUsed, st.BytesAllocatable, pct(st.BytesUsed, st.BytesAllocatable))
-	fmt.Fprintf(w, "File size: %s, sparse\n", humanBytes(st.FileSize))
+	fmt.Fprintf(w, "File size: %s (overflow tiers take disk only once used)\n", humanBytes(st.FileSize))
 	fmt.Fprintf(w, "Chunk size: %d\n", st.ChunkSize)
 	fmt.Fprintf(w, "Slots per tier: %d\n", st.SlotsPerTier)
 	fmt.Fprintf(w, "Entries per tier: %d\n", st.EntriesPerTier)
