@@ -74,7 +74,7 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves()
+	s.finishMoves(false)
 	s.rebuild(&rep, false)
 	atomic.AddUint64(s.seq, 1)
 	_ = s.lock.WriteUnlock()
@@ -85,12 +85,13 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 // Rebuild rewrites segment s's metadata from its entries, as Recover does
 // for a segment a dead process was modifying, for damage that no death
 // explains and Check reports: pages of the file torn by a machine crash, a
-// stray write. Unlike Recover it also takes back sound entries that no
-// slot names, when no slot names their key (see rebuild's salvage). It takes the segment's write lock as any writer does (and
+// stray write. It takes the segment's write lock as any writer does (and
 // fails with ErrTimeout if a live process holds it throughout), drops the
 // entries that do not decode or fail their checksum and second copies of a
-// key, and recounts. An odd sequence left by a writer that died inside
-// comes out even.
+// key, and recounts. Unlike Recover it also takes back sound entries that
+// no slot names, when no slot names their key (see rebuild's salvage), and
+// keeps an overflow tier whose owner word alone is damaged (see chain). An
+// odd sequence left by a writer that died inside comes out even.
 func (s *Segment) Rebuild() (Recovered, error) {
 	return s.rebuildIf(func() bool { return true })
 }
@@ -127,7 +128,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves()
+	s.finishMoves(true)
 	s.rebuild(&rep, true)
 	s.clearReserved()
 	rep.Rebuilt = true
@@ -137,8 +138,8 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 
 // finishMoves completes the compaction moves a dead process cut short in
 // the segment's tiers (see compact). Caller holds write.
-func (s *Segment) finishMoves() {
-	for _, t := range s.chain() {
+func (s *Segment) finishMoves(salvage bool) {
+	for _, t := range s.chain(salvage) {
 		tv := s.tb.tier(t)
 		s.tb.finishMove(&tv)
 	}
@@ -168,7 +169,7 @@ func (s *Segment) finishMoves() {
 func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 	tb := s.tb
 	l := &tb.layout
-	chain := s.chain()
+	chain := s.chain(salvage)
 	tiers := make([]tier, len(chain))
 	for i, ti := range chain {
 		tiers[i] = tb.tier(ti)
@@ -387,8 +388,12 @@ func runUnnamed(named []bool, c, n int64) bool {
 // chain lists the tiers of the segment, first tier first, stopping at a
 // link that leads outside the pool, back into the chain, or to a tier this
 // segment does not own (attachTier sets the owner before it links), and
-// cutting it there, since nothing can follow it safely. Caller holds write.
-func (s *Segment) chain() []int64 {
+// cutting it there, since nothing can follow it safely. With salvage
+// (Repair), a linked tier whose owner word names no segment at all, but
+// whose position word is the one it has in the chain and which the pool
+// has handed out, is taken for this segment's with a damaged owner word,
+// which is mended. Caller holds write.
+func (s *Segment) chain(salvage bool) []int64 {
 	tb := s.tb
 	l := &tb.layout
 	out := []int64{s.index}
@@ -400,13 +405,32 @@ func (s *Segment) chain() []int64 {
 			return out
 		}
 		t := int64(next - 1)
-		if next > uint64(l.Tiers) || t < l.Segments || seen[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) != uint64(s.index)+1 {
+		if next > uint64(l.Tiers) || t < l.Segments || seen[t] || !s.ownsLinked(t, int64(len(out)), salvage) {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 			return out
 		}
 		seen[t] = true
 		out = append(out, t)
 	}
+}
+
+// ownsLinked reports whether overflow tier t, linked at position pos of
+// the segment's chain, is the segment's (see chain), mending its owner
+// word if salvage allows.
+func (s *Segment) ownsLinked(t, pos int64, salvage bool) bool {
+	tb := s.tb
+	h := tb.tier(t).header
+	owner := atomic.LoadUint64(&h[thOwner/8])
+	switch {
+	case owner == uint64(s.index)+1:
+		return true
+	case !salvage || owner != 0 && owner <= uint64(tb.layout.Segments):
+		return false // another segment's, or no mending wanted
+	case atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) || t >= tb.layout.Segments+tb.ExtraTiersInUse():
+		return false
+	}
+	atomic.StoreUint64(&h[thOwner/8], uint64(s.index)+1)
+	return true
 }
 
 // validEntry decodes the entry at chunk c and checks its checksum (when the

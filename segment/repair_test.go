@@ -191,3 +191,38 @@ func TestForgedMoveJournalIgnored(t *testing.T) {
 	checkClean(t, tb)
 	checkTable(t, tb, model)
 }
+
+// TestDamagedOwnerWordMended: an overflow tier whose owner word alone is
+// damaged is cut from its chain by recovery, but Repair, seeing that its
+// position word and the pool agree it is the segment's, mends the owner
+// word and keeps the tier's entries.
+func TestDamagedOwnerWordMended(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 400, AverageKeySize: 12, AverageValueSize: 20, MaxBloatFactor: 8, Segments: 2})
+	model := map[string][]byte{}
+	for i := range 1500 {
+		k := fmt.Appendf(nil, "key-%05d", i)
+		v := fmt.Appendf(nil, "value-%d", i)
+		if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatal(err)
+		}
+		model[string(k)] = v
+	}
+	s := tb.Segment(0)
+	first := tb.tier(0)
+	if first.next() == 0 {
+		t.Fatal("want a chained segment")
+	}
+	overflow := tb.tier(int64(first.next() - 1))
+	overflow.header[thOwner/8] = 0
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	if !containsAny(problems, "overflow tier owned by") {
+		t.Fatalf("Check missed the owner word: %q", problems)
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Dropped != 0 {
+		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
