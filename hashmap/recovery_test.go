@@ -290,27 +290,7 @@ func TestKillWriters(t *testing.T) {
 	st := &killState{}
 	acks := killAcks(t, path+".acks")
 	var readers sync.WaitGroup
-	start := func(id int) *exec.Cmd {
-		seq := 1
-		for j := range killKeys {
-			seq = max(seq, killOp(atomic.LoadUint64(&acks[(id*killKeys+j)*2])).seq()+1)
-		}
-		cmd := helperCmd("kill-writer", path, strconv.Itoa(id), strconv.Itoa(seq))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			st.read(id, bufio.NewScanner(out))
-		}()
-		return cmd
-	}
+	start := func(id int) *exec.Cmd { return startKillWriter(t, path, id, acks, st, &readers) }
 	var procs [3]*exec.Cmd
 	for i := range procs {
 		procs[i] = start(i)
@@ -398,6 +378,33 @@ func reopenAfterKills(t *testing.T, path string, st *killState) *Map {
 	return m
 }
 
+// startKillWriter starts writer id of a kill test (killWriter, in a helper
+// process with env added), at the sequence after the last it tried, with
+// st reading what it says until it exits (readers counts the readers).
+func startKillWriter(t *testing.T, path string, id int, acks []uint64, st *killState, readers *sync.WaitGroup, env ...string) *exec.Cmd {
+	t.Helper()
+	seq := 1
+	for j := range killKeys {
+		seq = max(seq, killOp(atomic.LoadUint64(&acks[(id*killKeys+j)*2])).seq()+1)
+	}
+	cmd := helperCmd("kill-writer", path, strconv.Itoa(id), strconv.Itoa(seq))
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		st.read(id, bufio.NewScanner(out))
+	}()
+	return cmd
+}
+
 // checkKillAcks checks the keys of the first writers writers of a kill
 // test against the acknowledgement table: every acknowledged Put present
 // with its value, every acknowledged Delete absent, and a key with an
@@ -460,29 +467,13 @@ func TestKilledAtChosenSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	died := 0
 	for round := range 30 {
-		seq := 1
-		for j := range killKeys {
-			seq = max(seq, killOp(atomic.LoadUint64(&acks[j*2])).seq()+1)
-		}
 		at := 1 + rng.IntN(300)
-		cmd := helperCmd("kill-writer", path, "0", strconv.Itoa(seq))
-		cmd.Env = append(cmd.Env, "HASHMAP_DIE_AT_STEP="+strconv.Itoa(at))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		read := make(chan struct{})
-		go func() {
-			st.read(0, bufio.NewScanner(out))
-			close(read)
-		}()
+		var read sync.WaitGroup
+		cmd := startKillWriter(t, path, 0, acks, st, &read, "HASHMAP_DIE_AT_STEP="+strconv.Itoa(at))
 		timer := time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Signal(syscall.SIGTERM) })
-		err = cmd.Wait()
+		read.Wait() // all it said, up to its death (Wait would close the pipe)
+		err := cmd.Wait()
 		timer.Stop()
-		<-read
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: the writer ended with %v, not by its own SIGKILL at step %d (SIGTERM: it never got there in 20 s)", round, err, at)

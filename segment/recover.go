@@ -167,201 +167,231 @@ func (s *Segment) finishMoves(salvage bool) {
 // and the bitmaps and counts, which rebuild does not read, are written
 // last.
 func (s *Segment) rebuild(rep *Recovered, salvage bool) {
-	tb := s.tb
-	l := &tb.layout
 	chain := s.chain(salvage)
-	tiers := make([]tier, len(chain))
-	for i, ti := range chain {
-		tiers[i] = tb.tier(ti)
+	r := rebuilding{s: s, rep: rep, byKey: make(map[string]bool)}
+	for _, ti := range chain {
+		r.tiers = append(r.tiers, s.tb.tier(ti))
 	}
-	// What each distinct slot value names: kept or not. A key named twice
-	// (a move across tiers cut short) keeps its first copy.
-	type run struct{ c, nch int64 }
-	keep := make([]map[uint64]run, len(tiers))
-	byKey := make(map[string]bool)
-	for i := range tiers {
-		tv := &tiers[i]
-		keep[i] = make(map[uint64]run)
-		judged := make(map[uint64]bool)
-		for pos := range tv.slots {
-			sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
-			if sl == 0 || judged[sl] {
-				continue
-			}
-			judged[sl] = true
-			c := slotChunk(sl)
-			key, nch, ok := tb.validEntry(tv, c)
-			if ok {
-				h := xxhash.Sum64(key)
-				ok = l.segmentOf(h) == s.index && uint32(h>>l.segmentBits) == slotTag(sl)
-			}
-			switch {
-			case !ok:
-				rep.Dropped++
-			case byKey[string(key)]:
-				rep.Doubled++
-			default:
-				byKey[string(key)] = true
-				keep[i][sl] = run{c, nch}
-			}
+	r.keep = make([]map[uint64]run, len(r.tiers))
+	for i := range r.tiers {
+		r.judgeSlots(i)
+	}
+	for i := range r.tiers {
+		r.trimOverlaps(i)
+		r.removeUnkept(i)
+		r.nameUnreachable(i)
+		if salvage {
+			r.salvage(i)
 		}
 	}
-	// Runs that overlap (only damage makes them: an allocator that trusted a
-	// damaged bitmap) are trimmed to their entries, and an entry whose bytes
-	// overlap another's is dropped.
-	for i := range tiers {
-		type named struct {
-			slot uint64
-			run
-		}
-		var runs []named
-		for sl, r := range keep[i] {
-			runs = append(runs, named{sl, r})
-		}
-		slices.SortFunc(runs, func(a, b named) int { return cmp.Compare(a.c, b.c) })
-		last := -1 // the last run kept, as trimmed
-		for j, r := range runs {
-			if last < 0 || r.c >= runs[last].c+runs[last].nch {
-				last = j
-				continue
-			}
-			prev := &runs[last]
-			klen, vlen, _, _ := tb.entryAt(&tiers[i], prev.c)
-			if prev.c+ceilDiv(entryHeaderSize+klen+vlen, l.ChunkSize) <= r.c {
-				prev.nch = r.c - prev.c
-				tb.setRunLength(&tiers[i], prev.c, prev.nch)
-				keep[i][prev.slot] = prev.run
-				last = j
-				continue
-			}
-			delete(keep[i], r.slot)
-			rep.Dropped++
-		}
-	}
-	// Remove every slot not kept, and the second of two slots naming one
-	// entry (a backward shift cut short). The walk starts after an empty
-	// slot, so a shift only ever moves into pos a slot not yet walked.
-	for i := range tiers {
-		tv := &tiers[i]
-		mask := int64(l.slotMask)
-		start := int64(0)
-		for start < int64(len(tv.slots)) && atomic.LoadUint64(&tv.slots[start]) != 0 {
-			start++
-		}
-		if start == int64(len(tv.slots)) {
-			// No empty slot, which only damage leaves (a tier holds fewer
-			// entries than slots, so some slot names nothing kept or
-			// repeats another): empty that one.
-			once := make(map[uint64]bool)
-			for pos := range tv.slots {
-				sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
-				if _, kept := keep[i][sl]; !kept || once[sl] {
-					atomic.StoreUint64(&tv.slots[pos], 0)
-					start = int64(pos)
-					break
-				}
-				once[sl] = true
-			}
-		}
-		seen := make(map[uint64]bool)
-		for n := int64(1); n <= int64(len(tv.slots)); n++ {
-			pos := (start + n) & mask
-			for {
-				sl := atomic.LoadUint64(&tv.slots[pos])
-				if sl == 0 {
-					break
-				}
-				if _, kept := keep[i][sl&^refBit]; kept && !seen[sl&^refBit] {
-					seen[sl&^refBit] = true
-					break
-				}
-				tb.removeSlot(tv, pos) // a later slot may now sit at pos: look again
-				testStep()
-			}
-		}
-	}
-	// A kept slot must be found from its home: damage (not a writer cut
-	// short) may have emptied a slot before it in its probe run. Such a
-	// slot is named again where a lookup finds it, then removed.
-	for i := range tiers {
-		tv := &tiers[i]
-		mask := int64(l.slotMask)
-		if !slices.Contains(tv.slots, 0) {
-			continue // slots left as damage made them (above): placeSlot needs an empty one
-		}
-		for pos := int64(0); pos < int64(len(tv.slots)); pos++ {
-			sl := atomic.LoadUint64(&tv.slots[pos])
-			if sl == 0 || reachable(tv.slots, int64(slotTag(sl))&mask, pos, mask) {
-				continue
-			}
-			tb.placeSlot(tv, slotTag(sl), slotChunk(sl))
-			tb.removeSlot(tv, pos)
-			pos-- // a later slot may now sit at pos
-		}
-	}
-	// Salvage: sound entries under used chunks that no slot names.
-	if salvage {
-		for i := range tiers {
-			tv := &tiers[i]
-			named := make([]bool, l.Chunks)
-			for _, r := range keep[i] {
-				for c := r.c; c < r.c+r.nch; c++ {
-					named[c] = true
-				}
-			}
-			for c := int64(0); c < l.Chunks; c++ {
-				if named[c] || tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
-					continue
-				}
-				key, nch, ok := tb.validEntry(tv, c)
-				if !ok || int64(len(keep[i])) >= l.MaxTierEntries || !slices.Contains(tv.slots, 0) {
-					continue
-				}
-				h := xxhash.Sum64(key)
-				if l.segmentOf(h) != s.index || byKey[string(key)] || !runUnnamed(named, c, nch) {
-					continue
-				}
-				byKey[string(key)] = true
-				tag := uint32(h >> l.segmentBits)
-				tb.placeSlot(tv, tag, c)
-				keep[i][makeSlot(tag, c)] = run{c, nch}
-				for j := c; j < c+nch; j++ {
-					named[j] = true
-				}
-				rep.Salvaged++
-				c += nch - 1
-			}
-		}
-	}
-	// Bitmaps and counts from what is kept.
 	var total int64
-	for i := range tiers {
-		tv := &tiers[i]
-		bitmap := make([]uint64, len(tv.bitmap))
-		var used int64
-		for _, r := range keep[i] {
-			for c := r.c; c < r.c+r.nch; c++ {
-				bitmap[c>>6] |= 1 << (uint(c) & 63)
-			}
-			used += r.nch
-		}
-		lowest := int64(0)
-		for lowest < l.Chunks && bitmap[lowest>>6]>>(uint(lowest)&63)&1 != 0 {
-			lowest++
-		}
-		for w := range bitmap {
-			rep.Freed += int64(bits.OnesCount64(atomic.LoadUint64(&tv.bitmap[w]) &^ bitmap[w]))
-			atomic.StoreUint64(&tv.bitmap[w], bitmap[w])
-			testStep()
-		}
-		atomic.StoreUint64(&tv.header[thEntries/8], uint64(len(keep[i])))
-		atomic.StoreUint64(&tv.header[thUsedChunks/8], uint64(used))
-		tv.setLowestFree(lowest)
-		total += int64(len(keep[i]))
+	for i := range r.tiers {
+		total += r.rewriteAllocation(i)
 	}
 	rep.Kept = total
 	atomic.StoreUint64(s.entries, uint64(total))
 	atomic.StoreUint64(s.tiers, uint64(len(chain)-1))
+}
+
+// run is a kept entry's run of chunks.
+type run struct{ c, nch int64 }
+
+// rebuilding is the state of one rebuild: the segment's tiers, for each
+// the distinct slot values it keeps and the runs they name, and the keys
+// kept in any tier.
+type rebuilding struct {
+	s     *Segment
+	rep   *Recovered
+	tiers []tier
+	keep  []map[uint64]run
+	byKey map[string]bool
+}
+
+// judgeSlots decides which distinct slot values of tier i name an entry to
+// keep. A key named twice (a move across tiers cut short) keeps its first
+// copy.
+func (r *rebuilding) judgeSlots(i int) {
+	tb, l := r.s.tb, &r.s.tb.layout
+	tv := &r.tiers[i]
+	r.keep[i] = make(map[uint64]run)
+	judged := make(map[uint64]bool)
+	for pos := range tv.slots {
+		sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+		if sl == 0 || judged[sl] {
+			continue
+		}
+		judged[sl] = true
+		c := slotChunk(sl)
+		key, nch, ok := tb.validEntry(tv, c)
+		if ok {
+			h := xxhash.Sum64(key)
+			ok = l.segmentOf(h) == r.s.index && uint32(h>>l.segmentBits) == slotTag(sl)
+		}
+		switch {
+		case !ok:
+			r.rep.Dropped++
+		case r.byKey[string(key)]:
+			r.rep.Doubled++
+		default:
+			r.byKey[string(key)] = true
+			r.keep[i][sl] = run{c, nch}
+		}
+	}
+}
+
+// trimOverlaps trims kept runs of tier i that overlap the next one (only
+// damage makes them: an allocator that trusted a damaged bitmap) to their
+// entries, and drops an entry whose bytes overlap another's.
+func (r *rebuilding) trimOverlaps(i int) {
+	tb := r.s.tb
+	type named struct {
+		slot uint64
+		run
+	}
+	var runs []named
+	for sl, rn := range r.keep[i] {
+		runs = append(runs, named{sl, rn})
+	}
+	slices.SortFunc(runs, func(a, b named) int { return cmp.Compare(a.c, b.c) })
+	last := -1 // the last run kept, as trimmed
+	for j, rn := range runs {
+		if last < 0 || rn.c >= runs[last].c+runs[last].nch {
+			last = j
+			continue
+		}
+		prev := &runs[last]
+		klen, vlen, _, _ := tb.entryAt(&r.tiers[i], prev.c)
+		if prev.c+ceilDiv(entryHeaderSize+klen+vlen, tb.layout.ChunkSize) <= rn.c {
+			prev.nch = rn.c - prev.c
+			tb.setRunLength(&r.tiers[i], prev.c, prev.nch)
+			r.keep[i][prev.slot] = prev.run
+			last = j
+			continue
+		}
+		delete(r.keep[i], rn.slot)
+		r.rep.Dropped++
+	}
+}
+
+// removeUnkept removes every slot of tier i not kept, and the second of
+// two slots naming one entry (a backward shift cut short). The walk starts
+// after an empty slot, so a shift only ever moves into pos a slot not yet
+// walked.
+func (r *rebuilding) removeUnkept(i int) {
+	tv := &r.tiers[i]
+	mask := int64(r.s.tb.layout.slotMask)
+	start := int64(slices.Index(tv.slots, 0))
+	if start < 0 {
+		// No empty slot, which only damage leaves (a tier holds fewer
+		// entries than slots, so some slot names nothing kept or repeats
+		// another): empty that one.
+		once := make(map[uint64]bool)
+		for pos := range tv.slots {
+			sl := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+			if _, kept := r.keep[i][sl]; !kept || once[sl] {
+				atomic.StoreUint64(&tv.slots[pos], 0)
+				start = int64(pos)
+				break
+			}
+			once[sl] = true
+		}
+	}
+	seen := make(map[uint64]bool)
+	for n := int64(1); n <= int64(len(tv.slots)); n++ {
+		pos := (start + n) & mask
+		for {
+			sl := atomic.LoadUint64(&tv.slots[pos])
+			if sl == 0 {
+				break
+			}
+			if _, kept := r.keep[i][sl&^refBit]; kept && !seen[sl&^refBit] {
+				seen[sl&^refBit] = true
+				break
+			}
+			r.s.tb.removeSlot(tv, pos) // a later slot may now sit at pos: look again
+			testStep()
+		}
+	}
+}
+
+// nameUnreachable names again, where a lookup finds it, each kept slot of
+// tier i that a probe from its home cannot reach (damage, not a writer cut
+// short, may have emptied a slot before it in its probe run), and removes
+// the old one.
+func (r *rebuilding) nameUnreachable(i int) {
+	tv := &r.tiers[i]
+	mask := int64(r.s.tb.layout.slotMask)
+	if !slices.Contains(tv.slots, 0) {
+		return // slots left as damage made them: placeSlot needs an empty one
+	}
+	for pos := int64(0); pos < int64(len(tv.slots)); pos++ {
+		sl := atomic.LoadUint64(&tv.slots[pos])
+		if sl == 0 || reachable(tv.slots, int64(slotTag(sl))&mask, pos, mask) {
+			continue
+		}
+		r.s.tb.placeSlot(tv, slotTag(sl), slotChunk(sl))
+		r.s.tb.removeSlot(tv, pos)
+		pos-- // a later slot may now sit at pos
+	}
+}
+
+// salvage names sound entries under used chunks of tier i that no slot
+// names, when no kept entry has their key (Repair only; see rebuild).
+func (r *rebuilding) salvage(i int) {
+	tb, l := r.s.tb, &r.s.tb.layout
+	tv := &r.tiers[i]
+	named := make([]bool, l.Chunks)
+	for _, rn := range r.keep[i] {
+		for c := rn.c; c < rn.c+rn.nch; c++ {
+			named[c] = true
+		}
+	}
+	for c := int64(0); c < l.Chunks; c++ {
+		if named[c] || tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
+			continue
+		}
+		key, nch, ok := tb.validEntry(tv, c)
+		if !ok || int64(len(r.keep[i])) >= l.MaxTierEntries || !slices.Contains(tv.slots, 0) {
+			continue
+		}
+		h := xxhash.Sum64(key)
+		if l.segmentOf(h) != r.s.index || r.byKey[string(key)] || !runUnnamed(named, c, nch) {
+			continue
+		}
+		r.byKey[string(key)] = true
+		tag := uint32(h >> l.segmentBits)
+		tb.placeSlot(tv, tag, c)
+		r.keep[i][makeSlot(tag, c)] = run{c, nch}
+		for j := c; j < c+nch; j++ {
+			named[j] = true
+		}
+		r.rep.Salvaged++
+		c += nch - 1
+	}
+}
+
+// rewriteAllocation writes tier i's bitmap and counts from the runs it
+// keeps, and returns its count of entries.
+func (r *rebuilding) rewriteAllocation(i int) int64 {
+	l := &r.s.tb.layout
+	tv := &r.tiers[i]
+	bitmap := make([]uint64, len(tv.bitmap))
+	var used int64
+	for _, rn := range r.keep[i] {
+		for c := rn.c; c < rn.c+rn.nch; c++ {
+			bitmap[c>>6] |= 1 << (uint(c) & 63)
+		}
+		used += rn.nch
+	}
+	lowest := int64(0)
+	for lowest < l.Chunks && bitmap[lowest>>6]>>(uint(lowest)&63)&1 != 0 {
+		lowest++
+	}
+	r.rep.Freed += tv.storeBitmap(bitmap)
+	atomic.StoreUint64(&tv.header[thEntries/8], uint64(len(r.keep[i])))
+	atomic.StoreUint64(&tv.header[thUsedChunks/8], uint64(used))
+	tv.setLowestFree(lowest)
+	return int64(len(r.keep[i]))
 }
 
 // reachable reports whether a probe from home meets pos before an empty

@@ -9,6 +9,13 @@ import (
 	"time"
 )
 
+// checkProblems is what Check says of segment s.
+func checkProblems(s *Segment) []string {
+	var problems []string
+	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	return problems
+}
+
 // checkClean fails the test if Check finds anything in the table.
 func checkClean(t *testing.T, tb *Table) {
 	t.Helper()
@@ -80,8 +87,7 @@ func TestRecoverRebuildsAfterDeadWriter(t *testing.T) {
 	// Chunks marked used by an allocation whose entry was never written.
 	leak := mt.alloc(2, tb.layout.Chunks)
 	clear(mt.space[leak*tb.layout.ChunkSize : (leak+2)*tb.layout.ChunkSize])
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	for _, want := range []string{"lock word not free", "sequence is odd", "fails its checksum", "no entry occupies"} {
 		if !containsAny(problems, want) {
 			t.Errorf("Check missed %q; it said %q", want, problems)
@@ -167,8 +173,7 @@ func TestRepairSalvagesUnnamedEntries(t *testing.T) {
 		t.Fatal("key not found")
 	}
 	loc.tier.slots[loc.pos] = 0 // a damaged page: the slot is gone, probe runs broken
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	if !containsAny(problems, "no entry occupies") {
 		t.Fatalf("Check missed the unnamed entry: %q", problems)
 	}

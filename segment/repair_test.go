@@ -71,8 +71,7 @@ func TestUnreachableSlotRepaired(t *testing.T) {
 	if key == "" {
 		t.Fatal("no slot to move")
 	}
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	if !containsAny(problems, "cannot reach") {
 		t.Fatalf("Check missed the unreachable slot: %q", problems)
 	}
@@ -151,8 +150,7 @@ func TestOverlappingRunsTrimmed(t *testing.T) {
 		t.Fatal("no two entries with a gap between")
 	}
 	tb.setRunLength(&tv, first.c, second.c+1-first.c)
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	if !containsAny(problems, "belongs to two entries") {
 		t.Fatalf("Check missed the overlap: %q", problems)
 	}
@@ -180,8 +178,7 @@ func TestForgedMoveJournalIgnored(t *testing.T) {
 	}
 	tv.header[thMoveDone/8] = uint64(size) << 32
 	tv.header[thMove/8] = moveJournal(last, 0) // slide the last entry to the front, over the others
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	if !containsAny(problems, "move was cut short") {
 		t.Fatalf("Check missed the journal: %q", problems)
 	}
@@ -214,8 +211,7 @@ func TestDamagedOwnerWordMended(t *testing.T) {
 	}
 	overflow := tb.tier(int64(first.next() - 1))
 	overflow.header[thOwner/8] = 0
-	var problems []string
-	s.Check(func(err error) { problems = append(problems, err.Error()) })
+	problems := checkProblems(s)
 	if !containsAny(problems, "overflow tier owned by") {
 		t.Fatalf("Check missed the owner word: %q", problems)
 	}

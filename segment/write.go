@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 
@@ -544,13 +545,11 @@ func (s *Segment) compact(t *tier) error {
 		tb.setRunLength(t, next, nch)
 		testStep()
 		if e.c != next {
-			slot := atomic.LoadUint64(&t.slots[e.pos])
-			atomic.StoreUint64(&t.slots[e.pos], makeSlot(slotTag(slot), next)|slot&refBit)
+			renameSlot(&t.slots[e.pos], next)
 			testStep()
 		}
 		if journalled {
-			atomic.StoreUint64(&t.header[thMove/8], 0)
-			atomic.StoreUint64(&t.header[thMoveDone/8], 0)
+			t.clearMove()
 		}
 		next += nch
 	}
@@ -558,9 +557,7 @@ func (s *Segment) compact(t *tier) error {
 	for c := int64(0); c < next; c += 64 {
 		bitmap[c>>6] = ^uint64(0) >> (64 - uint(min(next-c, 64)))
 	}
-	for w := range bitmap {
-		atomic.StoreUint64(&t.bitmap[w], bitmap[w])
-	}
+	t.storeBitmap(bitmap)
 	atomic.StoreUint64(&t.header[thUsedChunks/8], uint64(next))
 	t.setLowestFree(next)
 	return nil
@@ -600,25 +597,17 @@ func moveJournal(src, dst int64) uint64 { return 1<<63 | uint64(src)<<31 | uint6
 // finishMove completes a journalled move that a dead process cut short: it
 // copies what the journal says is left, names the new place in the slot
 // that named the old (if the move had not got that far), and clears the
-// journal. It reports false if the journal is not one a writer leaves.
-// Caller holds write.
-func (tb *Table) finishMove(t *tier) bool {
+// journal. Journal words no writer leaves are only cleared. Caller holds
+// write.
+func (tb *Table) finishMove(t *tier) {
+	defer t.clearMove()
 	j := atomic.LoadUint64(&t.header[thMove/8])
-	if j == 0 {
-		atomic.StoreUint64(&t.header[thMoveDone/8], 0)
-		return true
-	}
 	progress := atomic.LoadUint64(&t.header[thMoveDone/8])
 	src, dst := int64(j>>31&(1<<31-1)), int64(j&(1<<31-1))
 	size, done := int64(progress>>32), int64(uint32(progress))
 	l := &tb.layout
-	clear := func() {
-		atomic.StoreUint64(&t.header[thMove/8], 0)
-		atomic.StoreUint64(&t.header[thMoveDone/8], 0)
-	}
 	if j>>62 != 2 || dst >= src || src >= l.Chunks || size <= 0 || done > size || src*l.ChunkSize+size > l.Chunks*l.ChunkSize {
-		clear()
-		return false
+		return // no move (j == 0), or not one a writer journals
 	}
 	// A move cut short has its entry named at src (not yet renamed) or at
 	// dst (renamed, journal not yet cleared). Words that only look like a
@@ -638,21 +627,41 @@ func (tb *Table) finishMove(t *tier) bool {
 			continue
 		}
 		if _, _, n, ok := tb.entryAt(t, c); ok && c < src+nch && c+n > dst {
-			clear()
-			return false
+			return
 		}
 	}
 	if named < 0 {
-		clear()
-		return false
+		return
 	}
 	tb.continueMove(t, src, dst, size, done)
-	if slot := atomic.LoadUint64(&t.slots[named]); slotChunk(slot) == src {
+	if slotChunk(atomic.LoadUint64(&t.slots[named])) == src {
 		tb.setRunLength(t, dst, nch)
-		atomic.StoreUint64(&t.slots[named], makeSlot(slotTag(slot), dst)|slot&refBit)
+		renameSlot(&t.slots[named], dst)
 	}
-	clear()
-	return true
+}
+
+// clearMove clears the tier's move journal: no move under way.
+func (t *tier) clearMove() {
+	atomic.StoreUint64(&t.header[thMove/8], 0)
+	atomic.StoreUint64(&t.header[thMoveDone/8], 0)
+}
+
+// renameSlot makes the slot at p name chunk c, keeping its tag and
+// reference bit.
+func renameSlot(p *uint64, c int64) {
+	slot := atomic.LoadUint64(p)
+	atomic.StoreUint64(p, makeSlot(slotTag(slot), c)|slot&refBit)
+}
+
+// storeBitmap replaces the tier's allocation bitmap by words, one atomic
+// word at a time, and returns how many chunks it freed.
+func (t *tier) storeBitmap(words []uint64) (freed int64) {
+	for w := range words {
+		freed += int64(bits.OnesCount64(atomic.LoadUint64(&t.bitmap[w]) &^ words[w]))
+		atomic.StoreUint64(&t.bitmap[w], words[w])
+		testStep()
+	}
+	return freed
 }
 
 // setRunLength makes the header of the entry at chunk c say its run is nch
