@@ -346,6 +346,15 @@ func (s *Segment) count(field int, n uint64) {
 	}
 }
 
+// countLocked adds one to the counter at offset field of the segment's
+// line, for a caller that holds the segment's update or write lock: every
+// writer of the field does, so no other can add at the same time.
+func (s *Segment) countLocked(field int) {
+	if s.counters != nil && !s.tb.readOnly {
+		offheap.AddExclusive(&s.counters[field/8], 1)
+	}
+}
+
 // countMove counts a compaction or a relocation in this process's counter
 // local and, in files that keep them, at offset field of the segment's line.
 func (s *Segment) countMove(local *atomic.Int64, field int) {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sharedmap/sharedmap/internal/testhook"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 // PutMode says what Put does when the key is present.
@@ -58,7 +59,7 @@ func (w *writer) modify(op string) error {
 	if err := w.upgrade(op); err != nil {
 		return err
 	}
-	atomic.AddUint64(w.s.seq, 1)
+	offheap.AddExclusive(w.s.seq, 1)
 	return nil
 }
 
@@ -80,7 +81,7 @@ func (w *writer) upgrade(op string) error {
 // end publishes the change (sequence even again) and releases the lock.
 func (w *writer) end() {
 	if w.write {
-		atomic.AddUint64(w.s.seq, 1)
+		offheap.AddExclusive(w.s.seq, 1)
 		_ = w.s.lock.WriteUnlock()
 	} else {
 		_ = w.s.lock.UpdateUnlock()
@@ -130,7 +131,7 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	if !found {
-		s.count(stPuts, 1)
+		s.countLocked(stPuts)
 		return true, s.insert(&w, hash, key, stored)
 	}
 	live := s.live(&loc)
@@ -140,7 +141,7 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 	if !live {
 		atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
 	}
-	s.count(stPuts, 1)
+	s.countLocked(stPuts)
 	return !live, s.replace(&w, hash, &loc, key, stored)
 }
 
@@ -182,11 +183,11 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 		_ = s.lock.WriteUnlock()
 		return false
 	}
-	atomic.AddUint64(s.seq, 1)
+	offheap.AddExclusive(s.seq, 1)
 	copy(tb.tierBytes[at:at+entryHeaderSize], h[:])
 	copy(tb.tierBytes[v:v+uint64(len(value))], value)
-	atomic.AddUint64(s.seq, 1)
-	s.count(stPuts, 1)
+	offheap.AddExclusive(s.seq, 1)
+	s.countLocked(stPuts)
 	_ = s.lock.WriteUnlock()
 	return true
 }
@@ -792,7 +793,7 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
-	s.count(stPuts, 1)
+	s.countLocked(stPuts)
 	if found {
 		if !live {
 			atomic.AddUint64(s.expired, 1)
