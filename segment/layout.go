@@ -84,7 +84,9 @@ package segment
 // costs its readers one write per sweep) and cleared by the eviction hand.
 //
 // Every multi-byte field is little-endian; every word read by another
-// process without the lock is read with sync/atomic.
+// process without the lock is read with sync/atomic. Words the lock gives
+// one writer at a time (seq, puts) are written with offheap.AddExclusive:
+// plain adds on amd64, whose stores other CPUs see in program order.
 const (
 	globalSize        = 4096
 	segmentHeaderSize = 64
