@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -122,6 +123,7 @@ type progress struct {
 	w     io.Writer
 	on    bool
 	total int64
+	verb  string // what is going on; "loading" if empty
 	last  time.Time
 	drawn bool
 }
@@ -132,14 +134,15 @@ func (p *progress) update(read int64, entries int) {
 	}
 	p.last = time.Now()
 	p.drawn = true
+	verb := cmp.Or(p.verb, "loading")
 	if p.total <= 0 {
-		fmt.Fprintf(p.w, "\rloading: %d entries", entries)
+		fmt.Fprintf(p.w, "\r%s: %d entries", verb, entries)
 		return
 	}
 	frac := min(float64(read)/float64(p.total), 1)
 	const width = 30
 	n := int(frac * width)
-	fmt.Fprintf(p.w, "\rloading [%s%s] %3.0f%% %d entries", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, entries)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %d entries", verb, strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, entries)
 }
 
 func (p *progress) done() {

@@ -41,7 +41,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		createCmd, putCmd, getCmd, deleteCmd, loadCmd, dumpCmd,
-		statsCmd, inspectCmd, checkCmd, recoverCmd, demoCmd, lockbenchCmd, demoWorkerCmd, lockbenchWorkerCmd,
+		statsCmd, inspectCmd, checkCmd, recoverCmd, demoCmd, benchCmd, lockbenchCmd, demoWorkerCmd, benchWorkerCmd, lockbenchWorkerCmd,
 	}
 }
 

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/ipc"
 )
 
 // TestMain lets the demo re-execute this test binary as its worker
 // processes: they come with MAPCTL_DEMO_WORKER=1 and "demo-worker ..." args.
 func TestMain(m *testing.M) {
-	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "demo-worker" || os.Args[1] == "lockbench-worker") {
+	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "demo-worker" || os.Args[1] == "lockbench-worker" || os.Args[1] == "bench-worker") {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -246,6 +247,12 @@ func TestUsage(t *testing.T) {
 		{"stats", p, "--segments"},   // only adds to --json
 		{"stats", p, "--count", "3"}, // only counts --watch lines
 		{"put", p, "k", "v", "--ttl", "-1s"},
+		{"bench", "extra"},
+		{"bench", "--key-size", "7"},
+		{"bench", "--reads", "101"},
+		{"bench", "--keys", "gauss"},
+		{"bench", "--duration", "0s"},
+		{"bench", "--procs", "0"},
 	} {
 		c, o, e := mapctl(t, "", args...)
 		if c != exitUsage || o != "" || !strings.Contains(e, "usage") && !strings.Contains(e, "unknown command") {
@@ -287,6 +294,69 @@ func TestDemo(t *testing.T) {
 	c, o, e := mapctl(t, "", "demo", "--procs", "3", "--goroutines", "2", "--ops", "2000")
 	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
 		t.Fatalf("demo: %d\n%s\n%s", c, o, e)
+	}
+}
+
+// TestBench runs the benchmark across real worker processes, in text and
+// in JSON, and checks that every worker worked and every read was right.
+func TestBench(t *testing.T) {
+	c, o, e := mapctl(t, "", "bench", "--entries", "5000", "--procs", "2", "--goroutines", "2", "--reads", "50", "--duration", "200ms")
+	if c != 0 || !strings.Contains(o, "worker 1:") || !strings.Contains(o, "bad reads: 0, failed operations: 0") ||
+		!strings.Contains(o, "read latency") || !strings.Contains(o, "write latency") {
+		t.Fatalf("bench: %d\n%s\n%s", c, o, e)
+	}
+	c, o, e = mapctl(t, "", "bench", "--entries", "3000", "--keys", "zipf", "--reads", "100", "--duration", "100ms", "--json", "--dir", t.TempDir())
+	var got struct {
+		Reads, Writes, BadReads, Errors uint64
+		OpsPerSecond                    float64   `json:"ops_per_second"`
+		PerProcess                      []float64 `json:"ops_per_second_per_process"`
+		ReadP99                         float64   `json:"read_p99_ns"`
+	}
+	if c != 0 || json.Unmarshal([]byte(o), &got) != nil {
+		t.Fatalf("bench --json: %d %q %q", c, o, e)
+	}
+	if got.Reads == 0 || got.Writes != 0 || got.OpsPerSecond <= 0 || len(got.PerProcess) != 1 || got.ReadP99 <= 0 {
+		t.Fatalf("bench --json reported %+v from %s", got, o)
+	}
+}
+
+// TestBenchCatchesWrongValues: a worker on a map whose values do not match
+// their keys reports bad reads, so the benchmark's check can fail.
+func TestBenchCatchesWrongValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wrong.map")
+	m, err := hashmap.Open(path, &hashmap.Options{Entries: 1000, AverageKeySize: 16, AverageValueSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, value := make([]byte, 16), make([]byte, 16)
+	for i := range uint64(1000) {
+		benchKey(key, i)
+		benchValue(value, i^1) // another key's value
+		if err := m.Put(key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := benchWork(m, &benchConfig{Entries: 1000, KeySize: 16, ValueSize: 16, Goroutines: 2, Reads: 100, Duration: 50 * time.Millisecond})
+	m.Close()
+	if rep.Reads == 0 || rep.BadReads != rep.Reads || rep.Errors != 0 {
+		t.Fatalf("reads %d, bad %d, errors %d: want every read bad", rep.Reads, rep.BadReads, rep.Errors)
+	}
+}
+
+func TestLatencyHistogram(t *testing.T) {
+	var h latencyHistogram
+	for ns := range 1000 {
+		h.record(time.Duration(ns+1) * time.Microsecond)
+	}
+	for _, tc := range []struct{ p, want float64 }{{50, 500e3}, {99, 990e3}} {
+		if got := h.percentile(tc.p); got < tc.want*0.88 || got > tc.want*1.13 {
+			t.Errorf("p%v = %v ns, want within 12.5%% of %v", tc.p, got, tc.want)
+		}
+	}
+	for ns := range uint64(1 << 20) {
+		if b := bucketOf(ns); bucketLow(b) > ns || bucketLow(b+1) <= ns {
+			t.Fatalf("%d ns in bucket %d of [%d, %d)", ns, b, bucketLow(b), bucketLow(b+1))
+		}
 	}
 }
 

@@ -1,0 +1,536 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/bits"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/hashmap"
+)
+
+// benchConfig is what every bench worker needs to know; the parent hands
+// it to them as one JSON argument.
+type benchConfig struct {
+	Entries    int           `json:"entries"`
+	KeySize    int           `json:"key_size"`
+	ValueSize  int           `json:"value_size"`
+	Goroutines int           `json:"goroutines"`
+	Reads      int           `json:"reads_percent"`
+	Zipf       bool          `json:"zipf"`
+	Duration   time.Duration `json:"duration_ns"`
+}
+
+type benchOpts struct {
+	benchConfig
+	procs      int
+	keys, dir  string
+	json, keep bool
+}
+
+var benchCmd = &command{
+	name:    "bench",
+	args:    "",
+	summary: "measure a map like yours on this machine, from several processes",
+	help: `Measures what a map shaped like yours does on this machine. Creates a fresh
+map in a temporary directory (--dir picks the filesystem, which matters: see
+"Where to put the file" in the README), sized for --entries keys of
+--key-size bytes with values of --value-size bytes, and fills it. Then it
+starts --procs worker processes (this same program, re-executed) of
+--goroutines goroutines each; for --duration every goroutine picks keys
+(--keys uniform, or zipf: s = 1.1, a few keys hot) and does --reads percent
+reads (GetInto, the value checked against its key) and the rest Puts (the
+same value again: an overwrite in place). All workers start together.
+
+It prints each worker's operations per second, the total, the wall time per
+operation (the run's length times the workers, over all their operations),
+and read and write latency percentiles from one operation in 32 timed
+(clock reads included: about 20-40 ns). --json prints one JSON object
+instead. Exit status 3 if any read returned a wrong value or any operation
+failed. The directory is removed afterwards unless --keep is given. Takes
+no arguments.
+
+Example:
+  mapctl bench --procs 2 --reads 100              # two reader processes
+  mapctl bench --entries 100000 --value-size 1024 --reads 50 --keys zipf
+  mapctl bench --dir /dev/shm --duration 10s --json`,
+	flags: func(fs *flag.FlagSet) any {
+		o := &benchOpts{}
+		fs.IntVar(&o.Entries, "entries", 1_000_000, "keys in the map")
+		fs.IntVar(&o.KeySize, "key-size", 16, "bytes in a key (at least 8)")
+		fs.IntVar(&o.ValueSize, "value-size", 64, "bytes in a value (at least 8)")
+		fs.IntVar(&o.procs, "procs", 1, "worker processes")
+		fs.IntVar(&o.Goroutines, "goroutines", 1, "goroutines per worker process")
+		fs.IntVar(&o.Reads, "reads", 95, "percent of operations that are reads; the rest are Puts")
+		fs.StringVar(&o.keys, "keys", "uniform", "key distribution: uniform or zipf")
+		fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long the workers run")
+		fs.StringVar(&o.dir, "dir", "", "directory for the map's temporary directory (default: $TMPDIR or /tmp)")
+		fs.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
+		fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory and its map file")
+		return o
+	},
+	run: runBench,
+}
+
+// benchReport is what a worker prints as its last JSON line, and the sum
+// of all of them in the parent.
+type benchReport struct {
+	Reads     uint64           `json:"reads"`
+	Writes    uint64           `json:"writes"`
+	BadReads  uint64           `json:"bad_reads"`
+	Errors    uint64           `json:"errors"`
+	FirstErr  string           `json:"first_error,omitempty"`
+	Seconds   float64          `json:"seconds"`
+	ReadHist  latencyHistogram `json:"read_histogram"`
+	WriteHist latencyHistogram `json:"write_histogram"`
+}
+
+func (r *benchReport) add(o *benchReport) {
+	r.Reads += o.Reads
+	r.Writes += o.Writes
+	r.BadReads += o.BadReads
+	r.Errors += o.Errors
+	if r.FirstErr == "" {
+		r.FirstErr = o.FirstErr
+	}
+	r.ReadHist.add(&o.ReadHist)
+	r.WriteHist.add(&o.WriteHist)
+}
+
+func runBench(e *env, c *command, opts any, args []string) int {
+	o := opts.(*benchOpts)
+	if len(args) != 0 {
+		return e.usageError(c, "takes no arguments")
+	}
+	switch o.keys {
+	case "uniform":
+	case "zipf":
+		o.Zipf = true
+	default:
+		return e.usageError(c, fmt.Sprintf("--keys %q: want uniform or zipf", o.keys))
+	}
+	switch {
+	case o.Entries < 1:
+		return e.usageError(c, "--entries must be at least 1")
+	case o.KeySize < 8 || o.ValueSize < 8:
+		return e.usageError(c, "--key-size and --value-size must be at least 8: a key and its value carry the key's number")
+	case o.procs < 1 || o.Goroutines < 1:
+		return e.usageError(c, "--procs and --goroutines must be at least 1")
+	case o.Reads < 0 || o.Reads > 100:
+		return e.usageError(c, "--reads is a percentage, 0 to 100")
+	case o.Duration <= 0:
+		return e.usageError(c, "--duration must be positive")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	dir, err := os.MkdirTemp(o.dir, "sharedmap-bench-")
+	if err != nil {
+		return e.fail(c, fmt.Errorf("making the map's directory: %w", err))
+	}
+	if o.keep {
+		defer fmt.Fprintf(e.stderr, "kept %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	path := filepath.Join(dir, "bench.map")
+	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize})
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer m.Close()
+	fillStart := time.Now()
+	if err := fillBenchMap(m, &o.benchConfig, e.stderr); err != nil {
+		return e.fail(c, fmt.Errorf("filling the map: %w", err))
+	}
+	fill := time.Since(fillStart)
+	if !o.json {
+		fmt.Fprintf(e.stdout, "map %s: %s keys of %d B, values of %d B, filled in %v (%.0f ns a Put)\n",
+			path, thousands(uint64(o.Entries)), o.KeySize, o.ValueSize, fill.Round(time.Millisecond), float64(fill.Nanoseconds())/float64(o.Entries))
+		fmt.Fprintf(e.stdout, "%d process(es) x %d goroutine(s), %d%% reads, %s keys, for %v\n",
+			o.procs, o.Goroutines, o.Reads, o.keys, o.Duration)
+	}
+	reports, err := runBenchWorkers(self, path, o)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	var total benchReport
+	for i := range reports {
+		total.add(&reports[i])
+		total.Seconds = max(total.Seconds, reports[i].Seconds)
+	}
+	ops := total.Reads + total.Writes
+	workers := o.procs * o.Goroutines
+	nsPerOp := 0.0
+	if ops > 0 {
+		nsPerOp = total.Seconds * 1e9 * float64(workers) / float64(ops)
+	}
+	if o.json {
+		out := map[string]any{
+			"entries": o.Entries, "key_size": o.KeySize, "value_size": o.ValueSize,
+			"procs": o.procs, "goroutines": o.Goroutines, "reads_percent": o.Reads, "keys": o.keys,
+			"duration_seconds": total.Seconds, "fill_ns_per_put": float64(fill.Nanoseconds()) / float64(o.Entries),
+			"reads": total.Reads, "writes": total.Writes, "ops_per_second": float64(ops) / max(total.Seconds, 1e-9),
+			"ns_per_op": nsPerOp, "bad_reads": total.BadReads, "errors": total.Errors,
+			"read_p50_ns": total.ReadHist.percentile(50), "read_p99_ns": total.ReadHist.percentile(99), "read_p999_ns": total.ReadHist.percentile(99.9),
+			"write_p50_ns": total.WriteHist.percentile(50), "write_p99_ns": total.WriteHist.percentile(99), "write_p999_ns": total.WriteHist.percentile(99.9),
+		}
+		if total.FirstErr != "" {
+			out["first_error"] = total.FirstErr
+		}
+		per := make([]float64, len(reports))
+		for i, r := range reports {
+			per[i] = float64(r.Reads+r.Writes) / max(r.Seconds, 1e-9)
+		}
+		out["ops_per_second_per_process"] = per
+		if err := writeJSONLine(e.stdout, out); err != nil {
+			return e.fail(c, err)
+		}
+	} else {
+		for i, r := range reports {
+			fmt.Fprintf(e.stdout, "  worker %d: %s reads, %s writes in %.2fs: %s ops/s\n",
+				i, thousands(r.Reads), thousands(r.Writes), r.Seconds, thousands(uint64(float64(r.Reads+r.Writes)/max(r.Seconds, 1e-9))))
+		}
+		fmt.Fprintf(e.stdout, "total: %s ops/s; %.0f ns an operation per worker\n", thousands(uint64(float64(ops)/max(total.Seconds, 1e-9))), nsPerOp)
+		for _, h := range []struct {
+			name string
+			h    *latencyHistogram
+		}{{"read", &total.ReadHist}, {"write", &total.WriteHist}} {
+			if h.h.count() > 0 {
+				fmt.Fprintf(e.stdout, "%s latency (1 in 32 timed): p50 %s, p99 %s, p99.9 %s\n", h.name,
+					fmtNanos(h.h.percentile(50)), fmtNanos(h.h.percentile(99)), fmtNanos(h.h.percentile(99.9)))
+			}
+		}
+		fmt.Fprintf(e.stdout, "bad reads: %d, failed operations: %d\n", total.BadReads, total.Errors)
+	}
+	if total.BadReads > 0 || total.Errors > 0 {
+		msg := fmt.Sprintf("%d wrong values read, %d operations failed", total.BadReads, total.Errors)
+		if total.FirstErr != "" {
+			msg += " (first: " + total.FirstErr + ")"
+		}
+		return e.fail(c, errors.New(msg))
+	}
+	return exitOK
+}
+
+func fmtNanos(ns float64) string {
+	return time.Duration(ns).Round(time.Nanosecond).String()
+}
+
+// benchKey writes key number i into key (len(key) >= 8): the number
+// scrambled by an odd multiplier (a bijection, so keys stay distinct and
+// their first bytes vary), then a fixed filler.
+func benchKey(key []byte, i uint64) {
+	binary.BigEndian.PutUint64(key, i*0x9e3779b97f4a7c15)
+	for j := 8; j < len(key); j++ {
+		key[j] = 'k'
+	}
+}
+
+// benchValue writes key number i's value into value (len >= 8).
+func benchValue(value []byte, i uint64) {
+	binary.LittleEndian.PutUint64(value, i)
+	for j := 8; j < len(value); j++ {
+		value[j] = byte(i) + byte(j)
+	}
+}
+
+// fillBenchMap puts every key, drawing a progress bar on w when it is a
+// terminal.
+func fillBenchMap(m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
+	key, value := make([]byte, cfg.KeySize), make([]byte, cfg.ValueSize)
+	p := progress{w: w, on: isTerminal(w), total: int64(cfg.Entries), verb: "filling"}
+	defer p.done()
+	for i := range cfg.Entries {
+		benchKey(key, uint64(i))
+		benchValue(value, uint64(i))
+		if err := m.Put(key, value); err != nil {
+			return err
+		}
+		if i&4095 == 0 {
+			p.update(int64(i), i)
+		}
+	}
+	return nil
+}
+
+// runBenchWorkers starts the workers, waits until every one has opened the
+// map, lets them all go at once and collects their reports.
+func runBenchWorkers(self, path string, o *benchOpts) ([]benchReport, error) {
+	cfg, err := json.Marshal(o.benchConfig)
+	if err != nil {
+		return nil, err
+	}
+	type worker struct {
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout *bufio.Reader
+		stderr bytes.Buffer
+	}
+	workers := make([]*worker, o.procs)
+	defer func() {
+		for _, w := range workers {
+			if w != nil && w.cmd.ProcessState == nil {
+				_ = w.cmd.Process.Kill()
+				_ = w.cmd.Wait()
+			}
+		}
+	}()
+	for i := range workers {
+		w := &worker{cmd: exec.Command(self, "bench-worker", path, string(cfg))}
+		w.cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
+		w.cmd.Stderr = &w.stderr
+		if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+			return nil, err
+		}
+		out, err := w.cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		w.stdout = bufio.NewReaderSize(out, 1<<16)
+		if err := w.cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting worker %d: %w", i, err)
+		}
+		workers[i] = w
+	}
+	failed := func(i int, w *worker, err error) error {
+		_ = w.cmd.Process.Kill()
+		_ = w.cmd.Wait()
+		return fmt.Errorf("worker %d: %v: %s", i, err, bytes.TrimSpace(w.stderr.Bytes()))
+	}
+	for i, w := range workers {
+		if line, err := w.stdout.ReadString('\n'); err != nil || line != "ready\n" {
+			if err == nil {
+				err = fmt.Errorf("said %q instead of ready", strings.TrimSpace(line))
+			}
+			return nil, failed(i, w, err)
+		}
+	}
+	for _, w := range workers {
+		_ = w.stdin.Close() // the start signal: every worker reads to EOF
+	}
+	reports := make([]benchReport, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, rerr := io.ReadAll(w.stdout)
+			werr := w.cmd.Wait()
+			switch {
+			case werr != nil:
+				errs[i] = fmt.Errorf("worker %d: %v: %s", i, werr, bytes.TrimSpace(w.stderr.Bytes()))
+			case rerr != nil:
+				errs[i] = fmt.Errorf("worker %d: reading its report: %v", i, rerr)
+			default:
+				if err := json.Unmarshal(bytes.TrimSpace(data), &reports[i]); err != nil {
+					errs[i] = fmt.Errorf("worker %d: no report (%v): %s", i, err, bytes.TrimSpace(w.stderr.Bytes()))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return reports, errors.Join(errs...)
+}
+
+var benchWorkerCmd = &command{
+	name:    "bench-worker",
+	args:    "PATH CONFIG",
+	summary: "one worker process of mapctl bench (internal)",
+	help: `Internal: mapctl bench starts its worker processes with this command. Opens
+the map PATH, prints "ready", waits for its standard input to close, runs
+the goroutines CONFIG (JSON) describes and prints its report as one JSON
+line.
+
+Example:
+  mapctl bench-worker /tmp/bench.map '{"entries":1000,"key_size":16,"value_size":64,"goroutines":1,"reads_percent":95,"duration_ns":1000000000}'`,
+	hidden: true,
+	run:    runBenchWorker,
+}
+
+func runBenchWorker(e *env, c *command, _ any, args []string) int {
+	if !e.wantArgs(c, args, 2) {
+		return exitUsage
+	}
+	var cfg benchConfig
+	if err := json.Unmarshal([]byte(args[1]), &cfg); err != nil {
+		return e.usageError(c, fmt.Sprintf("CONFIG: %v", err))
+	}
+	if cfg.Entries < 1 || cfg.KeySize < 8 || cfg.ValueSize < 8 || cfg.Goroutines < 1 || cfg.Duration <= 0 {
+		return e.usageError(c, "CONFIG: entries, goroutines and duration must be positive, sizes at least 8")
+	}
+	m, err := openExisting(args[0], false)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer m.Close()
+	if _, err := fmt.Fprintln(e.stdout, "ready"); err != nil {
+		return e.fail(c, err)
+	}
+	_, _ = io.Copy(io.Discard, e.stdin)
+	rep := benchWork(m, &cfg)
+	if err := writeJSONLine(e.stdout, rep); err != nil {
+		return e.fail(c, err)
+	}
+	return exitOK
+}
+
+// benchWork runs cfg.Goroutines goroutines for cfg.Duration and sums up
+// what they did.
+func benchWork(m *hashmap.Map, cfg *benchConfig) benchReport {
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var total benchReport
+	var wg sync.WaitGroup
+	start := time.Now()
+	timer := time.AfterFunc(cfg.Duration, func() { stop.Store(true) })
+	defer timer.Stop()
+	for g := range cfg.Goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(time.Now().UnixNano() + int64(g)*7919))
+			var zipf *rand.Zipf
+			if cfg.Zipf && cfg.Entries > 1 {
+				zipf = rand.NewZipf(r, 1.1, 1, uint64(cfg.Entries-1))
+			}
+			key, value := make([]byte, cfg.KeySize), make([]byte, cfg.ValueSize)
+			buf := make([]byte, 0, cfg.ValueSize)
+			var rep benchReport
+			note := func(err error) {
+				if rep.Errors++; rep.FirstErr == "" {
+					rep.FirstErr = err.Error()
+				}
+			}
+			for n := uint64(0); ; n++ {
+				if n&255 == 0 && stop.Load() {
+					break
+				}
+				var i uint64
+				if zipf != nil {
+					// Hot keys spread over the key space, not all in the
+					// segments of the smallest numbers.
+					i = zipf.Uint64() * 0x2545f4914f6cdd1d % uint64(cfg.Entries)
+				} else {
+					i = uint64(r.Int63n(int64(cfg.Entries)))
+				}
+				benchKey(key, i)
+				read := r.Intn(100) < cfg.Reads
+				timed := n&31 == 0
+				var t0 time.Time
+				if timed {
+					t0 = time.Now()
+				}
+				if read {
+					v, err := m.GetInto(buf[:0], key)
+					if timed {
+						rep.ReadHist.record(time.Since(t0))
+					}
+					rep.Reads++
+					switch {
+					case err != nil:
+						note(fmt.Errorf("get key %d: %w", i, err))
+					case len(v) != cfg.ValueSize || binary.LittleEndian.Uint64(v) != i:
+						rep.BadReads++
+					}
+					continue
+				}
+				benchValue(value, i)
+				err := m.Put(key, value)
+				if timed {
+					rep.WriteHist.record(time.Since(t0))
+				}
+				rep.Writes++
+				if err != nil {
+					note(fmt.Errorf("put key %d: %w", i, err))
+				}
+			}
+			mu.Lock()
+			total.add(&rep)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	total.Seconds = time.Since(start).Seconds()
+	return total
+}
+
+// latencyHistogram counts durations in buckets an eighth of a power of two
+// wide: bucket 8*(b-2)+s holds durations whose highest set bit is b and
+// whose next three bits are s (exact below 8 ns), so any percentile is read
+// to within 12.5%.
+type latencyHistogram [64 * 8]uint64
+
+func (h *latencyHistogram) record(d time.Duration) {
+	ns := uint64(max(d, 0))
+	h[bucketOf(ns)]++
+}
+
+func bucketOf(ns uint64) int {
+	if ns < 8 {
+		return int(ns)
+	}
+	b := bits.Len64(ns) - 1 // highest set bit, >= 3
+	return (b-2)*8 + int(ns>>(b-3)&7)
+}
+
+// bucketLow is the smallest duration that falls in bucket i.
+func bucketLow(i int) uint64 {
+	if i < 8 {
+		return uint64(i)
+	}
+	b, s := i/8+2, uint64(i%8)
+	return (8 + s) << (b - 3)
+}
+
+func (h *latencyHistogram) add(o *latencyHistogram) {
+	for i := range h {
+		h[i] += o[i]
+	}
+}
+
+func (h *latencyHistogram) count() uint64 {
+	var n uint64
+	for _, c := range h {
+		n += c
+	}
+	return n
+}
+
+// percentile returns the middle of the bucket that holds percentile p of
+// the recorded durations, in nanoseconds (0 if none were recorded).
+func (h *latencyHistogram) percentile(p float64) float64 {
+	n := h.count()
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(p / 100 * float64(n))
+	if rank >= n {
+		rank = n - 1
+	}
+	var seen uint64
+	for i, c := range h {
+		if seen += c; seen > rank {
+			if i < 8 {
+				return float64(i)
+			}
+			return float64(bucketLow(i)+bucketLow(i+1)) / 2
+		}
+	}
+	return 0
+}
