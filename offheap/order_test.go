@@ -19,7 +19,10 @@ func TestAddExclusiveUnderLock(t *testing.T) {
 	const writers, adds = 4, 10_000
 	done := make(chan struct{})
 	var backwards atomic.Bool
+	var reader sync.WaitGroup
+	reader.Add(1)
 	go func() {
+		defer reader.Done()
 		last := uint64(0)
 		for {
 			select {
@@ -47,6 +50,7 @@ func TestAddExclusiveUnderLock(t *testing.T) {
 	}
 	wg.Wait()
 	close(done)
+	reader.Wait() // before the region is unmapped
 	if got := atomic.LoadUint64(word); got != writers*adds {
 		t.Fatalf("word is %d after %d adds", got, writers*adds)
 	}
