@@ -11,7 +11,16 @@ package offheap
 // every lock-prefixed instruction is a full barrier. Elsewhere it is
 // sync/atomic's add (order_other.go).
 //
-// The Go compiler keeps stores in program order, and drops a store that a
-// later store to the same word overwrites only when nothing between them
-// reads memory: a sequence's odd and even steps always have a call (a copy
-// of variable length, a lock operation) between them.
+// The hardware keeps the order; the compiler must too. A plain store is
+// outside Go's memory model when another goroutine or process reads the
+// word at the same time, so nothing promises that the compiler will not
+// merge a sequence's odd and even steps, or move the entry's stores across
+// them. The amd64 version is therefore never inlined: to the compiler a
+// call may read and write any memory, so it keeps every store on its side
+// of the call, whatever later compilers learn about the stores between.
+//
+// The exclusivity is the lock's. If it were ever broken (a recoverer
+// releasing the lock of a process wrongly judged dead), two writers would
+// corrupt the entries they share whatever the adds were, and a lost add
+// could leave the sequence odd (readers then take the read lock until a
+// Repair) or even during a write.

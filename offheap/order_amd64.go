@@ -4,5 +4,8 @@ package offheap
 // moment (it holds the lock that guards the word). Other processes, which
 // load the word atomically, see the old value or the new, never a mix, and
 // see the new value after every store this goroutine made before it and
-// before every store it makes after (see order.go).
+// before every store it makes after (see order.go for why it is not
+// inlined).
+//
+//go:noinline
 func AddExclusive(p *uint64, d uint64) { *p += d }

@@ -11,7 +11,10 @@ import (
 // atomically meanwhile never sees it go backwards. The word is in a mapped
 // file, as every word AddExclusive is for (the race detector sees no
 // access to mapped memory; on the Go heap it would report the plain add
-// against the atomic load).
+// against the atomic load). This checks the arithmetic only: the ordering
+// against the stores between a sequence's steps is what
+// hashmap.TestCrossProcessNoTornReads checks, and it fails when the odd
+// step is left out.
 func TestAddExclusiveUnderLock(t *testing.T) {
 	word := mapTemp(t, 4096).Uint64(64)
 	var mu sync.Mutex

@@ -3,20 +3,24 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"math/rand"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -49,7 +53,8 @@ var benchCmd = &command{
 map in a temporary directory (--dir picks the filesystem, which matters: see
 "Where to put the file" in the README), sized for --entries keys of
 --key-size bytes with values of --value-size bytes, and fills it. Then it
-starts --procs worker processes (this same program, re-executed) of
+starts --procs worker processes (this same program, re-executed; fewer
+than 4,096) of
 --goroutines goroutines each; for --duration every goroutine picks keys
 (--keys uniform, or zipf: s = 1.1, a few keys hot) and does --reads percent
 reads (GetInto, the value checked against its key) and the rest Puts (the
@@ -129,6 +134,8 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, "--key-size and --value-size must be at least 8: a key and its value carry the key's number")
 	case o.procs < 1 || o.Goroutines < 1:
 		return e.usageError(c, "--procs and --goroutines must be at least 1")
+	case o.procs >= maxBenchProcs:
+		return e.usageError(c, fmt.Sprintf("--procs must be below %d: a map has at most %d process slots, and this process takes one", maxBenchProcs, maxBenchProcs))
 	case o.Reads < 0 || o.Reads > 100:
 		return e.usageError(c, "--reads is a percentage, 0 to 100")
 	case o.Duration <= 0:
@@ -147,24 +154,28 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	// An interrupted run still stops its workers and removes the map.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	path := filepath.Join(dir, "bench.map")
-	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize})
+	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize,
+		MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)})
 	if err != nil {
 		return e.fail(c, err)
 	}
 	defer m.Close()
 	fillStart := time.Now()
-	if err := fillBenchMap(m, &o.benchConfig, e.stderr); err != nil {
+	if err := fillBenchMap(ctx, m, &o.benchConfig, e.stderr); err != nil {
 		return e.fail(c, fmt.Errorf("filling the map: %w", err))
 	}
 	fill := time.Since(fillStart)
 	if !o.json {
-		fmt.Fprintf(e.stdout, "map %s: %s keys of %d B, values of %d B, filled in %v (%.0f ns a Put)\n",
-			path, thousands(uint64(o.Entries)), o.KeySize, o.ValueSize, fill.Round(time.Millisecond), float64(fill.Nanoseconds())/float64(o.Entries))
+		fmt.Fprintf(e.stdout, "map %s%s: %s keys of %d B, values of %d B, filled in %v (%.0f ns a Put)\n",
+			path, map[bool]string{false: " (removed at the end)", true: ""}[o.keep], thousands(uint64(o.Entries)), o.KeySize, o.ValueSize, fill.Round(time.Millisecond), float64(fill.Nanoseconds())/float64(o.Entries))
 		fmt.Fprintf(e.stdout, "%d process(es) x %d goroutine(s), %d%% reads, %s keys, for %v\n",
 			o.procs, o.Goroutines, o.Reads, o.keys, o.Duration)
 	}
-	reports, err := runBenchWorkers(self, path, o)
+	reports, err := runBenchWorkers(ctx, self, path, o)
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -174,11 +185,11 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		total.Seconds = max(total.Seconds, reports[i].Seconds)
 	}
 	ops := total.Reads + total.Writes
-	workers := o.procs * o.Goroutines
-	nsPerOp := 0.0
-	if ops > 0 {
-		nsPerOp = total.Seconds * 1e9 * float64(workers) / float64(ops)
+	if ops == 0 {
+		return e.fail(c, fmt.Errorf("no operation finished in %v: give a longer --duration", o.Duration))
 	}
+	workers := o.procs * o.Goroutines
+	nsPerOp := total.Seconds * 1e9 * float64(workers) / float64(ops)
 	if o.json {
 		out := map[string]any{
 			"entries": o.Entries, "key_size": o.KeySize, "value_size": o.ValueSize,
@@ -188,6 +199,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 			"ns_per_op": nsPerOp, "bad_reads": total.BadReads, "errors": total.Errors,
 			"read_p50_ns": total.ReadHist.percentile(50), "read_p99_ns": total.ReadHist.percentile(99), "read_p999_ns": total.ReadHist.percentile(99.9),
 			"write_p50_ns": total.WriteHist.percentile(50), "write_p99_ns": total.WriteHist.percentile(99), "write_p999_ns": total.WriteHist.percentile(99.9),
+			"read_samples": total.ReadHist.count(), "write_samples": total.WriteHist.count(),
 		}
 		if total.FirstErr != "" {
 			out["first_error"] = total.FirstErr
@@ -211,7 +223,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 			h    *latencyHistogram
 		}{{"read", &total.ReadHist}, {"write", &total.WriteHist}} {
 			if h.h.count() > 0 {
-				fmt.Fprintf(e.stdout, "%s latency (1 in 32 timed): p50 %s, p99 %s, p99.9 %s\n", h.name,
+				fmt.Fprintf(e.stdout, "%s latency (%s timed, 1 in 32): p50 %s, p99 %s, p99.9 %s\n", h.name, thousands(h.h.count()),
 					fmtNanos(h.h.percentile(50)), fmtNanos(h.h.percentile(99)), fmtNanos(h.h.percentile(99.9)))
 			}
 		}
@@ -251,7 +263,7 @@ func benchValue(value []byte, i uint64) {
 
 // fillBenchMap puts every key, drawing a progress bar on w when it is a
 // terminal.
-func fillBenchMap(m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
+func fillBenchMap(ctx context.Context, m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
 	key, value := make([]byte, cfg.KeySize), make([]byte, cfg.ValueSize)
 	p := progress{w: w, on: isTerminal(w), total: int64(cfg.Entries), verb: "filling"}
 	defer p.done()
@@ -262,6 +274,9 @@ func fillBenchMap(m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
 			return err
 		}
 		if i&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("interrupted after %d keys", i)
+			}
 			p.update(int64(i), i)
 		}
 	}
@@ -270,7 +285,7 @@ func fillBenchMap(m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
 
 // runBenchWorkers starts the workers, waits until every one has opened the
 // map, lets them all go at once and collects their reports.
-func runBenchWorkers(self, path string, o *benchOpts) ([]benchReport, error) {
+func runBenchWorkers(ctx context.Context, self, path string, o *benchOpts) ([]benchReport, error) {
 	cfg, err := json.Marshal(o.benchConfig)
 	if err != nil {
 		return nil, err
@@ -291,8 +306,9 @@ func runBenchWorkers(self, path string, o *benchOpts) ([]benchReport, error) {
 		}
 	}()
 	for i := range workers {
-		w := &worker{cmd: exec.Command(self, "bench-worker", path, string(cfg))}
+		w := &worker{cmd: exec.CommandContext(ctx, self, "bench-worker", path, string(cfg))}
 		w.cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
+		w.cmd.SysProcAttr = workerProcAttr()
 		w.cmd.Stderr = &w.stderr
 		if w.stdin, err = w.cmd.StdinPipe(); err != nil {
 			return nil, err
@@ -320,8 +336,13 @@ func runBenchWorkers(self, path string, o *benchOpts) ([]benchReport, error) {
 			return nil, failed(i, w, err)
 		}
 	}
-	for _, w := range workers {
-		_ = w.stdin.Close() // the start signal: every worker reads to EOF
+	for i, w := range workers {
+		// The start signal. A worker whose stdin ends without it (this
+		// process died) gives up instead.
+		if _, err := io.WriteString(w.stdin, benchGo); err != nil {
+			return nil, failed(i, w, err)
+		}
+		_ = w.stdin.Close()
 	}
 	reports := make([]benchReport, len(workers))
 	errs := make([]error, len(workers))
@@ -345,15 +366,27 @@ func runBenchWorkers(self, path string, o *benchOpts) ([]benchReport, error) {
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", err)
+	}
 	return reports, errors.Join(errs...)
 }
+
+// zipfSpread is a prime that spreads Zipf ranks over the keys.
+const zipfSpread = 1_000_000_007
+
+// benchGo is the line that starts a bench worker.
+const benchGo = "go\n"
+
+// maxBenchProcs bounds --procs: a map's process slots (hashmap's limit).
+const maxBenchProcs = 4096
 
 var benchWorkerCmd = &command{
 	name:    "bench-worker",
 	args:    "PATH CONFIG",
 	summary: "one worker process of mapctl bench (internal)",
 	help: `Internal: mapctl bench starts its worker processes with this command. Opens
-the map PATH, prints "ready", waits for its standard input to close, runs
+the map PATH, prints "ready", waits for a "go" line on its standard input, runs
 the goroutines CONFIG (JSON) describes and prints its report as one JSON
 line.
 
@@ -382,7 +415,9 @@ func runBenchWorker(e *env, c *command, _ any, args []string) int {
 	if _, err := fmt.Fprintln(e.stdout, "ready"); err != nil {
 		return e.fail(c, err)
 	}
-	_, _ = io.Copy(io.Discard, e.stdin)
+	if line, _ := bufio.NewReader(e.stdin).ReadString('\n'); line != benchGo {
+		return e.fail(c, errors.New("no start signal on stdin: mapctl bench is gone"))
+	}
 	rep := benchWork(m, &cfg)
 	if err := writeJSONLine(e.stdout, rep); err != nil {
 		return e.fail(c, err)
@@ -424,8 +459,10 @@ func benchWork(m *hashmap.Map, cfg *benchConfig) benchReport {
 				var i uint64
 				if zipf != nil {
 					// Hot keys spread over the key space, not all in the
-					// segments of the smallest numbers.
-					i = zipf.Uint64() * 0x2545f4914f6cdd1d % uint64(cfg.Entries)
+					// segments of the smallest numbers: rank r is key
+					// r*p mod Entries, one to one while the prime p does
+					// not divide Entries.
+					i = zipf.Uint64() * zipfSpread % uint64(cfg.Entries)
 				} else {
 					i = uint64(r.Int63n(int64(cfg.Entries)))
 				}
@@ -513,23 +550,24 @@ func (h *latencyHistogram) count() uint64 {
 }
 
 // percentile returns the middle of the bucket that holds percentile p of
-// the recorded durations, in nanoseconds (0 if none were recorded).
+// the recorded durations (by nearest rank), in nanoseconds (0 if none were
+// recorded).
 func (h *latencyHistogram) percentile(p float64) float64 {
 	n := h.count()
 	if n == 0 {
 		return 0
 	}
-	rank := uint64(p / 100 * float64(n))
+	rank := uint64(math.Ceil(p/100*float64(n))) - 1 // nearest rank, from 0
 	if rank >= n {
 		rank = n - 1
 	}
 	var seen uint64
 	for i, c := range h {
 		if seen += c; seen > rank {
-			if i < 8 {
-				return float64(i)
+			if lo, hi := bucketLow(i), bucketLow(i+1); hi-lo > 1 {
+				return float64(lo+hi) / 2
 			}
-			return float64(bucketLow(i)+bucketLow(i+1)) / 2
+			return float64(bucketLow(i)) // a bucket of one value
 		}
 	}
 	return 0

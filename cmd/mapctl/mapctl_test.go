@@ -353,6 +353,12 @@ func TestLatencyHistogram(t *testing.T) {
 			t.Errorf("p%v = %v ns, want within 12.5%% of %v", tc.p, got, tc.want)
 		}
 	}
+	var small latencyHistogram
+	small.record(10)
+	small.record(1000)
+	if p50, p100 := small.percentile(50), small.percentile(100); p50 != 10 || p100 < 900 || p100 > 1100 {
+		t.Errorf("of 10 and 1000 ns: p50 %v (want 10, the nearest rank), p100 %v", p50, p100)
+	}
 	for ns := range uint64(1 << 20) {
 		if b := bucketOf(ns); bucketLow(b) > ns || bucketLow(b+1) <= ns {
 			t.Fatalf("%d ns in bucket %d of [%d, %d)", ns, b, bucketLow(b), bucketLow(b+1))
