@@ -43,7 +43,7 @@ func minorFaults(b *testing.B) int64 {
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
-	return ru.Minflt
+	return int64(ru.Minflt) // int32 on 386
 }
 
 // writebackDelay is how long dirty pages may wait before the kernel's

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,7 +221,7 @@ func TestAttachRejectsMismatch(t *testing.T) {
 		t.Fatal("attached with the wrong ledger count")
 	}
 	l = testLayout
-	l.Slots = 1 << 40
+	l.Slots = math.MaxInt / 2
 	if _, err := Attach(f, l); err == nil {
 		t.Fatal("attached a layout larger than the file")
 	}

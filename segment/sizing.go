@@ -77,7 +77,7 @@ var ErrBadParams = errors.New("invalid map parameters")
 // where the segment areas may start (after the file header).
 func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	switch {
-	case p.Entries <= 0 || p.Entries > 1<<40:
+	case p.Entries <= 0 || int64(p.Entries) > 1<<40:
 		return Layout{}, fmt.Errorf("%w: entries %d must be in 1..2^40", ErrBadParams, p.Entries)
 	case p.AverageKeySize <= 0 || p.AverageKeySize > maxEntryBytes/2:
 		return Layout{}, fmt.Errorf("%w: average key size %d must be in 1..%d", ErrBadParams, p.AverageKeySize, maxEntryBytes/2)
