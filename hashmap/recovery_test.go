@@ -289,9 +289,9 @@ func TestKillWriters(t *testing.T) {
 	m.Close()
 	st := &killState{}
 	acks := killAcks(t, path+".acks")
-	var readers sync.WaitGroup
-	start := func(id int) *exec.Cmd { return startKillWriter(t, path, id, acks, st, &readers) }
 	var procs [3]*exec.Cmd
+	var readers [len(procs)]sync.WaitGroup // each writer's reader, waited for before its Wait
+	start := func(id int) *exec.Cmd { return startKillWriter(t, path, id, acks, st, &readers[id]) }
 	for i := range procs {
 		procs[i] = start(i)
 	}
@@ -318,7 +318,8 @@ func TestKillWriters(t *testing.T) {
 		}
 		i := rng.IntN(len(procs))
 		_ = procs[i].Process.Signal(syscall.SIGKILL)
-		_ = procs[i].Wait() // the reader has the lines it wrote before dying
+		readers[i].Wait() // every line it wrote before dying (Wait would close the pipe)
+		_ = procs[i].Wait()
 		if k%10 == 9 {
 			// Stay dead past the lock timeout, so survivors blocked by
 			// what it held must recover it themselves, not the restarted
@@ -337,11 +338,11 @@ func TestKillWriters(t *testing.T) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
-	for _, p := range procs {
+	for i, p := range procs {
 		_ = p.Process.Signal(syscall.SIGKILL)
+		readers[i].Wait()
 		_ = p.Wait()
 	}
-	readers.Wait()
 	m = reopenAfterKills(t, path, st)
 	if m == nil {
 		return
