@@ -22,6 +22,19 @@ func exampleDir() (string, func()) {
 	return dir, func() { os.RemoveAll(dir) }
 }
 
+// openExample opens a new map file name, created with opts, in a fresh
+// directory, and returns it with the function that closes it and removes
+// the directory (Example shows the Open and the reopening in full).
+func openExample(name string, opts *hashmap.Options) (*hashmap.Map, func()) {
+	dir, cleanup := exampleDir()
+	m, err := hashmap.Open(filepath.Join(dir, name), opts)
+	if err != nil {
+		cleanup()
+		panic(err)
+	}
+	return m, func() { m.Close(); cleanup() }
+}
+
 // A map is a file: every process that opens the same path shares it. The
 // first Open creates it, sized by the options; later ones use the layout
 // in its header.
@@ -61,13 +74,8 @@ func Example() {
 // Compute is an atomic read-modify-write under the key's segment lock, so
 // increments from any number of goroutines and processes are never lost.
 func ExampleMap_Compute() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	m, err := hashmap.Open(filepath.Join(dir, "counters.map"), nil)
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
+	m, done := openExample("counters.map", nil)
+	defer done()
 
 	increment := func(old []byte, found bool) ([]byte, bool) {
 		var n uint64
@@ -86,7 +94,7 @@ func ExampleMap_Compute() {
 
 	// keep=false removes the entry.
 	_ = m.Compute([]byte("hits"), func([]byte, bool) ([]byte, bool) { return nil, false })
-	_, err = m.Get([]byte("hits"))
+	_, err := m.Get([]byte("hits"))
 	fmt.Println(errors.Is(err, hashmap.ErrNotFound))
 	// Output:
 	// 3
@@ -96,13 +104,8 @@ func ExampleMap_Compute() {
 // GetInto appends the value to a buffer the caller keeps: a loop of
 // lookups allocates nothing.
 func ExampleMap_GetInto() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	m, err := hashmap.Open(filepath.Join(dir, "m.map"), nil)
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
+	m, done := openExample("m.map", nil)
+	defer done()
 	_ = m.Put([]byte("a"), []byte("alpha"))
 	_ = m.Put([]byte("b"), []byte("beta"))
 
@@ -127,13 +130,8 @@ func ExampleMap_GetInto() {
 // Range visits every entry, a segment at a time; the error, if any, is
 // reported through the pointer once the loop ends.
 func ExampleMap_Range() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	m, err := hashmap.Open(filepath.Join(dir, "m.map"), nil)
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
+	m, done := openExample("m.map", nil)
+	defer done()
 	for _, k := range []string{"x", "y", "z"} {
 		_ = m.Put([]byte(k), []byte("value of "+k))
 	}
@@ -154,13 +152,8 @@ func ExampleMap_Range() {
 
 // A cache map expires entries and, when full, evicts instead of failing.
 func ExampleMap_PutWithTTL() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	c, err := hashmap.Open(filepath.Join(dir, "sessions.map"), &hashmap.Options{Entries: 1000, Cache: true, DefaultTTL: time.Hour})
-	if err != nil {
-		panic(err)
-	}
-	defer c.Close()
+	c, done := openExample("sessions.map", &hashmap.Options{Entries: 1000, Cache: true, DefaultTTL: time.Hour})
+	defer done()
 
 	_ = c.PutWithTTL([]byte("session:1"), []byte("token"), 50*time.Millisecond)
 	_ = c.Put([]byte("session:2"), []byte("token")) // DefaultTTL: an hour
@@ -175,13 +168,8 @@ func ExampleMap_PutWithTTL() {
 // Locks in the file are shared by every process that opens it: a lock
 // taken here excludes every other process until it is released.
 func ExampleMap_Locks() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	m, err := hashmap.Open(filepath.Join(dir, "m.map"), &hashmap.Options{Locks: 4})
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
+	m, done := openExample("m.map", &hashmap.Options{Locks: 4})
+	defer done()
 
 	locks := m.Locks()
 	if err := locks.Lock(2); err != nil {
@@ -192,7 +180,7 @@ func ExampleMap_Locks() {
 	if err := locks.Unlock(2); err != nil {
 		panic(err)
 	}
-	err = locks.LockTimeout(2, time.Second)
+	err := locks.LockTimeout(2, time.Second)
 	fmt.Println("after Unlock:", err)
 	_ = locks.Unlock(2)
 	// Output:
@@ -203,13 +191,8 @@ func ExampleMap_Locks() {
 // GetMany looks up a batch, overlapping the lookups' cache misses; absent
 // keys come back nil, and the value buffers are reused across calls.
 func ExampleMap_GetMany() {
-	dir, cleanup := exampleDir()
-	defer cleanup()
-	m, err := hashmap.Open(filepath.Join(dir, "m.map"), nil)
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
+	m, done := openExample("m.map", nil)
+	defer done()
 	_ = m.Put([]byte("k1"), []byte("one"))
 	_ = m.Put([]byte("k3"), []byte("three"))
 

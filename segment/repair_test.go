@@ -12,6 +12,24 @@ import (
 // crash_test.go for what writers cut short leave) and check that Check
 // sees it and Repair mends it without losing a sound entry.
 
+// checkThenRepair requires Check to report a problem of segment s that
+// contains want, then Repair to rebuild the segment dropping no entry,
+// after which the table checks clean and holds exactly model. It returns
+// what the repair did.
+func checkThenRepair(t *testing.T, s *Segment, model map[string][]byte, want string) Recovered {
+	t.Helper()
+	if problems := checkProblems(s); !containsAny(problems, want) {
+		t.Fatalf("Check missed %q: %q", want, problems)
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Dropped != 0 {
+		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
+	}
+	checkClean(t, s.tb)
+	checkTable(t, s.tb, model)
+	return rep
+}
+
 // TestRebuildDeleteCutShortAcrossTheWrap: a delete cut short in its
 // backward shift where the probe run wraps past the end of the slot table:
 // the rebuild's walk, which starts after an empty slot, keeps the one
@@ -150,16 +168,7 @@ func TestOverlappingRunsTrimmed(t *testing.T) {
 		t.Fatal("no two entries with a gap between")
 	}
 	tb.setRunLength(&tv, first.c, second.c+1-first.c)
-	problems := checkProblems(s)
-	if !containsAny(problems, "belongs to two entries") {
-		t.Fatalf("Check missed the overlap: %q", problems)
-	}
-	rep, rebuilt, err := s.Repair()
-	if err != nil || !rebuilt || rep.Dropped != 0 {
-		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
-	}
-	checkClean(t, tb)
-	checkTable(t, tb, model)
+	checkThenRepair(t, s, model, "belongs to two entries")
 }
 
 // TestForgedMoveJournalIgnored: journal words that only look like a move
@@ -211,14 +220,5 @@ func TestDamagedOwnerWordMended(t *testing.T) {
 	}
 	overflow := tb.tier(int64(first.next() - 1))
 	overflow.header[thOwner/8] = 0
-	problems := checkProblems(s)
-	if !containsAny(problems, "overflow tier owned by") {
-		t.Fatalf("Check missed the owner word: %q", problems)
-	}
-	rep, rebuilt, err := s.Repair()
-	if err != nil || !rebuilt || rep.Dropped != 0 {
-		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
-	}
-	checkClean(t, tb)
-	checkTable(t, tb, model)
+	checkThenRepair(t, s, model, "overflow tier owned by")
 }

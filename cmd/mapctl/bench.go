@@ -170,8 +170,12 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	}
 	fill := time.Since(fillStart)
 	if !o.json {
+		removed := " (removed at the end)"
+		if o.keep {
+			removed = ""
+		}
 		fmt.Fprintf(e.stdout, "map %s%s: %s keys of %d B, values of %d B, filled in %v (%.0f ns a Put)\n",
-			path, map[bool]string{false: " (removed at the end)", true: ""}[o.keep], thousands(uint64(o.Entries)), o.KeySize, o.ValueSize, fill.Round(time.Millisecond), float64(fill.Nanoseconds())/float64(o.Entries))
+			path, removed, thousands(uint64(o.Entries)), o.KeySize, o.ValueSize, fill.Round(time.Millisecond), float64(fill.Nanoseconds())/float64(o.Entries))
 		fmt.Fprintf(e.stdout, "%d process(es) x %d goroutine(s), %d%% reads, %s keys, for %v\n",
 			o.procs, o.Goroutines, o.Reads, o.keys, o.Duration)
 	}
@@ -195,7 +199,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 			"entries": o.Entries, "key_size": o.KeySize, "value_size": o.ValueSize,
 			"procs": o.procs, "goroutines": o.Goroutines, "reads_percent": o.Reads, "keys": o.keys,
 			"duration_seconds": total.Seconds, "fill_ns_per_put": float64(fill.Nanoseconds()) / float64(o.Entries),
-			"reads": total.Reads, "writes": total.Writes, "ops_per_second": float64(ops) / max(total.Seconds, 1e-9),
+			"reads": total.Reads, "writes": total.Writes, "ops_per_second": perSecond(ops, total.Seconds),
 			"ns_per_op": nsPerOp, "bad_reads": total.BadReads, "errors": total.Errors,
 			"read_p50_ns": total.ReadHist.percentile(50), "read_p99_ns": total.ReadHist.percentile(99), "read_p999_ns": total.ReadHist.percentile(99.9),
 			"write_p50_ns": total.WriteHist.percentile(50), "write_p99_ns": total.WriteHist.percentile(99), "write_p999_ns": total.WriteHist.percentile(99.9),
@@ -206,7 +210,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		}
 		per := make([]float64, len(reports))
 		for i, r := range reports {
-			per[i] = float64(r.Reads+r.Writes) / max(r.Seconds, 1e-9)
+			per[i] = perSecond(r.Reads+r.Writes, r.Seconds)
 		}
 		out["ops_per_second_per_process"] = per
 		if err := writeJSONLine(e.stdout, out); err != nil {
@@ -215,9 +219,9 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	} else {
 		for i, r := range reports {
 			fmt.Fprintf(e.stdout, "  worker %d: %s reads, %s writes in %.2fs: %s ops/s\n",
-				i, thousands(r.Reads), thousands(r.Writes), r.Seconds, thousands(uint64(float64(r.Reads+r.Writes)/max(r.Seconds, 1e-9))))
+				i, thousands(r.Reads), thousands(r.Writes), r.Seconds, thousands(uint64(perSecond(r.Reads+r.Writes, r.Seconds))))
 		}
-		fmt.Fprintf(e.stdout, "total: %s ops/s; %.0f ns an operation per worker\n", thousands(uint64(float64(ops)/max(total.Seconds, 1e-9))), nsPerOp)
+		fmt.Fprintf(e.stdout, "total: %s ops/s; %.0f ns an operation per worker\n", thousands(uint64(perSecond(ops, total.Seconds))), nsPerOp)
 		for _, h := range []struct {
 			name string
 			h    *latencyHistogram
@@ -238,6 +242,9 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	}
 	return exitOK
 }
+
+// perSecond is n operations over seconds as a rate.
+func perSecond(n uint64, seconds float64) float64 { return float64(n) / max(seconds, 1e-9) }
 
 func fmtNanos(ns float64) string {
 	return time.Duration(ns).Round(time.Nanosecond).String()
