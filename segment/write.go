@@ -175,6 +175,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	if answer != Found || uint64(len(value)) > at+nch<<(tb.geom.chunkShift&63)-v {
 		return false // absent, beyond the first tier, or the value needs more chunks
 	}
+	prefetchTail(tb.tierBytes[at : v+uint64(len(value))])
 	h := tb.entryHeader(int64(nch), key, value)
 	if !s.lock.TryWriteLockFair() {
 		return false
@@ -223,6 +224,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
 	if nch <= loc.nch {
+		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
 		h := tb.entryHeader(loc.nch, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
@@ -232,6 +234,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	}
 	// Grow in place if the chunks after the run are free.
 	if loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
+		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
 		h := tb.entryHeader(nch, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
@@ -243,11 +246,12 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	}
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
 	s.countMove(&tb.Relocations, stRelocations)
-	h := tb.entryHeader(nch, key, value)
 	nt, c, err := s.allocHome(w, uint32(hash>>tb.layout.segmentBits), nch, loc)
 	if err != nil {
 		return err
 	}
+	prefetchTail(tb.entryBytes(&nt, c, int64(len(key)), value))
+	h := tb.entryHeader(nch, key, value)
 	if err := w.modify("put"); err != nil {
 		nt.free(c, nch)
 		return err
@@ -287,12 +291,13 @@ func (t *tier) runFree(c, n int64) bool {
 func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
-	h := tb.entryHeader(nch, key, value)
 	tag := uint32(hash >> tb.layout.segmentBits)
 	t, c, err := s.allocHome(w, tag, nch, nil)
 	if err != nil {
 		return err
 	}
+	prefetchTail(tb.entryBytes(&t, c, int64(len(key)), value))
+	h := tb.entryHeader(nch, key, value)
 	testStep() // the run taken, perhaps over a deleted entry's bytes
 	tb.writeEntry(&t, c, &h, key, value)
 	testStep() // written, not yet named

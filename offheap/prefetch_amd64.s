@@ -1,0 +1,19 @@
+#include "textflag.h"
+
+// func PrefetchForWrite(b []byte)
+TEXT ·PrefetchForWrite(SB), NOSPLIT, $0-24
+	MOVQ	b_base+0(FP), AX
+	MOVQ	b_len+8(FP), CX
+	TESTQ	CX, CX
+	JEQ	done
+	LEAQ	(AX)(CX*1), DX
+	ANDQ	$~63, AX
+loop:
+	// PREFETCHW (AX), which the assembler has no mnemonic for. CPUs
+	// without it (Intel before Broadwell) decode it as a NOP.
+	BYTE	$0x0F; BYTE $0x0D; BYTE $0x08
+	ADDQ	$64, AX
+	CMPQ	AX, DX
+	JB	loop
+done:
+	RET
