@@ -316,6 +316,36 @@ func Attach(words []uint64) (*Arena, error) {
 	return a, nil
 }
 
+// MendHeader rewrites the words of an arena's header that its
+// configuration determines (its magic and sizes) where they differ from
+// what cfg says, and returns how many it rewrote. It is for a file whose
+// arena Attach refuses while the file records the configuration elsewhere:
+// Format writes those words once and only Attach reads them, so processes
+// already attached are unaffected. The allocation counters, where any
+// value is legal, are left alone. ErrBadConfig if cfg is not a valid
+// configuration of exactly len(words) words.
+func MendHeader(words []uint64, cfg Config) (int, error) {
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return 0, err
+	}
+	if n := cfg.words(); len(words) != n {
+		return 0, fmt.Errorf("%w: %d words handed, %d needed", ErrBadConfig, len(words), n)
+	}
+	n := 0
+	// Magic last, as Format writes it: an arena is attachable only whole.
+	for _, w := range [...]struct {
+		at int
+		v  uint64
+	}{{hSlots, uint64(cfg.Slots)}, {hLocks, uint64(cfg.Locks)}, {hAWNArrays, uint64(cfg.AWNWaiters)}, {hAWNNodes, uint64(cfg.AWNNodes)}, {hMagic, arenaMagic}} {
+		if atomic.LoadUint64(&words[w.at]) != w.v {
+			atomic.StoreUint64(&words[w.at], w.v)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Config returns the arena's configuration.
 func (a *Arena) Config() Config { return a.cfg }
 

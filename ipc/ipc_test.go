@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -596,5 +597,51 @@ func TestResetFreesALockHeldByTheDead(t *testing.T) {
 				t.Fatalf("%d of 3 waiters got through after Reset", got.Load())
 			}
 		})
+	}
+}
+
+// TestMendHeader: whichever header word damage makes Attach refuse an
+// arena, MendHeader rewrites exactly those words from the configuration and
+// Attach takes the arena again with that configuration; the allocation
+// counters are left as they were, and a configuration of another size is
+// refused without a write.
+func TestMendHeader(t *testing.T) {
+	for _, cfg := range []Config{{Slots: 8, Locks: 3}, {Slots: 4, Locks: 2, AWNWaiters: -1, AWNNodes: -1}} {
+		n, err := cfg.Words()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clean := make([]uint64, n)
+		if err := Format(clean, cfg); err != nil {
+			t.Fatal(err)
+		}
+		clean[hHapax], clean[hTidex], clean[hAWNCursor] = 7, 9, 11
+		want, err := Attach(clean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, damaged := range [][]int{{hMagic}, {hSlots}, {hLocks}, {hAWNArrays}, {hAWNNodes}, {hMagic, hLocks, hAWNNodes}} {
+			w := slices.Clone(clean)
+			for _, at := range damaged {
+				w[at] ^= 0x40
+			}
+			if _, err := Attach(w); err == nil {
+				t.Fatalf("%+v: Attach took an arena with words %v damaged", cfg, damaged)
+			}
+			if _, err := MendHeader(w[:n-1], cfg); !errors.Is(err, ErrBadConfig) {
+				t.Errorf("MendHeader of %d words for a %d-word configuration: %v", n-1, n, err)
+			}
+			mended, err := MendHeader(w, cfg)
+			if err != nil || mended != len(damaged) {
+				t.Fatalf("%+v, words %v damaged: MendHeader = %d, %v", cfg, damaged, mended, err)
+			}
+			if !slices.Equal(w, clean) {
+				t.Fatalf("%+v, words %v damaged: mended arena differs from the undamaged one", cfg, damaged)
+			}
+			a, err := Attach(w)
+			if err != nil || a.Config() != want.Config() {
+				t.Fatalf("%+v: Attach after MendHeader = %v, %v", cfg, a, err)
+			}
+		}
 	}
 }

@@ -211,6 +211,10 @@ func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 	s := atomic.LoadUint64(&e[0])
 	phase, index := uint8(s&0x7f), int(s>>16&0xffffff)
 	if phase == jFree {
+		if s&^(0x7f|adopted) != 0 { // damage (CheckJournal reports it): a free entry holds nothing
+			atomic.StoreUint64(&e[0], jFree)
+			r.Cleared++
+		}
 		return
 	}
 	if !a.namesLock(s) || atomic.LoadUint64(&e[3]) != atomic.LoadUint64(&a.lockBody(index)[lGen]) {

@@ -72,6 +72,44 @@ func Format(area []byte, l Layout) {
 	binary.LittleEndian.PutUint64(area[hCounters:], uint64(l.Counters))
 }
 
+// MendHeader rewrites the words of the registry's area header that the
+// layout determines (its magic and sizes) where they differ from l, zeroes
+// its unused words, and returns how many words it rewrote. It is for a
+// registry that Attach refuses in a file whose own header records the
+// layout: Format writes those words once and only Attach reads them, so
+// processes already attached are unaffected. The generation counter, where
+// any value is legal, is left alone.
+func MendHeader(f *offheap.File, l Layout) (int, error) {
+	if err := l.fits(f); err != nil {
+		return 0, err
+	}
+	want := make([]byte, areaHeaderSize)
+	Format(want, l)
+	head := f.Uint64s(l.Off, areaHeaderSize/8)
+	n := 0
+	// The magic last, as it is what makes an area a registry.
+	for _, w := range [...]int{hSlots / 8, hLedgers / 8, hCounters / 8, 5, 6, 7, 0} {
+		if v := binary.LittleEndian.Uint64(want[w*8:]); atomic.LoadUint64(&head[w]) != v {
+			atomic.StoreUint64(&head[w], v)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// fits checks that the layout's area lies in f.
+func (l Layout) fits(f *offheap.File) error {
+	size := f.Len()
+	// Sizes are bounded by the file before they are multiplied, so that a
+	// damaged or absurd layout cannot overflow into one that seems to fit.
+	if l.Slots <= 0 || l.Ledgers < 0 || l.Counters < 0 || l.Off < 0 || l.Off > size ||
+		int64(l.Ledgers) > size/8 || int64(l.Counters) > size/8 ||
+		int64(l.Slots) > (size-l.Off)/l.SlotSize() || l.Off+l.Bytes() > size {
+		return fmt.Errorf("%w: layout %+v does not fit a file of %d bytes", ErrCorrupt, l, f.Len())
+	}
+	return nil
+}
+
 // Registry is this process's view of the registry of one open file.
 type Registry struct {
 	file   *offheap.File
@@ -86,8 +124,8 @@ type Registry struct {
 
 // Attach checks the registry of f laid out as l, without claiming a slot.
 func Attach(f *offheap.File, l Layout) (*Registry, error) {
-	if l.Slots <= 0 || l.Ledgers < 0 || l.Counters < 0 || l.Off < 0 || l.Off+l.Bytes() > f.Len() {
-		return nil, fmt.Errorf("%w: layout %+v does not fit a file of %d bytes", ErrCorrupt, l, f.Len())
+	if err := l.fits(f); err != nil {
+		return nil, err
 	}
 	head := f.Bytes(l.Off, areaHeaderSize)
 	if string(head[:8]) != magic ||
@@ -368,6 +406,47 @@ func (r *Registry) Check(problem func(error)) int {
 		report("bytes after the last slot are not zero")
 	}
 	return n
+}
+
+// Mend rewrites what Check reports and no process writes: unused words of
+// the area header and of the slots' headers, the padding after the ledgers
+// and the bytes after the last slot become zero, and a slot's state word that is neither free nor in
+// use becomes in use. Such a slot then belongs to a live process, or, if
+// its OFD lock says none lives, to one that died with the map open, whose
+// locks recovery releases before freeing the slot, as for any other. It
+// runs under the recovery lock, so no slot is claimed meanwhile, and
+// returns how many places it rewrote. (An in-use slot without a process
+// id is left: recovery frees it if its process is dead, and a live
+// process's id cannot be told.)
+func (r *Registry) Mend(timeout time.Duration) (int, error) {
+	unlock, err := r.LockRecovery(timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	n, err := MendHeader(r.file, r.layout) // its unused words; the rest Attach checked
+	if err != nil {
+		return 0, err
+	}
+	zero := func(b []byte) {
+		if !allZero(b) {
+			clear(b)
+			n++
+		}
+	}
+	ledgersEnd := slotHeaderSize + int64(r.layout.Ledgers+r.layout.Counters)*8
+	for i := range r.layout.Slots {
+		off := r.layout.slotOff(i)
+		if state := r.file.Uint64(off + sState); atomic.LoadUint64(state) != stateFree && atomic.LoadUint64(state) != stateInUse {
+			atomic.StoreUint64(state, stateInUse)
+			n++
+		}
+		zero(r.file.Bytes(off+sClaimedAt+8, sJournal-sClaimedAt-8))
+		zero(r.file.Bytes(off+ledgersEnd, r.layout.SlotSize()-ledgersEnd))
+	}
+	end := r.layout.slotOff(r.layout.Slots)
+	zero(r.file.Bytes(end, r.layout.Off+r.layout.Bytes()-end))
+	return n, nil
 }
 
 func allZero(b []byte) bool {

@@ -226,3 +226,71 @@ func TestAttachRejectsMismatch(t *testing.T) {
 		t.Fatal("attached a layout larger than the file")
 	}
 }
+
+// TestMend: the damage Check reports in the area header and in the slots
+// is what MendHeader and Mend rewrite. Afterwards Attach takes the
+// registry, Check reports nothing, a slot whose state word was garbage and
+// which no live process holds counts as a dead process's (for recovery to
+// release and free), and our own slot is still ours. Mending a sound
+// registry changes nothing.
+func TestMend(t *testing.T) {
+	f := openFile(t, filepath.Join(t.TempDir(), "reg"))
+	defer f.Close()
+	l := testLayout
+	r := attach(t, f)
+	self, err := r.Join(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := (self + 1) % l.Slots
+	pad := l.SlotSize() - slotHeaderSize - int64(l.Ledgers+l.Counters)*8
+	if pad <= 0 {
+		t.Fatal("the test layout leaves no padding to damage")
+	}
+	head := f.Uint64s(l.Off, areaHeaderSize/8)
+	head[0] ^= 1          // magic
+	head[hLedgers/8] += 2 // a size
+	head[6] = 5           // an unused word
+	*f.Uint64(l.slotOff(other) + sState) = 77
+	*f.Uint64(l.slotOff(self) + sClaimedAt + 8) = 3
+	f.Bytes(l.slotOff(2)+l.SlotSize()-1, 1)[0] = 9
+	f.Bytes(l.Off+l.Bytes()-1, 1)[0] = 1
+	if _, err := Attach(f, l); err == nil {
+		t.Fatal("Attach took a registry with a damaged header")
+	}
+	if found := r.Check(func(error) {}); found != 5 {
+		t.Errorf("Check found %d problems, want 5 (header word, state, slot word, padding, tail)", found)
+	}
+	if n, err := MendHeader(f, l); n != 3 || err != nil {
+		t.Fatalf("MendHeader = %d, %v; want the 3 words damaged", n, err)
+	}
+	if _, err := Attach(f, l); err != nil {
+		t.Fatalf("Attach after MendHeader: %v", err)
+	}
+	if n, err := r.Mend(time.Second); n != 4 || err != nil {
+		t.Fatalf("Mend = %d, %v; want the 4 places damaged", n, err)
+	}
+	if s, err := r.Slot(other); err != nil || !s.Dead() {
+		t.Errorf("slot with a garbage state after Mend: %+v, %v; want a dead process's", s, err)
+	}
+	// What recovery does once it has released what the dead held (it had
+	// no process id: Check objects until then).
+	if n, err := r.MarkDeadRecovered(); n != 1 || err != nil {
+		t.Errorf("MarkDeadRecovered = %d, %v; want the mended slot", n, err)
+	}
+	r.Check(func(err error) { t.Errorf("after mending: %v", err) })
+	if s, err := r.Slot(self); err != nil || !s.InUse || !s.Alive || r.Self() != self {
+		t.Errorf("our slot after Mend: %+v, %v", s, err)
+	}
+	if n, err := MendHeader(f, l); n != 0 || err != nil {
+		t.Errorf("MendHeader of a sound header = %d, %v", n, err)
+	}
+	if n, err := r.Mend(time.Second); n != 0 || err != nil {
+		t.Errorf("Mend of sound slots = %d, %v", n, err)
+	}
+	big := l
+	big.Slots = math.MaxInt / 2
+	if _, err := MendHeader(f, big); err == nil {
+		t.Error("MendHeader of a layout larger than the file succeeded")
+	}
+}
