@@ -110,6 +110,7 @@ func decodeLockLayout(b []byte) (lockLayout, error) {
 type LockTable struct {
 	m         *Map
 	arena     *ipc.Arena
+	err       error // why a read-only open found no arena (Check reports it)
 	algorithm string
 	locks     []ipc.Mutex
 }
@@ -119,9 +120,25 @@ func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
 	if l.words == 0 {
 		return t, nil // no table: a file from before lock tables
 	}
-	a, err := ipc.Attach(r.Uint64s(offheap.HeaderSize, l.words))
-	if err != nil {
-		return nil, fmt.Errorf("%w: lock arena: %v", ErrCorrupt, err)
+	words := r.Uint64s(offheap.HeaderSize, l.words)
+	a, err := ipc.Attach(words)
+	if err != nil && !r.ReadOnly() {
+		// The arena header's sizes are copies of the file header's lock
+		// record, which Open has checked: rewrite them rather than refuse
+		// the map for good (Repair needs a writable open).
+		if n, merr := ipc.MendHeader(words, l.config()); merr == nil && n > 0 {
+			m.mended = append(m.mended, fmt.Sprintf("lock table header: %d words rewritten from the file's layout", n))
+			a, err = ipc.Attach(words)
+		}
+	}
+	switch {
+	case err != nil && r.ReadOnly():
+		// Read-only: the entries can still be read (and dumped); Check
+		// reports this, and a writable open mends it.
+		t.err = fmt.Errorf("%w: lock table: %v", ErrCorrupt, err)
+		return t, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: lock table: %v", ErrCorrupt, err)
 	}
 	t.arena = a
 	if r.ReadOnly() {

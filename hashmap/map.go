@@ -41,6 +41,7 @@ type Map struct {
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
 	repairs    atomic.Int64       // recovery passes that released something, in this process
 	atOpen     Recovery           // what Open repaired of processes that died before it
+	mended     []string           // headers Open rewrote from the file's layout (Recovery.Mended)
 	admin      ipc.Mutex          // the map's own lock, arena lock 0; nil in files without a lock table
 }
 
@@ -198,6 +199,14 @@ func Open(path string, opts *Options) (*Map, error) {
 // held before this process starts using the map.
 func (m *Map) join(l registry.Layout) error {
 	reg, err := registry.Attach(m.file, l)
+	if errors.Is(err, registry.ErrCorrupt) {
+		// As for the lock table: the registry header's sizes are copies
+		// of what the file header says.
+		if n, merr := registry.MendHeader(m.file, l); merr == nil && n > 0 {
+			m.mended = append(m.mended, fmt.Sprintf("process registry header: %d words rewritten from the file's layout", n))
+			reg, err = registry.Attach(m.file, l)
+		}
+	}
 	if err != nil {
 		return err
 	}

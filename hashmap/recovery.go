@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sharedmap/sharedmap/ipc"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -51,12 +52,17 @@ type Recovery struct {
 	// Locks is what was done for the lock table (and the map's admin lock):
 	// queue turns of the dead taken over, seats and TTAS locks given back.
 	Locks ipc.Recovery
+	// Mended describes damage outside the segments that was rewritten:
+	// the process registry's and the lock table's headers, whose sizes
+	// the file's header also holds (mended by a writable Open), and
+	// registry words no process writes (mended by Repair).
+	Mended []string
 }
 
 // Repaired reports whether the pass changed anything.
 func (r Recovery) Repaired() bool {
 	l := r.Locks
-	return len(r.Segments) > 0 || l.Adopted+l.Seats+l.Owners+l.Resets > 0
+	return len(r.Segments) > 0 || l.Adopted+l.Seats+l.Owners+l.Resets > 0 || len(r.Mended) > 0
 }
 
 // Recover finds processes that died with the map open and releases
@@ -78,7 +84,11 @@ func (m *Map) Recover() (Recovery, error) {
 
 // RecoveredAtOpen is what Open repaired: when processes had died with the
 // map open, Open released what they held before returning.
-func (m *Map) RecoveredAtOpen() Recovery { return m.atOpen }
+func (m *Map) RecoveredAtOpen() Recovery {
+	r := m.atOpen
+	r.Mended = slices.Clone(m.mended)
+	return r
+}
 
 // recoverSegments recovers the segments listed (all if nil) under the
 // recovery lock, then frees dead slots if every segment came out clean.
@@ -203,6 +213,9 @@ func (m *Map) Check() ([]Problem, error) {
 	if m.regErr != nil {
 		out = append(out, Problem{-1, m.regErr})
 	}
+	if m.lockTable.err != nil {
+		out = append(out, Problem{-1, m.lockTable.err})
+	}
 	if m.reg != nil {
 		m.reg.Check(func(err error) { out = append(out, Problem{-1, err}) })
 		slots, err := m.reg.Slots()
@@ -255,7 +268,10 @@ type Repaired struct {
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow. It
-// runs Recover, then Check, and rebuilds every segment Check finds
+// mends the process registry (words no process writes, and slots whose
+// state is garbage, which then count as dead processes'), runs Recover
+// (which also clears damaged free entries of dead processes' lock
+// journals), then Check, and rebuilds every segment Check finds
 // damaged from its entries (see segment.Segment.Rebuild): entries that do
 // not decode or fail their checksum, as a machine crash can leave them
 // (see Sync), are dropped; every other entry is kept. It is safe while
@@ -267,9 +283,17 @@ func (m *Map) Repair() (Repaired, error) {
 		return rep, err
 	}
 	if m.reg != nil {
-		var err error
+		// Slots with a garbage state become dead processes' first, for
+		// Recover to release and free.
+		n, err := m.reg.Mend(m.opts.LockTimeout)
+		if err != nil {
+			return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
+		}
 		if rep.Recovery, err = m.Recover(); err != nil {
 			return rep, err
+		}
+		if n > 0 {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("process registry: %d places rewritten", n))
 		}
 	}
 	m.table.ClearReservedGlobal()

@@ -96,6 +96,9 @@ Examples:
 		atOpen := m.RecoveredAtOpen()
 		rep.DeadProcesses = append(atOpen.DeadProcesses, rep.DeadProcesses...)
 		rep.Segments = append(atOpen.Segments, rep.Segments...)
+		for _, what := range append(atOpen.Mended, rep.Mended...) {
+			fmt.Fprintf(e.stdout, "mended: %s\n", what)
+		}
 		for _, d := range rep.DeadProcesses {
 			fmt.Fprintf(e.stdout, "dead process %d (slot %d, opened %s)\n", d.PID, d.Index, d.ClaimedAt.Format("2006-01-02 15:04:05"))
 		}
