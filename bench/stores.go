@@ -437,7 +437,8 @@ func (s *redisStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
 	for start := 0; start < len(keys); start += 1000 {
 		p := s.c.Pipeline()
 		for i := start; i < min(start+1000, len(keys)); i++ {
-			p.Set(ctx, string(keys[i]), value(i), 0)
+			// A copy: the pipeline sends at Exec, and value reuses one buffer.
+			p.Set(ctx, string(keys[i]), string(value(i)), 0)
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return err

@@ -127,7 +127,7 @@ func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
 		// record, which Open has checked: rewrite them rather than refuse
 		// the map for good (Repair needs a writable open).
 		if n, merr := ipc.MendHeader(words, l.config()); merr == nil && n > 0 {
-			m.mended = append(m.mended, fmt.Sprintf("lock table header: %d words rewritten from the file's layout", n))
+			m.mended = append(m.mended, fmt.Sprintf("lock table header: %s rewritten from the file's layout", countOf(n, "word", "words")))
 			a, err = ipc.Attach(words)
 		}
 	}

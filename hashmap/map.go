@@ -203,7 +203,7 @@ func (m *Map) join(l registry.Layout) error {
 		// As for the lock table: the registry header's sizes are copies
 		// of what the file header says.
 		if n, merr := registry.MendHeader(m.file, l); merr == nil && n > 0 {
-			m.mended = append(m.mended, fmt.Sprintf("process registry header: %d words rewritten from the file's layout", n))
+			m.mended = append(m.mended, fmt.Sprintf("process registry header: %s rewritten from the file's layout", countOf(n, "word", "words")))
 			reg, err = registry.Attach(m.file, l)
 		}
 	}

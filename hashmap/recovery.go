@@ -83,7 +83,9 @@ func (m *Map) Recover() (Recovery, error) {
 }
 
 // RecoveredAtOpen is what Open repaired: when processes had died with the
-// map open, Open released what they held before returning.
+// map open, Open released what they held before returning; Mended lists
+// the headers (of the lock table, the process registry) a writable Open
+// rewrote from the file's layout.
 func (m *Map) RecoveredAtOpen() Recovery {
 	r := m.atOpen
 	r.Mended = slices.Clone(m.mended)
@@ -260,6 +262,14 @@ func (m *Map) Check() ([]Problem, error) {
 	return out, nil
 }
 
+// countOf is n with the noun for its number: "1 word", "3 words".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // Repaired is what Repair did.
 type Repaired struct {
 	Recovery Recovery            // what dead processes held, released first
@@ -289,11 +299,12 @@ func (m *Map) Repair() (Repaired, error) {
 		if err != nil {
 			return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
 		}
-		if rep.Recovery, err = m.Recover(); err != nil {
-			return rep, err
-		}
+		rep.Recovery, err = m.Recover()
 		if n > 0 {
-			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("process registry: %d places rewritten", n))
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("process registry: %s rewritten", countOf(n, "place", "places")))
+		}
+		if err != nil {
+			return rep, err
 		}
 	}
 	m.table.ClearReservedGlobal()

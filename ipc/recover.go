@@ -20,7 +20,7 @@ type Recovery struct {
 	// Owners counts TTAS locks whose dead holder was released.
 	Owners int
 	// Cleared counts dead entries that needed nothing: finished, never
-	// queued, or voided by a reset.
+	// queued, voided by a reset, or free but damaged (bits no state has).
 	Cleared int
 	// Resets counts locks reset by generation because their queue could not
 	// be read (two dead processes died in the same few instructions).

@@ -437,8 +437,9 @@ func (r *Registry) Mend(timeout time.Duration) (int, error) {
 	ledgersEnd := slotHeaderSize + int64(r.layout.Ledgers+r.layout.Counters)*8
 	for i := range r.layout.Slots {
 		off := r.layout.slotOff(i)
-		if state := r.file.Uint64(off + sState); atomic.LoadUint64(state) != stateFree && atomic.LoadUint64(state) != stateInUse {
-			atomic.StoreUint64(state, stateInUse)
+		// A CAS: Leave stores free without the recovery lock.
+		state := r.file.Uint64(off + sState)
+		if v := atomic.LoadUint64(state); v != stateFree && v != stateInUse && atomic.CompareAndSwapUint64(state, v, stateInUse) {
 			n++
 		}
 		zero(r.file.Bytes(off+sClaimedAt+8, sJournal-sClaimedAt-8))

@@ -85,6 +85,11 @@ func (tb *Table) entryValue(t *tier, c, klen, vlen int64) []byte {
 // runs' first 128 bytes (see requestHomeRun), where most entries are put.
 const prefetchSkip = 128
 
+// prefetchMax bounds how much of an entry is prefetched: a larger value's
+// lines would leave the L1 cache before its copy reached them, and the
+// copy's own sequential stores are what the hardware prefetcher follows.
+const prefetchMax = 4096
+
 // prefetchTail asks for the cache lines of entry (the bytes a writer is
 // about to store, from the entry's first) past prefetchSkip, and returns
 // at once. Writers call it before computing the entry's checksum, which
@@ -94,13 +99,14 @@ const prefetchSkip = 128
 // against 2% with it).
 func prefetchTail(entry []byte) {
 	if len(entry) > prefetchSkip {
-		offheap.PrefetchForWrite(entry[prefetchSkip:])
+		offheap.PrefetchForWrite(entry[prefetchSkip:min(len(entry), prefetchMax)])
 	}
 }
 
 // entryHeader encodes the header of an entry holding key and value in a run
 // of nch chunks, checksum included. It reads only the caller's slices, so
-// writers compute it before they take the write lock.
+// writers compute it outside the write lock, except where taking the run
+// made them modify already (a compaction or an eviction).
 func (tb *Table) entryHeader(nch int64, key, value []byte) [entryHeaderSize]byte {
 	var h [entryHeaderSize]byte
 	binary.LittleEndian.PutUint32(h[ehKeyLen:], uint32(len(key)))

@@ -486,7 +486,7 @@ func TestRepairLockTableHeader(t *testing.T) {
 	if c, o, e := mapctl(t, "", "dump", p); c != 0 || o != "key\tvalue\n" {
 		t.Fatalf("dump with a damaged lock table header: %d %q %q", c, o, e)
 	}
-	if c, o, e := mapctl(t, "", "recover", "--repair", p); c != 0 || !strings.Contains(o, "mended: lock table header: 1 words rewritten") || !strings.Contains(o, "ok: ") {
+	if c, o, e := mapctl(t, "", "recover", "--repair", p); c != 0 || !strings.Contains(o, "mended: lock table header: 1 word rewritten") || !strings.Contains(o, "ok: ") {
 		t.Fatalf("recover --repair: %d %q %q", c, o, e)
 	}
 	if c, o, e := mapctl(t, "", "check", p); c != 0 || !strings.Contains(o, "ok: ") {
