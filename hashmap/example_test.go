@@ -212,3 +212,19 @@ func ExampleMap_GetMany() {
 	// k2: "" absent=true
 	// k3: "three" absent=false
 }
+
+// PutMany writes a batch, each key as Put would, overlapping the lookups'
+// cache misses; on an error it says how many keys it stored first.
+func ExampleMap_PutMany() {
+	m, done := openExample("m.map", nil)
+	defer done()
+	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	values := [][]byte{[]byte("1"), []byte("2"), []byte("3")}
+	n, err := m.PutMany(keys, values)
+	fmt.Println(n, err, m.Len())
+	v, _ := m.Get([]byte("b"))
+	fmt.Printf("%s\n", v)
+	// Output:
+	// 3 <nil> 3
+	// 2
+}

@@ -171,6 +171,79 @@ func TestFillToFull(t *testing.T) {
 	}
 }
 
+// TestPutMany: a batch over several prefetch rounds stores every key as a
+// Put would (overwrites, an empty value, a key twice: the later value
+// wins); a batch that fills the map stops at the first ErrFull with every
+// key before it stored and none after; bad calls are refused.
+func TestPutMany(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000})
+	var keys, values [][]byte
+	for i := range 70 {
+		keys = append(keys, fmt.Appendf(nil, "key-%d", i))
+		values = append(values, bytes.Repeat([]byte{byte(i)}, i%40))
+	}
+	if err := m.Put(keys[5], []byte("old value, overwritten")); err != nil {
+		t.Fatal(err)
+	}
+	keys, values = append(keys, keys[9]), append(values, []byte("second"))
+	if n, err := m.PutMany(keys, values); n != len(keys) || err != nil {
+		t.Fatalf("PutMany = %d, %v", n, err)
+	}
+	for i, k := range keys[:70] {
+		want := values[i]
+		if i == 9 {
+			want = []byte("second")
+		}
+		if got, err := m.Get(k); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Get(%s) = %q, %v; want %q", k, got, err, want)
+		}
+	}
+	if m.Len() != 70 {
+		t.Fatalf("Len %d, want 70", m.Len())
+	}
+	if _, err := m.PutMany(keys, values[1:]); err == nil {
+		t.Error("PutMany with fewer values than keys succeeded")
+	}
+
+	small, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5})
+	keys, values = keys[:0], values[:0]
+	for i := range 2000 {
+		keys = append(keys, fmt.Appendf(nil, "key-%06d", i))
+		values = append(values, bytes.Repeat([]byte{byte(i)}, 32))
+	}
+	n, err := small.PutMany(keys, values)
+	if !errors.Is(err, ErrFull) || n < 200 || n >= len(keys) {
+		t.Fatalf("PutMany into a map sized for 200 = %d, %v; want ErrFull after at least 200", n, err)
+	}
+	if small.Len() != n {
+		t.Fatalf("Len %d after PutMany stored %d", small.Len(), n)
+	}
+	for i, k := range keys {
+		got, err := small.Get(k)
+		switch {
+		case i < n && (err != nil || !bytes.Equal(got, values[i])):
+			t.Fatalf("key %d, stored before ErrFull: %q, %v", i, got, err)
+		case i >= n && !errors.Is(err, ErrNotFound):
+			t.Fatalf("key %d, at or after ErrFull: %q, %v; want ErrNotFound", i, got, err)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "ro")
+	rw, err := Open(path, &Options{Entries: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.PutMany(keys[:1], values[:1]); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("PutMany on a read-only map: %v, want ErrReadOnly", err)
+	}
+}
+
 func TestTooLarge(t *testing.T) {
 	m, _ := openTemp(t, &Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 16})
 	huge := make([]byte, 1<<20)
