@@ -28,8 +28,10 @@ type store interface {
 	Close() error
 }
 
-// batchLoader is implemented by transactional stores, whose load phase
-// commits 1000 keys per transaction (as a user loading them would).
+// batchLoader is implemented by stores with a batch write, which their
+// load phase uses as a user loading them would: the transactional ones
+// commit 1000 keys per transaction, Redis pipelines 1000 sets, sharedmap
+// calls PutMany with 16.
 type batchLoader interface {
 	LoadBatch(keys [][]byte, value func(i int) []byte) error
 }
@@ -105,6 +107,23 @@ func (s *sharedStore) Close() error          { return s.m.Close() }
 
 // GetMany is sharedmap's batch read, which overlaps the lookups' misses.
 func (s *sharedStore) GetMany(keys, values [][]byte) error { return s.m.GetMany(keys, values) }
+
+// LoadBatch loads with PutMany, 16 keys a call, as LMDB and bbolt load
+// with one transaction per 1,000 keys. value reuses one buffer, so each
+// call's values are copied first.
+func (s *sharedStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
+	var bufs [16][]byte
+	for start := 0; start < len(keys); start += len(bufs) {
+		batch := keys[start:min(start+len(bufs), len(keys))]
+		for i := range batch {
+			bufs[i] = append(bufs[i][:0], value(start+i)...)
+		}
+		if _, err := s.m.PutMany(batch, bufs[:len(batch)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // --- map[string][]byte under sync.RWMutex ---
 
