@@ -64,6 +64,29 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 	r := bufio.NewReaderSize(in, 64<<10)
 	loaded, line := 0, 0
 	var read int64
+	// Entries are stored loadBatch at a time with PutMany, which overlaps
+	// their lookups' cache misses; lines remembers each one's line number
+	// for the error that stops the load.
+	var keys, values [][]byte
+	var lines []int
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		n, err := m.PutMany(keys, values)
+		loaded += n
+		if err != nil {
+			// PutMany names the key by its index in the batch; the line
+			// number says more.
+			if inner := errors.Unwrap(err); inner != nil && n < len(lines) {
+				return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), lines[n], inner, loaded)
+			}
+			return fmt.Errorf("%s: %w (loaded %d entries)", fileName(args[1]), err, loaded)
+		}
+		keys, values, lines = keys[:0], values[:0], lines[:0]
+		p.update(read, loaded)
+		return nil
+	}
 	for {
 		text, rerr := r.ReadBytes('\n')
 		if len(text) > 0 {
@@ -72,26 +95,46 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 			text = bytes.TrimSuffix(text, []byte("\n"))
 			text = bytes.TrimSuffix(text, []byte("\r"))
 			if len(text) > 0 {
-				if err := putLine(m.Put, text); err != nil {
-					p.done()
-					return e.fail(c, fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, loaded))
+				key, value, err := parseLine(text)
+				if err == nil {
+					keys, values, lines = append(keys, key), append(values, value), append(lines, line)
+					if len(keys) == loadBatch {
+						err = flush()
+					}
+				} else if ferr := flush(); ferr != nil {
+					err = ferr // an earlier line failed first
+				} else {
+					err = fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, loaded)
 				}
-				loaded++
-				p.update(read, loaded)
+				if err != nil {
+					p.done()
+					return e.fail(c, err)
+				}
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
+			err := flush()
 			p.done()
+			if err != nil {
+				return e.fail(c, err)
+			}
 			return e.fail(c, fmt.Errorf("reading %s: %w (loaded %d entries)", fileName(args[1]), rerr, loaded))
 		}
 	}
+	err = flush()
 	p.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
 	fmt.Fprintf(e.stdout, "loaded %d entries\n", loaded)
 	return exitOK
 }
+
+// loadBatch is how many entries load stores with one PutMany call.
+const loadBatch = 64
 
 func fileName(name string) string {
 	if name == "-" {
@@ -100,21 +143,20 @@ func fileName(name string) string {
 	return name
 }
 
-// putLine parses one "key<TAB>value" line and stores it.
-func putLine(put func(k, v []byte) error, text []byte) error {
+// parseLine parses one "key<TAB>value" line. The key and value may share
+// text's bytes.
+func parseLine(text []byte) (key, value []byte, err error) {
 	k, v, ok := bytes.Cut(text, []byte("\t"))
 	if !ok {
-		return errors.New(`no tab: want "key<TAB>value"`)
+		return nil, nil, errors.New(`no tab: want "key<TAB>value"`)
 	}
-	key, err := unescape(k)
-	if err != nil {
-		return fmt.Errorf("key: %w", err)
+	if key, err = unescape(k); err != nil {
+		return nil, nil, fmt.Errorf("key: %w", err)
 	}
-	value, err := unescape(v)
-	if err != nil {
-		return fmt.Errorf("value: %w", err)
+	if value, err = unescape(v); err != nil {
+		return nil, nil, fmt.Errorf("value: %w", err)
 	}
-	return put(key, value)
+	return key, value, nil
 }
 
 // progress draws a one-line progress bar on a terminal, at most ten times a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,8 +174,23 @@ func TestLoadErrors(t *testing.T) {
 		in.WriteString("key-" + strings.Repeat("k", i%7) + itoa(i) + "\t" + strings.Repeat("v", 100) + "\n")
 	}
 	c, _, e = mapctl(t, in.String(), "load", small, "-")
-	if c != exitError || !strings.Contains(e, "loaded ") || !strings.Contains(e, "before it") {
+	if c != exitError || !strings.Contains(e, "map is full") || !strings.Contains(e, "before it") {
 		t.Fatalf("load into a full map: %d %q", c, e)
+	}
+	// The count and line it reports are the map's: lines are stored in
+	// batches, and the one that failed is named, not its batch.
+	var line, loaded int
+	if _, err := fmt.Sscanf(e[strings.Index(e, "line "):], "line %d:", &line); err != nil {
+		t.Fatalf("no line number in %q: %v", e, err)
+	}
+	if _, err := fmt.Sscanf(e[strings.Index(e, "(loaded "):], "(loaded %d entries before it)", &loaded); err != nil {
+		t.Fatalf("no count in %q: %v", e, err)
+	}
+	if c, o, _ := mapctl(t, "", "stats", small, "--json"); c != 0 || !strings.Contains(o, fmt.Sprintf(`"entries": %d,`, loaded)) {
+		t.Fatalf("load reported %d entries loaded; stats says %q", loaded, o)
+	}
+	if line != loaded+1 {
+		t.Fatalf("load failed at line %d after %d entries: every line before it should be stored", line, loaded)
 	}
 	if c, _, e := mapctl(t, "", "load", p, filepath.Join(t.TempDir(), "nonexistent")); c != exitError || !strings.Contains(e, "nonexistent") {
 		t.Fatalf("load of a missing file: %d %q", c, e)
