@@ -130,6 +130,23 @@ type batch struct {
 	keyBuf     []byte
 	ends       []int // keyBuf[ends[i-1]:ends[i]] is key i
 	keys, vals [][]byte
+
+	// PutMany's encoded values: one buffer, cut per value into puts.
+	valBuf  []byte
+	valEnds []int
+	puts    [][]byte
+}
+
+// cut returns buf cut at ends into dst[:0]: piece i is buf[ends[i-1]:ends[i]].
+// Cutting waits until buf is whole, since appending may move it.
+func cut(dst [][]byte, buf []byte, ends []int) [][]byte {
+	dst = dst[:0]
+	start := 0
+	for _, end := range ends {
+		dst = append(dst, buf[start:end:end])
+		start = end
+	}
+	return dst
 }
 
 // GetMany looks up a batch of keys at once, as hashmap.Map.GetMany does,
@@ -161,13 +178,7 @@ func (t *Map[K, V]) GetMany(keys []K, values []V, found []bool) error {
 		}
 		b.ends = append(b.ends, len(b.keyBuf))
 	}
-	// Cut the keys only now: appending may have moved the buffer.
-	b.keys = b.keys[:0]
-	start := 0
-	for _, end := range b.ends {
-		b.keys = append(b.keys, b.keyBuf[start:end:end])
-		start = end
-	}
+	b.keys = cut(b.keys, b.keyBuf, b.ends)
 	for len(b.vals) < len(keys) {
 		b.vals = append(b.vals, nil)
 	}
@@ -218,6 +229,10 @@ func (t *Map[K, V]) putBatch(b *batch) {
 	if cap(b.keyBuf) > maxPooledBuffer {
 		b.keyBuf = nil
 	}
+	if cap(b.valBuf) > maxPooledBuffer {
+		b.valBuf = nil
+	}
+	clear(b.puts)
 	for i, v := range b.vals {
 		if cap(v) > maxPooledBuffer {
 			b.vals[i] = nil
@@ -240,6 +255,46 @@ func (t *Map[K, V]) Put(k K, v V) error {
 		return fmt.Errorf("put: %w", err)
 	}
 	return t.m.Put(s.key, s.val)
+}
+
+// PutMany stores values[i] under keys[i] for every i, as
+// hashmap.Map.PutMany does: each key as Put would, with the batch's cache
+// misses overlapped. Keys and values are encoded first, into pooled
+// buffers; one that does not encode ends the batch before it, after the
+// keys before it are stored. It returns how many keys it stored, and the
+// first error (an encoding's, or the map's: ErrFull...). keys and values
+// must have the same length.
+func (t *Map[K, V]) PutMany(keys []K, values []V) (int, error) {
+	if len(values) != len(keys) {
+		return 0, fmt.Errorf("put many: %d keys and %d values", len(keys), len(values))
+	}
+	b, _ := t.batches.Get().(*batch)
+	if b == nil {
+		b = new(batch)
+	}
+	defer t.putBatch(b)
+	b.keyBuf, b.ends, b.valBuf, b.valEnds = b.keyBuf[:0], b.ends[:0], b.valBuf[:0], b.valEnds[:0]
+	var encodeErr error
+	for i := range keys {
+		key, err := t.keys.Append(b.keyBuf, keys[i])
+		if err != nil {
+			encodeErr = fmt.Errorf("put many: key %d: encode key: %w", i, err)
+			break
+		}
+		val, err := t.values.Append(b.valBuf, values[i])
+		if err != nil {
+			encodeErr = fmt.Errorf("put many: key %d: encode value: %w", i, err)
+			break
+		}
+		b.keyBuf, b.valBuf = key, val
+		b.ends, b.valEnds = append(b.ends, len(key)), append(b.valEnds, len(val))
+	}
+	b.keys, b.puts = cut(b.keys, b.keyBuf, b.ends), cut(b.puts, b.valBuf, b.valEnds)
+	n, err := t.m.PutMany(b.keys, b.puts)
+	if err != nil {
+		return n, fmt.Errorf("put many: %w", err)
+	}
+	return n, encodeErr
 }
 
 // PutWithTTL is Put with an entry that expires ttl from now, for maps

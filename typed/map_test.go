@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,6 +184,59 @@ func TestComputeUndecodable(t *testing.T) {
 	}
 	if ok, err := m.Delete("k"); !ok || err != nil {
 		t.Errorf("Delete of an undecodable entry = %v, %v", ok, err)
+	}
+}
+
+// TestPutMany: a batch larger than the hashmap's 16 stores every key as
+// Put would, twice in a row (the second reuses pooled buffers), and a near
+// cache in the same process sees it at once; a value that does not encode
+// ends the batch before it, with the keys before it stored and none after.
+func TestPutMany(t *testing.T) {
+	raw := openRaw(t, 4096)
+	plain := New(raw, String(), Int64())
+	cached, err := NewCached(raw, String(), Int64(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cached.Close()
+	var keys []string
+	var values []int64
+	for i := range 40 {
+		keys, values = append(keys, fmt.Sprint("k", i)), append(values, int64(i)*5)
+	}
+	if _, err := cached.Get("k3"); !errors.Is(err, hashmap.ErrNotFound) { // a near-cache miss to invalidate
+		t.Fatalf("Get before PutMany: %v", err)
+	}
+	for round := range 2 {
+		for i := range values {
+			values[i] += int64(round)
+		}
+		if n, err := plain.PutMany(keys, values); n != len(keys) || err != nil {
+			t.Fatalf("round %d: PutMany = %d, %v", round, n, err)
+		}
+		for i, k := range keys {
+			for _, m := range []*Map[string, int64]{plain, cached} {
+				if v, err := m.Get(k); err != nil || v != values[i] {
+					t.Fatalf("round %d: Get(%s) = %d, %v; want %d", round, k, v, err, values[i])
+				}
+			}
+		}
+	}
+	if _, err := plain.PutMany(keys, values[1:]); err == nil {
+		t.Error("PutMany with fewer values than keys: no error")
+	}
+	floats := New(raw, String(), JSON[float64]())
+	n, err := floats.PutMany([]string{"f0", "f1", "f2"}, []float64{1, math.NaN(), 3})
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "key 1: encode value") {
+		t.Fatalf("PutMany with an unencodable value = %d, %v; want 1 stored and key 1's encode error", n, err)
+	}
+	if v, err := floats.Get("f0"); err != nil || v != 1 {
+		t.Errorf("key before the unencodable one: %v, %v", v, err)
+	}
+	for _, k := range []string{"f1", "f2"} {
+		if ok, _ := raw.Contains([]byte(k)); ok {
+			t.Errorf("%s stored although the batch ended before it", k)
+		}
 	}
 }
 
