@@ -47,13 +47,13 @@ var datasets = []dataset{
 type workload struct {
 	name   string
 	getPct int // percent of operations that are Gets, the rest Puts
-	batch  int // > 0: Gets in batches of this many keys (a store's batch read, or a loop); each key is an operation
+	batch  int // > 0: all Gets or all Puts in batches of this many keys (a store's batch read or write, or a loop); each key is an operation
 }
 
-var workloads = []workload{{"get", 100, 0}, {"put", 0, 0}, {"mix95", 95, 0}, {"mix50", 50, 0}, {"getmany", 100, getManyBatch}}
+var workloads = []workload{{"get", 100, 0}, {"put", 0, 0}, {"mix95", 95, 0}, {"mix50", 50, 0}, {"getmany", 100, getManyBatch}, {"putmany", 0, getManyBatch}}
 
-// getManyBatch is the batch of the getmany workload: 16 keys a call, as a
-// page of results might read.
+// getManyBatch is the batch of the getmany and putmany workloads: 16 keys
+// a call, as a page of results might read or a request's updates write.
 const getManyBatch = 16
 
 // cell is one measured combination.
@@ -338,7 +338,7 @@ func newScript(n int, c cell, seed int64) script {
 // ops.
 func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (uint64, error) {
 	if w.batch > 0 {
-		return workBatches(st, d, keys, s, w.batch, stop)
+		return workBatches(st, d, keys, s, w, stop)
 	}
 	dst := make([]byte, 0, d.valueSize)
 	val := newValueBuf(d.valueSize)
@@ -364,7 +364,11 @@ func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic
 // workBatches is work for batched Gets: batch keys of the script a call,
 // through the store's batch read when it has one (batchGetter), else a
 // loop of Gets.
-func workBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *atomic.Bool) (uint64, error) {
+func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (uint64, error) {
+	batch := w.batch
+	if w.getPct == 0 {
+		return workPutBatches(st, d, keys, s, batch, stop)
+	}
 	bg, ok := st.(batchGetter)
 	if !ok {
 		bg = loopGetter{st}
@@ -380,6 +384,32 @@ func workBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *
 			j = (j + 1) & (scriptLen - 1)
 		}
 		if err := bg.GetMany(ks, vs); err != nil {
+			return ops, err
+		}
+		ops += uint64(batch)
+	}
+	return ops, nil
+}
+
+// workPutBatches is workBatches for Puts: each batch's values in buffers
+// of their own, since a batch write may keep them until it commits.
+func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *atomic.Bool) (uint64, error) {
+	bp, ok := st.(batchPutter)
+	if !ok {
+		bp = loopPutter{st}
+	}
+	ks, vs := make([][]byte, batch), make([][]byte, batch)
+	for i := range vs {
+		vs[i] = newValueBuf(d.valueSize)
+	}
+	var ops uint64
+	for j := 0; !stop.Load(); {
+		for i := range ks {
+			idx := int(s.idx[j])
+			ks[i], vs[i] = keys[idx], valueFor(vs[i], idx)
+			j = (j + 1) & (scriptLen - 1)
+		}
+		if err := bp.PutMany(ks, vs); err != nil {
 			return ops, err
 		}
 		ops += uint64(batch)

@@ -104,7 +104,7 @@ func storeNames() []string {
 }
 
 // headline cells, in table order.
-var headline = []string{"get-uniform-g1", "getmany-uniform-g1", "get-zipf-g1", "put-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
+var headline = []string{"get-uniform-g1", "getmany-uniform-g1", "get-zipf-g1", "put-uniform-g1", "putmany-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
 	"get-uniform-g2", "put-uniform-g2", "mix95-zipf-g2", "get-uniform-p2", "put-uniform-p2"}
 
 func (r *results) write(dir string) error {

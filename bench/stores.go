@@ -42,6 +42,24 @@ type batchGetter interface {
 	GetMany(keys, values [][]byte) error
 }
 
+// batchPutter is implemented by stores with a batch write: keys[i] gets
+// values[i], in one transaction, lock or round trip where the store has one.
+type batchPutter interface {
+	PutMany(keys, values [][]byte) error
+}
+
+// loopPutter is the batch write of a store without one: a Put per key.
+type loopPutter struct{ st store }
+
+func (l loopPutter) PutMany(keys, values [][]byte) error {
+	for i, k := range keys {
+		if err := l.st.Put(k, values[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // loopGetter is the batch read of a store without one: a Get per key.
 type loopGetter struct{ st store }
 
@@ -108,6 +126,12 @@ func (s *sharedStore) Close() error          { return s.m.Close() }
 // GetMany is sharedmap's batch read, which overlaps the lookups' misses.
 func (s *sharedStore) GetMany(keys, values [][]byte) error { return s.m.GetMany(keys, values) }
 
+// PutMany is sharedmap's batch write, which overlaps the lookups' misses.
+func (s *sharedStore) PutMany(keys, values [][]byte) error {
+	_, err := s.m.PutMany(keys, values)
+	return err
+}
+
 // LoadBatch loads with PutMany, 16 keys a call, as LMDB and bbolt load
 // with one transaction per 1,000 keys. value reuses one buffer, so each
 // call's values are copied first.
@@ -148,6 +172,20 @@ func (r *rwMap) Put(k, v []byte) error {
 	return nil
 }
 func (r *rwMap) Close() error { return nil }
+
+// PutMany copies the batch's values, then sets them under one write lock.
+func (r *rwMap) PutMany(keys, values [][]byte) error {
+	copies := make([][]byte, len(values))
+	for i, v := range values {
+		copies[i] = append([]byte(nil), v...)
+	}
+	r.mu.Lock()
+	for i, k := range keys {
+		r.m[string(k)] = copies[i]
+	}
+	r.mu.Unlock()
+	return nil
+}
 
 // GetMany reads the batch under one read lock.
 func (r *rwMap) GetMany(keys, values [][]byte) error {
@@ -291,6 +329,19 @@ func (s *boltStore) Put(k, v []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(k, v) })
 }
 
+// PutMany writes the batch in one transaction.
+func (s *boltStore) PutMany(keys, values [][]byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for i, k := range keys {
+			if err := b.Put(k, values[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func (s *boltStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
 	for start := 0; start < len(keys); start += 1000 {
 		err := s.db.Update(func(tx *bolt.Tx) error {
@@ -381,6 +432,18 @@ func (s *lmdbStore) Put(k, v []byte) error {
 	return s.env.Update(func(txn *lmdb.Txn) error { return txn.Put(s.dbi, k, v, 0) })
 }
 
+// PutMany writes the batch in one transaction.
+func (s *lmdbStore) PutMany(keys, values [][]byte) error {
+	return s.env.Update(func(txn *lmdb.Txn) error {
+		for i, k := range keys {
+			if err := txn.Put(s.dbi, k, values[i], 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func (s *lmdbStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
 	for start := 0; start < len(keys); start += 1000 {
 		err := s.env.Update(func(txn *lmdb.Txn) error {
@@ -448,6 +511,15 @@ func (s *redisStore) GetMany(keys, values [][]byte) error {
 
 func (s *redisStore) Put(k, v []byte) error {
 	return s.c.Set(context.Background(), string(k), v, 0).Err()
+}
+
+// PutMany is one MSET.
+func (s *redisStore) PutMany(keys, values [][]byte) error {
+	args := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		args = append(args, string(k), string(values[i]))
+	}
+	return s.c.MSet(context.Background(), args...).Err()
 }
 
 // LoadBatch pipelines 1000 keys at a time: a loader would.
