@@ -434,7 +434,7 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 // so for random keys in a map larger than the CPU's caches a key costs a
 // fraction of a lone Put. It stops at the first error, returning how many
 // keys it stored before it; the error names the key's index and matches
-// what Put would return (ErrFull, ErrKeyTooLarge, ...). values must be as
+// what Put would return (ErrFull, ErrTooLarge, ...). values must be as
 // long as keys.
 func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
 	if len(values) != len(keys) {
@@ -443,13 +443,13 @@ func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
 	if err := m.check(true); err != nil {
 		return 0, err
 	}
-	expiry := m.expiry(m.opts.DefaultTTL)
 	var hashes [getManyBatch]uint64
 	for start := 0; start < len(keys); start += getManyBatch {
 		batch := keys[start:min(start+getManyBatch, len(keys))]
 		for i, k := range batch {
 			hashes[i] = xxhash.Sum64(k)
 		}
+		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
 		m.table.Prefetch(hashes[:len(batch)], batch)
 		for i, k := range batch {
 			if _, err := m.table.For(hashes[i]).PutExpiring(hashes[i], k, values[start+i], expiry, segment.Replace); err != nil {

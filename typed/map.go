@@ -34,7 +34,7 @@ type Map[K, V any] struct {
 	keys    Codec[K]
 	values  Codec[V]
 	scratch sync.Pool                    // of *scratch; per Map, so it is freed with the Map
-	batches sync.Pool                    // of *batch, for GetMany
+	batches sync.Pool                    // of *batch, for GetMany and PutMany
 	near    atomic.Pointer[nearCache[V]] // nil: no near-cache (see NewCached)
 }
 
@@ -124,8 +124,9 @@ func (t *Map[K, V]) decodeValue(s *scratch, val []byte) (V, error) {
 	return v, nil
 }
 
-// batch holds one GetMany call's encoded keys (one buffer, cut per key)
-// and the buffers the values are read into. Pooled, like scratch.
+// batch holds one GetMany or PutMany call's encoded keys (one buffer, cut
+// per key) and the buffers the values are read into (GetMany) or encoded
+// into (PutMany). Pooled, like scratch.
 type batch struct {
 	keyBuf     []byte
 	ends       []int // keyBuf[ends[i-1]:ends[i]] is key i
@@ -232,6 +233,9 @@ func (t *Map[K, V]) putBatch(b *batch) {
 	if cap(b.valBuf) > maxPooledBuffer {
 		b.valBuf = nil
 	}
+	if cap(b.keys) > maxPooledBuffer/8 { // a huge batch: let its index slices go too
+		b.ends, b.valEnds, b.keys, b.puts = nil, nil, nil, nil
+	}
 	clear(b.puts)
 	for i, v := range b.vals {
 		if cap(v) > maxPooledBuffer {
@@ -292,7 +296,7 @@ func (t *Map[K, V]) PutMany(keys []K, values []V) (int, error) {
 	b.keys, b.puts = cut(b.keys, b.keyBuf, b.ends), cut(b.puts, b.valBuf, b.valEnds)
 	n, err := t.m.PutMany(b.keys, b.puts)
 	if err != nil {
-		return n, fmt.Errorf("put many: %w", err)
+		return n, err // it names the key's index already
 	}
 	return n, encodeErr
 }

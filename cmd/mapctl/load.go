@@ -69,7 +69,9 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 	// for the error that stops the load.
 	var keys, values [][]byte
 	var lines []int
+	pending := 0 // bytes of keys and values not yet stored
 	flush := func() error {
+		pending = 0
 		if len(keys) == 0 {
 			return nil
 		}
@@ -89,6 +91,9 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 	}
 	for {
 		text, rerr := r.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			text = nil // a line cut short by the failed read is not an entry
+		}
 		if len(text) > 0 {
 			line++
 			read += int64(len(text))
@@ -98,7 +103,8 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 				key, value, err := parseLine(text)
 				if err == nil {
 					keys, values, lines = append(keys, key), append(values, value), append(lines, line)
-					if len(keys) == loadBatch {
+					pending += len(key) + len(value)
+					if len(keys) == loadBatch || pending >= loadBatchBytes {
 						err = flush()
 					}
 				} else if ferr := flush(); ferr != nil {
@@ -133,8 +139,13 @@ func runLoad(e *env, c *command, _ any, args []string) int {
 	return exitOK
 }
 
-// loadBatch is how many entries load stores with one PutMany call.
-const loadBatch = 64
+// loadBatch is how many entries load stores with one PutMany call, and
+// loadBatchBytes the most bytes of keys and values it holds for one: lines
+// may be of any length.
+const (
+	loadBatch      = 64
+	loadBatchBytes = 1 << 20
+)
 
 func fileName(name string) string {
 	if name == "-" {
