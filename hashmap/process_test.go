@@ -110,6 +110,19 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 		testutil.Report("done")
+	case "putrange-many": // as putrange, with PutMany in batches of 37 (not a multiple of its 16)
+		for start := n(0); start < n(0)+n(1); start += 37 {
+			var keys, values [][]byte
+			for i := start; i < min(start+37, n(0)+n(1)); i++ {
+				k := fmt.Sprintf("key-%07d", i)
+				keys, values = append(keys, []byte(k)), append(values, []byte(strings.Repeat(k, 1+i%5)))
+			}
+			if stored, err := m.PutMany(keys, values); err != nil || stored != len(keys) {
+				testutil.Report("error %d of %d stored: %v", stored, len(keys), err)
+				return
+			}
+		}
+		testutil.Report("done")
 	case "rewrite": // rewrite key "torn" with uniform values of varying sizes for ms milliseconds
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		for i := 0; time.Now().Before(stop); i++ {
@@ -234,12 +247,18 @@ func testCrossProcessCompute(t *testing.T, local bool) {
 }
 
 // Processes putting disjoint ranges lose nothing, and it survives reopen.
+// Half of them write with PutMany, in batches whose keys fall in segments
+// the others are writing too.
 func TestCrossProcessDisjointPuts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	const procs, per = 4, 3000
 	var cmds []*exec.Cmd
 	for p := range procs {
-		cmds = append(cmds, helperCmd("putrange", path, strconv.Itoa(p*per), strconv.Itoa(per)))
+		role := "putrange"
+		if p%2 == 1 {
+			role = "putrange-many"
+		}
+		cmds = append(cmds, helperCmd(role, path, strconv.Itoa(p*per), strconv.Itoa(per)))
 	}
 	errorsIn(t, testutil.Run(t, cmds...))
 	m, err := Open(path, nil)
