@@ -267,6 +267,8 @@ func TestUsage(t *testing.T) {
 		{"bench", "extra"},
 		{"bench", "--key-size", "7"},
 		{"bench", "--reads", "101"},
+		{"bench", "--batch", "0"},
+		{"bench", "--batch", "5000"},
 		{"bench", "--keys", "gauss"},
 		{"bench", "--duration", "0s"},
 		{"bench", "--procs", "0"},
@@ -335,6 +337,12 @@ func TestBench(t *testing.T) {
 	if got.Reads == 0 || got.Writes != 0 || got.OpsPerSecond <= 0 || len(got.PerProcess) != 1 || got.ReadP99 <= 0 {
 		t.Fatalf("bench --json reported %+v from %s", got, o)
 	}
+	// Batches: GetMany and PutMany from two processes, every value read checked.
+	c, o, e = mapctl(t, "", "bench", "--entries", "4000", "--procs", "2", "--reads", "50", "--batch", "16", "--duration", "200ms")
+	if c != 0 || !strings.Contains(o, "bad reads: 0, failed operations: 0") || !strings.Contains(o, "every call of 16 keys") ||
+		!strings.Contains(o, "read latency") || !strings.Contains(o, "write latency") {
+		t.Fatalf("bench --batch 16: %d\n%s\n%s", c, o, e)
+	}
 }
 
 // TestBenchCatchesWrongValues: a worker on a map whose values do not match
@@ -353,11 +361,13 @@ func TestBenchCatchesWrongValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := benchWork(m, &benchConfig{Entries: 1000, KeySize: 16, ValueSize: 16, Goroutines: 2, Reads: 100, Duration: 50 * time.Millisecond})
-	m.Close()
-	if rep.Reads == 0 || rep.BadReads != rep.Reads || rep.Errors != 0 {
-		t.Fatalf("reads %d, bad %d, errors %d: want every read bad", rep.Reads, rep.BadReads, rep.Errors)
+	for _, batch := range []int{1, 16} {
+		rep := benchWork(m, &benchConfig{Entries: 1000, KeySize: 16, ValueSize: 16, Goroutines: 2, Reads: 100, Batch: batch, Duration: 50 * time.Millisecond})
+		if rep.Reads == 0 || rep.BadReads != rep.Reads || rep.Errors != 0 {
+			t.Fatalf("batch %d: reads %d, bad %d, errors %d: want every read bad", batch, rep.Reads, rep.BadReads, rep.Errors)
+		}
 	}
+	m.Close()
 }
 
 func TestLatencyHistogram(t *testing.T) {
