@@ -32,11 +32,11 @@
 // # Batches
 //
 // A lookup in a map larger than the CPU's caches waits for memory two or
-// three times. GetMany and PutMany take many keys at once and request
-// every key's lines before using the first, so those waits overlap: for
-// random keys a key then costs about half of a lone Get or Put. Each key
-// is still read consistently, or written atomically, on its own; a batch
-// is not a transaction.
+// three times. GetMany, PutMany and DeleteMany take many keys at once and
+// request every key's lines before using the first, so those waits
+// overlap: for random keys a key then costs about half of a lone Get or
+// Put. Each key is still read consistently, or written atomically, on its
+// own; a batch is not a transaction.
 //
 // # Durability
 //

@@ -545,6 +545,35 @@ func (m *Map) Delete(key []byte) (existed bool, err error) {
 	return m.table.For(h).Delete(h, key)
 }
 
+// DeleteMany removes every key in keys, as a Delete of each in turn would
+// (each removal atomic on its own; the batch is not a transaction), with
+// the lookups' cache misses overlapped as in GetMany. It returns how many
+// of the keys were present, and stops at the first error, which names the
+// key's index.
+func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
+	if err := m.check(true); err != nil {
+		return 0, err
+	}
+	var hashes [getManyBatch]uint64
+	for start := 0; start < len(keys); start += getManyBatch {
+		batch := keys[start:min(start+getManyBatch, len(keys))]
+		for i, k := range batch {
+			hashes[i] = xxhash.Sum64(k)
+		}
+		m.table.Prefetch(hashes[:len(batch)], batch)
+		for i, k := range batch {
+			existed, err := m.table.For(hashes[i]).Delete(hashes[i], k)
+			if err != nil {
+				return deleted, fmt.Errorf("DeleteMany: key %d: %w", start+i, err)
+			}
+			if existed {
+				deleted++
+			}
+		}
+	}
+	return deleted, nil
+}
+
 // Compute atomically replaces the value of key with what fn returns. fn gets
 // a copy of the current value (found false if absent); it returns the new
 // value and keep: keep false removes the key (or leaves it absent). No other

@@ -244,6 +244,48 @@ func TestPutMany(t *testing.T) {
 	}
 }
 
+// TestDeleteMany: a batch over several prefetch rounds removes every key it
+// names, counts only those present (a repeated key once), and leaves the
+// others; a read-only map refuses it.
+func TestDeleteMany(t *testing.T) {
+	m, path := openTemp(t, &Options{Entries: 1000})
+	var all [][]byte
+	for i := range 100 {
+		k := fmt.Appendf(nil, "key-%d", i)
+		all = append(all, k)
+		if err := m.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doomed [][]byte
+	for i := 0; i < 100; i += 3 {
+		doomed = append(doomed, all[i])
+	}
+	doomed = append(doomed, []byte("never stored"), all[0])
+	n, err := m.DeleteMany(doomed)
+	if err != nil || n != 34 {
+		t.Fatalf("DeleteMany = %d, %v; want the 34 keys present", n, err)
+	}
+	for i, k := range all {
+		_, err := m.Get(k)
+		if gone := errors.Is(err, ErrNotFound); gone != (i%3 == 0) {
+			t.Fatalf("key %d after DeleteMany: %v", i, err)
+		}
+	}
+	if m.Len() != 66 {
+		t.Fatalf("Len %d, want 66", m.Len())
+	}
+	m.Close()
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.DeleteMany(all[:1]); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("DeleteMany on a read-only map: %v, want ErrReadOnly", err)
+	}
+}
+
 func TestTooLarge(t *testing.T) {
 	m, _ := openTemp(t, &Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 16})
 	huge := make([]byte, 1<<20)
