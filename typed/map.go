@@ -340,6 +340,34 @@ func (t *Map[K, V]) Delete(k K) (bool, error) {
 	return t.m.Delete(s.key)
 }
 
+// DeleteMany removes every key in keys, as hashmap.Map.DeleteMany does
+// (each removal on its own, the batch's cache misses overlapped), and
+// returns how many were present. A key that does not encode ends the batch
+// before it, after the keys before it are removed.
+func (t *Map[K, V]) DeleteMany(keys []K) (int, error) {
+	b, _ := t.batches.Get().(*batch)
+	if b == nil {
+		b = new(batch)
+	}
+	defer t.putBatch(b)
+	b.keyBuf, b.ends = b.keyBuf[:0], b.ends[:0]
+	var encodeErr error
+	for i := range keys {
+		key, err := t.keys.Append(b.keyBuf, keys[i])
+		if err != nil {
+			encodeErr = fmt.Errorf("delete many: key %d: encode key: %w", i, err)
+			break
+		}
+		b.keyBuf, b.ends = key, append(b.ends, len(key))
+	}
+	b.keys = cut(b.keys, b.keyBuf, b.ends)
+	n, err := t.m.DeleteMany(b.keys)
+	if err != nil {
+		return n, err // it names the key's index already
+	}
+	return n, encodeErr
+}
+
 // Compute atomically replaces the value of k with what fn returns, as
 // hashmap.Map.Compute does: fn gets the decoded current value (the zero V
 // and found false if absent) and returns the new value and keep (false

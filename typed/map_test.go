@@ -187,6 +187,44 @@ func TestComputeUndecodable(t *testing.T) {
 	}
 }
 
+// TestDeleteMany: a batch larger than the hashmap's 16 removes the keys it
+// names and counts those present; a near cache in the same process sees the
+// removals at once.
+func TestDeleteMany(t *testing.T) {
+	raw := openRaw(t, 4096)
+	plain := New(raw, String(), Int64())
+	cached, err := NewCached(raw, String(), Int64(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cached.Close()
+	var keys []string
+	for i := range 40 {
+		keys = append(keys, fmt.Sprint("k", i))
+		if err := plain.Put(keys[i], int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := cached.Get("k2"); err != nil || v != 2 { // warm the near cache
+		t.Fatalf("Get before DeleteMany: %d, %v", v, err)
+	}
+	var doomed []string
+	for i := 0; i < 40; i += 2 {
+		doomed = append(doomed, keys[i])
+	}
+	if n, err := plain.DeleteMany(append(doomed, "absent")); n != 20 || err != nil {
+		t.Fatalf("DeleteMany = %d, %v; want 20", n, err)
+	}
+	for i, k := range keys {
+		for _, m := range []*Map[string, int64]{plain, cached} {
+			_, err := m.Get(k)
+			if gone := errors.Is(err, hashmap.ErrNotFound); gone != (i%2 == 0) {
+				t.Fatalf("Get(%s) after DeleteMany: %v", k, err)
+			}
+		}
+	}
+}
+
 // TestPutMany: a batch larger than the hashmap's 16 stores every key as
 // Put would, twice in a row (the second reuses pooled buffers), and a near
 // cache in the same process sees it at once; a value that does not encode
