@@ -403,15 +403,10 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 	if err := m.check(false); err != nil {
 		return err
 	}
-	var hashes [getManyBatch]uint64
-	for start := 0; start < len(keys); start += getManyBatch {
-		batch := keys[start:min(start+getManyBatch, len(keys))]
-		for i, k := range batch {
-			hashes[i] = xxhash.Sum64(k)
-		}
-		m.table.Prefetch(hashes[:len(batch)], batch)
-		for i, k := range batch {
-			v, found, err := m.getCounted(hashes[i], k, values[start+i][:0])
+	b := keyBatches{keys: keys}
+	for b.next(m.table) {
+		for i, k := range b.batch {
+			v, found, err := m.getCounted(b.hashes[i], k, values[b.start+i][:0])
 			if err != nil {
 				return err
 			}
@@ -421,10 +416,37 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 			case v == nil:
 				v = []byte{}
 			}
-			values[start+i] = v
+			values[b.start+i] = v
 		}
 	}
 	return nil
+}
+
+// keyBatches walks the keys of a batch call (GetMany, PutMany, DeleteMany)
+// getManyBatch at a time: next hashes a batch and requests every key's
+// slot and home runs (segment.Table.Prefetch) before the caller looks any
+// of them up, so the lookups overlap their cache misses. A value, not a
+// closure, so that the hashes stay on the caller's stack.
+type keyBatches struct {
+	keys   [][]byte
+	start  int      // index in keys of batch[0]
+	batch  [][]byte // the current batch
+	hashes [getManyBatch]uint64
+}
+
+// next moves to the next batch and requests its lines; false after the
+// last.
+func (b *keyBatches) next(t *segment.Table) bool {
+	b.start += len(b.batch)
+	if b.start >= len(b.keys) {
+		return false
+	}
+	b.batch = b.keys[b.start:min(b.start+getManyBatch, len(b.keys))]
+	for i, k := range b.batch {
+		b.hashes[i] = xxhash.Sum64(k)
+	}
+	t.Prefetch(b.hashes[:len(b.batch)], b.batch)
+	return true
 }
 
 // PutMany stores values[i] under keys[i] for every i, in order, as a Put
@@ -443,17 +465,12 @@ func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
 	if err := m.check(true); err != nil {
 		return 0, err
 	}
-	var hashes [getManyBatch]uint64
-	for start := 0; start < len(keys); start += getManyBatch {
-		batch := keys[start:min(start+getManyBatch, len(keys))]
-		for i, k := range batch {
-			hashes[i] = xxhash.Sum64(k)
-		}
+	b := keyBatches{keys: keys}
+	for b.next(m.table) {
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
-		m.table.Prefetch(hashes[:len(batch)], batch)
-		for i, k := range batch {
-			if _, err := m.table.For(hashes[i]).PutExpiring(hashes[i], k, values[start+i], expiry, segment.Replace); err != nil {
-				return start + i, fmt.Errorf("PutMany: key %d: %w", start+i, err)
+		for i, k := range b.batch {
+			if _, err := m.table.For(b.hashes[i]).PutExpiring(b.hashes[i], k, values[b.start+i], expiry, segment.Replace); err != nil {
+				return b.start + i, fmt.Errorf("PutMany: key %d: %w", b.start+i, err)
 			}
 		}
 	}
@@ -554,17 +571,12 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 	if err := m.check(true); err != nil {
 		return 0, err
 	}
-	var hashes [getManyBatch]uint64
-	for start := 0; start < len(keys); start += getManyBatch {
-		batch := keys[start:min(start+getManyBatch, len(keys))]
-		for i, k := range batch {
-			hashes[i] = xxhash.Sum64(k)
-		}
-		m.table.Prefetch(hashes[:len(batch)], batch)
-		for i, k := range batch {
-			existed, err := m.table.For(hashes[i]).Delete(hashes[i], k)
+	b := keyBatches{keys: keys}
+	for b.next(m.table) {
+		for i, k := range b.batch {
+			existed, err := m.table.For(b.hashes[i]).Delete(b.hashes[i], k)
 			if err != nil {
-				return deleted, fmt.Errorf("DeleteMany: key %d: %w", start+i, err)
+				return deleted, fmt.Errorf("DeleteMany: key %d: %w", b.start+i, err)
 			}
 			if existed {
 				deleted++

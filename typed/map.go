@@ -138,6 +138,29 @@ type batch struct {
 	puts    [][]byte
 }
 
+// getBatch takes a batch from the pool, or a new one.
+func (t *Map[K, V]) getBatch() *batch {
+	if b, ok := t.batches.Get().(*batch); ok {
+		return b
+	}
+	return new(batch)
+}
+
+// encodeAll appends the encoding of each item to buf and its end to ends,
+// up to the first item that does not encode; that item's error, if any,
+// is returned with buf and ends as they were before it (so len(ends) is
+// its index).
+func encodeAll[T any](c Codec[T], buf []byte, ends []int, items []T) ([]byte, []int, error) {
+	for _, x := range items {
+		out, err := c.Append(buf, x)
+		if err != nil {
+			return buf, ends, err
+		}
+		buf, ends = out, append(ends, len(out))
+	}
+	return buf, ends, nil
+}
+
 // cut returns buf cut at ends into dst[:0]: piece i is buf[ends[i-1]:ends[i]].
 // Cutting waits until buf is whole, since appending may move it.
 func cut(dst [][]byte, buf []byte, ends []int) [][]byte {
@@ -166,18 +189,11 @@ func (t *Map[K, V]) GetMany(keys []K, values []V, found []bool) error {
 	if n := t.near.Load(); n != nil {
 		return t.getManyNear(n, keys, values, found)
 	}
-	b, _ := t.batches.Get().(*batch)
-	if b == nil {
-		b = new(batch)
-	}
+	b := t.getBatch()
 	defer t.putBatch(b)
-	b.keyBuf, b.ends = b.keyBuf[:0], b.ends[:0]
-	for i, k := range keys {
-		var err error
-		if b.keyBuf, err = t.keys.Append(b.keyBuf, k); err != nil {
-			return fmt.Errorf("get many: key %d: encode key: %w", i, err)
-		}
-		b.ends = append(b.ends, len(b.keyBuf))
+	var err error
+	if b.keyBuf, b.ends, err = encodeAll(t.keys, b.keyBuf[:0], b.ends[:0], keys); err != nil {
+		return fmt.Errorf("get many: key %d: encode key: %w", len(b.ends), err)
 	}
 	b.keys = cut(b.keys, b.keyBuf, b.ends)
 	for len(b.vals) < len(keys) {
@@ -272,28 +288,20 @@ func (t *Map[K, V]) PutMany(keys []K, values []V) (int, error) {
 	if len(values) != len(keys) {
 		return 0, fmt.Errorf("put many: %d keys and %d values", len(keys), len(values))
 	}
-	b, _ := t.batches.Get().(*batch)
-	if b == nil {
-		b = new(batch)
-	}
+	b := t.getBatch()
 	defer t.putBatch(b)
-	b.keyBuf, b.ends, b.valBuf, b.valEnds = b.keyBuf[:0], b.ends[:0], b.valBuf[:0], b.valEnds[:0]
-	var encodeErr error
-	for i := range keys {
-		key, err := t.keys.Append(b.keyBuf, keys[i])
-		if err != nil {
-			encodeErr = fmt.Errorf("put many: key %d: encode key: %w", i, err)
-			break
-		}
-		val, err := t.values.Append(b.valBuf, values[i])
-		if err != nil {
-			encodeErr = fmt.Errorf("put many: key %d: encode value: %w", i, err)
-			break
-		}
-		b.keyBuf, b.valBuf = key, val
-		b.ends, b.valEnds = append(b.ends, len(key)), append(b.valEnds, len(val))
+	// The batch ends before the first key or value that does not encode:
+	// values are encoded only as far as the keys went.
+	var keyErr, valErr, encodeErr error
+	b.keyBuf, b.ends, keyErr = encodeAll(t.keys, b.keyBuf[:0], b.ends[:0], keys)
+	b.valBuf, b.valEnds, valErr = encodeAll(t.values, b.valBuf[:0], b.valEnds[:0], values[:len(b.ends)])
+	switch {
+	case valErr != nil:
+		encodeErr = fmt.Errorf("put many: key %d: encode value: %w", len(b.valEnds), valErr)
+	case keyErr != nil:
+		encodeErr = fmt.Errorf("put many: key %d: encode key: %w", len(b.ends), keyErr)
 	}
-	b.keys, b.puts = cut(b.keys, b.keyBuf, b.ends), cut(b.puts, b.valBuf, b.valEnds)
+	b.keys, b.puts = cut(b.keys, b.keyBuf, b.ends[:len(b.valEnds)]), cut(b.puts, b.valBuf, b.valEnds)
 	n, err := t.m.PutMany(b.keys, b.puts)
 	if err != nil {
 		return n, err // it names the key's index already
@@ -345,20 +353,11 @@ func (t *Map[K, V]) Delete(k K) (bool, error) {
 // returns how many were present. A key that does not encode ends the batch
 // before it, after the keys before it are removed.
 func (t *Map[K, V]) DeleteMany(keys []K) (int, error) {
-	b, _ := t.batches.Get().(*batch)
-	if b == nil {
-		b = new(batch)
-	}
+	b := t.getBatch()
 	defer t.putBatch(b)
-	b.keyBuf, b.ends = b.keyBuf[:0], b.ends[:0]
 	var encodeErr error
-	for i := range keys {
-		key, err := t.keys.Append(b.keyBuf, keys[i])
-		if err != nil {
-			encodeErr = fmt.Errorf("delete many: key %d: encode key: %w", i, err)
-			break
-		}
-		b.keyBuf, b.ends = key, append(b.ends, len(key))
+	if b.keyBuf, b.ends, encodeErr = encodeAll(t.keys, b.keyBuf[:0], b.ends[:0], keys); encodeErr != nil {
+		encodeErr = fmt.Errorf("delete many: key %d: encode key: %w", len(b.ends), encodeErr)
 	}
 	b.keys = cut(b.keys, b.keyBuf, b.ends)
 	n, err := t.m.DeleteMany(b.keys)

@@ -14,6 +14,20 @@ import (
 	"github.com/sharedmap/sharedmap/hashmap"
 )
 
+// openStringCounts opens a fresh map and two typed views of it, string
+// keys to int64 values: plain, and with a near cache (closed when the test
+// ends).
+func openStringCounts(t *testing.T) (raw *hashmap.Map, plain, cached *Map[string, int64]) {
+	t.Helper()
+	raw = openRaw(t, 4096)
+	cached, err := NewCached(raw, String(), Int64(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cached.Close() })
+	return raw, New(raw, String(), Int64()), cached
+}
+
 // openRaw opens a fresh map file in t.TempDir, closed when the test ends.
 func openRaw(t testing.TB, entries int) *hashmap.Map {
 	t.Helper()
@@ -191,13 +205,7 @@ func TestComputeUndecodable(t *testing.T) {
 // names and counts those present; a near cache in the same process sees the
 // removals at once.
 func TestDeleteMany(t *testing.T) {
-	raw := openRaw(t, 4096)
-	plain := New(raw, String(), Int64())
-	cached, err := NewCached(raw, String(), Int64(), 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cached.Close()
+	_, plain, cached := openStringCounts(t)
 	var keys []string
 	for i := range 40 {
 		keys = append(keys, fmt.Sprint("k", i))
@@ -230,13 +238,7 @@ func TestDeleteMany(t *testing.T) {
 // cache in the same process sees it at once; a value that does not encode
 // ends the batch before it, with the keys before it stored and none after.
 func TestPutMany(t *testing.T) {
-	raw := openRaw(t, 4096)
-	plain := New(raw, String(), Int64())
-	cached, err := NewCached(raw, String(), Int64(), 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cached.Close()
+	raw, plain, cached := openStringCounts(t)
 	var keys []string
 	var values []int64
 	for i := range 40 {
@@ -445,13 +447,7 @@ func TestAllocs(t *testing.T) {
 }
 
 func TestGetMany(t *testing.T) {
-	raw := openRaw(t, 4096)
-	plain := New(raw, String(), Int64())
-	cached, err := NewCached(raw, String(), Int64(), 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cached.Close()
+	raw, plain, cached := openStringCounts(t)
 	for i := range 100 {
 		if err := plain.Put(fmt.Sprint("k", i), int64(i)*3); err != nil {
 			t.Fatal(err)
