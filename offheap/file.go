@@ -143,6 +143,30 @@ func (f *File) Sync() error {
 	return nil
 }
 
+// Retire is Close for a file that lock-free readers may still be reading:
+// instead of unmapping the file, it maps private zero-filled memory over
+// it in one step (MAP_FIXED), so that a slice or word obtained from the
+// file reads zeros from then on, and writes to it reach nothing, instead
+// of faulting. Those addresses stay reserved for the life of the process,
+// using memory only for pages written to afterwards. Should the kernel
+// refuse, the file stays mapped until the process ends (as safe for
+// late readers, but it keeps the file's disk space should it be deleted),
+// and the error says so. Calling Close or Retire again does nothing.
+func (f *File) Retire() error {
+	if f.fd == nil {
+		return nil
+	}
+	err := f.Region.retire(f.fd)
+	if cerr := f.fd.Close(); err == nil {
+		err = cerr
+	}
+	f.fd = nil
+	if err != nil {
+		return &FileError{Path: f.path, Op: "close", Err: err}
+	}
+	return nil
+}
+
 // Close unmaps the file and closes its descriptor. It does not sync: the
 // pages stay in the page cache and reach the file as the kernel writes
 // them back. Calling Close again does nothing and returns nil.

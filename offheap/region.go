@@ -19,6 +19,7 @@ import (
 type Region struct {
 	data     mmap.MMap
 	readOnly bool
+	retired  bool // data is a reservation of zeros now, never to be unmapped (see Retire)
 }
 
 // MapRegion maps the first size bytes of f. The file must already be at
@@ -66,7 +67,7 @@ func (r *Region) ReadOnly() bool { return r.readOnly }
 // Unmap releases the mapping. Every slice and word obtained from the region
 // is invalid afterwards; touching one faults.
 func (r *Region) Unmap() error {
-	if r.data == nil {
+	if r.data == nil || r.retired {
 		return nil
 	}
 	err := r.data.Unmap()
@@ -75,6 +76,39 @@ func (r *Region) Unmap() error {
 		return fmt.Errorf("unmap: %w", err)
 	}
 	return nil
+}
+
+// retire lets the file f (mapped by r) go but not the addresses: it maps
+// private zero-filled memory over the whole region in one step
+// (MAP_FIXED), so that a slice or word obtained from the region reads
+// zeros from then on, and writes to it reach nothing, instead of
+// faulting. The addresses stay reserved for the life of the process,
+// using memory only for the pages something writes to afterwards.
+//
+// If the kernel refuses (older kernels may have unmapped the range by
+// then), f is mapped back at the same addresses and stays mapped until the
+// process ends, which is as safe for late readers but keeps the file's
+// inode (and its disk space, should it be deleted); the error says so.
+func (r *Region) retire(f *os.File) error {
+	if r.data == nil || r.retired {
+		return nil
+	}
+	r.retired = true
+	addr, n := unsafe.Pointer(&r.data[0]), uintptr(len(r.data))
+	_, err := unix.MmapPtr(-1, 0, addr, n,
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|mapNoReserve)
+	if err == nil {
+		return nil
+	}
+	prot := unix.PROT_READ | unix.PROT_WRITE
+	if r.readOnly {
+		prot = unix.PROT_READ
+	}
+	if _, merr := unix.MmapPtr(int(f.Fd()), 0, addr, n, prot, unix.MAP_SHARED|unix.MAP_FIXED); merr != nil {
+		// Nothing is left to fall back on: a reader still running faults.
+		return fmt.Errorf("retire mapping: %w; mapping the file back: %v", err, merr)
+	}
+	return fmt.Errorf("retire mapping (the file stays mapped until the process ends): %w", err)
 }
 
 // inBounds reports whether [off, off+n) lies inside the region, without

@@ -1,0 +1,58 @@
+package offheap
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestRetire: after Retire, words and slices taken from the file read
+// zeros and take writes without faulting; those writes do not reach the
+// file, which keeps what it had and is no longer mapped (so deleting it
+// frees its space); Retire and Close again do nothing.
+func TestRetire(t *testing.T) {
+	for _, readOnly := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "map")
+		w := mustOpen(t, path, createOpts())
+		atomic.StoreUint64(w.Uint64(HeaderSize), 42)
+		copy(w.Bytes(HeaderSize+8, 5), "hello")
+		f := w
+		if readOnly {
+			f = mustOpen(t, path, OpenOptions{ReadOnly: true})
+		}
+		word, b := f.Uint64(HeaderSize), f.Bytes(HeaderSize+8, 5)
+		if err := f.Retire(); err != nil {
+			t.Fatal(err)
+		}
+		if got := atomic.LoadUint64(word); got != 0 || !bytes.Equal(b, make([]byte, 5)) {
+			t.Fatalf("read-only %v: after Retire the word reads %d and the bytes %q", readOnly, got, b)
+		}
+		atomic.StoreUint64(word, 7)
+		copy(b, "HELLO")
+		if mapped(t, path) != readOnly { // the writable one is still mapped by w
+			t.Errorf("read-only %v: the file is mapped %v after Retire", readOnly, !readOnly)
+		}
+		if err := f.Retire(); err != nil {
+			t.Errorf("second Retire: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("Close after Retire: %v", err)
+		}
+		g := mustOpen(t, path, OpenOptions{})
+		if got := atomic.LoadUint64(g.Uint64(HeaderSize)); got != 42 || string(g.Bytes(HeaderSize+8, 5)) != "hello" {
+			t.Errorf("read-only %v: the file holds %d and %q after writes to its retired mapping", readOnly, got, g.Bytes(HeaderSize+8, 5))
+		}
+	}
+}
+
+// mapped reports whether path is mapped into this process.
+func mapped(t *testing.T, path string) bool {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	return strings.Contains(string(maps), path)
+}
