@@ -202,9 +202,10 @@ type Arena struct {
 // died waiting: with journals (SetJournals) a survivor's Recover takes it
 // once this process has left; without them the lock needs Reset before
 // anyone behind it gets in. A cohort lock's helper that waits for the
-// process-local lock for a timed-out LockTimeout ends when this process's
-// holder unlocks, so Close must come after every lock of this process is
-// released. Its nodes of the ticket-awn and alock table go back to the file
+// process-local lock for a timed-out LockTimeout is not waited for: a
+// holder may never unlock. Should it get the local lock after Close, it
+// releases only that, and a global lock kept for it stays held, as does
+// any lock held at Close. Its nodes of the ticket-awn and alock table go back to the file
 // for other processes. Locks must not be used after Close.
 func (a *Arena) Close() {
 	a.mu.Lock()
@@ -237,30 +238,42 @@ var CloseWait = time.Second
 // episode of a waiter that gave up. take must return once waiter.await
 // reports expired.
 func (a *Arena) substitute(take func(w *waiter)) {
-	a.spawn(true, func() {
+	a.spawn(func() {
 		w := newWaiter(-1)
 		w.stop = &a.closing
 		take(&w)
 	})
 }
 
-// spawn runs fn in a goroutine that Close waits for. If skipWhenClosing,
-// nothing runs once Close has begun; the check and the count are made under
-// one lock, so Close never misses a goroutine it must wait for.
-func (a *Arena) spawn(skipWhenClosing bool, fn func()) {
+// enter counts the caller among the goroutines Close waits for, unless
+// Close has begun (false); leave counts it out. A goroutine that must not
+// touch the shared words after Close enters before it does.
+func (a *Arena) enter() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if skipWhenClosing && a.closing.Load() {
-		return
+	if a.closing.Load() {
+		return false
 	}
 	a.substitutes++
+	return true
+}
+
+func (a *Arena) leave() {
+	a.mu.Lock()
+	a.substitutes--
+	a.idle.Broadcast()
+	a.mu.Unlock()
+}
+
+// spawn runs fn in a goroutine that Close waits for, unless Close has
+// begun: then nothing runs. The check and the count are made under one
+// lock (enter), so Close never misses a goroutine it must wait for.
+func (a *Arena) spawn(fn func()) {
+	if !a.enter() {
+		return
+	}
 	go func() {
-		defer func() {
-			a.mu.Lock()
-			a.substitutes--
-			a.idle.Broadcast()
-			a.mu.Unlock()
-		}()
+		defer a.leave()
 		fn()
 	}()
 }

@@ -112,21 +112,26 @@ func (l *cohort) lockLocalUntil(deadline time.Time) bool {
 	var state atomic.Int32
 	got := make(chan struct{})
 	r.waiting.Add(1)
-	// It runs even once Close has begun: it must take and release the
-	// local lock to keep the process's other goroutines going.
-	l.a.spawn(false, func() {
+	// Close does not wait for the helper while it waits for the local
+	// lock: a holder that never unlocks (the map was closed while it held
+	// the lock) would keep Close waiting forever. Once it has the lock, it
+	// releases it, touching the shared words only if Close has not begun;
+	// otherwise a global lock kept for it stays held, as any lock held at
+	// Close does, for recovery to release once this process has left.
+	go func() {
 		r.local.Lock()
 		r.waiting.Add(-1)
 		if state.CompareAndSwap(pending, delivered) {
 			close(got)
 			return
 		}
-		if r.keepsGlobal {
+		if r.keepsGlobal && l.a.enter() {
+			defer l.a.leave()
 			l.release() // pass the global lock on, or release it
 		} else {
 			r.local.Unlock()
 		}
-	})
+	}()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {

@@ -269,3 +269,48 @@ func helperTryLockAndLeave(t *testing.T) {
 	wg.Wait()
 	testutil.Report("ops %d", ops.Load())
 }
+
+// TestCohortCloseWithHeldLock: a LockTimeout that gave up leaves a helper
+// waiting for the process-local lock. Close used to wait for it, that is
+// for the holder to unlock, forever if the holder never did (a map closed
+// while it held the lock). Close now returns, and a helper that gets the
+// local lock after Close leaves the shared words alone: here they are
+// unmapped, and touching them would kill the test.
+func TestCohortCloseWithHeldLock(t *testing.T) {
+	for _, algo := range []string{"cohort", "cohort-cr"} {
+		t.Run(algo, func(t *testing.T) {
+			tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+			holder, waiter := tf.mutex(t, algo, 0), tf.mutex(t, algo, 0)
+			rec := holder.(*cohort).rec
+			holder.Lock()
+			if err := waiter.LockTimeout(5 * time.Millisecond); err != ErrTimeout {
+				t.Fatalf("LockTimeout against a holder: %v", err)
+			}
+			closed := make(chan struct{})
+			go func() { tf.arena.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Close waits for the holder")
+			}
+			if err := tf.region.Unmap(); err != nil {
+				t.Fatal(err)
+			}
+			// Not something a map does after Close (its Unlock answers
+			// ErrClosed): it hands the local lock to the helper, with the
+			// global lock kept for it.
+			if err := holder.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			// The helper counts itself out of waiting once it has the local
+			// lock; only then can TryLock not barge in before it.
+			for end := time.Now().Add(5 * time.Second); rec.waiting.Load() != 0 || !rec.local.TryLock(); {
+				if time.Now().After(end) {
+					t.Fatal("the helper never released the local lock")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			tf.file.Close()
+		})
+	}
+}

@@ -329,7 +329,7 @@ func (a *Arena) startSurrogate() {
 	}
 	a.surrogates = true
 	a.mu.Unlock()
-	a.spawn(true, func() {
+	a.spawn(func() {
 		defer func() {
 			a.mu.Lock()
 			a.surrogates = false
