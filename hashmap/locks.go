@@ -170,35 +170,42 @@ func (t *LockTable) Len() int { return t.m.lockLayout.locks }
 // Algorithm is the lock algorithm the map was created with.
 func (t *LockTable) Algorithm() string { return t.algorithm }
 
-func (t *LockTable) lock(i int) (ipc.Mutex, error) {
-	if err := t.m.check(true); err != nil {
-		return nil, err
+// lock counts a call on lock i in (see Map.enter); the caller leaves c.
+func (t *LockTable) lock(i int) (l ipc.Mutex, c *inCount, err error) {
+	if c, err = t.m.enterAny(true); err != nil {
+		return nil, nil, err
 	}
 	if i < 0 || i >= len(t.locks) {
-		return nil, fmt.Errorf("%w: lock %d of %d", ErrNoSuchLock, i, t.Len())
+		c.leave()
+		return nil, nil, fmt.Errorf("%w: lock %d of %d", ErrNoSuchLock, i, t.Len())
 	}
-	return t.locks[i], nil
+	return t.locks[i], c, nil
 }
 
 // Lock blocks until lock i is granted. A holder or waiter that died is
 // recovered: each time the map's LockTimeout passes, the lock table is
-// recovered before waiting again.
+// recovered before waiting again. If the map is closed meanwhile, Lock
+// gives up at the end of that wait and returns ErrClosed.
 func (t *LockTable) Lock(i int) error {
-	l, err := t.lock(i)
+	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
-	t.m.lockRecovering(l)
+	defer c.leave()
+	if !t.m.lockRecovering(l, true) {
+		return fmt.Errorf("lock %d: %w", i, ErrClosed)
+	}
 	return nil
 }
 
 // LockTimeout is Lock bounded by d; it returns an error matching ErrTimeout
 // if d passes first.
 func (t *LockTable) LockTimeout(i int, d time.Duration) error {
-	l, err := t.lock(i)
+	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
+	defer c.leave()
 	if err := l.LockTimeout(d); err != nil {
 		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
 	}
@@ -207,20 +214,22 @@ func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 
 // TryLock takes lock i if it is free, without waiting.
 func (t *LockTable) TryLock(i int) (bool, error) {
-	l, err := t.lock(i)
+	l, c, err := t.lock(i)
 	if err != nil {
 		return false, err
 	}
+	defer c.leave()
 	return l.TryLock(), nil
 }
 
 // Unlock releases lock i; it returns an error matching ErrNotLocked when the
 // lock is not held.
 func (t *LockTable) Unlock(i int) error {
-	l, err := t.lock(i)
+	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
+	defer c.leave()
 	if err := l.Unlock(); err != nil {
 		return fmt.Errorf("lock %d: %w", i, err)
 	}

@@ -20,9 +20,8 @@ import (
 )
 
 // Map is a hash map in a memory-mapped file, shared by every process that
-// opens the same file. All methods are safe for concurrent use by many
-// goroutines and processes, except Close, which must not race with other
-// calls on the same Map.
+// opens the same file. All methods, Close included, are safe for
+// concurrent use by many goroutines and processes.
 type Map struct {
 	file     *offheap.File
 	table    *segment.Table
@@ -30,6 +29,8 @@ type Map struct {
 	opts     Options
 	readOnly bool
 	closed   atomic.Bool
+	closing  sync.Mutex // held by Close until the file is let go
+	inFlight inFlight   // calls in progress (see enter)
 
 	lockLayout lockLayout
 	lockTable  *LockTable
@@ -279,22 +280,33 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 	return nil
 }
 
-// Close unmaps the file. The data stays in the file (and in the page cache);
-// Close does not force it to disk (see Sync). Using the Map afterwards
-// returns ErrClosed (or a zero Len, Stats, Segments). Close must wait for
-// every other call on the Map to return: a call still running when the
-// file is unmapped faults, and the process dies with SIGSEGV. Operations
-// do not count themselves in and out to guard against it, since on the
-// read path that would write a shared line per Get.
+// Close lets the file go. The data stays in the file (and in the page
+// cache); Close does not force it to disk (see Sync). Calls made after
+// Close has begun return ErrClosed (or a zero Len, Stats, Segments);
+// calls already running when it begins finish first, and Close waits for
+// them: for a Compute's function too, so a Compute function that calls
+// Close waits for itself forever, and for a LockTable.Lock still waiting,
+// which gives up (ErrClosed) within LockTimeout (Close then gives the
+// turn it leaves in a FIFO lock's queue up to ipc.CloseWait to pass).
+// Other processes are not affected. Calling Close again waits for the
+// first to finish and returns nil.
+//
+// The addresses the file was mapped at stay reserved, filled with zeros
+// and using no memory, for as long as the process lives (see
+// offheap.File.Retire): a lock-free Get still running on another
+// goroutine reads those zeros, not unmapped memory, and returns ErrClosed.
 func (m *Map) Close() error {
+	m.closing.Lock()
+	defer m.closing.Unlock()
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.inFlight.drain()
 	m.lockTable.close()
 	if m.reg != nil {
 		_ = m.reg.Leave() // closing the file drops its lock anyway
 	}
-	return m.file.Close()
+	return m.file.Retire()
 }
 
 // Sync writes every change made to the map so far, by any process, to the
@@ -305,24 +317,16 @@ func (m *Map) Close() error {
 // reports and Repair removes. Sync costs a write of every page dirtied
 // since the last one; call it at the points that must survive a crash.
 func (m *Map) Sync() error {
-	if err := m.check(false); err != nil {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return err
 	}
+	defer c.leave()
 	return m.file.Sync()
 }
 
 // Path is the file the map lives in.
 func (m *Map) Path() string { return m.file.Path() }
-
-func (m *Map) check(write bool) error {
-	if m.closed.Load() {
-		return ErrClosed
-	}
-	if write && m.readOnly {
-		return ErrReadOnly
-	}
-	return nil
-}
 
 // Get returns a copy of the value stored under key, or an error matching
 // ErrNotFound.
@@ -347,12 +351,17 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	}
 	// getCounted, written out: one frame less on every Get's path (see
 	// segment.Table.Get for why instructions count there).
+	// Uncounted (see enter): if Close began meanwhile, what was read may
+	// be the zeros it leaves behind.
 	v, answer := m.table.TryGet(h, key, dst)
 	if answer == segment.Unsure {
 		return m.getSlow(h, key, dst)
 	}
 	m.countLookup(h, answer == segment.Found)
-	if answer != segment.Found {
+	switch {
+	case m.closed.Load():
+		return dst, ErrClosed
+	case answer != segment.Found:
 		return dst, ErrNotFound
 	}
 	return v, nil
@@ -360,6 +369,11 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 
 // getSlow is GetInto after an unsure TryGet.
 func (m *Map) getSlow(h uint64, key, dst []byte) ([]byte, error) {
+	c, err := m.enter(h, false)
+	if err != nil {
+		return dst, err
+	}
+	defer c.leave()
 	v, found, err := m.table.GetSlow(h, key, dst)
 	if err != nil {
 		return dst, err
@@ -400,9 +414,11 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))
 	}
-	if err := m.check(false); err != nil {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return err
 	}
+	defer c.leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
@@ -462,9 +478,11 @@ func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
 	if len(values) != len(keys) {
 		return 0, fmt.Errorf("PutMany: %d values for %d keys", len(values), len(keys))
 	}
-	if err := m.check(true); err != nil {
+	c, err := m.enterAny(true)
+	if err != nil {
 		return 0, err
 	}
+	defer c.leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
@@ -484,10 +502,12 @@ const getManyBatch = 16
 
 // Contains reports whether key is present, without copying its value.
 func (m *Map) Contains(key []byte) (bool, error) {
-	if err := m.check(false); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, false)
+	if err != nil {
 		return false, err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	found, err := m.table.For(h).Has(h, key)
 	if err == nil {
 		m.countLookup(h, found)
@@ -501,14 +521,16 @@ func (m *Map) Contains(key []byte) (bool, error) {
 // a cache map the entry lives for DefaultTTL, and Put never fails with
 // ErrFull: it evicts.
 func (m *Map) Put(key, value []byte) error {
-	if err := m.check(true); err != nil {
-		return err
-	}
 	h := keyhash.Inline(key)
 	if h == 0 {
 		h = xxhash.Sum64(key)
 	}
-	_, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
+	c, err := m.enter(h, true)
+	if err != nil {
+		return err
+	}
+	defer c.leave()
+	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	return err
 }
 
@@ -517,17 +539,19 @@ func (m *Map) Put(key, value []byte) error {
 // needed. ttl must be positive; ErrNotCache on a map created without
 // Options.Cache.
 func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
-	if err := m.check(true); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
 		return err
 	}
+	defer c.leave()
 	if !m.layout.Cache {
 		return ErrNotCache
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("%w: TTL %v must be positive", ErrBadOptions, ttl)
 	}
-	h := xxhash.Sum64(key)
-	_, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
+	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
 	return err
 }
 
@@ -546,19 +570,23 @@ func (m *Map) expiry(ttl time.Duration) int64 {
 // PutIfAbsent stores value under key only if the key is absent (or, in a
 // cache map, expired), and reports whether it did.
 func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
-	if err := m.check(true); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
 		return false, err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	return m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
 }
 
 // Delete removes key and reports whether it was present.
 func (m *Map) Delete(key []byte) (existed bool, err error) {
-	if err := m.check(true); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
 		return false, err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	return m.table.For(h).Delete(h, key)
 }
 
@@ -568,9 +596,11 @@ func (m *Map) Delete(key []byte) (existed bool, err error) {
 // of the keys were present, and stops at the first error, which names the
 // key's index.
 func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
-	if err := m.check(true); err != nil {
+	c, err := m.enterAny(true)
+	if err != nil {
 		return 0, err
 	}
+	defer c.leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
@@ -594,10 +624,12 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 // fn runs under the lock of the key's segment: keep it short, and do not
 // call the map from it (it would wait for itself until LockTimeout).
 func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
-	if err := m.check(true); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
 		return err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
 }
 
@@ -607,12 +639,14 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 // and returns the new value and keep, as for Compute, or an error: then
 // nothing is written, and Update returns that error.
 func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
-	if err := m.check(true); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
 		return err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	var ferr error
-	err := m.table.For(h).Update(h, key, m.expiry(m.opts.DefaultTTL), func(old []byte, found bool) ([]byte, segment.Outcome) {
+	err = m.table.For(h).Update(h, key, m.expiry(m.opts.DefaultTTL), func(old []byte, found bool) ([]byte, segment.Outcome) {
 		value, keep, err := fn(old, found)
 		switch {
 		case err != nil:
@@ -652,8 +686,8 @@ type rangeBuf struct {
 
 func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
-		if err := m.check(false); err != nil {
-			*errp = err
+		if m.closed.Load() {
+			*errp = ErrClosed
 			return
 		}
 		var arena []byte
@@ -672,12 +706,13 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			if !reuse {
 				arena = nil // fresh per segment: slices already yielded keep theirs
 			}
-			if err := m.check(false); err != nil {
-				*errp = err // the body closed the map
+			c, err := m.enterAny(false) // not across yield: the body may close the map
+			if err != nil {
+				*errp = err
 				return
 			}
-			var err error
 			arena, ends, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+			c.leave()
 			if err != nil {
 				*errp = err
 				return
@@ -697,9 +732,11 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 // lock: while other processes write, it is a close estimate. In a cache
 // map it counts expired entries whose space has not been reclaimed yet.
 func (m *Map) Len() int {
-	if m.closed.Load() {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return 0
 	}
+	defer c.leave()
 	return int(m.table.Len())
 }
 
@@ -718,10 +755,12 @@ type Version struct {
 // write that changes or removes a value of the key's segment (in any
 // process) ends that, as does the entry's expiry in a cache map.
 func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
-	if err := m.check(false); err != nil {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, false)
+	if err != nil {
 		return dst, Version{}, err
 	}
-	h := xxhash.Sum64(key)
+	defer c.leave()
 	s := m.table.For(h)
 	v, found, seq, expiry, err := s.GetVersioned(h, key, dst)
 	if err != nil {
@@ -742,7 +781,9 @@ func (m *Map) Unchanged(v Version) bool {
 	if !v.valid || v.segment >= int(m.layout.Segments) || m.closed.Load() {
 		return false
 	}
-	if m.table.Segment(v.segment).Seq() != v.seq {
+	// Uncounted, as GetInto's fast path: after Close the word may read as
+	// the zeros it leaves behind.
+	if m.table.Segment(v.segment).Seq() != v.seq || m.closed.Load() {
 		return false
 	}
 	return v.expiry == 0 || m.table.Now() < v.expiry

@@ -73,9 +73,11 @@ func (r Recovery) Repaired() bool {
 // for. Operations run it by themselves when a lock wait times out; call it
 // (or `mapctl recover`) to repair at a time of your choosing.
 func (m *Map) Recover() (Recovery, error) {
-	if err := m.check(true); err != nil {
+	c, err := m.enterAny(true)
+	if err != nil {
 		return Recovery{}, err
 	}
+	defer c.leave()
 	if m.reg == nil {
 		return Recovery{}, ErrNoRegistry
 	}
@@ -163,22 +165,33 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 // lockRecovering waits for ipc lock l with the map's lock timeout and, each
 // time that passes, recovers what dead processes left in the lock table
 // before waiting again: a lock whose holder died is released for its
-// survivors, and a live holder is waited for as long as it takes.
-func (m *Map) lockRecovering(l ipc.Mutex) {
-	if m.reg == nil || m.reg.Self() < 0 {
+// survivors, and a live holder is waited for as long as it takes, or, if
+// closable, until the map is closed (then it returns false, within a lock
+// timeout, without the lock). The timeout is not shortened for that: a
+// FIFO waiter that gives up loses its place in the queue.
+func (m *Map) lockRecovering(l ipc.Mutex, closable bool) bool {
+	recovering := m.reg != nil && m.reg.Self() >= 0
+	if !recovering && !closable {
 		l.Lock()
-		return
+		return true
 	}
 	for l.LockTimeout(m.opts.LockTimeout) != nil {
-		_, _ = m.recoverSegments([]int{})
-		m.recoveries.Add(1)
+		if closable && m.closed.Load() {
+			return false
+		}
+		if recovering {
+			_, _ = m.recoverSegments([]int{})
+			m.recoveries.Add(1)
+		}
 	}
+	return true
 }
 
-// adminLock is the map's admin lock as the segment table takes it.
+// adminLock is the map's admin lock as the segment table takes it, inside
+// calls that Close waits for.
 type adminLock struct{ m *Map }
 
-func (a adminLock) Lock()         { a.m.lockRecovering(a.m.admin) }
+func (a adminLock) Lock()         { a.m.lockRecovering(a.m.admin, false) }
 func (a adminLock) Unlock() error { return a.m.admin.Unlock() }
 
 // recoverAfterTimeout is the segment table's hook for a lock wait on
@@ -208,9 +221,11 @@ type Problem struct {
 // held longer than LockTimeout is reported. It returns every problem found
 // (none: the file is sound).
 func (m *Map) Check() ([]Problem, error) {
-	if err := m.check(false); err != nil {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return nil, err
 	}
+	defer c.leave()
 	var out []Problem
 	if m.regErr != nil {
 		out = append(out, Problem{-1, m.regErr})
@@ -289,9 +304,11 @@ type Repaired struct {
 // for any writer. What is still wrong afterwards is for Check to say.
 func (m *Map) Repair() (Repaired, error) {
 	var rep Repaired
-	if err := m.check(true); err != nil {
+	c, err := m.enterAny(true)
+	if err != nil {
 		return rep, err
 	}
+	defer c.leave()
 	if m.reg != nil {
 		// Slots with a garbage state become dead processes' first, for
 		// Recover to release and free.

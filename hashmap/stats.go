@@ -41,12 +41,14 @@ type Stats struct {
 // this process has in memory (from /proc/self/smaps, about a millisecond:
 // call it for monitoring, not per operation). A closed map has zero Stats.
 func (m *Map) Stats() Stats {
-	if m.closed.Load() {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return Stats{}
 	}
+	defer c.leave()
 	l := m.layout
 	st := Stats{
-		Entries: m.Len(), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
+		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
 		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),
 		TiersMax: int(l.Tiers), FileSize: l.End, ChunkSize: int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
@@ -55,7 +57,7 @@ func (m *Map) Stats() Stats {
 	}
 	st.Counters = l.Stats
 	st.MovesCounted = l.MoveCounters
-	for _, s := range m.Segments() {
+	for _, s := range m.segments() {
 		st.Hits += s.Hits
 		st.Misses += s.Misses
 		st.Puts += s.Puts
@@ -103,9 +105,16 @@ type SegmentInfo struct {
 // lock state and counters (a snapshot, read without locks: locks and
 // counters change as you read); nil once the map is closed.
 func (m *Map) Segments() []SegmentInfo {
-	if m.closed.Load() {
+	c, err := m.enterAny(false)
+	if err != nil {
 		return nil
 	}
+	defer c.leave()
+	return m.segments()
+}
+
+// segments is Segments for a caller already counted in.
+func (m *Map) segments() []SegmentInfo {
 	out := make([]SegmentInfo, m.layout.Segments)
 	slots := m.slotCounters()
 	for i := range out {
