@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sharedmap/sharedmap/internal/inflight"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -171,12 +172,12 @@ func (t *LockTable) Len() int { return t.m.lockLayout.locks }
 func (t *LockTable) Algorithm() string { return t.algorithm }
 
 // lock counts a call on lock i in (see Map.enter); the caller leaves c.
-func (t *LockTable) lock(i int) (l ipc.Mutex, c *inCount, err error) {
+func (t *LockTable) lock(i int) (l ipc.Mutex, c *inflight.Count, err error) {
 	if c, err = t.m.enterAny(true); err != nil {
 		return nil, nil, err
 	}
 	if i < 0 || i >= len(t.locks) {
-		c.leave()
+		c.Leave()
 		return nil, nil, fmt.Errorf("%w: lock %d of %d", ErrNoSuchLock, i, t.Len())
 	}
 	return t.locks[i], c, nil
@@ -191,7 +192,7 @@ func (t *LockTable) Lock(i int) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if !t.m.lockRecovering(l, true) {
 		return fmt.Errorf("lock %d: %w", i, ErrClosed)
 	}
@@ -205,7 +206,7 @@ func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if err := l.LockTimeout(d); err != nil {
 		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
 	}
@@ -218,7 +219,7 @@ func (t *LockTable) TryLock(i int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	return l.TryLock(), nil
 }
 
@@ -229,7 +230,7 @@ func (t *LockTable) Unlock(i int) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if err := l.Unlock(); err != nil {
 		return fmt.Errorf("lock %d: %w", i, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/inflight"
 	"github.com/sharedmap/sharedmap/internal/keyhash"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
@@ -28,9 +29,8 @@ type Map struct {
 	layout   *segment.Layout
 	opts     Options
 	readOnly bool
-	closed   atomic.Bool
-	closing  sync.Mutex // held by Close until the file is let go
-	inFlight inFlight   // calls in progress (see enter)
+	gate     inflight.Gate // calls in progress, and whether Close has begun (see enter)
+	closing  sync.Mutex    // held by Close until the file is let go
 
 	lockLayout lockLayout
 	lockTable  *LockTable
@@ -298,10 +298,9 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 func (m *Map) Close() error {
 	m.closing.Lock()
 	defer m.closing.Unlock()
-	if m.closed.Swap(true) {
+	if !m.gate.Close() { // waits for the calls in progress
 		return nil
 	}
-	m.inFlight.drain()
 	m.lockTable.close()
 	if m.reg != nil {
 		_ = m.reg.Leave() // closing the file drops its lock anyway
@@ -321,7 +320,7 @@ func (m *Map) Sync() error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	return m.file.Sync()
 }
 
@@ -342,7 +341,7 @@ func (m *Map) Get(key []byte) ([]byte, error) {
 // slice; with enough capacity in dst it allocates nothing. ErrNotFound if
 // the key is absent (dst is returned unchanged).
 func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
-	if m.closed.Load() {
+	if m.gate.Closed() {
 		return dst, ErrClosed
 	}
 	h := keyhash.Inline(key) // see keyhash: a call here costs more than hashing
@@ -359,7 +358,7 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	}
 	m.countLookup(h, answer == segment.Found)
 	switch {
-	case m.closed.Load():
+	case m.gate.Closed():
 		return dst, ErrClosed
 	case answer != segment.Found:
 		return dst, ErrNotFound
@@ -373,7 +372,7 @@ func (m *Map) getSlow(h uint64, key, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	v, found, err := m.table.GetSlow(h, key, dst)
 	if err != nil {
 		return dst, err
@@ -418,7 +417,7 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
@@ -482,7 +481,7 @@ func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
@@ -507,7 +506,7 @@ func (m *Map) Contains(key []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	found, err := m.table.For(h).Has(h, key)
 	if err == nil {
 		m.countLookup(h, found)
@@ -529,7 +528,7 @@ func (m *Map) Put(key, value []byte) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	return err
 }
@@ -544,7 +543,7 @@ func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if !m.layout.Cache {
 		return ErrNotCache
 	}
@@ -575,7 +574,7 @@ func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	return m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
 }
 
@@ -586,7 +585,7 @@ func (m *Map) Delete(key []byte) (existed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	return m.table.For(h).Delete(h, key)
 }
 
@@ -600,7 +599,7 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
@@ -629,7 +628,7 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
 }
 
@@ -644,7 +643,7 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.Leave()
 	var ferr error
 	err = m.table.For(h).Update(h, key, m.expiry(m.opts.DefaultTTL), func(old []byte, found bool) ([]byte, segment.Outcome) {
 		value, keep, err := fn(old, found)
@@ -686,7 +685,7 @@ type rangeBuf struct {
 
 func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
-		if m.closed.Load() {
+		if m.gate.Closed() {
 			*errp = ErrClosed
 			return
 		}
@@ -712,7 +711,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				return
 			}
 			arena, ends, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
-			c.leave()
+			c.Leave()
 			if err != nil {
 				*errp = err
 				return
@@ -736,7 +735,7 @@ func (m *Map) Len() int {
 	if err != nil {
 		return 0
 	}
-	defer c.leave()
+	defer c.Leave()
 	return int(m.table.Len())
 }
 
@@ -760,7 +759,7 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 	if err != nil {
 		return dst, Version{}, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	s := m.table.For(h)
 	v, found, seq, expiry, err := s.GetVersioned(h, key, dst)
 	if err != nil {
@@ -778,12 +777,12 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 // expired. It reads one word of the file (and the clock, for entries that
 // expire).
 func (m *Map) Unchanged(v Version) bool {
-	if !v.valid || v.segment >= int(m.layout.Segments) || m.closed.Load() {
+	if !v.valid || v.segment >= int(m.layout.Segments) || m.gate.Closed() {
 		return false
 	}
 	// Uncounted, as GetInto's fast path: after Close the word may read as
 	// the zeros it leaves behind.
-	if m.table.Segment(v.segment).Seq() != v.seq || m.closed.Load() {
+	if m.table.Segment(v.segment).Seq() != v.seq || m.gate.Closed() {
 		return false
 	}
 	return v.expiry == 0 || m.table.Now() < v.expiry

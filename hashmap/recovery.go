@@ -77,7 +77,7 @@ func (m *Map) Recover() (Recovery, error) {
 	if err != nil {
 		return Recovery{}, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if m.reg == nil {
 		return Recovery{}, ErrNoRegistry
 	}
@@ -176,7 +176,7 @@ func (m *Map) lockRecovering(l ipc.Mutex, closable bool) bool {
 		return true
 	}
 	for l.LockTimeout(m.opts.LockTimeout) != nil {
-		if closable && m.closed.Load() {
+		if closable && m.gate.Closed() {
 			return false
 		}
 		if recovering {
@@ -225,7 +225,7 @@ func (m *Map) Check() ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	var out []Problem
 	if m.regErr != nil {
 		out = append(out, Problem{-1, m.regErr})
@@ -308,7 +308,7 @@ func (m *Map) Repair() (Repaired, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer c.leave()
+	defer c.Leave()
 	if m.reg != nil {
 		// Slots with a garbage state become dead processes' first, for
 		// Recover to release and free.

@@ -45,7 +45,7 @@ func (m *Map) Stats() Stats {
 	if err != nil {
 		return Stats{}
 	}
-	defer c.leave()
+	defer c.Leave()
 	l := m.layout
 	st := Stats{
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
@@ -109,7 +109,7 @@ func (m *Map) Segments() []SegmentInfo {
 	if err != nil {
 		return nil
 	}
-	defer c.leave()
+	defer c.Leave()
 	return m.segments()
 }
 

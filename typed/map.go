@@ -105,8 +105,15 @@ func (t *Map[K, V]) Get(k K) (V, error) {
 	if n := t.near.Load(); n != nil {
 		return t.getNear(n, s)
 	}
+	return t.getDirect(s)
+}
+
+// getDirect is Get from the map, not the near-cache; s.key holds the
+// encoded key.
+func (t *Map[K, V]) getDirect(s *scratch) (V, error) {
 	val, err := t.m.GetInto(s.val[:0], s.key)
 	if err != nil {
+		var zero V
 		return zero, err
 	}
 	return t.decodeValue(s, val)

@@ -9,6 +9,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/sharedmap/sharedmap/hashmap"
+	"github.com/sharedmap/sharedmap/internal/inflight"
 )
 
 // A near-cache keeps decoded values in this process (a ristretto cache), so
@@ -31,6 +32,9 @@ type nearItem[V any] struct {
 type nearCache[V any] struct {
 	c            *ristretto.Cache[uint64, *nearItem[V]]
 	hits, misses atomic.Uint64
+	// users counts the calls using c: ristretto's Close must not run under
+	// them (a Set then sends on a closed channel and panics).
+	users inflight.Gate
 }
 
 // NewCached is New with a near-cache of up to maxEntries decoded values.
@@ -62,6 +66,11 @@ func NewCached[K, V any](m *hashmap.Map, keys Codec[K], values Codec[V], maxEntr
 func (t *Map[K, V]) getNear(n *nearCache[V], s *scratch) (V, error) {
 	var zero V
 	h := xxhash.Sum64(s.key)
+	u := n.users.Enter(h)
+	if u == nil {
+		return t.getDirect(s) // the near-cache is being closed
+	}
+	defer u.Leave()
 	if it, ok := n.c.Get(h); ok && bytes.Equal(it.key, s.key) && t.m.Unchanged(it.version) {
 		n.hits.Add(1)
 		return it.value, nil
@@ -91,8 +100,11 @@ func (t *Map[K, V]) NearStats() (hits, misses uint64) {
 
 // Close stops the near-cache, if any, and drops what it holds; the
 // hashmap.Map stays open. Using the Map afterwards reads the map directly.
+// Close waits for Gets already using the near-cache; it is safe to call
+// while others run.
 func (t *Map[K, V]) Close() error {
 	if n := t.near.Swap(nil); n != nil {
+		n.users.Close()
 		n.c.Close()
 	}
 	return nil

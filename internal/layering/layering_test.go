@@ -23,13 +23,14 @@ var mayImport = map[string][]string{
 	"internal/wait":     {},
 	"internal/keyhash":  {},
 	"internal/testhook": {},
+	"internal/inflight": {},
 	"rwulock":           {"internal/wait"},
 	"ipc":               {"internal/wait", "offheap"},
 	"registry":          {"offheap"},
 	"segment":           {"rwulock", "offheap", "internal/wait", "internal/keyhash", "internal/testhook"}, // keyhash: the entry checksum; testhook: where tests stop a process
-	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash"},
+	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash", "internal/inflight"},
 	"cmd/mapctl":        {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
-	"typed":             {"hashmap"},
+	"typed":             {"hashmap", "internal/inflight"},
 }
 
 func TestLayering(t *testing.T) {
