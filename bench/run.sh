@@ -35,6 +35,10 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 out=${BENCH_OUT:-results}
 mkdir -p "$out"
 go build -o "$work/bench" .
-BENCH_REDIS_SOCKET="$sock" "$work/bench" -out "$out" "$@" | tee "$out/raw.txt"
+# raw.txt is replaced only by a run that measured something: not by -h or
+# a bad flag, nor by a run that failed part way.
+BENCH_REDIS_SOCKET="$sock" "$work/bench" -out "$out" "$@" | tee "$work/raw.txt"
+[ -s "$work/raw.txt" ] || exit 0
+mv "$work/raw.txt" "$out/raw.txt"
 case $out in /*) ;; *) out="$(pwd)/$out" ;; esac
-echo "wrote $out/results.md and chart.png" >&2
+echo "wrote $out/results.md, chart.png and raw.txt" >&2
