@@ -66,7 +66,8 @@ func TestCorruptionNeverPanics(t *testing.T) {
 		{"registry header", regStart, regStart + 64},
 		{"registry", regStart + 64, l.GlobalOff},
 		{"segment headers", l.GlobalOff, l.StatsOff},
-		{"counters", l.StatsOff, l.TiersOff},
+		{"counters", l.StatsOff, l.UndoOff},
+		{"undo records", l.UndoOff, l.TiersOff},
 		{"tiers", l.TiersOff, l.TiersOff + l.Segments*l.TierSize},
 	}
 	trials := 60

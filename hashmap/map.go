@@ -70,7 +70,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
-		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
 	}
 	want, err := segment.NewLayout(params, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
 	if err != nil {

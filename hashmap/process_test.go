@@ -135,13 +135,21 @@ func TestHelperProcess(t *testing.T) {
 		testutil.Report("done")
 	case "kill-writer":
 		if at, err := strconv.Atoi(os.Getenv("HASHMAP_DIE_AT_STEP")); err == nil {
-			// Die at the at-th step of a compaction or rebuild, as a kill
-			// -9 would: the parent knows exactly where it landed.
+			// Die at the at-th step of an insert, a compaction, a rebuild
+			// or (HASHMAP_DIE_IN=rewrite) an in-place rewrite, as a kill
+			// -9 would: the parent knows exactly where it landed. The
+			// rewrites' steps are counted apart: there are so many of
+			// them that they would take most deaths.
+			rewrites := os.Getenv("HASHMAP_DIE_IN") == "rewrite"
 			steps := 0
 			testhook.OnStep = func() {
+				pc, _, _, _ := runtime.Caller(3) // OnStep, Step, testStep, then the step's function
+				name := strings.TrimPrefix(runtime.FuncForPC(pc).Name(), "github.com/sharedmap/sharedmap/segment.")
+				if inRewrite := name == "(*Segment).saveUndo" || name == "(*Segment).rewriteInPlace"; inRewrite != rewrites {
+					return
+				}
 				if steps++; steps == at {
-					pc, _, _, _ := runtime.Caller(3) // OnStep, Step, testStep, then the step's function
-					testutil.Report("dying in %s", strings.TrimPrefix(runtime.FuncForPC(pc).Name(), "github.com/sharedmap/sharedmap/segment."))
+					testutil.Report("dying in %s", name)
 					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 					time.Sleep(time.Hour)
 				}

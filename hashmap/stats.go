@@ -23,6 +23,7 @@ type Stats struct {
 	LockAlgorithm    string  `json:"lock_algorithm"`    // the lock table's algorithm
 	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
 	Counters         bool    `json:"counters"`          // the file keeps the counters below (files from before them do not)
+	UndoRecords      bool    `json:"undo_records"`      // values rewritten in place are saved first, so a process killed in the middle loses no key (see Options.NoUndo)
 	Hits             int64   `json:"hits"`              // Gets and Contains that found the key, by every process that opened the map for writing
 	Misses           int64   `json:"misses"`            // Gets and Contains that did not
 	Puts             int64   `json:"puts"`              // entries stored by Put, PutIfAbsent, Compute
@@ -56,6 +57,7 @@ func (m *Map) Stats() Stats {
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
 	}
 	st.Counters = l.Stats
+	st.UndoRecords = l.Undo
 	st.MovesCounted = l.MoveCounters
 	for _, s := range m.segments() {
 		st.Hits += s.Hits

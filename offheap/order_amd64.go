@@ -9,3 +9,10 @@ package offheap
 //
 //go:noinline
 func AddExclusive(p *uint64, d uint64) { *p += d }
+
+// StoreExclusive stores v in *p, a word that only the caller writes at
+// this moment, as AddExclusive adds: seen after every store this goroutine
+// made before it, and before every store it makes after.
+//
+//go:noinline
+func StoreExclusive(p *uint64, v uint64) { *p = v }

@@ -8,6 +8,7 @@ package segment
 //	GlobalOff         globalSize (4096) global state
 //	SegmentsOff       Segments * 64     segment headers
 //	StatsOff          Segments * 64     counters, a line per segment (files with statistics)
+//	UndoOff           Segments * UndoSize  undo records, one per segment (files with Undo)
 //	TiersOff          Tiers * TierSize  tiers: Segments first tiers, then the overflow pool
 //
 // Global state (at GlobalOff):
@@ -42,6 +43,20 @@ package segment
 //	32     8    compactions    compacting a tier (under the write lock); files with MoveCounters, else reserved
 //	40     8    relocations    moving a value that outgrew its run (under the write lock); likewise
 //	48     16   reserved
+//
+// Undo record of a segment (UndoSize bytes, at UndoOff + i*UndoSize): the
+// bytes of an entry being rewritten in place, saved first (see
+// Segment.saveUndo). Written under the segment's write lock, read by
+// recovery.
+//
+//	offset size              field
+//	0      8                 at: where the saved bytes go, as a byte offset into the tiers area + 1; 0 = no rewrite under way
+//	8      8                 seq: the segment's (odd) sequence during that rewrite
+//	16     8                 len: how many bytes are saved
+//	24     UndoSize-24       the saved bytes: the entry from its header to the end of the new value
+//
+// (The saved bytes follow the header directly: an entry of a 16-byte key
+// and a 64-byte value and the header fit two lines.)
 //
 // Tier (TierSize bytes, at TiersOff + t*TierSize; tier t < Segments is the
 // first tier of segment t):
@@ -92,6 +107,7 @@ const (
 	segmentHeaderSize = 64
 	tierHeaderSize    = 64
 	entryHeaderSize   = 16
+	undoHeaderSize    = 24
 	slotSize          = 8
 
 	// Global state offsets.
@@ -119,6 +135,11 @@ const (
 	// Cache maps.
 	metaSize = 8       // expiry prefix of every value
 	refBit   = 1 << 31 // in a slot: read since the hand last passed
+
+	// Undo record offsets (in words).
+	udAt  = 0
+	udSeq = 1
+	udLen = 2
 
 	// Tier header offsets.
 	thNext       = 0

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testhook"
 )
 
 // TestOverwriteInterleavings: between Put's look and its lock another
@@ -146,57 +148,105 @@ func TestOverwriteConfinedToItsRun(t *testing.T) {
 	}
 }
 
-// TestOverwriteKilledRecovers: the states a process killed inside
-// tryOverwrite leaves (the write lock held by a dead ledger, the sequence
-// even or odd, header and value written in part or whole) are recovered
-// like the general path's: a torn entry is dropped by its checksum, a
-// whole one kept, and the table checks out.
-func TestOverwriteKilledRecovers(t *testing.T) {
-	for _, point := range []string{"after-lock", "mid-copy", "after-copy", "after-bump"} {
-		t.Run(point, func(t *testing.T) {
-			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
-			s := tb.Segment(0)
-			s.lock.SetLedger(new(uint64)) // the process that dies
-			model := map[string][]byte{}
-			for i := range 20 {
-				k, v := []byte(fmt.Sprintf("key%04d", i)), bytes.Repeat([]byte{'o'}, 20)
-				if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+// TestOverwriteDiesAtEveryStep: a writer dies at each step of a value's
+// rewrite, for each way a rewrite is made: the fast path, the general path
+// in place, grown into the free chunks after the run, and moved because
+// the entry is too large for the undo record. A death is the file as it was
+// at that step (a snapshot, put back after the Put has run on). Recovery
+// must leave the key with its old value or its new one: before the undo
+// record, a death in the middle of an in-place copy left a torn entry that
+// recovery dropped, key and all.
+func TestOverwriteDiesAtEveryStep(t *testing.T) {
+	type setup struct {
+		name     string
+		local    bool                               // queue writers locally: no fast path
+		newValue func(tb *Table, old []byte) []byte // the rewrite
+		moves    bool                               // the rewrite relocates the entry
+		grows    bool                               // it takes the free chunks after its run
+	}
+	for _, c := range []setup{
+		{name: "fast-path", newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)) }},
+		{name: "general-path", local: true, newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)-3) }},
+		{name: "grown", local: true, grows: true, newValue: func(tb *Table, old []byte) []byte {
+			return bytes.Repeat([]byte{'n'}, len(old)+int(tb.layout.ChunkSize))
+		}},
+		{name: "too-large-to-save", moves: true, newValue: func(tb *Table, _ []byte) []byte {
+			return bytes.Repeat([]byte{'n'}, int(tb.undoCap))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			deaths, restored := 0, 0
+			for step := 1; ; step++ {
+				tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 1})
+				tb.SetLocalQueue(c.local)
+				s := tb.Segment(0)
+				model := map[string][]byte{}
+				for i := range 20 {
+					k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'o'}, 30+i)
+					if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+						t.Fatal(err)
+					}
+					model[string(k)] = v
+				}
+				k := []byte("key0007")
+				if c.grows {
+					k = nil // a key whose run is followed by enough free chunks
+					for key := range model {
+						loc, found, ok := s.find(hashOf([]byte(key)), []byte(key))
+						if found && ok && loc.tier.runFree(loc.chunk+loc.nch, 2) {
+							k = []byte(key)
+							break
+						}
+					}
+					if k == nil {
+						t.Fatal("no entry with free chunks after it")
+					}
+				}
+				old := model[string(k)]
+				nv := c.newValue(tb, old)
+				all := tb.region.Bytes(0, tb.region.Len())
+				var snapshot []byte
+				n := 0
+				testhook.OnStep = func() {
+					if n++; n == step {
+						snapshot = bytes.Clone(all)
+					}
+				}
+				s.lock.SetLedger(new(uint64)) // the process that dies
+				relocations := tb.Relocations.Load()
+				_, err := s.Put(hashOf(k), k, nv, Replace)
+				testhook.OnStep = nil
+				if err != nil {
 					t.Fatal(err)
 				}
-				model[string(k)] = v
-			}
-			k, nv := []byte("key0007"), bytes.Repeat([]byte{'n'}, 18)
-			_, _, v, _, nch, answer := tb.probeHome(0, hashOf(k), k)
-			if answer != Found {
-				t.Fatal("key not found")
-			}
-			at := v - entryHeaderSize - uint64(len(k))
-			h := tb.entryHeader(int64(nch), k, nv)
-			if !s.lock.TryWriteLockFair() {
-				t.Fatal("lock taken")
-			}
-			// What tryOverwrite does, up to the kill.
-			if point != "after-lock" {
-				atomic.AddUint64(s.seq, 1)
-				copy(tb.tierBytes[at:at+entryHeaderSize], h[:])
-				n := uint64(len(nv))
-				if point == "mid-copy" {
-					n = 9
-					delete(model, string(k)) // torn: dropped
-				} else {
-					model[string(k)] = nv
+				if moved := tb.Relocations.Load() != relocations; moved != c.moves {
+					t.Fatalf("the rewrite moved the entry: %v, want %v", moved, c.moves)
 				}
-				copy(tb.tierBytes[v:v+n], nv[:n])
-				if point == "after-bump" {
-					atomic.AddUint64(s.seq, 1)
+				if snapshot == nil { // the Put ended before this step
+					t.Logf("%d steps; %d deaths, %d restored from the undo record", step-1, deaths, restored)
+					if deaths < 4 || (!c.moves && restored == 0) {
+						t.Fatal("the test lost its point")
+					}
+					return
 				}
+				deaths++
+				copy(all, snapshot)           // the file as the death left it
+				s.lock.SetLedger(new(uint64)) // the survivor's
+				rep, err := s.Recover(func(dst []uint64) []uint64 { return dst }, time.Now().Add(time.Second))
+				if err != nil {
+					t.Fatalf("step %d: Recover: %v", step, err)
+				}
+				if rep.Restored {
+					restored++
+				}
+				got, found, err := s.Get(hashOf(k), k, nil)
+				if err != nil || !found || (!bytes.Equal(got, old) && !bytes.Equal(got, nv)) {
+					t.Fatalf("step %d: after recovery %s = %q, found %v, %v; want its old value or its new one (recovery: %+v)", step, k, got, found, err, rep)
+				}
+				model[string(k)] = got
+				checkTable(t, tb, model)
+				checkClean(t, tb)
 			}
-			s.lock.SetLedger(new(uint64)) // the survivor's
-			rep, err := s.Recover(func(dst []uint64) []uint64 { return dst }, time.Now().Add(time.Second))
-			if err != nil || !rep.Orphans.Write || !rep.Rebuilt {
-				t.Fatalf("Recover = %+v, %v; want the write lock released and the segment rebuilt", rep, err)
-			}
-			checkTable(t, tb, model)
 		})
 	}
 }

@@ -32,6 +32,7 @@ type Recovered struct {
 	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
 	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
+	Restored bool            // an in-place rewrite cut short was undone: its entry has its old value again
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
 
@@ -71,6 +72,7 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 		_ = s.lock.UpdateUnlock()
 		return rep, s.lockErr("recover", err)
 	}
+	rep.Restored = s.restoreUndo() // before the sequence changes: the record names it
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
@@ -125,6 +127,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 		w.end()
 		return rep, err
 	}
+	rep.Restored = s.restoreUndo()
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
@@ -502,6 +505,8 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 	}
 	if atomic.LoadUint64(s.seq)&1 != 0 {
 		report(-1, "modification sequence is odd: a writer is inside or died inside")
+	} else if s.undoActive() {
+		report(-1, "undo record names a rewrite with no writer inside")
 	}
 	head, reserved, counters := s.reserved()
 	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
@@ -650,10 +655,7 @@ func (tb *Table) ClearReservedGlobal() {
 // and the padding between the counters and the tiers.
 func (tb *Table) reservedGlobal() (global, padding []uint64) {
 	l := &tb.layout
-	end := l.StatsOff
-	if l.Stats {
-		end += l.Segments * statsLineSize
-	}
+	end := l.UndoOff + l.Segments*l.UndoSize // UndoOff is the end of the counters, UndoSize 0 without undo records
 	return tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1), tb.region.Uint64s(end, (l.TiersOff-end)/8)
 }
 

@@ -19,6 +19,9 @@ type Params struct {
 	// Cache makes the map a cache: every entry carries an expiry time, and
 	// a full segment evicts (CLOCK) instead of failing with ErrFull.
 	Cache bool
+	// NoUndo makes the map without undo records (see Layout.Undo): values
+	// rewritten in place are not saved first.
+	NoUndo bool
 }
 
 // Layout is the geometry of a map file, derived once from Params and then
@@ -53,6 +56,15 @@ type Layout struct {
 	// that an older build, which rejects the flag, never reads them as
 	// damage). Maps created by this version always do.
 	MoveCounters bool
+	// Undo: each segment has an undo record of UndoSize bytes (at UndoOff),
+	// where a value rewritten in place is saved first, so that a writer
+	// killed in the middle of the rewrite leaves the old value for
+	// recovery to put back, not a torn entry that it drops (see
+	// Segment.saveUndo). Maps created by this version always do; in older
+	// files an in-place rewrite cut short loses the key.
+	Undo     bool
+	UndoOff  int64
+	UndoSize int64
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -68,6 +80,11 @@ const (
 	hashXXH64Seed0  = 1 // hash algorithm id recorded in the layout
 	maxLoadPermille = 750
 	maxLinesAhead   = 3 // lines of a value Prefetch requests before the entry header arrives
+
+	// An undo record holds entries up to twice the average, within these
+	// bounds; a larger entry is rewritten by moving it (see Segment.replace).
+	minUndoBytes = 192 - undoHeaderSize
+	maxUndoBytes = 4096 - undoHeaderSize
 )
 
 // ErrBadParams reports sizing parameters that cannot make a map.
@@ -92,13 +109,13 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 		// makes the file huge (a million for 10 entries took 20 GB).
 		return Layout{}, fmt.Errorf("%w: %d segments for %d entries: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
 	}
-	l, err := newLayout(p, headerSize, checksums, true)
+	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo)
 	l.MoveCounters = err == nil
 	return l, err
 }
 
-func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error) {
-	l := Layout{Params: p, Checksums: checksums, Stats: stats}
+func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout, error) {
+	l := Layout{Params: p, Checksums: checksums, Stats: stats, Undo: undo}
 	l.Segments = int64(p.Segments)
 	if l.Segments == 0 {
 		l.Segments = int64(nextPow2(uint64(ceilDiv(int64(p.Entries), defaultPerSeg))))
@@ -151,7 +168,13 @@ func newLayout(p Params, headerSize int64, checksums, stats bool) (Layout, error
 	if stats {
 		statsBytes = l.Segments * statsLineSize
 	}
-	l.TiersOff = roundUp(l.StatsOff+statsBytes, 4096)
+	l.UndoOff = l.StatsOff + statsBytes
+	undoBytes := int64(0)
+	if undo {
+		l.UndoSize = roundUp(undoHeaderSize+min(max(2*avgEntry, minUndoBytes), maxUndoBytes), 64)
+		undoBytes = l.Segments * l.UndoSize
+	}
+	l.TiersOff = roundUp(l.UndoOff+undoBytes, 4096)
 	end := float64(l.TiersOff) + float64(l.Tiers)*float64(l.TierSize)
 	if end > 1<<46 {
 		return Layout{}, fmt.Errorf("%w: the map would need %.0f bytes of address space", ErrBadParams, end)
@@ -206,6 +229,9 @@ func (l *Layout) fields() []*int64 {
 	if l.MoveCounters {
 		flags |= flagMoveCounters
 	}
+	if l.Undo {
+		flags |= flagUndo
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -220,6 +246,7 @@ const (
 	flagCache        = 2
 	flagStats        = 4
 	flagMoveCounters = 8 // only with flagStats
+	flagUndo         = 16
 )
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
@@ -243,15 +270,16 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
 		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
 		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
 	}
-	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6]), Cache: v[2]&flagCache != 0}
-	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0)
+	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6]),
+		Cache: v[2]&flagCache != 0, NoUndo: v[2]&flagUndo == 0}
+	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0, v[2]&flagUndo != 0)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,7 @@ type Table struct {
 	tierWords []uint64
 	segWords  []uint64 // the segment headers, for the same reason
 	geom      geometry // the layout's figures Get needs, as it needs them
+	undoCap   int64    // bytes an undo record holds (see Segment.saveUndo)
 
 	// Cache maps: the clock expiry times are compared with, and buffers
 	// for building stored values (expiry prefix + value) without
@@ -188,6 +190,12 @@ type Segment struct {
 	evicted, expired *uint64 // entries evicted, and expired ones reclaimed
 
 	counters []uint64 // the segment's line of counters; nil in files without
+
+	// The undo record (see saveUndo): header words and saved bytes; nil in
+	// files without.
+	undoHead []uint64
+	undoData []byte
+	undoRec  []byte // both, as bytes
 }
 
 // Open attaches to the segments of a mapping laid out as l. allocate (may be
@@ -225,6 +233,16 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 		if l.Stats {
 			tb.segs[i].counters = r.Uint64s(l.StatsOff+int64(i)*statsLineSize, statsLineSize/8)
 		}
+		if l.Undo {
+			off := l.UndoOff + int64(i)*l.UndoSize
+			tb.segs[i].undoHead = r.Uint64s(off, undoHeaderSize/8)
+			tb.segs[i].undoData = r.Bytes(off+undoHeaderSize, l.UndoSize-undoHeaderSize)
+			tb.segs[i].undoRec = r.Bytes(off, l.UndoSize)
+		}
+	}
+	tb.undoCap = math.MaxInt64 // no record: every rewrite that fits goes in place, as before
+	if l.Undo {
+		tb.undoCap = l.UndoSize - undoHeaderSize
 	}
 	return tb, nil
 }

@@ -134,12 +134,26 @@ func (tb *Table) writeEntry(t *tier, c int64, h *[entryHeaderSize]byte, key, val
 	copy(e[entryHeaderSize+len(key):], value)
 }
 
-// rewriteValue stores a new header and value for the entry at chunk c,
-// whose key (of klen bytes) stays where it is.
-func (tb *Table) rewriteValue(t *tier, c int64, h *[entryHeaderSize]byte, klen int64, value []byte) {
-	off := c * tb.layout.ChunkSize
-	copy(t.space[off:off+entryHeaderSize], h[:])
-	copy(t.space[off+entryHeaderSize+klen:], value)
+// rewriteInPlace stores header h and value over the entry at byte off of
+// the tiers area, whose key (of klen bytes) stays where it is, after
+// saving the bytes it overwrites in the undo record (see saveUndo). The
+// caller holds the write lock with the sequence odd (seq), has checked that
+// value fits the entry's run and that the record holds the entry.
+func (s *Segment) rewriteInPlace(off int64, h *[entryHeaderSize]byte, klen int64, value []byte, seq uint64) {
+	b := s.tb.tierBytes
+	v := off + entryHeaderSize + klen
+	s.saveUndo(off, v-off+int64(len(value)), seq)
+	copy(b[off:off+entryHeaderSize], h[:])
+	testStep()
+	// In two halves, so that tests can stop a writer in the middle of the
+	// value (a death leaves it torn anywhere).
+	half := int64(len(value)) / 2
+	copy(b[v:v+half], value[:half])
+	testStep()
+	copy(b[v+half:v+int64(len(value))], value[half:])
+	testStep()
+	s.clearUndo()
+	testStep()
 }
 
 // entryChecksum covers the lengths, the chunk count (head: the header before

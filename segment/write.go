@@ -165,6 +165,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	if seq&1 != 0 {
 		return false
 	}
+	s.prefetchUndo(entryHeaderSize + int64(len(key)) + int64(len(value)))
 	_, _, v, _, nch, answer := tb.probeHome(uint64(s.index), hash, key)
 	if testAfterPreview != nil {
 		testAfterPreview(s)
@@ -174,6 +175,9 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	at := v - entryHeaderSize - uint64(len(key))
 	if answer != Found || uint64(len(value)) > at+nch<<(tb.geom.chunkShift&63)-v {
 		return false // absent, beyond the first tier, or the value needs more chunks
+	}
+	if !s.undoHolds(int64(v-at) + int64(len(value))) {
+		return false // too large to save first: replace moves it
 	}
 	prefetchTail(tb.tierBytes[at : v+uint64(len(value))])
 	h := tb.entryHeader(int64(nch), key, value)
@@ -185,8 +189,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 		return false
 	}
 	offheap.AddExclusive(s.seq, 1)
-	copy(tb.tierBytes[at:at+entryHeaderSize], h[:])
-	copy(tb.tierBytes[v:v+uint64(len(value))], value)
+	s.rewriteInPlace(int64(at), &h, int64(len(key)), value, seq+1)
 	offheap.AddExclusive(s.seq, 1)
 	s.countLocked(stPuts)
 	_ = s.lock.WriteUnlock()
@@ -219,21 +222,24 @@ func (s *Segment) live(loc *location) bool {
 }
 
 // replace changes the value of an entry: in place when it fits the entry's
-// chunks, else by moving the entry.
+// chunks (or the free chunks after them) and the undo record can save it
+// first, else by moving the entry.
 func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
-	if nch <= loc.nch {
+	inPlace := s.undoHolds(entryHeaderSize + loc.klen + int64(len(value)))
+	at := tb.layout.entryByte(loc.tier.index, loc.chunk)
+	if inPlace && nch <= loc.nch {
 		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
 		h := tb.entryHeader(loc.nch, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
 		}
-		tb.rewriteValue(&loc.tier, loc.chunk, &h, loc.klen, value)
+		s.rewriteInPlace(at, &h, loc.klen, value, atomic.LoadUint64(s.seq))
 		return nil
 	}
 	// Grow in place if the chunks after the run are free.
-	if loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
+	if inPlace && loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
 		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
 		h := tb.entryHeader(nch, key, value)
 		if err := w.modify("put"); err != nil {
@@ -241,7 +247,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 		}
 		loc.tier.mark(loc.chunk+loc.nch, nch-loc.nch, true)
 		atomic.AddUint64(&loc.tier.header[thUsedChunks/8], uint64(nch-loc.nch))
-		tb.rewriteValue(&loc.tier, loc.chunk, &h, loc.klen, value)
+		s.rewriteInPlace(at, &h, loc.klen, value, atomic.LoadUint64(s.seq))
 		return nil
 	}
 	// Relocate: write the new copy where nobody looks yet, then swap it in.
@@ -261,17 +267,22 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	if !ok || !found {
 		return s.corrupt(loc.tier.index, "entry vanished during relocation")
 	}
+	testStep()
 	tb.writeEntry(&nt, c, &h, key, value)
+	testStep()
 	tag := uint32(hash >> tb.layout.segmentBits)
 	if nt.index == cur.tier.index {
 		atomic.StoreUint64(&cur.tier.slots[cur.pos], makeSlot(tag, c))
 	} else {
 		tb.placeSlot(&nt, tag, c)
+		testStep()
 		nt.addEntries(1)
 		tb.removeSlot(&cur.tier, cur.pos)
 		cur.tier.addEntries(-1)
 	}
+	testStep()
 	cur.tier.free(cur.chunk, cur.nch)
+	testStep()
 	return nil
 }
 

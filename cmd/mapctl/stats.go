@@ -187,6 +187,11 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	if st.Cache {
 		fmt.Fprintf(w, "Cache: evictions %d, expired entries reclaimed %d\n", st.Evictions, st.Expired)
 	}
+	if st.UndoRecords {
+		fmt.Fprintf(w, "Undo records: yes (a process killed while rewriting a value leaves the old one)\n")
+	} else {
+		fmt.Fprintf(w, "Undo records: no (a process killed while rewriting a value in place loses that key)\n")
+	}
 	fmt.Fprintf(w, "Read only: %v\n", st.ReadOnly)
 	fmt.Fprintf(w, "Resident in this process: %s, %s of it in 2 MiB pages\n", humanBytes(st.Resident), humanBytes(st.HugePageBytes))
 }

@@ -1,0 +1,107 @@
+package segment
+
+import (
+	"sync/atomic"
+
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// An entry rewritten in place (a Put whose value fits the entry's run) is
+// torn if its writer dies in the middle of the copy: its checksum fails,
+// and recovery, which cannot tell the old value from the new, used to drop
+// the key. So the writer first saves the bytes it is about to overwrite in
+// the segment's undo record, under the write lock with the sequence odd,
+// and clears the record before the sequence is even again. A recoverer that
+// finds the record naming the odd sequence it still finds puts the bytes
+// back: the key keeps its old value, as if the Put had not begun. The
+// record is the segment's own, so the copy goes to lines the segment's
+// writers reuse; entries too large for it are moved instead of rewritten
+// (see replace), which leaves the old copy whole until the slot is swapped.
+
+// undoHolds reports whether the undo record can save n bytes, so that an
+// entry whose rewrite stores n bytes may be rewritten in place. Files
+// without undo records: always.
+func (s *Segment) undoHolds(n int64) bool { return n <= s.tb.undoCap }
+
+// prefetchUndo requests, for writing, the lines of the undo record that a
+// rewrite of n bytes stores into, so that they arrive while the writer
+// looks for its entry: the records are spread over the whole table, and
+// between two writes to one segment the CPU's caches have mostly let its
+// record go (waiting for them made a Put 7-10% slower in BenchmarkMap).
+func (s *Segment) prefetchUndo(n int64) {
+	if s.undoRec != nil && n <= s.tb.undoCap {
+		offheap.PrefetchForWrite(s.undoRec[:undoHeaderSize+n])
+	}
+}
+
+// saveUndo saves the n bytes at byte off of the tiers area (the entry,
+// from its header to the end of the new value) and then names them, with
+// the segment's sequence seq (odd: the caller holds the write lock and is
+// modifying). n must be one undoHolds allowed.
+func (s *Segment) saveUndo(off, n int64, seq uint64) {
+	if s.undoHead == nil {
+		return
+	}
+	copy(s.undoData[:n], s.tb.tierBytes[off:off+n])
+	s.undoHead[udLen] = uint64(n)
+	s.undoHead[udSeq] = seq
+	testStep()
+	// The name last: a record is complete once it names where it goes.
+	offheap.StoreExclusive(&s.undoHead[udAt], uint64(off)+1)
+	testStep()
+}
+
+// clearUndo ends the rewrite saveUndo began, before the sequence is even.
+func (s *Segment) clearUndo() {
+	if s.undoHead != nil {
+		offheap.StoreExclusive(&s.undoHead[udAt], 0)
+	}
+}
+
+// restoreUndo puts back the bytes of an in-place rewrite that its writer
+// did not finish: the record names them and the segment's sequence is the
+// odd one the rewrite was made at. It reports whether it did, and clears
+// the record in every case (a record that does not match the sequence, or
+// would write outside the segment's entry space, is damage, and dropping
+// it loses nothing). Caller holds the write lock taken from a dead writer
+// (or for a rebuild), before changing the sequence.
+func (s *Segment) restoreUndo() bool {
+	if s.undoHead == nil {
+		return false
+	}
+	at := atomic.LoadUint64(&s.undoHead[udAt])
+	if at == 0 {
+		return false
+	}
+	defer atomic.StoreUint64(&s.undoHead[udAt], 0)
+	seq, n := atomic.LoadUint64(&s.undoHead[udSeq]), atomic.LoadUint64(&s.undoHead[udLen])
+	if seq&1 == 0 || seq != atomic.LoadUint64(s.seq) || !s.ownsEntryBytes(at-1, n) {
+		return false
+	}
+	copy(s.tb.tierBytes[at-1:at-1+n], s.undoData[:n])
+	return true
+}
+
+// ownsEntryBytes reports whether the n bytes at byte off of the tiers area
+// are within the undo record's size and the entry space of one tier of
+// this segment (its first, or an overflow tier it owns).
+func (s *Segment) ownsEntryBytes(off, n uint64) bool {
+	l := &s.tb.layout
+	if n > uint64(len(s.undoData)) || off >= uint64(l.Tiers*l.TierSize) {
+		return false
+	}
+	t, in := int64(off/uint64(l.TierSize)), int64(off%uint64(l.TierSize))
+	if in < l.entriesOff || uint64(in)+n > uint64(l.entriesOff+l.Chunks*l.ChunkSize) {
+		return false
+	}
+	if t == s.index {
+		return true
+	}
+	tv := s.tb.tier(t)
+	return t >= l.Segments && atomic.LoadUint64(&tv.header[thOwner/8]) == uint64(s.index)+1
+}
+
+// undoActive reports whether the undo record names a rewrite under way.
+func (s *Segment) undoActive() bool {
+	return s.undoHead != nil && atomic.LoadUint64(&s.undoHead[udAt]) != 0
+}

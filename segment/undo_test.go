@@ -1,0 +1,103 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+// TestUndoLayout: new files have an undo record per segment, between the
+// counters and the tiers, recorded by a flag; a record from before the
+// flag decodes without them, places the tiers where it always did, and
+// rewrites any value that fits in place (nothing to save it to); a record
+// whose flag and offsets disagree is refused.
+func TestUndoLayout(t *testing.T) {
+	p := Params{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 64}
+	l, err := NewLayout(p, 4096, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Undo || l.UndoOff != l.StatsOff+l.Segments*statsLineSize || l.UndoSize != undoHeaderSize+minUndoBytes || l.TiersOff < l.UndoOff+l.Segments*l.UndoSize {
+		t.Fatalf("undo records: %v at %d, %d bytes each; counters at %d, tiers at %d", l.Undo, l.UndoOff, l.UndoSize, l.StatsOff, l.TiersOff)
+	}
+	if got, err := DecodeLayout(l.Encode(), 4096, l.End); err != nil || !got.Undo || got.UndoOff != l.UndoOff || got.UndoSize != l.UndoSize {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	noUndo := p
+	noUndo.NoUndo = true
+	old, err := NewLayout(noUndo, 4096, true) // as files from before the records are
+	if err != nil || old.Undo || old.UndoSize != 0 {
+		t.Fatalf("a layout asked for without undo records: %+v, %v", old, err)
+	}
+	got, err := DecodeLayout(old.Encode(), 4096, old.End)
+	if err != nil || got.Undo || !got.NoUndo || got.TiersOff != roundUp(l.StatsOff+l.Segments*statsLineSize, 4096) {
+		t.Fatalf("a record from before undo records: %+v, %v", got, err)
+	}
+	forged := old
+	forged.Undo = true // the flag, with the old offsets
+	if _, err := DecodeLayout(forged.Encode(), 4096, l.End); !errors.Is(err, ErrBadLayout) {
+		t.Fatalf("the undo flag with the offsets of a file without records: %v, want ErrBadLayout", err)
+	}
+
+	// A file from before: a value larger than any record rewritten in place.
+	tb := openTable(t, filepath.Join(t.TempDir(), "map"), got, true)
+	k := []byte("key")
+	s := tb.For(hashOf(k))
+	for _, v := range [][]byte{bytes.Repeat([]byte{'o'}, 600), bytes.Repeat([]byte{'n'}, 600)} {
+		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tb.Relocations.Load(); n != 0 {
+		t.Errorf("a file without undo records moved a value that fits: %d relocations", n)
+	}
+	// A new file saves what fits its record and moves what does not.
+	tb = openTable(t, filepath.Join(t.TempDir(), "map"), l, true)
+	s = tb.For(hashOf(k))
+	for i, v := range [][]byte{bytes.Repeat([]byte{'o'}, 600), bytes.Repeat([]byte{'n'}, 600), []byte("short"), []byte("SHORT")} {
+		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(min(i, 1)); tb.Relocations.Load() != want {
+			t.Errorf("Put %d: %d relocations, want %d", i, tb.Relocations.Load(), want)
+		}
+		if s.undoActive() {
+			t.Errorf("Put %d left the undo record active", i)
+		}
+	}
+	checkClean(t, tb)
+}
+
+// TestUndoRecordDamage: an undo record left active with no writer inside
+// (damage: writers clear it before the sequence is even again) is reported
+// by Check and cleared by Repair, which puts back nothing: the entries are
+// as they were.
+func TestUndoRecordDamage(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	model := map[string][]byte{"a": []byte("value a"), "b": []byte("value b")}
+	for k, v := range model {
+		if _, err := s.Put(hashOf([]byte(k)), []byte(k), v, Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc, found, ok := s.find(hashOf([]byte("a")), []byte("a"))
+	if !found || !ok {
+		t.Fatal("a not found")
+	}
+	at := tb.layout.entryByte(loc.tier.index, loc.chunk)
+	clear(s.undoData) // what it would put back: zeros
+	s.undoHead[udLen], s.undoHead[udSeq], s.undoHead[udAt] = 32, 1, uint64(at)+1
+	var problems []error
+	s.Check(func(err error) { problems = append(problems, err) })
+	if len(problems) != 1 {
+		t.Fatalf("Check found %v, want the undo record", problems)
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Restored {
+		t.Fatalf("Repair = %+v, %v, %v; want a rebuild that restores nothing", rep, rebuilt, err)
+	}
+	checkClean(t, tb)
+	checkTable(t, tb, model)
+}
