@@ -185,7 +185,14 @@ type Arena struct {
 	mu          sync.Mutex
 	idle        sync.Cond
 	substitutes int
-	cohorts     map[int]*cohortRecord // this process's half of cohort locks, by index
+	// Cohort helpers waiting for a process-local lock (see
+	// cohort.lockLocalUntil): Close waits for them only up to CloseWait,
+	// since a holder may never unlock. finished: Close is done, and the
+	// words may be gone; a helper that gets its lock later leaves them
+	// alone.
+	localWaiters int
+	finished     bool
+	cohorts      map[int]*cohortRecord // this process's half of cohort locks, by index
 
 	journals   *journals // every process's episode journal; nil without SetJournals
 	owner      uint32    // this process's journal slot + 1 (0 without journals): TTAS owner ids
@@ -202,21 +209,21 @@ type Arena struct {
 // died waiting: with journals (SetJournals) a survivor's Recover takes it
 // once this process has left; without them the lock needs Reset before
 // anyone behind it gets in. A cohort lock's helper that waits for the
-// process-local lock for a timed-out LockTimeout is not waited for: a
-// holder may never unlock. Should it get the local lock after Close, it
-// releases only that, and a global lock kept for it stays held, as does
-// any lock held at Close. Its nodes of the ticket-awn and alock table go back to the file
+// process-local lock for a timed-out LockTimeout is waited for up to
+// CloseWait too, not longer: a holder may never unlock. Should it get the
+// local lock after Close, it releases only that, and a global lock kept
+// for it stays held, as does any lock held at Close. Its nodes of the ticket-awn and alock table go back to the file
 // for other processes. Locks must not be used after Close.
 func (a *Arena) Close() {
 	a.mu.Lock()
-	if a.substitutes > 0 {
+	if a.substitutes > 0 || a.localWaiters > 0 {
 		t := time.AfterFunc(CloseWait, func() {
 			a.closing.Store(true)
 			a.mu.Lock()
 			a.idle.Broadcast()
 			a.mu.Unlock()
 		})
-		for a.substitutes > 0 && !a.closing.Load() {
+		for (a.substitutes > 0 || a.localWaiters > 0) && !a.closing.Load() {
 			a.idle.Wait()
 		}
 		t.Stop()
@@ -225,6 +232,7 @@ func (a *Arena) Close() {
 	for a.substitutes > 0 {
 		a.idle.Wait()
 	}
+	a.finished = true
 	a.releaseALockHomes()
 	a.mu.Unlock()
 	a.awnNodes.returnAll()
@@ -252,6 +260,28 @@ func (a *Arena) enter() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closing.Load() {
+		return false
+	}
+	a.substitutes++
+	return true
+}
+
+// waitLocal counts a cohort helper in as waiting for a local lock;
+// gotLocal counts it out once it has the lock and, if it must release
+// what it got (touch), counts it among the goroutines Close waits for
+// (leave then) unless Close is finished (false: leave the words alone).
+func (a *Arena) waitLocal() {
+	a.mu.Lock()
+	a.localWaiters++
+	a.mu.Unlock()
+}
+
+func (a *Arena) gotLocal(touch bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.localWaiters--
+	a.idle.Broadcast()
+	if !touch || a.finished {
 		return false
 	}
 	a.substitutes++

@@ -112,21 +112,27 @@ func (l *cohort) lockLocalUntil(deadline time.Time) bool {
 	var state atomic.Int32
 	got := make(chan struct{})
 	r.waiting.Add(1)
-	// Close does not wait for the helper while it waits for the local
-	// lock: a holder that never unlocks (the map was closed while it held
-	// the lock) would keep Close waiting forever. Once it has the lock, it
-	// releases it, touching the shared words only if Close has not begun;
-	// otherwise a global lock kept for it stays held, as any lock held at
-	// Close does, for recovery to release once this process has left.
+	// Close waits for the helper up to CloseWait, not for good: a holder
+	// that never unlocks (the map was closed while it held the lock) would
+	// keep it waiting forever. Once the helper has the lock, it releases
+	// it, touching the shared words only if Close is not finished; if it
+	// is, a global lock kept for it stays held, as any lock held at Close
+	// does, for recovery to release once this process has left.
+	l.a.waitLocal()
 	go func() {
 		r.local.Lock()
 		r.waiting.Add(-1)
 		if state.CompareAndSwap(pending, delivered) {
+			l.a.gotLocal(false)
 			close(got)
 			return
 		}
-		if r.keepsGlobal && l.a.enter() {
-			defer l.a.leave()
+		if !l.a.gotLocal(true) {
+			r.local.Unlock()
+			return
+		}
+		defer l.a.leave()
+		if r.keepsGlobal {
 			l.release() // pass the global lock on, or release it
 		} else {
 			r.local.Unlock()

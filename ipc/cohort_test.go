@@ -314,3 +314,29 @@ func TestCohortCloseWithHeldLock(t *testing.T) {
 		})
 	}
 }
+
+// TestCohortCloseRightAfterUnlock: an Unlock that keeps the global lock for
+// a helper left by an abandoned LockTimeout, and Close at once, before the
+// helper has run: Close must let the helper pass the global lock on, or
+// another process waits for it until recovery.
+func TestCohortCloseRightAfterUnlock(t *testing.T) {
+	for _, algo := range []string{"cohort", "cohort-cr"} {
+		t.Run(algo, func(t *testing.T) {
+			path := createTestFile(t, Config{Locks: 1})
+			a, b := openTestFile(t, path), openTestFile(t, path) // two "processes"
+			defer b.close()
+			holder, waiter := a.mutex(t, algo, 0), a.mutex(t, algo, 0)
+			holder.Lock()
+			if err := waiter.LockTimeout(5 * time.Millisecond); err != ErrTimeout {
+				t.Fatalf("LockTimeout against a holder: %v", err)
+			}
+			if err := holder.Unlock(); err != nil { // kept for the helper, which waits
+				t.Fatal(err)
+			}
+			a.close()
+			if err := b.mutex(t, algo, 0).LockTimeout(time.Second); err != nil {
+				t.Fatalf("the other process cannot get the lock after Close: %v", err)
+			}
+		})
+	}
+}
