@@ -350,9 +350,10 @@ func closeDuringCalls(t *testing.T, path string, round int) {
 	t.Logf("round %d: %d calls, Close took %v", round, calls.Load(), took)
 }
 
-// A LockTable.Lock waiting for a lock another goroutine holds gives up
-// when the map is closed, within LockTimeout, so Close does not wait for
-// the holder; with every lock algorithm.
+// A LockTable.Lock, and a LockTimeout of an hour, waiting for a lock
+// another goroutine holds give up when the map is closed, within
+// LockTimeout, so Close does not wait for the holder; with every lock
+// algorithm.
 func TestCloseEndsLockWait(t *testing.T) {
 	for _, alg := range ipc.Algorithms() {
 		t.Run(alg.Name, func(t *testing.T) {
@@ -364,8 +365,9 @@ func TestCloseEndsLockWait(t *testing.T) {
 			if err := m.Locks().Lock(0); err != nil {
 				t.Fatal(err)
 			}
-			waited := make(chan error)
+			waited := make(chan error, 2)
 			go func() { waited <- m.Locks().Lock(0) }()
+			go func() { waited <- m.Locks().LockTimeout(0, time.Hour) }()
 			time.Sleep(50 * time.Millisecond) // let it wait
 			start := time.Now()
 			closed := make(chan error)
@@ -379,8 +381,10 @@ func TestCloseEndsLockWait(t *testing.T) {
 				t.Fatal("Close still waits for the Lock after 10s")
 			}
 			took := time.Since(start)
-			if err := <-waited; !errors.Is(err, ErrClosed) {
-				t.Errorf("the waiting Lock returned %v", err)
+			for range 2 {
+				if err := <-waited; !errors.Is(err, ErrClosed) {
+					t.Errorf("a waiting Lock or LockTimeout returned %v", err)
+				}
 			}
 			// One LockTimeout for the wait, and up to ipc.CloseWait (1s) for
 			// the goroutine its FIFO turn is left to.

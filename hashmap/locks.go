@@ -199,18 +199,33 @@ func (t *LockTable) Lock(i int) error {
 	return nil
 }
 
-// LockTimeout is Lock bounded by d; it returns an error matching ErrTimeout
-// if d passes first.
+// LockTimeout is Lock bounded by d (d < 0: not bounded); it returns an
+// error matching ErrTimeout if d passes first. A d longer than the map's
+// LockTimeout is waited in turns of LockTimeout, so that the wait can end
+// (ErrClosed) when the map is closed; a FIFO lock then takes the waiter
+// back at the end of its queue at each turn.
 func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
 	defer c.Leave()
-	if err := l.LockTimeout(d); err != nil {
-		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
+	deadline := time.Now().Add(d)
+	for {
+		turn := t.m.opts.LockTimeout
+		if d >= 0 {
+			turn = max(0, min(turn, time.Until(deadline)))
+		}
+		if l.LockTimeout(turn) == nil {
+			return nil
+		}
+		switch {
+		case t.m.gate.Closed():
+			return fmt.Errorf("lock %d: %w", i, ErrClosed)
+		case d >= 0 && !time.Now().Before(deadline):
+			return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
+		}
 	}
-	return nil
 }
 
 // TryLock takes lock i if it is free, without waiting.

@@ -285,9 +285,10 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 // Close has begun return ErrClosed (or a zero Len, Stats, Segments);
 // calls already running when it begins finish first, and Close waits for
 // them: for a Compute's function too, so a Compute function that calls
-// Close waits for itself forever, and for a LockTable.Lock still waiting,
-// which gives up (ErrClosed) within LockTimeout (Close then gives the
-// turn it leaves in a FIFO lock's queue up to ipc.CloseWait to pass).
+// Close waits for itself forever, and for a LockTable.Lock or LockTimeout
+// still waiting, which gives up (ErrClosed) within LockTimeout (Close then
+// gives the turn it leaves in a FIFO lock's queue up to ipc.CloseWait to
+// pass).
 // Other processes are not affected. Calling Close again waits for the
 // first to finish and returns nil.
 //
