@@ -131,9 +131,6 @@ func TestOpenAloneClearsStaleLocks(t *testing.T) {
 // blocked by a dead holder waits this long, recovers, and goes on.
 const killLockTimeout = 200 * time.Millisecond
 
-// killValue is the value of key j at sequence seq of writer id: a header
-// and a filler whose length and byte follow from the header, so a reader
-// can tell a torn value from a whole one.
 // earlierAttempt reports whether v is what a Put of key j by writer id
 // with a sequence number after acked and before tried stored: an attempt
 // killed before its acknowledgement, and applied.
@@ -145,6 +142,9 @@ func earlierAttempt(v []byte, id, j, acked, tried int) bool {
 	return vid == id && vj == j && seq > acked && seq < tried && bytes.Equal(v, killValue(id, j, seq))
 }
 
+// killValue is the value of key j at sequence seq of writer id: a header
+// and a filler whose length and byte follow from the header, so a reader
+// can tell a torn value from a whole one.
 func killValue(id, j, seq int) []byte {
 	v := fmt.Appendf(nil, "%d:%d:%d:", id, j, seq)
 	return append(v, bytes.Repeat([]byte{byte('a' + seq%26)}, seq%113)...)

@@ -136,13 +136,16 @@ func (tb *Table) writeEntry(t *tier, c int64, h *[entryHeaderSize]byte, key, val
 
 // rewriteInPlace stores header h and value over the entry at byte off of
 // the tiers area, whose key (of klen bytes) stays where it is, after
-// saving the bytes it overwrites in the undo record (see saveUndo). The
-// caller holds the write lock with the sequence odd (seq), has checked that
-// value fits the entry's run and that the record holds the entry.
-func (s *Segment) rewriteInPlace(off int64, h *[entryHeaderSize]byte, klen int64, value []byte, seq uint64) {
+// saving the bytes it overwrites in the undo record (see saveUndo) if save.
+// The caller holds the write lock with the sequence odd (seq), has checked
+// that value fits the entry's run and, if save, that the record holds the
+// entry.
+func (s *Segment) rewriteInPlace(off int64, h *[entryHeaderSize]byte, klen int64, value []byte, seq uint64, save bool) {
 	b := s.tb.tierBytes
 	v := off + entryHeaderSize + klen
-	s.saveUndo(off, v-off+int64(len(value)), seq)
+	if save {
+		s.saveUndo(off, v-off+int64(len(value)), seq)
+	}
 	copy(b[off:off+entryHeaderSize], h[:])
 	testStep()
 	// In two halves, so that tests can stop a writer in the middle of the

@@ -42,6 +42,11 @@ func (s *Segment) saveUndo(off, n int64, seq uint64) {
 	if s.undoHead == nil {
 		return
 	}
+	if atomic.LoadUint64(&s.undoHead[udAt]) != 0 {
+		// Damage (writers clear it): with it, a death before the store
+		// below would leave this rewrite's bytes named for that place.
+		offheap.StoreExclusive(&s.undoHead[udAt], 0)
+	}
 	copy(s.undoData[:n], s.tb.tierBytes[off:off+n])
 	s.undoHead[udLen] = uint64(n)
 	s.undoHead[udSeq] = seq

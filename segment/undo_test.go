@@ -101,3 +101,53 @@ func TestUndoRecordDamage(t *testing.T) {
 	checkClean(t, tb)
 	checkTable(t, tb, model)
 }
+
+// TestLargeRewriteWhenFull: an entry too large for the undo record is
+// moved when a free run is at hand, and otherwise rewritten in place
+// (unsaved) rather than failing with ErrFull in a map with no room left
+// for a second copy.
+func TestLargeRewriteWhenFull(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 16, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, int(tb.undoCap)) }
+	model := map[string][]byte{}
+	var keys [][]byte
+	for i := 0; ; i++ {
+		k := []byte{'k', byte('a' + i)}
+		if _, err := s.Put(hashOf(k), k, big('o'), Replace); errors.Is(err, ErrFull) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		model[string(k)], keys = big('o'), append(keys, k)
+	}
+	if len(keys) < 2 {
+		t.Fatalf("only %d large entries fit: the test lost its point", len(keys))
+	}
+	moved := tb.Relocations.Load()
+	for _, k := range keys {
+		if _, err := s.Put(hashOf(k), k, big('n'), Replace); err != nil {
+			t.Fatalf("rewriting %s with a value of the same size in a full map: %v", k, err)
+		}
+		model[string(k)] = big('n')
+	}
+	if tb.Relocations.Load() != moved {
+		t.Errorf("%d entries moved in a full map", tb.Relocations.Load()-moved)
+	}
+	checkTable(t, tb, model)
+	checkClean(t, tb)
+	// With room again, the next such rewrite moves the entry.
+	if _, err := s.Delete(hashOf(keys[0]), keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	delete(model, string(keys[0]))
+	if _, err := s.Put(hashOf(keys[1]), keys[1], big('m'), Replace); err != nil {
+		t.Fatal(err)
+	}
+	model[string(keys[1])] = big('m')
+	if tb.Relocations.Load() != moved+1 {
+		t.Errorf("a large rewrite with a free run at hand was not moved")
+	}
+	checkTable(t, tb, model)
+	checkClean(t, tb)
+}

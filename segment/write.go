@@ -189,7 +189,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 		return false
 	}
 	offheap.AddExclusive(s.seq, 1)
-	s.rewriteInPlace(int64(at), &h, int64(len(key)), value, seq+1)
+	s.rewriteInPlace(int64(at), &h, int64(len(key)), value, seq+1, true)
 	offheap.AddExclusive(s.seq, 1)
 	s.countLocked(stPuts)
 	_ = s.lock.WriteUnlock()
@@ -222,40 +222,85 @@ func (s *Segment) live(loc *location) bool {
 }
 
 // replace changes the value of an entry: in place when it fits the entry's
-// chunks (or the free chunks after them) and the undo record can save it
-// first, else by moving the entry.
+// chunks (or the free chunks after them), else by moving the entry. In
+// place, the undo record saves the entry first; an entry too large for it
+// is moved instead if a free run is at hand, which keeps the old copy whole
+// until the slot names the new one, and otherwise rewritten in place
+// unsaved: for it, a move that had to compact, link an overflow tier or
+// evict would cost more than the risk it saves (or fail, ErrFull, where
+// the rewrite in place cannot).
 func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
-	inPlace := s.undoHolds(entryHeaderSize + loc.klen + int64(len(value)))
-	at := tb.layout.entryByte(loc.tier.index, loc.chunk)
-	if inPlace && nch <= loc.nch {
+	tag := uint32(hash >> tb.layout.segmentBits)
+	fits := nch <= loc.nch
+	grows := !fits && loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch)
+	if fits || grows {
+		save := s.undoHolds(entryHeaderSize + loc.klen + int64(len(value)))
+		if !save {
+			if nt, c, ok := s.allocFree(tag, nch, loc); ok {
+				return s.relocate(w, hash, key, value, nt, c, nch)
+			}
+		}
+		run := max(nch, loc.nch) // a run is never shrunk in place
 		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
-		h := tb.entryHeader(loc.nch, key, value)
+		h := tb.entryHeader(run, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
 		}
-		s.rewriteInPlace(at, &h, loc.klen, value, atomic.LoadUint64(s.seq))
-		return nil
-	}
-	// Grow in place if the chunks after the run are free.
-	if inPlace && loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch) {
-		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
-		h := tb.entryHeader(nch, key, value)
-		if err := w.modify("put"); err != nil {
-			return err
+		if grows {
+			loc.tier.mark(loc.chunk+loc.nch, nch-loc.nch, true)
+			atomic.AddUint64(&loc.tier.header[thUsedChunks/8], uint64(nch-loc.nch))
 		}
-		loc.tier.mark(loc.chunk+loc.nch, nch-loc.nch, true)
-		atomic.AddUint64(&loc.tier.header[thUsedChunks/8], uint64(nch-loc.nch))
-		s.rewriteInPlace(at, &h, loc.klen, value, atomic.LoadUint64(s.seq))
+		s.rewriteInPlace(tb.layout.entryByte(loc.tier.index, loc.chunk), &h, loc.klen, value, atomic.LoadUint64(s.seq), save)
 		return nil
 	}
-	// Relocate: write the new copy where nobody looks yet, then swap it in.
-	s.countMove(&tb.Relocations, stRelocations)
-	nt, c, err := s.allocHome(w, uint32(hash>>tb.layout.segmentBits), nch, loc)
+	nt, c, err := s.allocHome(w, tag, nch, loc)
 	if err != nil {
 		return err
 	}
+	return s.relocate(w, hash, key, value, nt, c, nch)
+}
+
+// allocFree takes n free chunks for an entry moving from moving where they
+// are at hand: one of its home runs, else the first run that fits in a tier
+// of the chain with room, without compacting, linking a tier or evicting.
+// It reports false if there is none, having changed nothing.
+func (s *Segment) allocFree(tag uint32, n int64, moving *location) (tier, int64, bool) {
+	tb := s.tb
+	l := &tb.layout
+	first := tb.tier(s.index)
+	if s.hasRoom(&first, moving) {
+		for _, home := range [2]uint64{tb.geom.homeByte(tag), tb.geom.secondHomeByte(tag)} {
+			if c := int64(home >> tb.geom.chunkShift); c+n <= l.Chunks && first.runFree(c, n) {
+				first.take(c, n)
+				return first, c, true
+			}
+		}
+	}
+	t := s.index
+	for hops := int64(0); hops < l.Tiers; hops++ {
+		tv := tb.tier(t)
+		if s.hasRoom(&tv, moving) {
+			if c := tv.alloc(n, l.Chunks); c >= 0 {
+				return tv, c, true
+			}
+		}
+		next := tv.next()
+		if next == 0 || next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+			break // the end of the chain, or a damaged link (allocRun reports it)
+		}
+		t = int64(next - 1)
+	}
+	return tier{}, 0, false
+}
+
+// relocate moves the entry of key to the n chunks at c of tier nt, taken
+// for it, with its new value: it writes the new copy where nobody looks
+// yet, then swaps it in by one slot store, then frees the old run.
+func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c, nch int64) error {
+	tb := s.tb
+	s.countMove(&tb.Relocations, stRelocations)
 	prefetchTail(tb.entryBytes(&nt, c, int64(len(key)), value))
 	h := tb.entryHeader(nch, key, value)
 	if err := w.modify("put"); err != nil {
@@ -265,7 +310,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 	// Compaction during allocRun may have moved our entry: find it again.
 	cur, found, ok := s.find(hash, key)
 	if !ok || !found {
-		return s.corrupt(loc.tier.index, "entry vanished during relocation")
+		return s.corrupt(nt.index, "entry vanished during relocation")
 	}
 	testStep()
 	tb.writeEntry(&nt, c, &h, key, value)
