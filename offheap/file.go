@@ -14,8 +14,10 @@ import (
 // Region, so f.Uint64(off) and friends work), its decoded header, and the
 // descriptor, kept for fallocate and for byte-range locks.
 //
-// A File's methods are safe for concurrent use, except Close, which must
-// not run while anything else uses the File or memory obtained from it.
+// A File's methods are safe for concurrent use, except Close and Retire:
+// Close must not run while anything else uses the File or memory obtained
+// from it; Retire may run while lock-free readers still read that memory,
+// but not while anything writes the file through it.
 type File struct {
 	*Region
 	fd      *os.File
@@ -153,28 +155,21 @@ func (f *File) Sync() error {
 // late readers, but it keeps the file's disk space should it be deleted),
 // and the error says so. Calling Close or Retire again does nothing.
 func (f *File) Retire() error {
-	if f.fd == nil {
-		return nil
-	}
-	err := f.Region.retire(f.fd)
-	if cerr := f.fd.Close(); err == nil {
-		err = cerr
-	}
-	f.fd = nil
-	if err != nil {
-		return &FileError{Path: f.path, Op: "close", Err: err}
-	}
-	return nil
+	return f.closeWith(func() error { return f.Region.retire(f.fd) })
 }
 
 // Close unmaps the file and closes its descriptor. It does not sync: the
 // pages stay in the page cache and reach the file as the kernel writes
 // them back. Calling Close again does nothing and returns nil.
-func (f *File) Close() error {
+func (f *File) Close() error { return f.closeWith(f.Unmap) }
+
+// closeWith lets the mapping go by letGo, then closes the descriptor,
+// once.
+func (f *File) closeWith(letGo func() error) error {
 	if f.fd == nil {
 		return nil
 	}
-	err := f.Unmap()
+	err := letGo()
 	if cerr := f.fd.Close(); err == nil {
 		err = cerr
 	}

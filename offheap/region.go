@@ -65,7 +65,8 @@ func (r *Region) Len() int64 { return int64(len(r.data)) }
 func (r *Region) ReadOnly() bool { return r.readOnly }
 
 // Unmap releases the mapping. Every slice and word obtained from the region
-// is invalid afterwards; touching one faults.
+// is invalid afterwards; touching one faults (see File.Retire for a close
+// that leaves them readable). After Retire it does nothing.
 func (r *Region) Unmap() error {
 	if r.data == nil || r.retired {
 		return nil
