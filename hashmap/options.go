@@ -46,8 +46,10 @@ type Options struct {
 	// NoUndo creates the map without undo records. By default a Put that
 	// rewrites a value in place first saves the bytes it overwrites in its
 	// segment's undo record, so that a process killed in the middle of the
-	// rewrite leaves the key with its old value, which recovery puts back.
-	// Without them that key is lost instead (its entry is torn, and
+	// rewrite leaves the key with its old value, which recovery puts back
+	// (values larger than twice the average entry, or 4 KiB, are moved
+	// instead when their segment has a free run for them, and otherwise
+	// rewritten unsaved). Without records that key is lost instead (its entry is torn, and
 	// recovery drops it); in exchange such a Put takes about 5% less time
 	// with 64-byte values and 9% with 1 KiB ones (peer benchmark, 1M and
 	// 100k keys). Fixed at creation; ignored for an existing file.

@@ -15,8 +15,9 @@ import (
 // finds the record naming the odd sequence it still finds puts the bytes
 // back: the key keeps its old value, as if the Put had not begun. The
 // record is the segment's own, so the copy goes to lines the segment's
-// writers reuse; entries too large for it are moved instead of rewritten
-// (see replace), which leaves the old copy whole until the slot is swapped.
+// writers reuse. Entries too large for it are moved instead where a free
+// run is at hand, which leaves the old copy whole until the slot is
+// swapped, and otherwise rewritten unsaved (see replace).
 
 // undoHolds reports whether the undo record can save n bytes, so that an
 // entry whose rewrite stores n bytes may be rewritten in place. Files
