@@ -96,7 +96,7 @@ func (r *Region) retire(f *os.File) error {
 	}
 	r.retired = true
 	addr, n := unsafe.Pointer(&r.data[0]), uintptr(len(r.data))
-	_, err := unix.MmapPtr(-1, 0, addr, n,
+	_, err := mmapReservation(-1, 0, addr, n,
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|mapNoReserve)
 	if err == nil {
 		return nil
@@ -111,6 +111,10 @@ func (r *Region) retire(f *os.File) error {
 	}
 	return fmt.Errorf("retire mapping (the file stays mapped until the process ends): %w", err)
 }
+
+// mmapReservation is the mmap retire makes its reservation with; tests
+// make it fail to reach the fallback.
+var mmapReservation = unix.MmapPtr
 
 // inBounds reports whether [off, off+n) lies inside the region, without
 // overflow.

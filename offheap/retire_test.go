@@ -2,11 +2,15 @@ package offheap
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRetire: after Retire, words and slices taken from the file read
@@ -55,4 +59,37 @@ func mapped(t *testing.T, path string) bool {
 		t.Skip("no /proc/self/maps")
 	}
 	return strings.Contains(string(maps), path)
+}
+
+// TestRetireFallback: when the kernel refuses the reservation (having
+// unmapped the range first, as older kernels may), Retire maps the file
+// back where it was and says so: words taken from it still read and write
+// the file, and nothing faults.
+func TestRetireFallback(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "map")
+	f := mustOpen(t, path, createOpts())
+	word := f.Uint64(HeaderSize)
+	atomic.StoreUint64(word, 42)
+	defer func() { mmapReservation = unix.MmapPtr }()
+	mmapReservation = func(fd int, off int64, addr unsafe.Pointer, n uintptr, prot, flags int) (unsafe.Pointer, error) {
+		if err := unix.Munmap(unsafe.Slice((*byte)(addr), n)); err != nil {
+			t.Fatal(err)
+		}
+		return nil, unix.ENOMEM
+	}
+	err := f.Retire()
+	if !errors.Is(err, unix.ENOMEM) || !strings.Contains(err.Error(), "stays mapped") {
+		t.Fatalf("Retire with the reservation refused: %v", err)
+	}
+	if got := atomic.LoadUint64(word); got != 42 {
+		t.Fatalf("after the fallback the word reads %d", got)
+	}
+	atomic.StoreUint64(word, 43)
+	g := mustOpen(t, path, OpenOptions{})
+	if got := atomic.LoadUint64(g.Uint64(HeaderSize)); got != 43 {
+		t.Fatalf("a write through the mapped-back file did not reach it: %d", got)
+	}
+	if !mapped(t, path) {
+		t.Error("the file is not mapped after the fallback")
+	}
 }
