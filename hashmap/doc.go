@@ -29,6 +29,9 @@
 // sequence, falling back to the read lock when writers keep interfering.
 // Every completed write is visible to every later Get in any process.
 //
+// Close may run while other goroutines use the Map: it waits for the calls
+// in progress (see Close), and later calls return ErrClosed.
+//
 // # Batches
 //
 // A lookup in a map larger than the CPU's caches waits for memory two or
@@ -42,7 +45,10 @@
 // # Durability
 //
 // A completed write survives the death of any process; it reaches the
-// disk when the kernel writes the page back, or at Sync. After a machine
+// disk when the kernel writes the page back, or at Sync. A process killed
+// in the middle of a write leaves that key with its old value or its new
+// one: a value rewritten in place is first saved in its segment's undo
+// record, which recovery puts back (see Options.NoUndo). After a machine
 // crash, Check finds entries torn by a partial write-back and Repair
 // removes them (see Sync and Repair).
 //
@@ -60,6 +66,8 @@
 //     segment if it was changing it. Such a wait lasts up to twice
 //     LockTimeout (the wait, the repair, a second wait).
 //   - Another process truncating the file makes this one crash with SIGBUS.
-//   - Compute and Range bodies run while a segment lock is held (Range only
-//     while copying): keep Compute short.
+//   - Compute bodies run while a segment lock is held: keep them short,
+//     and do not call Close from one (Close waits for the Compute). Range
+//     holds a lock only while it copies a segment, never while its body
+//     runs.
 package hashmap
