@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
+	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -22,7 +25,62 @@ func TestMain(m *testing.M) {
 	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "demo-worker" || os.Args[1] == "lockbench-worker" || os.Args[1] == "bench-worker") {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if args := strings.Split(os.Getenv(dieInRewriteEnv), "\t"); len(args) == 3 {
+		dieInRewrite(args[0], args[1], args[2])
+	}
 	os.Exit(m.Run())
+}
+
+// dieInRewriteEnv makes the test binary a process that opens the map at
+// its first field and dies (SIGKILL) in the middle of a Put of its second
+// and third, after the entry's header is rewritten and before its value is.
+const dieInRewriteEnv = "MAPCTL_TEST_DIE_IN_REWRITE"
+
+func dieInRewrite(path, key, value string) {
+	m, err := hashmap.Open(path, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	steps := 0
+	testhook.OnStep = func() {
+		// The undo record's two steps, then the header's.
+		if steps++; steps == 3 {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			time.Sleep(time.Hour)
+		}
+	}
+	_ = m.Put([]byte(key), []byte(value))
+	fmt.Fprintln(os.Stderr, "the Put ended without reaching its third step")
+	os.Exit(2)
+}
+
+// TestRecoverUndoesCutRewrite: a process killed in the middle of rewriting
+// a value leaves the key with its old value: recover says it undid the
+// rewrite, get reads the old value, and check passes.
+func TestRecoverUndoesCutRewrite(t *testing.T) {
+	p := newMap(t)
+	if c, _, e := mapctl(t, "", "put", p, "key", "the old value"); c != 0 {
+		t.Fatalf("put: %q", e)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), dieInRewriteEnv+"="+p+"\tkey\tTHE NEW VALUE")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the writer ended with %v, not killed in its Put: %s", err, stderr.String())
+	}
+	if c, o, e := mapctl(t, "", "recover", p); c != 0 || !strings.Contains(o, "a rewrite it cut short undone") {
+		t.Fatalf("recover after a writer died mid-rewrite: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "get", p, "key"); c != 0 || o != "the old value\n" {
+		t.Fatalf("get after recover: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "check", p); c != 0 {
+		t.Fatalf("check after recover: %d %q %q", c, o, e)
+	}
 }
 
 // mapctl runs the command line args with stdin and returns the exit status,

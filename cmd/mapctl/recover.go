@@ -104,6 +104,9 @@ Examples:
 		}
 		for _, s := range rep.Segments {
 			fmt.Fprintf(e.stdout, "segment %d: released %+v", s.Segment, s.Orphans)
+			if s.Restored {
+				fmt.Fprintf(e.stdout, "; a rewrite it cut short undone (that key has its old value)")
+			}
 			if s.Rebuilt {
 				fmt.Fprintf(e.stdout, "; rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d stray chunks freed", s.Kept, s.Dropped, s.Doubled, s.Freed)
 			}
