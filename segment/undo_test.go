@@ -151,3 +151,64 @@ func TestLargeRewriteWhenFull(t *testing.T) {
 	checkTable(t, tb, model)
 	checkClean(t, tb)
 }
+
+// FuzzUndoRecord: whatever an undo record holds (a damaged file, or a
+// record whose sequence matches the segment's, as a writer that died
+// inside leaves it), putting it back writes nowhere but its own segment's
+// entry space, and afterwards Repair leaves a table that passes Check and
+// a record that names nothing.
+func FuzzUndoRecord(f *testing.F) {
+	f.Add(uint64(100), uint64(1), uint64(40), []byte("saved bytes"), true, uint8(1))
+	f.Add(uint64(100), uint64(1), uint64(40), []byte("saved bytes"), true, uint8(2))
+	f.Add(uint64(100), uint64(3), uint64(8), []byte("saved bytes"), true, uint8(3))
+	f.Add(uint64(1<<40), uint64(3), uint64(1<<20), []byte{}, false, uint8(0))
+	f.Add(uint64(0), uint64(0), uint64(0), []byte{1}, true, uint8(0))
+	f.Fuzz(func(t *testing.T, at, seq, n uint64, data []byte, matchSeq bool, where uint8) {
+		tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 4, AverageValueSize: 8, MaxBloatFactor: 2, Segments: 2})
+		for i := range 20 {
+			k := []byte{'k', byte(i)}
+			if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, bytes.Repeat([]byte{byte(i)}, i), Replace); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := tb.Segment(1)
+		l := &tb.layout
+		lo, hi := uint64(l.TierSize+l.entriesOff), uint64(l.TierSize+l.entriesOff+l.Chunks*l.ChunkSize)
+		tierSize := uint64(l.TierSize)
+		switch where % 4 {
+		case 1: // somewhere in the segment's entry space
+			at = lo + at%(hi-lo) + 1
+		case 2: // in the entry space of a tier not the segment's
+			other := (at / tierSize) % uint64(l.Tiers)
+			if other == 1 {
+				other = 0
+			}
+			at = other*tierSize + uint64(l.entriesOff) + at%(hi-lo) + 1
+		case 3: // in the segment's tier, before its entry space
+			at = tierSize + at%uint64(l.entriesOff) + 1
+		}
+		copy(s.undoData, data)
+		s.undoHead[udAt], s.undoHead[udSeq], s.undoHead[udLen] = at, seq, n
+		if matchSeq {
+			*s.seq = seq
+		}
+		before := bytes.Clone(tb.tierBytes)
+		restored := s.restoreUndo()
+		for i := range before {
+			if before[i] != tb.tierBytes[i] && (!restored || uint64(i) < lo || uint64(i) >= hi) {
+				t.Fatalf("byte %d of the tiers changed (record at=%d seq=%d len=%d, restored %v)", i, at, seq, n, restored)
+			}
+		}
+		if restored && (seq&1 == 0 || !matchSeq) {
+			t.Fatalf("restored a record whose sequence %d is not the segment's odd one", seq)
+		}
+		if s.undoActive() {
+			t.Fatal("the record still names a rewrite")
+		}
+		s.lock.SetLedger(new(uint64))
+		if _, _, err := s.Repair(); err != nil {
+			t.Fatalf("Repair: %v", err)
+		}
+		checkClean(t, tb)
+	})
+}
