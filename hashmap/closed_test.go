@@ -319,7 +319,7 @@ func closeDuringCalls(t *testing.T, path string, round int) {
 	for _, p := range problems {
 		t.Errorf("round %d: %s", round, p)
 	}
-	if took > 3*time.Second {
+	if took > 10*time.Second { // calls end within a LockTimeout or ipc.CloseWait; the margin is for a loaded machine
 		t.Errorf("round %d: Close took %v", round, took)
 	}
 	if _, err := m.Get(closeTestKey(0)); !errors.Is(err, ErrClosed) {
@@ -387,8 +387,9 @@ func TestCloseEndsLockWait(t *testing.T) {
 				}
 			}
 			// One LockTimeout for the wait, and up to ipc.CloseWait (1s) for
-			// the goroutine its FIFO turn is left to.
-			if took > 1500*time.Millisecond {
+			// the goroutine its FIFO turn is left to: about 1.2 s, with a
+			// margin for nine algorithms at once on a loaded machine.
+			if took > 5*time.Second {
 				t.Errorf("Close took %v", took)
 			}
 			t.Logf("Close took %v", took)
