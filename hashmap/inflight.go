@@ -1,6 +1,10 @@
 package hashmap
 
-import "github.com/sharedmap/sharedmap/internal/inflight"
+import (
+	"math/rand/v2"
+
+	"github.com/sharedmap/sharedmap/internal/inflight"
+)
 
 // Close unmaps the file, and a call still running in it would fault: the
 // process would die with SIGSEGV, not a panic. So calls that lock or write
@@ -30,14 +34,7 @@ func (m *Map) enter(hash uint64, write bool) (*inflight.Count, error) {
 	return c, nil
 }
 
-// enterAny is enter for calls without a key.
+// enterAny is enter for calls without a key: spread at random.
 func (m *Map) enterAny(write bool) (*inflight.Count, error) {
-	if write && m.readOnly && !m.gate.Closed() {
-		return nil, ErrReadOnly
-	}
-	c := m.gate.EnterAny()
-	if c == nil {
-		return nil, ErrClosed
-	}
-	return c, nil
+	return m.enter(rand.Uint64(), write)
 }

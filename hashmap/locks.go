@@ -193,8 +193,8 @@ func (t *LockTable) Lock(i int) error {
 		return err
 	}
 	defer c.Leave()
-	if !t.m.lockRecovering(l, true) {
-		return fmt.Errorf("lock %d: %w", i, ErrClosed)
+	if err := t.m.waitInTurns(l, -1, true, true); err != nil {
+		return fmt.Errorf("lock %d: %w", i, err)
 	}
 	return nil
 }
@@ -210,22 +210,13 @@ func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 		return err
 	}
 	defer c.Leave()
-	deadline := time.Now().Add(d)
-	for {
-		turn := t.m.opts.LockTimeout
-		if d >= 0 {
-			turn = max(0, min(turn, time.Until(deadline)))
-		}
-		if l.LockTimeout(turn) == nil {
-			return nil
-		}
-		switch {
-		case t.m.gate.Closed():
-			return fmt.Errorf("lock %d: %w", i, ErrClosed)
-		case d >= 0 && !time.Now().Before(deadline):
-			return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
-		}
+	switch err := t.m.waitInTurns(l, d, true, false); {
+	case errors.Is(err, ErrTimeout):
+		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
+	case err != nil:
+		return fmt.Errorf("lock %d: %w", i, err)
 	}
+	return nil
 }
 
 // TryLock takes lock i if it is free, without waiting.

@@ -51,7 +51,7 @@ type Options struct {
 	// instead when their segment has a free run for them, and otherwise
 	// rewritten unsaved). Without records that key is lost instead (its entry is torn, and
 	// recovery drops it); in exchange such a Put takes about 5% less time
-	// with 64-byte values and 9% with 1 KiB ones (peer benchmark, 1M and
+	// with 64-byte values and 9-11% with 1 KiB ones (peer benchmark, 1M and
 	// 100k keys). Fixed at creation; ignored for an existing file.
 	NoUndo bool
 	// NoPrefault skips mapping the segment headers and first tiers into the

@@ -162,36 +162,46 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 	return rep, nil
 }
 
-// lockRecovering waits for ipc lock l with the map's lock timeout and, each
-// time that passes, recovers what dead processes left in the lock table
-// before waiting again: a lock whose holder died is released for its
-// survivors, and a live holder is waited for as long as it takes, or, if
-// closable, until the map is closed (then it returns false, within a lock
-// timeout, without the lock). The timeout is not shortened for that: a
-// FIFO waiter that gives up loses its place in the queue.
-func (m *Map) lockRecovering(l ipc.Mutex, closable bool) bool {
-	recovering := m.reg != nil && m.reg.Self() >= 0
-	if !recovering && !closable {
+// waitInTurns waits for ipc lock l up to d (d < 0: without end), in turns
+// of the map's LockTimeout. Between turns it gives up, without the lock,
+// with ErrClosed if closable and the map is closed, or with ErrTimeout
+// once d has passed; and, if recovering, it recovers what dead processes left
+// in the lock table before waiting again, so that a lock whose holder died
+// is released for its survivors while a live holder is waited for as long
+// as it takes. A FIFO waiter loses its place in the queue at each turn.
+func (m *Map) waitInTurns(l ipc.Mutex, d time.Duration, closable, recovering bool) error {
+	recovering = recovering && m.reg != nil && m.reg.Self() >= 0
+	if d < 0 && !closable && !recovering {
 		l.Lock()
-		return true
+		return nil
 	}
-	for l.LockTimeout(m.opts.LockTimeout) != nil {
-		if closable && m.gate.Closed() {
-			return false
+	deadline := time.Now().Add(d)
+	for {
+		turn := m.opts.LockTimeout
+		if d >= 0 {
+			turn = max(0, min(turn, time.Until(deadline)))
+		}
+		if l.LockTimeout(turn) == nil {
+			return nil
+		}
+		switch {
+		case closable && m.gate.Closed():
+			return ErrClosed
+		case d >= 0 && !time.Now().Before(deadline):
+			return ErrTimeout
 		}
 		if recovering {
 			_, _ = m.recoverSegments([]int{})
 			m.recoveries.Add(1)
 		}
 	}
-	return true
 }
 
 // adminLock is the map's admin lock as the segment table takes it, inside
 // calls that Close waits for.
 type adminLock struct{ m *Map }
 
-func (a adminLock) Lock()         { a.m.lockRecovering(a.m.admin, false) }
+func (a adminLock) Lock()         { _ = a.m.waitInTurns(a.m.admin, -1, false, true) }
 func (a adminLock) Unlock() error { return a.m.admin.Unlock() }
 
 // recoverAfterTimeout is the segment table's hook for a lock wait on

@@ -36,7 +36,7 @@ func TestRetire(t *testing.T) {
 		}
 		atomic.StoreUint64(word, 7)
 		copy(b, "HELLO")
-		if mapped(t, path) != readOnly { // the writable one is still mapped by w
+		if m, known := mapped(path); known && m != readOnly { // the writable one is still mapped by w
 			t.Errorf("read-only %v: the file is mapped %v after Retire", readOnly, !readOnly)
 		}
 		if err := f.Retire(); err != nil {
@@ -52,13 +52,14 @@ func TestRetire(t *testing.T) {
 	}
 }
 
-// mapped reports whether path is mapped into this process.
-func mapped(t *testing.T, path string) bool {
+// mapped reports whether path is mapped into this process; known is false
+// where /proc is not mounted, and only that check is then left out.
+func mapped(path string) (mapped, known bool) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		t.Skip("no /proc/self/maps")
+		return false, false
 	}
-	return strings.Contains(string(maps), path)
+	return strings.Contains(string(maps), path), true
 }
 
 // TestRetireFallback: when the kernel refuses the reservation (having
@@ -89,7 +90,7 @@ func TestRetireFallback(t *testing.T) {
 	if got := atomic.LoadUint64(g.Uint64(HeaderSize)); got != 43 {
 		t.Fatalf("a write through the mapped-back file did not reach it: %d", got)
 	}
-	if !mapped(t, path) {
+	if m, known := mapped(path); known && !m {
 		t.Error("the file is not mapped after the fallback")
 	}
 }

@@ -267,17 +267,11 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 // of the chain with room, without compacting, linking a tier or evicting.
 // It reports false if there is none, having changed nothing.
 func (s *Segment) allocFree(tag uint32, n int64, moving *location) (tier, int64, bool) {
+	if t, c, ok := s.takeHomeRun(tag, n, moving); ok {
+		return t, c, true
+	}
 	tb := s.tb
 	l := &tb.layout
-	first := tb.tier(s.index)
-	if s.hasRoom(&first, moving) {
-		for _, home := range [2]uint64{tb.geom.homeByte(tag), tb.geom.secondHomeByte(tag)} {
-			if c := int64(home >> tb.geom.chunkShift); c+n <= l.Chunks && first.runFree(c, n) {
-				first.take(c, n)
-				return first, c, true
-			}
-		}
-	}
 	t := s.index
 	for hops := int64(0); hops < l.Tiers; hops++ {
 		tv := tb.tier(t)
@@ -419,18 +413,26 @@ func (tb *Table) removeSlot(t *tier, pos int64) {
 // byte values compacted 438 times against 337 with first fit alone; the
 // second home run made BenchmarkOverwriteChurn compact 6% more often).
 func (s *Segment) allocHome(w *writer, tag uint32, n int64, moving *location) (tier, int64, error) {
+	if t, c, ok := s.takeHomeRun(tag, n, moving); ok {
+		return t, c, nil
+	}
+	return s.allocRun(w, n, moving)
+}
+
+// takeHomeRun takes the first of tag's two home runs of n chunks that is
+// free, if the first tier has room; false if neither is.
+func (s *Segment) takeHomeRun(tag uint32, n int64, moving *location) (tier, int64, bool) {
 	tb := s.tb
 	t := tb.tier(s.index)
 	if s.hasRoom(&t, moving) {
 		for _, home := range [2]uint64{tb.geom.homeByte(tag), tb.geom.secondHomeByte(tag)} {
-			c := int64(home >> tb.geom.chunkShift)
-			if c+n <= tb.layout.Chunks && t.runFree(c, n) {
+			if c := int64(home >> tb.geom.chunkShift); c+n <= tb.layout.Chunks && t.runFree(c, n) {
 				t.take(c, n)
-				return t, c, nil
+				return t, c, true
 			}
 		}
 	}
-	return s.allocRun(w, n, moving)
+	return tier{}, 0, false
 }
 
 // hasRoom reports whether tier t may take one more entry: it holds fewer

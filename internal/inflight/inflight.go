@@ -10,7 +10,6 @@
 package inflight
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -56,9 +55,6 @@ func (g *Gate) Enter(spread uint64) *Count {
 	}
 	return c
 }
-
-// EnterAny is Enter for calls without a key to spread by.
-func (g *Gate) EnterAny() *Count { return g.Enter(rand.Uint64()) }
 
 // Close marks the gate closed, so that Enter fails from then on, and
 // waits until every call counted in has left. It reports false, at once,

@@ -48,7 +48,7 @@ func TestCloseWaitsForCalls(t *testing.T) {
 		if g.Close() {
 			t.Fatal("second Close reported it closed the gate")
 		}
-		if g.EnterAny() != nil || !g.Closed() {
+		if g.Enter(0) != nil || !g.Closed() {
 			t.Fatal("Enter succeeded after Close")
 		}
 		wg.Wait()
