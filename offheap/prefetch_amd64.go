@@ -9,3 +9,11 @@ package offheap
 //
 //go:noescape
 func PrefetchForWrite(b []byte)
+
+// PrefetchWords asks the CPU to fetch read's cache line for reading and the
+// lines of write1 and write2 for writing, and returns without waiting: a
+// hint. Unlike a load whose result goes unused, a prefetch leaves the
+// CPU's reorder window at once, so work after it runs while the lines come.
+//
+//go:noescape
+func PrefetchWords(read, write1, write2 *uint64)

@@ -17,3 +17,13 @@ loop:
 	JB	loop
 done:
 	RET
+
+// func PrefetchWords(read, write1, write2 *uint64)
+TEXT ·PrefetchWords(SB), NOSPLIT, $0-24
+	MOVQ	read+0(FP), AX
+	MOVQ	write1+8(FP), BX
+	MOVQ	write2+16(FP), CX
+	PREFETCHT0	(AX)
+	BYTE	$0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
+	BYTE	$0x0F; BYTE $0x0D; BYTE $0x09 // PREFETCHW (CX)
+	RET

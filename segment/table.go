@@ -121,6 +121,21 @@ const secondHomeMultiplier = 0x9E3779B9
 // after, or its last when shorter (the value, which the copy streams
 // beyond that). The words read are not used: what matters is that the
 // lines are coming.
+// requestPutLines starts fetching, for a writer of the key with this hash
+// in segment index's first tier, the line of its first slot and the first
+// lines of its two home runs (those for writing), with prefetches rather
+// than requestHomeRun's loads: a load waits in the CPU's reorder window
+// until its line arrives, so the entry checksum a Put computes next could
+// only partly overlap the wait; after a prefetch, all of it does.
+func (tb *Table) requestPutLines(index, hash uint64) {
+	g := &tb.geom
+	tag := uint32(hash >> (g.segBits & 63))
+	base := index * g.tierSize
+	runs := base + g.entriesOff
+	words := tb.tierWords
+	offheap.PrefetchWords(&words[base>>3+tierHeaderSize/8+uint64(tag)&g.slotMask], &words[(runs+g.homeByte(tag))>>3], &words[(runs+g.secondHomeByte(tag))>>3])
+}
+
 func (tb *Table) requestHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
 	runs := index*g.tierSize + g.entriesOff

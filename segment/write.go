@@ -165,7 +165,15 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	if seq&1 != 0 {
 		return false
 	}
-	s.prefetchUndo(entryHeaderSize + int64(len(key)) + int64(len(value)))
+	size := entryHeaderSize + int64(len(key)) + int64(len(value))
+	s.prefetchUndo(size)
+	// The header's checksum covers the run's chunk count, which only the
+	// probe tells; it is computed first on the guess that the run is as
+	// long as the entry needs (true of every entry a Put of this size
+	// wrote), while the slot's and home runs' lines are on their way.
+	tb.requestPutLines(uint64(s.index), hash)
+	fits := uint64(size+tb.layout.ChunkSize-1) >> (tb.geom.chunkShift & 63)
+	h := tb.entryHeader(int64(fits), key, value)
 	_, _, v, _, nch, answer := tb.probeHome(uint64(s.index), hash, key)
 	if testAfterPreview != nil {
 		testAfterPreview(s)
@@ -180,7 +188,9 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 		return false // too large to save first: replace moves it
 	}
 	prefetchTail(tb.tierBytes[at : v+uint64(len(value))])
-	h := tb.entryHeader(int64(nch), key, value)
+	if nch != fits {
+		h = tb.entryHeader(int64(nch), key, value)
+	}
 	if !s.lock.TryWriteLockFair() {
 		return false
 	}
