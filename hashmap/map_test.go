@@ -169,6 +169,17 @@ func TestFillToFull(t *testing.T) {
 	if stored < 200 {
 		t.Fatalf("stored only %d of the 200 entries the map was sized for", stored)
 	}
+	// The refused writes of every kind say so, and count as no Put.
+	refused := []byte(fmt.Sprintf("key-%06d", stored))
+	if did, err := m.PutIfAbsent(refused, make([]byte, 32)); did || !errors.Is(err, ErrFull) {
+		t.Fatalf("PutIfAbsent on a full map: %v, %v; want false, ErrFull", did, err)
+	}
+	if err := m.Compute(refused, func([]byte, bool) ([]byte, bool) { return make([]byte, 32), true }); !errors.Is(err, ErrFull) {
+		t.Fatalf("Compute inserting into a full map: %v, want ErrFull", err)
+	}
+	if puts := m.Stats().Puts; puts != int64(stored) {
+		t.Fatalf("Stats.Puts %d after %d stored and 3 refused", puts, stored)
+	}
 }
 
 // TestPutMany: a batch over several prefetch rounds stores every key as a

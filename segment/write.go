@@ -131,18 +131,24 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
 	if !found {
+		if err := s.insert(&w, hash, key, stored); err != nil {
+			return false, err
+		}
 		s.countLocked(stPuts)
-		return true, s.insert(&w, hash, key, stored)
+		return true, nil
 	}
 	live := s.live(&loc)
 	if live && mode == IfAbsent {
 		return false, nil
 	}
+	if err := s.replace(&w, hash, &loc, key, stored); err != nil {
+		return false, err
+	}
 	if !live {
 		atomic.AddUint64(s.expired, 1) // reclaimed by the write over it
 	}
 	s.countLocked(stPuts)
-	return !live, s.replace(&w, hash, &loc, key, stored)
+	return !live, nil
 }
 
 // tryOverwrite is Put's fast path for its most common case in a plain map:
@@ -866,12 +872,17 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
-	s.countLocked(stPuts)
 	if found {
-		if !live {
-			atomic.AddUint64(s.expired, 1)
-		}
-		return s.replace(&w, hash, &loc, key, stored)
+		err = s.replace(&w, hash, &loc, key, stored)
+	} else {
+		err = s.insert(&w, hash, key, stored)
 	}
-	return s.insert(&w, hash, key, stored)
+	if err != nil {
+		return err
+	}
+	if found && !live {
+		atomic.AddUint64(s.expired, 1)
+	}
+	s.countLocked(stPuts)
+	return nil
 }
