@@ -37,14 +37,20 @@ type nearCache[V any] struct {
 	users inflight.Gate
 }
 
+// MaxNearEntries is the largest near-cache NewCached makes. ristretto
+// sizes its admission counters from the entry count up front, about 32
+// bytes an entry (half a GiB at this bound), whether or not the entries
+// ever come.
+const MaxNearEntries = 1 << 24
+
 // NewCached is New with a near-cache of up to maxEntries decoded values.
 // Values it returns may be shared with other callers and with later Gets:
 // treat them as read-only (a []byte or a struct holding slices or maps must
 // not be modified). Close the Map to stop the cache's goroutines; the
 // hashmap.Map stays open.
 func NewCached[K, V any](m *hashmap.Map, keys Codec[K], values Codec[V], maxEntries int64) (*Map[K, V], error) {
-	if maxEntries < 1 {
-		return nil, fmt.Errorf("typed: near-cache of %d entries: want at least 1", maxEntries)
+	if maxEntries < 1 || maxEntries > MaxNearEntries {
+		return nil, fmt.Errorf("typed: near-cache of %d entries: want 1 to %d", maxEntries, int64(MaxNearEntries))
 	}
 	c, err := ristretto.NewCache(&ristretto.Config[uint64, *nearItem[V]]{
 		NumCounters: maxEntries * 10, // ristretto's advice: ten counters per item kept

@@ -149,8 +149,10 @@ func TestNearCacheSeesOwnAndTTL(t *testing.T) {
 	if hits, _ := c.NearStats(); hits == 0 {
 		t.Fatal("the near-cache served nothing")
 	}
-	if _, err := NewCached(raw, String(), String(), 0); err == nil {
-		t.Fatal("a near-cache of 0 entries was accepted")
+	for _, n := range []int64{0, -1, MaxNearEntries + 1, 1 << 31, 1 << 62} {
+		if _, err := NewCached(raw, String(), String(), n); err == nil {
+			t.Fatalf("a near-cache of %d entries was accepted", n)
+		}
 	}
 }
 
