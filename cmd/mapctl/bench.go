@@ -139,8 +139,8 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, "--key-size and --value-size must be at least 8: a key and its value carry the key's number")
 	case o.procs < 1 || o.Goroutines < 1:
 		return e.usageError(c, "--procs and --goroutines must be at least 1")
-	case o.procs >= maxBenchProcs:
-		return e.usageError(c, fmt.Sprintf("--procs must be below %d: a map has at most %d process slots, and this process takes one", maxBenchProcs, maxBenchProcs))
+	case o.procs >= maxWorkerProcs:
+		return e.usageError(c, tooManyProcs)
 	case o.Reads < 0 || o.Reads > 100:
 		return e.usageError(c, "--reads is a percentage, 0 to 100")
 	case o.Batch < 1 || o.Batch > maxBenchBatch:
@@ -406,8 +406,11 @@ const zipfSpread = 1_000_000_007
 // benchGo is the line that starts a bench worker.
 const benchGo = "go\n"
 
-// maxBenchProcs bounds --procs: a map's process slots (hashmap's limit).
-const maxBenchProcs = 4096
+// maxWorkerProcs bounds --procs of bench and demo: a map's process slots
+// (hashmap's limit), one of them the parent's.
+const maxWorkerProcs = 4096
+
+var tooManyProcs = fmt.Sprintf("--procs must be below %d: a map has at most %d process slots, and this process takes one", maxWorkerProcs, maxWorkerProcs)
 
 var benchWorkerCmd = &command{
 	name:    "bench-worker",

@@ -89,7 +89,8 @@ func counterKey(c int) []byte    { return fmt.Appendf(nil, "counter-%02d", c) }
 // (about 30% of all operations), with room to spare.
 func demoMapOptions(o *demoOpts) *hashmap.Options {
 	total := o.procs * o.goroutines * o.ops
-	return &hashmap.Options{Entries: max(total*4/10+1024, 4096), AverageKeySize: 16, AverageValueSize: 32}
+	return &hashmap.Options{Entries: max(total*4/10+1024, 4096), AverageKeySize: 16, AverageValueSize: 32,
+		MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)}
 }
 
 func runDemo(e *env, c *command, opts any, args []string) int {
@@ -99,6 +100,9 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	}
 	if o.procs < 1 || o.goroutines < 1 || o.ops < 0 {
 		return e.usageError(c, "--procs and --goroutines must be at least 1, --ops at least 0")
+	}
+	if o.procs >= maxWorkerProcs {
+		return e.usageError(c, tooManyProcs)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -372,6 +372,14 @@ func TestDemo(t *testing.T) {
 	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
 		t.Fatalf("demo: %d\n%s\n%s", c, o, e)
 	}
+	// Beyond the default 64 process slots the demo map has one for every
+	// worker and the parent (before, the 64th worker failed to open it).
+	if got := demoMapOptions(&demoOpts{procs: 80, goroutines: 1, ops: 10}).MaxProcesses; got < 81 {
+		t.Fatalf("demo map for 80 workers has %d process slots", got)
+	}
+	if c, _, e := mapctl(t, "", "demo", "--procs", "4096"); c != 2 || !strings.Contains(e, "--procs must be below 4096") {
+		t.Fatalf("demo --procs 4096: %d %q", c, e)
+	}
 }
 
 // TestBench runs the benchmark across real worker processes, in text and
