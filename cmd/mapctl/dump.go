@@ -19,8 +19,8 @@ The order is the map's (by hash), not sorted. Each segment is copied
 consistently, but entries written by other processes during the dump may or
 may not appear. Opens PATH read-only: each segment is copied out and
 validated by its modification sequence; no lock word is written. Of a
-cache map it writes the live entries without their expiry times (mapctl load
-gives them the map's default TTL).
+cache map it writes the live entries without their expiry times: loaded
+back, they never expire unless mapctl load --ttl gives them a time to live.
 
 Example:
   mapctl dump /tmp/m.map | sort > entries.tsv`,

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sharedmap/sharedmap/hashmap"
 )
 
 var loadCmd = &command{
@@ -32,16 +35,29 @@ with more --entries or a larger --bloat), exiting with status 3 and telling
 how many entries were stored before it. A progress line is drawn on stderr
 when stderr is a terminal. Prints "loaded N entries" at the end.
 
-Example:
-  mapctl dump /tmp/old.map | mapctl load /tmp/new.map -`,
+In a cache map the loaded entries never expire unless --ttl gives them a
+time to live (dump does not write expiry times).
+
+Examples:
+  mapctl dump /tmp/old.map | mapctl load /tmp/new.map -
+  mapctl load --ttl 1h /dev/shm/cache.map sessions.tsv`,
+	flags: func(fs *flag.FlagSet) any {
+		ttl := new(time.Duration)
+		fs.DurationVar(ttl, "ttl", 0, "time to live of every loaded entry (cache maps only); 0: they never expire")
+		return ttl
+	},
 	run: runLoad,
 }
 
-func runLoad(e *env, c *command, _ any, args []string) int {
+func runLoad(e *env, c *command, opts any, args []string) int {
 	if !e.wantArgs(c, args, 2) {
 		return exitUsage
 	}
-	m, err := openExisting(args[0], false)
+	ttl := *opts.(*time.Duration)
+	if ttl < 0 {
+		return e.usageError(c, "--ttl must not be negative (0: entries never expire)")
+	}
+	m, err := openExistingWith(args[0], &hashmap.Options{DefaultTTL: ttl})
 	if err != nil {
 		return e.fail(c, err)
 	}

@@ -597,6 +597,9 @@ func TestCacheTTLCommands(t *testing.T) {
 	if c, _, e := mapctl(t, "", "put", p, "short", "s", "--ttl", "150ms"); c != 0 {
 		t.Fatalf("put --ttl: %q", e)
 	}
+	if c, _, e := mapctl(t, "loaded\tL\n", "load", "--ttl", "150ms", p, "-"); c != 0 {
+		t.Fatalf("load --ttl: %q", e)
+	}
 	if c, _, e := mapctl(t, "", "put", p, "long", "l"); c != 0 {
 		t.Fatalf("put: %q", e)
 	}
@@ -604,8 +607,10 @@ func TestCacheTTLCommands(t *testing.T) {
 		t.Fatalf("get before expiry: %d %q", c, o)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if c, _, _ := mapctl(t, "", "get", p, "short"); c != exitNotFound {
-		t.Fatalf("get after expiry: exit %d, want %d", c, exitNotFound)
+	for _, k := range []string{"short", "loaded"} {
+		if c, _, _ := mapctl(t, "", "get", p, k); c != exitNotFound {
+			t.Fatalf("get %s after expiry: exit %d, want %d", k, c, exitNotFound)
+		}
 	}
 	if c, o, _ := mapctl(t, "", "get", p, "long"); c != 0 || o != "l\n" {
 		t.Fatalf("get of the entry without TTL: %d %q", c, o)
@@ -616,6 +621,9 @@ func TestCacheTTLCommands(t *testing.T) {
 	plain := newMap(t)
 	if c, _, e := mapctl(t, "", "put", "--ttl", "1m", plain, "k", "v"); c != exitError || !strings.Contains(e, "not created as a cache") {
 		t.Fatalf("put --ttl on a plain map: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "k\tv\n", "load", "--ttl", "1m", plain, "-"); c != exitError || !strings.Contains(e, "not created as a cache") {
+		t.Fatalf("load --ttl on a plain map: %d %q", c, e)
 	}
 }
 

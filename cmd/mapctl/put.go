@@ -23,7 +23,7 @@ Examples:
   mapctl put --ttl 10m /dev/shm/cache.map session:7 token`,
 	flags: func(fs *flag.FlagSet) any {
 		ttl := new(time.Duration)
-		fs.DurationVar(ttl, "ttl", 0, "time to live of the entry (cache maps only); 0: the map's default, none unless set")
+		fs.DurationVar(ttl, "ttl", 0, "time to live of the entry (cache maps only); 0: it never expires")
 		return ttl
 	},
 	run: func(e *env, c *command, opts any, args []string) int {
@@ -32,7 +32,7 @@ Examples:
 		}
 		ttl := *opts.(*time.Duration)
 		if ttl < 0 {
-			return e.usageError(c, "--ttl must not be negative (0: the map's default)")
+			return e.usageError(c, "--ttl must not be negative (0: the entry never expires)")
 		}
 		m, err := openExisting(args[0], false)
 		if err != nil {

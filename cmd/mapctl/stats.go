@@ -33,7 +33,7 @@ as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
 moves_counted, locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
-evictions, expired, lock_waits, lock_timeouts, read_only, resident,
+evictions, expired, lock_waits, lock_timeouts, undo_records, read_only, resident,
 huge_page_bytes and path (and per_segment, a list of the same counters for
 each segment, with --segments).
 
