@@ -300,6 +300,10 @@ type Repaired struct {
 	Recovery Recovery            // what dead processes held, released first
 	Rebuilt  []segment.Recovered // the segments rebuilt for damage Check found
 	Failed   []Problem           // segments Repair could not rebuild, and why
+	// NoRegistry: the file predates the process registry, so Repair could
+	// not run Recover (what dead processes hold stays held; see
+	// ErrNoRegistry) and only checked and rebuilt the segments.
+	NoRegistry bool
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow. It
@@ -311,7 +315,9 @@ type Repaired struct {
 // not decode or fail their checksum, as a machine crash can leave them
 // (see Sync), are dropped; every other entry is kept. It is safe while
 // other processes use the map, which wait for each segment's rebuild as
-// for any writer. What is still wrong afterwards is for Check to say.
+// for any writer. What is still wrong afterwards is for Check to say. In a
+// file without a process registry it skips Recover and says so
+// (Repaired.NoRegistry).
 func (m *Map) Repair() (Repaired, error) {
 	var rep Repaired
 	c, err := m.enterAny(true)
@@ -333,6 +339,8 @@ func (m *Map) Repair() (Repaired, error) {
 		if err != nil {
 			return rep, err
 		}
+	} else {
+		rep.NoRegistry = true
 	}
 	m.table.ClearReservedGlobal()
 	problems, err := m.Check()

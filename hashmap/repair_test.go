@@ -159,3 +159,27 @@ func TestCheckWhileBusy(t *testing.T) {
 	<-done
 	t.Logf("%d passes", passes)
 }
+
+// TestRepairSaysWithoutRegistry: in a file without a process registry
+// (made before it; here the map's handle on it is taken away) Repair
+// cannot run Recover, and says so instead of reporting nothing held by
+// the dead; the segments are still checked.
+func TestRepairSaysWithoutRegistry(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000})
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := m.Repair(); err != nil || rep.NoRegistry {
+		t.Fatalf("Repair with a registry: %+v, %v", rep, err)
+	}
+	reg := m.reg
+	m.reg = nil
+	defer func() { m.reg = reg }()
+	rep, err := m.Repair()
+	if err != nil || !rep.NoRegistry || len(rep.Failed) != 0 {
+		t.Fatalf("Repair without a registry: %+v, %v; want NoRegistry", rep, err)
+	}
+	if _, err := m.Recover(); !errors.Is(err, ErrNoRegistry) {
+		t.Fatalf("Recover without a registry: %v", err)
+	}
+}

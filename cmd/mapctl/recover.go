@@ -87,6 +87,9 @@ Examples:
 				return e.fail(c, err)
 			}
 			rep, rebuilt = r.Recovery, r.Rebuilt
+			if r.NoRegistry {
+				fmt.Fprintln(e.stdout, "dead processes not looked for: the file predates the process registry (made by a version before it); segments checked and rebuilt only")
+			}
 			for _, f := range r.Failed {
 				fmt.Fprintf(e.stdout, "segment %d: not rebuilt: %v\n", f.Segment, f.Err)
 			}
