@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -112,6 +113,61 @@ func FuzzEntryDecoding(f *testing.F) {
 		k := []byte("after")
 		if _, err := s.Put(hashOf(k), k, []byte("rebuild"), Replace); err != nil {
 			t.Errorf("Put after Rebuild: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeLayout: a layout record with any parameters, its derived fields
+// what those parameters give (so that it passes the record's own
+// consistency check) or zero where they give nothing, never makes
+// DecodeLayout panic, and a record it accepts describes a file whose areas
+// lie in order within it, with tiers that can hold entries. (Before the
+// parameters were checked on decoding, a key size of 1 with a value size
+// of -17 divided by zero, and a NaN bloat factor wrapped the tier count.)
+func FuzzDecodeLayout(f *testing.F) {
+	f.Add(int64(100), int64(8), int64(8), 2.0, int64(1), true, true)
+	f.Add(int64(100), int64(1), int64(-17), 2.0, int64(1), true, true)
+	f.Add(int64(-1), int64(8), int64(8), 2.0, int64(1), true, true)
+	f.Add(int64(100), int64(8), int64(8), math.NaN(), int64(1), true, true)
+	f.Add(int64(100), int64(8), int64(8), 1e30, int64(1), false, true)
+	f.Add(int64(100), int64(8), int64(8), 2.0, int64(3), true, false)
+	f.Add(int64(10), int64(8), int64(8), 2.0, int64(1024), true, true)
+	f.Add(int64(1<<40), int64(1<<20), int64(1<<20), 1000.0, int64(MaxSegments), true, true)
+	f.Fuzz(func(t *testing.T, entries, key, value int64, bloat float64, segments int64, cache, undo bool) {
+		p := Params{Entries: int(entries), AverageKeySize: int(key), AverageValueSize: int(value), MaxBloatFactor: bloat,
+			Segments: int(segments), Cache: cache, NoUndo: !undo}
+		l := Layout{Params: p, Segments: segments, Checksums: true, Stats: true, MoveCounters: true, Undo: undo}
+		func() {
+			defer func() { _ = recover() }() // what the parameters give, where newLayout gets that far
+			if d, err := newLayout(p, 4096, true, true, undo); err == nil {
+				d.MoveCounters = true
+				l = d
+			}
+		}()
+		const fileSize = 1 << 46
+		got, err := DecodeLayout(l.Encode(), 4096, fileSize)
+		if err != nil {
+			if !errors.Is(err, ErrBadLayout) {
+				t.Fatalf("DecodeLayout: %v, not ErrBadLayout", err)
+			}
+			return
+		}
+		switch {
+		case got.Segments < 1 || got.Segments&(got.Segments-1) != 0 || got.Segments > MaxSegments:
+			t.Fatalf("accepted %d segments", got.Segments)
+		case got.Tiers < got.Segments:
+			t.Fatalf("accepted %d tiers for %d segments", got.Tiers, got.Segments)
+		case got.Chunks < 64 || got.Chunks%64 != 0 || got.homeChunks < 1 || got.homeRuns < 1 || got.ChunkSize < 16:
+			t.Fatalf("accepted %d chunks of %d bytes, home runs of %d chunks (%d)", got.Chunks, got.ChunkSize, got.homeChunks, got.homeRuns)
+		case got.Slots < 64 || got.MaxTierEntries > got.Slots || got.MaxTierEntries < 1:
+			t.Fatalf("accepted %d slots for %d entries a tier", got.Slots, got.MaxTierEntries)
+		case got.entriesOff+got.Chunks*got.ChunkSize > got.TierSize || got.TierSize <= 0:
+			t.Fatalf("accepted an entry space of %d chunks of %d at %d in a tier of %d bytes", got.Chunks, got.ChunkSize, got.entriesOff, got.TierSize)
+		case !(4096 <= got.GlobalOff && got.GlobalOff < got.SegmentsOff && got.SegmentsOff < got.StatsOff &&
+			got.StatsOff <= got.UndoOff && got.UndoOff <= got.TiersOff && got.TiersOff < got.End && got.End <= fileSize):
+			t.Fatalf("accepted areas out of order: %+v", got)
+		case (got.End-got.TiersOff)/got.TierSize != got.Tiers || (got.End-got.TiersOff)%got.TierSize != 0:
+			t.Fatalf("accepted an end %d that is not %d tiers of %d bytes after %d", got.End, got.Tiers, got.TierSize, got.TiersOff)
 		}
 	})
 }

@@ -93,25 +93,39 @@ var ErrBadParams = errors.New("invalid map parameters")
 // NewLayout derives the geometry of a map from its parameters. headerSize is
 // where the segment areas may start (after the file header).
 func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
-	switch {
-	case p.Entries <= 0 || int64(p.Entries) > 1<<40:
-		return Layout{}, fmt.Errorf("%w: entries %d must be in 1..2^40", ErrBadParams, p.Entries)
-	case p.AverageKeySize <= 0 || p.AverageKeySize > maxEntryBytes/2:
-		return Layout{}, fmt.Errorf("%w: average key size %d must be in 1..%d", ErrBadParams, p.AverageKeySize, maxEntryBytes/2)
-	case p.AverageValueSize < 0 || p.AverageValueSize > maxEntryBytes/2:
-		return Layout{}, fmt.Errorf("%w: average value size %d must be in 0..%d", ErrBadParams, p.AverageValueSize, maxEntryBytes/2)
-	case !(p.MaxBloatFactor >= 1 && p.MaxBloatFactor <= 1000):
-		return Layout{}, fmt.Errorf("%w: max bloat factor %v must be in 1..1000", ErrBadParams, p.MaxBloatFactor)
-	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
-		return Layout{}, fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
-	case p.Segments > p.Entries:
-		// Each segment has a whole tier: more segments than entries only
-		// makes the file huge (a million for 10 entries took 20 GB).
-		return Layout{}, fmt.Errorf("%w: %d segments for %d entries: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
+	if err := checkParams(p, false); err != nil {
+		return Layout{}, err
 	}
 	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo)
 	l.MoveCounters = err == nil
 	return l, err
+}
+
+// checkParams refuses parameters outside the ranges newLayout's arithmetic
+// is sound for. Those a file records (recorded) are checked too, since a
+// damaged or forged layout record would otherwise divide by zero or wrap
+// sizes; only the rule against more segments than entries, younger than
+// the format, is not applied to them.
+func checkParams(p Params, recorded bool) error {
+	switch {
+	case p.Entries <= 0 || int64(p.Entries) > 1<<40:
+		return fmt.Errorf("%w: entries %d must be in 1..2^40", ErrBadParams, p.Entries)
+	case p.AverageKeySize <= 0 || p.AverageKeySize > maxEntryBytes/2:
+		return fmt.Errorf("%w: average key size %d must be in 1..%d", ErrBadParams, p.AverageKeySize, maxEntryBytes/2)
+	case p.AverageValueSize < 0 || p.AverageValueSize > maxEntryBytes/2:
+		return fmt.Errorf("%w: average value size %d must be in 0..%d", ErrBadParams, p.AverageValueSize, maxEntryBytes/2)
+	case !(p.MaxBloatFactor >= 1 && p.MaxBloatFactor <= 1000):
+		return fmt.Errorf("%w: max bloat factor %v must be in 1..1000", ErrBadParams, p.MaxBloatFactor)
+	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
+		return fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
+	case recorded && p.Segments == 0:
+		return fmt.Errorf("%w: a recorded layout has 0 segments", ErrBadParams)
+	case !recorded && p.Segments > p.Entries:
+		// Each segment has a whole tier: more segments than entries only
+		// makes the file huge (a million for 10 entries took 20 GB).
+		return fmt.Errorf("%w: %d segments for %d entries: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
+	}
+	return nil
 }
 
 func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout, error) {
@@ -279,6 +293,9 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	}
 	p := Params{Entries: int(v[3]), AverageKeySize: int(v[4]), AverageValueSize: int(v[5]), MaxBloatFactor: bloat, Segments: int(v[6]),
 		Cache: v[2]&flagCache != 0, NoUndo: v[2]&flagUndo == 0}
+	if err := checkParams(p, true); err != nil {
+		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
+	}
 	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0, v[2]&flagUndo != 0)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
