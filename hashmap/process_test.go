@@ -186,7 +186,7 @@ func TestHelperProcess(t *testing.T) {
 			testutil.Report("error %v", err)
 			return
 		}
-		select {}
+		time.Sleep(time.Hour) // the test kills it (a bare select {} is a deadlock to the runtime once nothing else runs)
 	case "readtorn": // read key "torn" for ms milliseconds; every value must be uniform
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		buf := make([]byte, 0, 256)

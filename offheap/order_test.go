@@ -61,3 +61,15 @@ func TestAddExclusiveUnderLock(t *testing.T) {
 		t.Fatal("a reader saw the word go backwards")
 	}
 }
+
+// TestLoadAfterLoads: the closing read of a sequence lock returns the
+// word's value (its ordering is the architecture's: seqread.go; .ci/arm64
+// runs this on the arm64 version).
+func TestLoadAfterLoads(t *testing.T) {
+	words := []uint64{0, 1, 1 << 63, ^uint64(0)}
+	for i := range words {
+		if got := LoadAfterLoads(&words[i]); got != words[i] {
+			t.Fatalf("LoadAfterLoads of %#x gave %#x", words[i], got)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/wait"
+	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/rwulock"
 )
 
@@ -82,7 +83,7 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 	for tries := 1; ; tries++ {
 		if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
 			ok := read()
-			if atomic.LoadUint64(s.seq) == seq {
+			if offheap.LoadAfterLoads(s.seq) == seq {
 				if ok {
 					return seq, nil
 				}
@@ -185,7 +186,7 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	case answer == Found:
 		out = append(dst, tb.tierBytes[v:v+vlen]...)
 	}
-	if seq&1 == 0 && atomic.LoadUint64(seqWord) == seq {
+	if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq {
 		return out, answer
 	}
 	return dst, Unsure
@@ -260,7 +261,7 @@ func (tb *Table) tryCached(dst []byte, seqWord *uint64, seq uint64, slotAt, slot
 		tb.reference(&tb.tierWords[slotAt], slot)
 		answer, out = Found, append(dst, value...)
 	}
-	if seq&1 == 0 && atomic.LoadUint64(seqWord) == seq {
+	if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq {
 		return out, answer
 	}
 	return dst, Unsure

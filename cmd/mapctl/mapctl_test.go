@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/internal/testhook"
+	"github.com/sharedmap/sharedmap/internal/testutil"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -63,7 +64,7 @@ func TestRecoverUndoesCutRewrite(t *testing.T) {
 	if c, _, e := mapctl(t, "", "put", p, "key", "the old value"); c != 0 {
 		t.Fatalf("put: %q", e)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := testutil.Self("-test.run=^$")
 	cmd.Env = append(os.Environ(), dieInRewriteEnv+"="+p+"\tkey\tTHE NEW VALUE")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -31,10 +31,24 @@ const roleEnv = "SHAREDMAP_TEST_HELPER_ROLE"
 // in the given role, with extra "KEY=value" environment entries. Its stderr
 // goes to the parent's.
 func Command(role string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd := Self("-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
 	cmd.Stderr = os.Stderr
 	return cmd
+}
+
+// emulatorEnv names a program that runs this test binary when the machine
+// cannot (qemu-aarch64 for an arm64 binary on amd64: .ci/arm64); helpers
+// are started through it too, and inherit it for theirs.
+const emulatorEnv = "SHAREDMAP_TEST_EMULATOR"
+
+// Self returns a command that runs this test binary with args, through
+// the emulator named in SHAREDMAP_TEST_EMULATOR if any.
+func Self(args ...string) *exec.Cmd {
+	if emu := os.Getenv(emulatorEnv); emu != "" {
+		return exec.Command(emu, append([]string{os.Args[0]}, args...)...)
+	}
+	return exec.Command(os.Args[0], args...)
 }
 
 // Role is the role this process runs as, or "" in the parent.
