@@ -206,3 +206,37 @@ func repairTrial(p string, opts *Options, want map[string][]byte, repaired, clea
 	}
 	return ""
 }
+
+// TestHeaderDamageIsErrCorrupt: Open of a file whose header page is damaged
+// or which was truncated fails with an error that matches ErrCorrupt as
+// well as offheap's own sentinel, and says what offheap says.
+func TestHeaderDamageIsErrCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		damage func([]byte) []byte
+		cause  error
+	}{
+		{"a flipped header byte", func(b []byte) []byte { b[100] ^= 0x40; return b }, offheap.ErrChecksum},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, offheap.ErrTruncated},
+	} {
+		if err := os.WriteFile(path, c.damage(bytes.Clone(good)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path, nil)
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, c.cause) || errors.Is(err, ErrIncompatible) {
+			t.Errorf("%s: Open gave %v; want ErrCorrupt and %v", c.name, err, c.cause)
+		}
+	}
+}

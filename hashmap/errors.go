@@ -3,6 +3,7 @@ package hashmap
 import (
 	"errors"
 
+	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )
@@ -27,7 +28,10 @@ var (
 	// process stopped (SIGSTOP, a debugger) while it held the lock.
 	ErrTimeout = rwulock.ErrTimeout
 
-	// ErrCorrupt: the file holds data no correct writer produces.
+	// ErrCorrupt: the file holds data no correct writer produces. Open
+	// reports a damaged file header with it too, alongside offheap's more
+	// precise sentinel (offheap.ErrChecksum, ErrCorrupt, ErrTruncated or
+	// ErrSize).
 	ErrCorrupt = segment.ErrCorrupt
 
 	// ErrClosed: the map was used after Close.
@@ -37,7 +41,11 @@ var (
 	ErrReadOnly = errors.New("sharedmap: map is opened read-only")
 
 	// ErrIncompatible: the file exists with a layout other than the one the
-	// options ask for. An existing map keeps the layout it was created with.
+	// options ask for (an existing map keeps the layout it was created
+	// with), or one this build cannot read: a newer format
+	// (offheap.ErrVersion, or segment.ErrBadLayout for a layout record with
+	// features this build lacks) or the other byte order
+	// (offheap.ErrEndianness).
 	ErrIncompatible = errors.New("sharedmap: options conflict with the existing map")
 
 	// ErrBadOptions: the options cannot make a map, or an argument is out
@@ -47,3 +55,24 @@ var (
 	// ErrNotCache: PutWithTTL on a map created without Options.Cache.
 	ErrNotCache = errors.New("sharedmap: the map was not created as a cache (Options.Cache)")
 )
+
+// alsoIs is err, unchanged in what it says, that also matches sentinel
+// with errors.Is: an error from a lower layer that is one of this
+// package's kinds.
+type alsoIs struct{ err, sentinel error }
+
+func (e alsoIs) Error() string   { return e.err.Error() }
+func (e alsoIs) Unwrap() []error { return []error{e.err, e.sentinel} }
+
+// classifyOpenError makes the file-header errors of offheap.Open match
+// this package's sentinels as well as their own.
+func classifyOpenError(err error) error {
+	switch {
+	case errors.Is(err, offheap.ErrChecksum), errors.Is(err, offheap.ErrCorrupt),
+		errors.Is(err, offheap.ErrTruncated), errors.Is(err, offheap.ErrSize):
+		return alsoIs{err, ErrCorrupt}
+	case errors.Is(err, offheap.ErrVersion), errors.Is(err, offheap.ErrEndianness):
+		return alsoIs{err, ErrIncompatible}
+	}
+	return err
+}

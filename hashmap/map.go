@@ -98,7 +98,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, classifyOpenError(err)
 	}
 	rec := f.Layout()
 	var locks lockLayout // files from before lock tables have no record and no arena
@@ -130,7 +130,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, alsoIs{fmt.Errorf("open %s: %w", path, err), ErrIncompatible}
 	}
 	if o.DefaultTTL > 0 && !l.Cache {
 		f.Close()
@@ -624,6 +624,9 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 // fn runs under the lock of the key's segment: keep it short, and do not
 // call the map from it (it would wait for itself until LockTimeout).
 func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
+	if fn == nil {
+		return fmt.Errorf("%w: Compute with a nil function", ErrBadOptions)
+	}
 	h := xxhash.Sum64(key)
 	c, err := m.enter(h, true)
 	if err != nil {
@@ -639,6 +642,9 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 // and returns the new value and keep, as for Compute, or an error: then
 // nothing is written, and Update returns that error.
 func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
+	if fn == nil {
+		return fmt.Errorf("%w: Update with a nil function", ErrBadOptions)
+	}
 	h := xxhash.Sum64(key)
 	c, err := m.enter(h, true)
 	if err != nil {

@@ -386,6 +386,9 @@ func (t *Map[K, V]) DeleteMany(keys []K) (int, error) {
 // (hashmap.Map.Update gives up). For fixed-width numbers Compute allocates
 // nothing.
 func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
+	if fn == nil {
+		return fmt.Errorf("compute: %w: a nil function", hashmap.ErrBadOptions)
+	}
 	s := t.getScratch()
 	defer t.putScratch(s)
 	if err := t.encodeKey(s, k); err != nil {

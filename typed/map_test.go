@@ -139,6 +139,15 @@ func TestMapSharesBytesWithRaw(t *testing.T) {
 
 func TestCompute(t *testing.T) {
 	m := New(openRaw(t, 1024), String(), Int64())
+	if err := m.Compute("n", nil); !errors.Is(err, hashmap.ErrBadOptions) {
+		t.Fatalf("Compute with a nil function: %v", err)
+	}
+	if err := m.Unwrap().Compute([]byte("n"), nil); !errors.Is(err, hashmap.ErrBadOptions) {
+		t.Fatalf("hashmap Compute with a nil function: %v", err)
+	}
+	if err := m.Unwrap().Update([]byte("n"), nil); !errors.Is(err, hashmap.ErrBadOptions) {
+		t.Fatalf("hashmap Update with a nil function: %v", err)
+	}
 	incr := func(old int64, found bool) (int64, bool) { return old + 1, true }
 	var sawFound []bool
 	for range 3 {
