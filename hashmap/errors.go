@@ -52,7 +52,8 @@ var (
 	// of range (a TTL that is not positive).
 	ErrBadOptions = segment.ErrBadParams
 
-	// ErrNotCache: PutWithTTL on a map created without Options.Cache.
+	// ErrNotCache: PutWithTTL on a map created without Options.Cache, or
+	// Open with Options.DefaultTTL of such a map.
 	ErrNotCache = errors.New("sharedmap: the map was not created as a cache (Options.Cache)")
 )
 

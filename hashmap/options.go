@@ -37,7 +37,7 @@ type Options struct {
 	// Locks is how many application locks the map's lock table holds (see
 	// Map.Locks). Default 0. Fixed at creation.
 	Locks int
-	// LockAlgorithm names the lock table's algorithm, one of
+	// LockAlgorithm names the lock table's algorithm: the Name of one of
 	// ipc.Algorithms(). Default "hapax-cr". Fixed at creation.
 	LockAlgorithm string
 	// NoChecksums skips the per-entry checksum (on by default) when
@@ -76,8 +76,9 @@ type Options struct {
 	// are synchronous: a Put that returns nil is stored, until it expires
 	// or is evicted. Fixed at creation; each value takes 8 more bytes.
 	Cache bool
-	// DefaultTTL is how long entries that Put, PutIfAbsent and Compute
-	// store in a cache map live; 0 means until evicted. A choice of this
+	// DefaultTTL is how long entries that Put, PutMany, PutIfAbsent,
+	// Compute and Update store in a cache map live; 0 means until evicted.
+	// Open refuses it (ErrNotCache) for a map that is not a cache. A choice of this
 	// process; others may differ.
 	DefaultTTL time.Duration
 	// Now replaces the clock that expiry is measured with, in this process

@@ -218,8 +218,8 @@ func (m *Map) recoverAfterTimeout(seg int64) bool {
 
 // Problem is one thing Check found wrong.
 type Problem struct {
-	Segment int // -1 for problems not tied to a segment
-	Err     error
+	Segment int   // -1 for problems not tied to a segment
+	Err     error // what is wrong, said for a person (damage matches ErrCorrupt)
 }
 
 // Check verifies the whole map read-only: every segment's lock word and

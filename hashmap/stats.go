@@ -24,10 +24,10 @@ type Stats struct {
 	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
 	Counters         bool    `json:"counters"`          // the file keeps the counters below (files from before them do not)
 	UndoRecords      bool    `json:"undo_records"`      // values rewritten in place are saved first, so a process killed in the middle loses no key (see Options.NoUndo)
-	Hits             int64   `json:"hits"`              // Gets and Contains that found the key, by every process that opened the map for writing
+	Hits             int64   `json:"hits"`              // Gets, GetMany keys and Contains that found the key, by every process that opened the map for writing
 	Misses           int64   `json:"misses"`            // Gets and Contains that did not
-	Puts             int64   `json:"puts"`              // entries stored by Put, PutIfAbsent, Compute
-	Deletes          int64   `json:"deletes"`           // entries removed by Delete, Compute
+	Puts             int64   `json:"puts"`              // entries stored by Put, PutMany, PutWithTTL, PutIfAbsent, Compute and Update
+	Deletes          int64   `json:"deletes"`           // entries removed by Delete, DeleteMany, Compute and Update
 	Evictions        int64   `json:"evictions"`         // entries evicted to make room (cache maps)
 	Expired          int64   `json:"expired"`           // expired entries reclaimed (cache maps)
 	LockWaits        int64   `json:"lock_waits"`        // operations that found their segment's lock taken and waited
@@ -84,23 +84,26 @@ func (m *Map) Stats() Stats {
 
 // SegmentInfo describes one segment for inspection.
 type SegmentInfo struct {
-	Index   int           `json:"index"`
-	Entries int           `json:"entries"`
-	Tiers   int           `json:"tiers"`
+	Index   int `json:"index"`   // the segment's number, 0 to Stats.Segments-1
+	Entries int `json:"entries"` // entries stored in it, in all its tiers
+	Tiers   int `json:"tiers"`   // its first tier and the overflow tiers linked to it
+	// Seq is the segment's modification sequence: odd while a writer is
+	// inside (or died inside, until recovery), moved by every change
+	// that rewrites, moves or removes an entry.
 	Seq     uint64        `json:"seq"`
-	Lock    rwulock.State `json:"-"`
-	LockStr string        `json:"lock"`
+	Lock    rwulock.State `json:"-"`    // the segment's lock word when read
+	LockStr string        `json:"lock"` // Lock as text: "free", or the locks held and the waiters
 	// Counters since creation, as in Stats.
-	Hits         int64 `json:"hits"`
-	Misses       int64 `json:"misses"`
-	Puts         int64 `json:"puts"`
-	Deletes      int64 `json:"deletes"`
-	Evicted      int64 `json:"evictions"`
-	Expired      int64 `json:"expired"`
-	LockWaits    int64 `json:"lock_waits"`
-	LockTimeouts int64 `json:"lock_timeouts"`
-	Compactions  int64 `json:"compactions"` // files that count them (Stats.MovesCounted)
-	Relocations  int64 `json:"relocations"` // likewise
+	Hits         int64 `json:"hits"`          // as Stats.Hits, for this segment
+	Misses       int64 `json:"misses"`        // as Stats.Misses
+	Puts         int64 `json:"puts"`          // as Stats.Puts
+	Deletes      int64 `json:"deletes"`       // as Stats.Deletes
+	Evicted      int64 `json:"evictions"`     // as Stats.Evictions
+	Expired      int64 `json:"expired"`       // as Stats.Expired
+	LockWaits    int64 `json:"lock_waits"`    // as Stats.LockWaits
+	LockTimeouts int64 `json:"lock_timeouts"` // as Stats.LockTimeouts
+	Compactions  int64 `json:"compactions"`   // files that count them (Stats.MovesCounted)
+	Relocations  int64 `json:"relocations"`   // likewise
 }
 
 // Segments describes every segment: entries, tiers, modification sequence,
