@@ -133,7 +133,11 @@ func (e *env) runArgs(args []string) int {
 		return exitOK
 	}
 	if err != nil {
-		return e.usageError(c, err.Error())
+		msg := err.Error()
+		if strings.HasPrefix(msg, "flag provided but not defined") && strings.Contains(c.args, "KEY") {
+			msg += ` (a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args + `)`
+		}
+		return e.usageError(c, msg)
 	}
 	return c.run(e, c, opts, pos)
 }

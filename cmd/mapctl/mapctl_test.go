@@ -368,6 +368,24 @@ func TestEscapeRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDashKeyHint: a key that looks like a flag is refused with the way
+// to pass it, which then works.
+func TestDashKeyHint(t *testing.T) {
+	p := newMap(t)
+	if c, _, e := mapctl(t, "", "get", p, "-k"); c != exitUsage || !strings.Contains(e, `goes after "--": mapctl get [flags] -- PATH KEY`) {
+		t.Fatalf("get of -k: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "put", "--", p, "-k", "-v"); c != 0 {
+		t.Fatalf("put -- PATH -k -v: %d %q", c, e)
+	}
+	if c, o, e := mapctl(t, "", "get", "--", p, "-k"); c != 0 || o != "-v\n" {
+		t.Fatalf("get -- PATH -k: %d %q %q", c, o, e)
+	}
+	if c, _, e := mapctl(t, "", "stats", p, "-k"); c != exitUsage || strings.Contains(e, "goes after") {
+		t.Fatalf("stats with a bad flag: %d %q (no key to hint about)", c, e)
+	}
+}
+
 func TestDemo(t *testing.T) {
 	c, o, e := mapctl(t, "", "demo", "--procs", "3", "--goroutines", "2", "--ops", "2000")
 	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
