@@ -248,6 +248,15 @@ func TestExports(t *testing.T) {
 		!strings.Contains(b.String(), `sharedmap_huge_page_bytes{map="test"} `) {
 		t.Errorf("Prometheus text lacks the residency gauges, or has none resident:\n%s", b.String())
 	}
+	// A name with what the format escapes, a tab and a byte that is not
+	// UTF-8: escaped as Prometheus reads it, nothing else.
+	b.Reset()
+	if err := m.WritePrometheus(&b, "a\\b\"c\nd\te\xff"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `sharedmap_puts_total{map="a\\b\"c\nd` + "\te\uFFFD" + `"} 1`; !strings.Contains(b.String(), want) {
+		t.Errorf("Prometheus text lacks %q:\n%s", want, b.String())
+	}
 }
 
 // TestVersions: a version stays current until a write changes or removes a

@@ -4,6 +4,7 @@ import (
 	"expvar"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 )
 
@@ -77,7 +78,7 @@ func (m *Map) Expvar() expvar.Func {
 // the embedding program. It needs no Prometheus library.
 func (m *Map) WritePrometheus(w io.Writer, name string) error {
 	st := m.Stats()
-	label := fmt.Sprintf("{map=%q}", name)
+	label := `{map="` + promLabelValue(name) + `"}`
 	var b []byte
 	metric := func(kind, metricName, help string, v float64) {
 		b = fmt.Appendf(b, "# HELP sharedmap_%s %s\n# TYPE sharedmap_%s %s\nsharedmap_%s%s %g\n",
@@ -99,4 +100,12 @@ func (m *Map) WritePrometheus(w io.Writer, name string) error {
 	metric("gauge", "huge_page_bytes", "Of the resident bytes, those mapped with 2 MiB pages.", float64(st.HugePageBytes))
 	_, err := w.Write(b)
 	return err
+}
+
+// promLabelValue is name as a label value of the Prometheus text format:
+// UTF-8 (other bytes become U+FFFD) with only backslash, double quote and
+// newline escaped, which is all that format knows (Go's %q would write
+// escapes such as \t and \x00 that Prometheus rejects).
+func promLabelValue(name string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(strings.ToValidUTF8(name, "\uFFFD"))
 }
