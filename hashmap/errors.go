@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )
@@ -51,6 +52,11 @@ var (
 	// ErrBadOptions: the options cannot make a map, or an argument is out
 	// of range (a TTL that is not positive).
 	ErrBadOptions = segment.ErrBadParams
+
+	// ErrTooManyProcesses: Open found every process slot of the file
+	// (Options.MaxProcesses, fixed at creation) taken by a live process.
+	// Slots of dead processes are taken back on the way.
+	ErrTooManyProcesses = registry.ErrFull
 
 	// ErrNotCache: PutWithTTL on a map created without Options.Cache, or
 	// Open with Options.DefaultTTL of such a map.

@@ -572,3 +572,22 @@ func TestMovesCountedAcrossHandles(t *testing.T) {
 		}
 	}
 }
+
+// TestTooManyProcesses: a map whose every process slot is taken by a live
+// handle refuses another Open with ErrTooManyProcesses, and takes it once
+// a slot is free again.
+func TestTooManyProcesses(t *testing.T) {
+	m, path := openTemp(t, &Options{Entries: 100, MaxProcesses: 1})
+	_, err := Open(path, nil)
+	if !errors.Is(err, ErrTooManyProcesses) {
+		t.Fatalf("second Open of a one-process map: %v, want ErrTooManyProcesses", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open after the slot was given back: %v", err)
+	}
+	_ = again.Close()
+}
