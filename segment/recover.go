@@ -332,7 +332,7 @@ func (r *rebuilding) nameUnreachable(i int) {
 		if sl == 0 || reachable(tv.slots, int64(slotTag(sl))&mask, pos, mask) {
 			continue
 		}
-		r.s.tb.placeSlot(tv, slotTag(sl), slotChunk(sl))
+		_ = r.s.tb.placeSlot(tv, slotTag(sl), slotChunk(sl)) // there is an empty slot: checked above
 		r.s.tb.removeSlot(tv, pos)
 		pos-- // a later slot may now sit at pos
 	}
@@ -363,7 +363,7 @@ func (r *rebuilding) salvage(i int) {
 		}
 		r.byKey[string(key)] = true
 		tag := uint32(h >> l.segmentBits)
-		tb.placeSlot(tv, tag, c)
+		_ = tb.placeSlot(tv, tag, c) // there is an empty slot: checked above
 		r.keep[i][makeSlot(tag, c)] = run{c, nch}
 		for j := c; j < c+nch; j++ {
 			named[j] = true

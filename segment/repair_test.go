@@ -2,6 +2,7 @@ package segment
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -139,6 +140,40 @@ func TestFullSlotTableRepaired(t *testing.T) {
 		if !overwriteOne {
 			checkTable(t, tb, model) // the slot table lost nothing: every entry comes back
 		}
+	}
+}
+
+// TestInsertIntoFullSlotTable: damage that fills every slot while the
+// tier's entry count still leaves room makes an insert fail with
+// ErrCorrupt, where it once probed for an empty slot forever.
+func TestInsertIntoFullSlotTable(t *testing.T) {
+	tb, s, _ := fragmentedTier(t)
+	tv := tb.tier(0)
+	var a uint64
+	for _, sl := range tv.slots {
+		if sl != 0 {
+			a = sl
+			break
+		}
+	}
+	for pos, sl := range tv.slots {
+		if sl == 0 {
+			tv.slots[pos] = a
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		k := []byte("a new key")
+		_, err := s.Put(hashOf(k), k, []byte("v"), Replace)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("insert into a full slot table: %v, want ErrCorrupt", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("insert into a full slot table did not return")
 	}
 }
 

@@ -329,7 +329,9 @@ func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c
 	if nt.index == cur.tier.index {
 		atomic.StoreUint64(&cur.tier.slots[cur.pos], makeSlot(tag, c))
 	} else {
-		tb.placeSlot(&nt, tag, c)
+		if !tb.placeSlot(&nt, tag, c) {
+			return s.corrupt(nt.index, errNoSlot)
+		}
 		testStep()
 		nt.addEntries(1)
 		tb.removeSlot(&cur.tier, cur.pos)
@@ -367,23 +369,32 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	testStep() // the run taken, perhaps over a deleted entry's bytes
 	tb.writeEntry(&t, c, &h, key, value)
 	testStep() // written, not yet named
-	tb.placeSlot(&t, tag, c)
+	if !tb.placeSlot(&t, tag, c) {
+		return s.corrupt(t.index, errNoSlot)
+	}
 	t.addEntries(1)
 	atomic.AddUint64(s.entries, 1)
 	return nil
 }
 
 // placeSlot stores a slot at the first empty position from the tag's home.
-// Caller checked that the tier has room (entries < MaxTierEntries < Slots).
-func (tb *Table) placeSlot(t *tier, tag uint32, c int64) {
+// Caller checked that the tier has room (entries < MaxTierEntries < Slots),
+// so it reports false, having stored nothing, only when damage filled
+// every slot while the tier's entry count says otherwise.
+func (tb *Table) placeSlot(t *tier, tag uint32, c int64) bool {
 	mask := int64(tb.layout.slotMask)
-	for pos := int64(tag) & mask; ; pos = (pos + 1) & mask {
+	for pos, n := int64(tag)&mask, len(t.slots); n > 0; pos, n = (pos+1)&mask, n-1 {
 		if atomic.LoadUint64(&t.slots[pos]) == 0 {
 			atomic.StoreUint64(&t.slots[pos], makeSlot(tag, c))
-			return
+			return true
 		}
 	}
+	return false
 }
+
+// errNoSlot is what a writer reports when placeSlot found no empty slot.
+const errNoSlot = "every slot is taken although the tier's entry count leaves room"
+
 
 // removeSlot deletes the slot at pos by shifting later slots of the same
 // probe run back, so lookups never need tombstones. Caller holds write.
