@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -174,6 +175,52 @@ func TestInsertIntoFullSlotTable(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("insert into a full slot table did not return")
+	}
+}
+
+// TestDamagedPoolCounterTakesNoOwnedTier: a pool counter damaged back to
+// zero hands out again a tier another segment owns; the writer that gets
+// it fails with ErrCorrupt instead of taking the tier from under that
+// segment's entries, which stay readable.
+func TestDamagedPoolCounterTakesNoOwnedTier(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 8, Segments: 2})
+	model := map[string][]byte{}
+	var full [2]bool
+	for i := 0; !full[0] || !full[1]; i++ {
+		k := fmt.Appendf(nil, "key-%05d", i)
+		h := hashOf(k)
+		seg := h & 1
+		if full[seg] {
+			continue
+		}
+		if tb.ExtraTiersInUse() == 1 && seg == 0 {
+			continue // segment 0 has its overflow tier; now for segment 1
+		}
+		before := tb.Segment(int(seg)).Tiers()
+		if _, err := tb.Segment(int(seg)).Put(h, k, bytes.Repeat([]byte{'v'}, 32), Replace); err != nil {
+			if seg == 1 && errors.Is(err, ErrCorrupt) {
+				full[1] = true
+				continue
+			}
+			t.Fatalf("put %s into segment %d: %v", k, seg, err)
+		}
+		model[string(k)] = bytes.Repeat([]byte{'v'}, 32)
+		if tb.Segment(int(seg)).Tiers() > before {
+			if seg == 1 {
+				t.Fatal("segment 1 linked a tier: the damaged counter went unnoticed")
+			}
+			full[0] = true
+			*tb.extraTiers = 0 // the damage: tier 2, segment 0's, looks free again
+		}
+		if i > 100000 {
+			t.Fatal("no segment needed an overflow tier")
+		}
+	}
+	for k, v := range model {
+		got, found, err := tb.Get(hashOf([]byte(k)), []byte(k), nil)
+		if err != nil || !found || !bytes.Equal(got, v) {
+			t.Fatalf("%s after the refused tier: %q %v %v", k, got, found, err)
+		}
 	}
 }
 

@@ -548,7 +548,7 @@ func (s *Segment) linkTier(last *tier) (tier, error) {
 		}
 		atomic.StoreUint64(tb.extraTiers, used+1)
 		_ = tb.admin.Unlock()
-		return s.attachTier(last, idx), nil
+		return s.attachTier(last, idx)
 	}
 	for {
 		used := atomic.LoadUint64(tb.extraTiers)
@@ -563,7 +563,7 @@ func (s *Segment) linkTier(last *tier) (tier, error) {
 	if err := tb.allocate(l.TiersOff+int64(idx)*l.TierSize, l.TierSize); err != nil {
 		return tier{}, fmt.Errorf("%w: cannot reserve disk for a new tier: %v", ErrFull, err)
 	}
-	return s.attachTier(last, idx), nil
+	return s.attachTier(last, idx)
 }
 
 func (s *Segment) poolExhausted(pool uint64) error {
@@ -571,14 +571,20 @@ func (s *Segment) poolExhausted(pool uint64) error {
 }
 
 // attachTier initializes tier idx, just taken from the pool, and links it
-// after last.
-func (s *Segment) attachTier(last *tier, idx uint64) tier {
+// after last. A tier the pool hands out has never had an owner; one that
+// has is another segment's, handed out again by a pool counter that damage
+// moved back, and is left alone (ErrCorrupt, and the tier is lost to the
+// pool) rather than taken from under the entries it holds.
+func (s *Segment) attachTier(last *tier, idx uint64) (tier, error) {
 	nt := s.tb.tier(int64(idx))
+	if atomic.LoadUint64(&nt.header[thOwner/8]) != 0 {
+		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that has an owner: its counter is damaged")
+	}
 	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
 	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
 	atomic.StoreUint64(&last.header[thNext/8], idx+1) // publish: readers may follow it now
 	atomic.AddUint64(s.tiers, 1)
-	return nt
+	return nt, nil
 }
 
 // compact slides the tier's entries to the start of its entry space, in
