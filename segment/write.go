@@ -395,7 +395,6 @@ func (tb *Table) placeSlot(t *tier, tag uint32, c int64) bool {
 // errNoSlot is what a writer reports when placeSlot found no empty slot.
 const errNoSlot = "every slot is taken although the tier's entry count leaves room"
 
-
 // removeSlot deletes the slot at pos by shifting later slots of the same
 // probe run back, so lookups never need tombstones. Caller holds write.
 func (tb *Table) removeSlot(t *tier, pos int64) {
