@@ -145,8 +145,8 @@ func openALock(a *Arena, index int) Mutex {
 		budgets = [2]int32{DefaultALockBudgetHome, DefaultALockBudgetRemote}
 	}
 	l.budgetHome, l.budgetOther = budgets[0], budgets[1]
-	pid := uint64(os.Getpid())
-	if atomic.CompareAndSwapUint64(l.home, 0, pid) || atomic.LoadUint64(l.home) == pid {
+	pid, me := uint64(os.Getpid()), a.alockHomeID
+	if atomic.CompareAndSwapUint64(l.home, 0, me) || atomic.CompareAndSwapUint64(l.home, pid, me) || atomic.LoadUint64(l.home) == me {
 		if a.alockHomes == nil {
 			a.alockHomes = make(map[int]*alockLocal)
 		}
@@ -159,31 +159,44 @@ func openALock(a *Arena, index int) Mutex {
 	return l
 }
 
+// The home word names the home process's arena, not the process alone:
+// its pid in the low 32 bits and, above them, a number of that arena,
+// unique within the process. A process that maps one file twice has two
+// arenas over the same words and a descriptor table in each; were both
+// home, their descriptors' tokens would collide in tailL (one's release
+// would empty the queue the other waits in). So only the first arena to
+// open the lock is home, and the others are of the other cohort. A bare
+// pid (DeclareALockHome) is taken over by that process's first arena.
+var alockArenas atomic.Uint32
+
+func newALockHomeID() uint64 { return uint64(os.Getpid())&0xffffffff | uint64(alockArenas.Add(1))<<32 }
+
 // DeclareALockHome makes process pid the home of alock lock index, unless
 // the lock already has a home; it reports whether pid is now the home. Call
 // it before pid opens the lock; otherwise the first process to open the
-// lock becomes its home.
+// lock becomes its home (the first of its arenas, if it opens the file
+// more than once).
 func (a *Arena) DeclareALockHome(index, pid int) bool {
-	if a.checkIndex(index) != nil || pid <= 0 {
+	if a.checkIndex(index) != nil || pid <= 0 || pid > 0xffffffff {
 		return false
 	}
 	home := &a.lockBody(index)[lArrive]
-	return atomic.CompareAndSwapUint64(home, 0, uint64(pid)) || atomic.LoadUint64(home) == uint64(pid)
+	return atomic.CompareAndSwapUint64(home, 0, uint64(pid)) || atomic.LoadUint64(home)&0xffffffff == uint64(pid)
 }
 
-// IsALockHome reports whether this process is the home of alock lock
-// index, i.e. its goroutines form the lock's local cohort.
+// IsALockHome reports whether this arena is the home of alock lock index,
+// i.e. its process's goroutines that lock through it form the lock's local
+// cohort.
 func (a *Arena) IsALockHome(index int) bool {
-	return a.checkIndex(index) == nil && atomic.LoadUint64(&a.lockBody(index)[lArrive]) == uint64(os.Getpid())
+	return a.checkIndex(index) == nil && atomic.LoadUint64(&a.lockBody(index)[lArrive]) == a.alockHomeID
 }
 
-// releaseALockHomes gives up this process's homes when the arena closes, so
-// that a later process may become home. Every lock is released by then, so
-// no home descriptor is queued.
+// releaseALockHomes gives up this arena's homes when it closes, so that a
+// later process may become home. Every lock is released by then, so no
+// home descriptor is queued.
 func (a *Arena) releaseALockHomes() {
-	pid := uint64(os.Getpid())
 	for index := range a.alockHomes {
-		atomic.CompareAndSwapUint64(&a.lockBody(index)[lArrive], pid, 0)
+		atomic.CompareAndSwapUint64(&a.lockBody(index)[lArrive], a.alockHomeID, 0)
 	}
 }
 
@@ -321,7 +334,14 @@ func (l *alock) await(q queued, gen uint64, w *waiter) outcome {
 		}
 	}
 	if atomic.LoadUint32(q.budget) != 0 {
-		return granted // handed over within the cohort, which keeps the Peterson lock
+		// Handed over within the cohort, which keeps the Peterson lock;
+		// unless a Reset voided the queue meanwhile (its tail no longer
+		// leads here, so new arrivals start another queue of this cohort,
+		// whose head does not wait for us).
+		if atomic.LoadUint64(l.gen) != gen {
+			return reset
+		}
+		return granted
 	}
 	if o := l.arbitrate(gen, w); o != granted {
 		return o
@@ -351,6 +371,11 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 		if w.await(l.aseq, l.asleepers, func() bool { return !mustWait() }) == expired {
 			return timedOut
 		}
+	}
+	if atomic.LoadUint64(l.gen) != gen {
+		// A Reset emptied the tails, which ended the wait: this queue is
+		// void, and the head of a new one of this cohort may be entering.
+		return reset
 	}
 	return granted
 }

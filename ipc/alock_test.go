@@ -334,3 +334,40 @@ func helperALockChurn(t *testing.T) {
 	}
 	testutil.Report("done")
 }
+
+// TestALockTwoArenasOneProcess: a process that maps one file twice has two
+// arenas over the same words. Only the first to open an alock is its home;
+// the other locks as the other cohort, and a release through one hands the
+// lock to a waiter of the other. (When both were home, each had its own
+// descriptor table and their tokens collided in the home tail: the
+// release emptied the queue its waiter was in, and the waiter waited for
+// good.)
+func TestALockTwoArenasOneProcess(t *testing.T) {
+	path := createTestFile(t, Config{Locks: 1})
+	first, second := openTestFile(t, path), openTestFile(t, path)
+	defer first.close()
+	defer second.close()
+	m1, m2 := first.mutex(t, "alock", 0), second.mutex(t, "alock", 0)
+	if !first.arena.IsALockHome(0) || second.arena.IsALockHome(0) {
+		t.Fatalf("home: first %v, second %v; want only the first", first.arena.IsALockHome(0), second.arena.IsALockHome(0))
+	}
+	for round := range 20 {
+		holder, waiter := m1, m2
+		if round%2 == 1 {
+			holder, waiter = m2, m1
+		}
+		holder.Lock()
+		done := make(chan error, 1)
+		go func() { done <- waiter.LockTimeout(5 * time.Second) }()
+		time.Sleep(time.Millisecond)
+		if err := holder.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: the released lock never reached the other arena's waiter: %v", round, err)
+		}
+		if err := waiter.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

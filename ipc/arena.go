@@ -199,7 +199,8 @@ type Arena struct {
 	surrogates bool      // a goroutine is finishing adopted episodes (guarded by mu)
 
 	alockBudgets [2]int32            // home, remote; zero means the defaults
-	alockHomes   map[int]*alockLocal // alock locks this process is home of, by index
+	alockHomes   map[int]*alockLocal // alock locks this arena is home of, by index
+	alockHomeID  uint64              // what an alock's home word holds when this arena is home (newALockHomeID)
 }
 
 // Close lets the goroutines that take the turns of timed-out waiters
@@ -351,7 +352,7 @@ func Attach(words []uint64) (*Arena, error) {
 	if n := cfg.words(); n != len(words) {
 		return nil, fmt.Errorf("%w: header says %d words, %d handed", ErrNotArena, n, len(words))
 	}
-	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1)}
+	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1), alockHomeID: newALockHomeID()}
 	a.hapaxCursors.New = func() any { return new(cursor) }
 	a.idle.L = &a.mu
 	a.tidexIDs.arena = a

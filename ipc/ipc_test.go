@@ -560,7 +560,12 @@ func TestAllocatorMonotonicAcrossReopen(t *testing.T) {
 }
 
 // TestResetFreesALockHeldByTheDead: a holder that never unlocks (as if its
-// process died) blocks waiters until Reset; then they all get through.
+// process died) blocks waiters until Reset; then they, and arrivals after
+// the Reset, all get through, one at a time. (For alock the dead holder is
+// the lock's home and the waiters are of the other cohort: before the
+// waiters checked the generation when handed the lock, the queue the Reset
+// voided went on handing it over beside the new one, and its last holder
+// waited for good for a successor to link.)
 func TestResetFreesALockHeldByTheDead(t *testing.T) {
 	for _, algo := range allAlgorithms {
 		t.Run(algo, func(t *testing.T) {
@@ -571,19 +576,25 @@ func TestResetFreesALockHeldByTheDead(t *testing.T) {
 			defer dead.close()
 			dead.mutex(t, algo, 0).Lock() // the "dead" holder
 			var wg sync.WaitGroup
-			var got atomic.Int32
+			var got, inside atomic.Int32
+			waiter := func() {
+				defer wg.Done()
+				m := tf.mutex(t, algo, 0)
+				if err := m.LockTimeout(10 * time.Second); err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					t.Error("two holders at once")
+				}
+				got.Add(1)
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				m.Unlock()
+			}
 			for range 3 {
 				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m := tf.mutex(t, algo, 0)
-					if err := m.LockTimeout(10 * time.Second); err != nil {
-						t.Error(err)
-						return
-					}
-					got.Add(1)
-					m.Unlock()
-				}()
+				go waiter()
 			}
 			time.Sleep(50 * time.Millisecond)
 			if got.Load() != 0 {
@@ -592,9 +603,19 @@ func TestResetFreesALockHeldByTheDead(t *testing.T) {
 			if err := tf.arena.Reset(0); err != nil {
 				t.Fatal(err)
 			}
-			wg.Wait()
-			if got.Load() != 3 {
-				t.Fatalf("%d of 3 waiters got through after Reset", got.Load())
+			for range 2 {
+				wg.Add(1)
+				go waiter()
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%d of 5 waiters got through 20 s after Reset", got.Load())
+			}
+			if got.Load() != 5 {
+				t.Fatalf("%d of 5 waiters got through after Reset", got.Load())
 			}
 		})
 	}
