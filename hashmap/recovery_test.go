@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/internal/testutil"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -597,5 +598,86 @@ func TestDeadLockTableHolder(t *testing.T) {
 				t.Fatal("no recovery ran")
 			}
 		})
+	}
+}
+
+// TestReadersWaitForDeadWritersRepair: a writer dies (its handle's file
+// closed, so its registry slot reads dead) halfway through a value it
+// rewrites in place, holding the write lock; a reader keeps trying the
+// segment's read lock while another handle recovers. The reader never gets
+// in while the sequence is odd (the data half changed), and afterwards the
+// key has its old value. (Recovery took the dead writer's place with the
+// update lock, which let such a reader in at once, and, if the reader was
+// still inside when the upgrade's time ran out, gave the lock up with the
+// sequence odd and the torn value in place: a Get then returned it.)
+func TestReadersWaitForDeadWritersRepair(t *testing.T) {
+	var stuck atomic.Pointer[chan struct{}]
+	var steps atomic.Int32
+	testhook.OnStep = func() {
+		if c := stuck.Load(); c != nil && steps.Add(1) == 4 { // the first half of the value written
+			stuck.Store(nil)
+			close(*c)
+			select {} // dead: this goroutine never runs again
+		}
+	}
+	defer func() { testhook.OnStep = nil }()
+	old := bytes.Repeat([]byte("A"), 64)
+	for round := range 10 {
+		path := filepath.Join(t.TempDir(), "m")
+		opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 64, Segments: 1, LockTimeout: 200 * time.Millisecond}
+		a, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := []byte("key00001")
+		if err := a.Put(key, old); err != nil {
+			t.Fatal(err)
+		}
+		b, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := make(chan struct{})
+		steps.Store(0)
+		stuck.Store(&c)
+		go func() { _ = b.Put(key, bytes.Repeat([]byte("B"), 64)) }()
+		<-c
+		b.file.Close() // its OFD lock goes: the registry reads its process as dead
+		seg := a.table.Segment(0)
+		lk := seg.Lock()
+		stop, entered := make(chan struct{}), make(chan struct{}, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if lk.TryReadLock() {
+					if seg.Seq()&1 == 1 {
+						entered <- struct{}{}
+						time.Sleep(400 * time.Millisecond) // a slow reader, past the recovery's wait
+					}
+					_ = lk.ReadUnlock()
+				}
+			}
+		}()
+		_, rerr := a.Recover()
+		close(stop)
+		select {
+		case <-entered:
+			t.Fatalf("round %d: a reader took the read lock while the dead writer's rewrite was half done (recover: %v)", round, rerr)
+		default:
+		}
+		if rerr != nil {
+			t.Fatalf("round %d: recover: %v", round, rerr)
+		}
+		if v, err := a.Get(key); err != nil || !bytes.Equal(v, old) {
+			t.Fatalf("round %d: after recovery Get gave %q, %v; want the old value", round, v, err)
+		}
+		if seg.Seq()&1 != 0 || !lk.State().Free() {
+			t.Fatalf("round %d: after recovery sequence %d, lock %v", round, seg.Seq(), lk.State())
+		}
+		_ = a.Close()
 	}
 }

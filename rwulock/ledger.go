@@ -218,27 +218,28 @@ func orphansOf(w, live uint64) (uint64, Orphans, error) {
 // whatever live processes did in between nets out, so a CAS that succeeds
 // is right). If the orphans held the update or write lock, the data under
 // the lock may be half changed, so instead of freeing the lock this handle
-// takes the update lock in their place (takenOver is true, and its ledger
-// says so): the caller upgrades, repairs the data, and releases as usual.
+// takes it in their place (takenOver is true, and its ledger says so): the
+// write lock if they held it, and then no reader can be inside or come in
+// before the caller has repaired the data and released as usual; else the
+// update lock, which the caller upgrades first. (Taking the update lock in
+// a dead writer's place let readers waiting on it in at once, onto data
+// half changed.)
 func (l *Lock) ReleaseOrphans(word uint64, o Orphans) (takenOver bool, err error) {
 	if o.None() {
 		return false, nil
 	}
 	c := countWord(word) - o.Reads
-	if o.Update {
+	var took uint64
+	switch {
+	case o.Write:
+		// The write flag stays, now this handle's. A write lock admits
+		// no other holder, so nothing else of the word is a live lock.
 		c &^= UpdateFlag
-	}
-	if o.Write {
-		c &^= WriteFlag
-	}
-	if o.Exclusive() {
-		c |= UpdateFlag
+		took = ledgerWrite
+	case o.Update:
+		took = ledgerUpdate // the update flag stays, now this handle's
 	}
 	next := makeState(c, waitWord(word)-o.Waits)
-	var took uint64
-	if o.Exclusive() {
-		took = ledgerUpdate
-	}
 	l.begin()
 	if !l.settle(l.casWord(word, next), took) {
 		return false, ErrChanged

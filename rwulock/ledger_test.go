@@ -244,9 +244,14 @@ func TestOrphansOfDeadProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if took {
+			if took && !o.Write {
 				if err := recoverer.UpgradeUpdateToWrite(time.Second); err != nil {
 					t.Fatalf("round %d: upgrade after take-over: %v", round, err)
+				}
+			}
+			if took {
+				if s := Decode(atomic.LoadUint64(word)); !s.Write {
+					t.Fatalf("round %d: after taking over %+v the word is %v, not write-locked", round, o, s)
 				}
 				_ = recoverer.WriteUnlock()
 			}
@@ -271,5 +276,50 @@ func TestOrphansOfDeadProcess(t *testing.T) {
 		}
 		close(freeze) // lets the parked goroutines exit
 		wg.Wait()
+	}
+}
+
+// TestOrphanWriteTakenOverAsWrite: a process died holding the write lock,
+// its change half done, while a reader waits for it. ReleaseOrphans hands
+// the recoverer the write lock itself, so the reader stays out until the
+// recoverer has repaired and released. (It handed over the update lock,
+// which let the reader in at once, onto the half-changed data: with the
+// map's segments, a Get then returned a torn value without an error.)
+func TestOrphanWriteTakenOverAsWrite(t *testing.T) {
+	word, sleepers := new(uint64), new(uint32)
+	dead := AtWithSleepers(word, sleepers) // no ledger: the dead process's share
+	if !dead.TryWriteLock() {
+		t.Fatal("the writer that dies could not lock")
+	}
+	rec := AtWithSleepers(word, sleepers)
+	rec.SetLedger(new(uint64))
+	reader := AtWithSleepers(word, sleepers)
+	reader.SetLedger(new(uint64))
+	got := make(chan error, 1)
+	go func() { got <- reader.ReadLock(5 * time.Second) }() // waits for the dead writer
+	time.Sleep(50 * time.Millisecond)
+	w, o, err := rec.FindOrphans(func(dst []uint64) []uint64 {
+		return append(dst, atomic.LoadUint64(rec.Ledger()), atomic.LoadUint64(reader.Ledger()))
+	}, time.Now().Add(time.Second))
+	if err != nil || !o.Write {
+		t.Fatalf("FindOrphans: %v %+v", err, o)
+	}
+	took, err := rec.ReleaseOrphans(w, o)
+	if err != nil || !took {
+		t.Fatalf("ReleaseOrphans: %v %v", took, err)
+	}
+	if held, _ := LedgerHolds(atomic.LoadUint64(rec.Ledger())); !Decode(held).Write {
+		t.Fatalf("the recoverer's ledger says it holds %v, not the write lock", Decode(held))
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("a reader entered the dead writer's half-changed data before the repair (%v): %v", err, rec.State())
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := rec.WriteUnlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the reader after the repair: %v", err)
 	}
 }

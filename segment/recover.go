@@ -66,11 +66,15 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 		}
 		break
 	}
-	// We hold update in the dead holder's place; readers may be inside
-	// (they saw an even sequence or took the read lock), so wait for them.
-	if err := s.lock.UpgradeUpdateToWrite(time.Until(deadline)); err != nil {
-		_ = s.lock.UpdateUnlock()
-		return rep, s.lockErr("recover", err)
+	// We hold the dead holder's lock: its write lock, under which nobody
+	// else is inside, or its update lock, under which it changed nothing
+	// (writers change the data only under write) but readers may be
+	// inside, so wait for them.
+	if !rep.Orphans.Write {
+		if err := s.lock.UpgradeUpdateToWrite(time.Until(deadline)); err != nil {
+			_ = s.lock.UpdateUnlock()
+			return rep, s.lockErr("recover", err)
+		}
 	}
 	rep.Restored = s.restoreUndo() // before the sequence changes: the record names it
 	if atomic.LoadUint64(s.seq)&1 == 0 {
