@@ -72,7 +72,12 @@ func FuzzRecoverJournal(f *testing.F) {
 // and a dead process's (slot 1), each from bytes (zero-padded).
 func newJournaledArena(t testing.TB, locks int, leftover, dead []byte) (*Arena, [][]uint64) {
 	t.Helper()
-	cfg := Config{Slots: 4, Locks: locks}
+	return newJournaledArenaOf(t, Config{Slots: 4, Locks: locks}, leftover, dead)
+}
+
+// newJournaledArenaOf is newJournaledArena for an arena of config cfg.
+func newJournaledArenaOf(t testing.TB, cfg Config, leftover, dead []byte) (*Arena, [][]uint64) {
+	t.Helper()
 	n, err := cfg.Words()
 	if err != nil {
 		t.Fatal(err)
@@ -773,6 +778,44 @@ func TestReleasedSince(t *testing.T) {
 			if got := a.releasedSince(0, dead, pred, c.arrive, gen, e); got != c.want {
 				t.Fatalf("releasedSince = %v, want %v", got, c.want)
 			}
+		})
+	}
+}
+
+// TestTicketSurrogateOnDamagedEgress: a dead ticket-awn releaser's entry
+// and a damaged egress word, in an arena without waiting arrays (egress
+// saying a node handover) and in one with them (egress and ticket at the
+// ends of their range). The surrogate's step must not panic: it ran in a
+// goroutine of its own, so a panic (a division by zero, a negative array
+// index, before awnArray.at took any ticket) killed the process.
+func TestTicketSurrogateOnDamagedEgress(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		cfg            Config
+		ticket, depart uint64
+	}{
+		{"no-arrays", Config{Slots: 4, Locks: 1, AWNWaiters: -1, AWNNodes: -1}, 0, ^uint64(0)}, // egress -1: a handover to ticket 0's node
+		{"arrays", Config{Slots: 4, Locks: 1}, 1 << 63, 1 << 63},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var dead []byte
+			for _, w := range []uint64{entryState(jReleasing, kindTicket, 0), c.ticket, 0, 0} {
+				dead = binary.LittleEndian.AppendUint64(dead, w)
+			}
+			a, _ := newJournaledArenaOf(t, c.cfg, nil, dead)
+			atomic.StoreUint64(&a.lockBody(0)[lDepart], c.depart)
+			a.closing.Store(true) // no surrogate goroutine: the step runs here, where a panic is caught
+			if _, err := a.Recover("ticket-awn", func(s int) bool { return s == 0 }); err != nil {
+				t.Fatal(err)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("surrogate step panicked: %v", p)
+					}
+				}()
+				a.driveAdopted()
+			}()
 		})
 	}
 }

@@ -56,9 +56,15 @@ func (a *Arena) awnArray(i int) awnArray {
 	return awnArray{words: a.w[off : off+a.cfg.awnArrayWords()], n: int64(a.cfg.AWNWaiters)}
 }
 
-// at is the entry for ticket t.
+// at is the entry for ticket t. Tickets come from lock words that damage
+// may have set to anything (negative, or in a lock without arrays), so any
+// t gives an entry: one of the array's, or, without an array, a word that
+// names no node.
 func (w awnArray) at(t int64) *uint32 {
-	i := t % w.n
+	if w.n <= 0 {
+		return new(uint32)
+	}
+	i := int64(uint64(t) % uint64(w.n))
 	lo, hi := wait.Halves(&w.words[i/2])
 	if i%2 == 0 {
 		return lo
