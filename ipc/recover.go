@@ -257,6 +257,7 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		s := atomic.LoadUint64(state)
 		var liveSeats, deadSeats uint64
 		var dead [][]uint64
+		var ours []bool // dead[i] is in this process's journal (an entry it adopted)
 		busy := false
 		for k, j := range a.journals.all {
 			alive := k == a.journals.self || live(k)
@@ -272,6 +273,7 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 				case !alive || v&adopted != 0:
 					deadSeats++
 					dead = append(dead, j[i:i+journalEntryWords])
+					ours = append(ours, k == a.journals.self)
 				case v&0x7f == jSeatAsk:
 					busy = true
 				default:
@@ -288,7 +290,7 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		if !atomic.CompareAndSwapUint64(state, s, s-give) {
 			continue
 		}
-		for _, w := range dead {
+		for i, w := range dead {
 			// A dead seat entry that asked for a served ticket's seat and
 			// did not get it still has the ticket: it goes on as a ticket.
 			v := atomic.LoadUint64(&w[0])
@@ -301,8 +303,12 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 				}
 				continue
 			}
-			if v&adopted != 0 {
-				a.free(entry{w}) // this process's own entry
+			if ours[i] {
+				// Adopted from a process that died in this slot: this
+				// process's entry now, counted free again. (A dead
+				// journal's entries carry the adopted bit too when that
+				// process had adopted them; they are its, not ours.)
+				a.free(entry{w})
 			} else {
 				atomic.StoreUint64(&w[0], jFree)
 			}

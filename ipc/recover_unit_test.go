@@ -819,3 +819,39 @@ func TestTicketSurrogateOnDamagedEgress(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverSeatsFreesOnlyItsOwnCount: a dead process's journal holds a
+// hapax-cr seat entry with the adopted bit (it had adopted the entry from a
+// predecessor in its slot before it died). Recovery frees that entry in
+// the dead journal without counting it among this process's free entries:
+// it counted it, and an episode later ran without a journal entry, which
+// recovery could not have released.
+func TestRecoverSeatsFreesOnlyItsOwnCount(t *testing.T) {
+	var dead []byte
+	for _, w := range []uint64{entryState(jSeated, kindCR, 0) | adopted, 0, 0, 0} {
+		dead = binary.LittleEndian.AppendUint64(dead, w)
+	}
+	a, js := newJournaledArenaOf(t, Config{Slots: 4, Locks: 40}, nil, dead)
+	atomic.StoreUint64(&a.lockBody(0)[lRestrict], 1) // the dead process's seat
+	before := a.journals.free.Load()
+	a.closing.Store(true) // no surrogate goroutines
+	if _, err := a.Recover("hapax-cr", func(s int) bool { return s == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	a.closing.Store(false)
+	if after := a.journals.free.Load(); after != before {
+		t.Fatalf("this process's free entries: %d before Recover, %d after", before, after)
+	}
+	if s := atomic.LoadUint64(&js[1][0]); s != jFree {
+		t.Fatalf("the dead journal's seat entry is %#x, not free", s)
+	}
+	for i := 1; i <= len(js[0])/journalEntryWords; i++ {
+		m, _ := a.Mutex("hapax", i)
+		if !m.TryLock() {
+			t.Fatalf("TryLock %d failed", i)
+		}
+		if e, _ := a.findEpisode(i, kindHapax, atomic.LoadUint64(&a.lockBody(i)[lHolder])); !e.ok() {
+			t.Fatalf("lock %d held without a journal entry", i)
+		}
+	}
+}
