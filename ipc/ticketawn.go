@@ -268,12 +268,17 @@ func (l *ticketAWN) acquired(t int64, node uint32) {
 // it got to (0: not published), so that a substitute can resume it.
 func (l *ticketAWN) wait(t int64, gen uint64, node *uint32, w *waiter) outcome {
 	if *node != 0 {
-		return l.waitNode(t, gen, *node, w)
+		return l.waitDecision(t, gen, *node, w)
 	}
+	// A waiter with no node is handed the lock through egress alone, and
+	// takes -t (a node handover) as its turn too, as the seed does: the
+	// node the releaser saw at its array index is then not its own, and
+	// only a damaged or stale entry can be such a node.
+	mine := func(e int64) bool { return pos(e) == t }
 	n := l.waiters.n
 	// Near the front, or no arrays: wait on egress like a ticket lock.
 	if n == 0 || pos(l.egress()) >= t-1 {
-		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t })
+		return l.waitEgress(t, gen, w, mine)
 	}
 	// Far back: wait for room in the array, so that no two live waiters
 	// share an index modulo n.
@@ -281,28 +286,47 @@ func (l *ticketAWN) wait(t int64, gen uint64, node *uint32, w *waiter) outcome {
 		return o
 	}
 	if pos(l.egress()) >= t-1 {
-		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t })
+		return l.waitEgress(t, gen, w, mine)
 	}
 	nd := l.a.awnNodes.get()
 	if nd == 0 {
-		return l.waitEgress(t, gen, w, func(e int64) bool { return e == t }) // table used up
+		return l.waitEgress(t, gen, w, mine) // table used up
 	}
 	atomic.StoreUint32(l.a.awnNode(nd).mine, 0)
 	atomic.StoreUint32(l.waiters.at(t), nd)
 	*node = nd
+	if atomic.LoadUint64(l.gen) != gen {
+		// A Reset cleared the array, perhaps just before our store: take
+		// the entry back, or a releaser 16 tickets on would hand the
+		// lock to this node, which nobody waits on, instead of through
+		// egress to the ticket's waiter. (Reset's clear follows its
+		// generation step, so an entry stored after the clear is seen here.)
+		atomic.CompareAndSwapUint32(l.waiters.at(t), nd, 0)
+		return reset
+	}
+	return l.waitDecision(t, gen, nd, w)
+}
+
+// waitDecision waits, with node nd published for ticket t, for the
+// releaser of t-1 to hand the lock over through the node (egress -t, then
+// waitNode) or through egress (t: it did not see the node, and never will
+// touch it). It resumes from any point: a substitute calls it again.
+func (l *ticketAWN) waitDecision(t int64, gen uint64, nd uint32, w *waiter) outcome {
 	for {
 		e := l.egress()
 		if pos(e) < t-1 || e == -t {
 			return l.waitNode(t, gen, nd, w) // the releaser of t-1 will see the node, or has
 		}
 		if e == t {
-			return granted // the releaser did not see the node and never will touch it
+			return granted
 		}
 		// egress is ±(t-1): we are next and the releaser has not decided.
 		if atomic.LoadUint64(l.gen) != gen {
 			return reset
 		}
-		wait.Yield()
+		if w.await(l.dseq, l.dsleepers, func() bool { return l.egress() != e }) == expired {
+			return timedOut
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 package ipc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +139,102 @@ func TestTicketAWNAttachesOldArena(t *testing.T) {
 	}
 	if err := m.Unlock(); err == nil {
 		t.Fatal("double unlock not reported")
+	}
+}
+
+// slowNodeTable makes an arena of one ticket-awn lock whose node table is
+// all drawn and pooled idle by a live process other than this one (pid 1),
+// but for its last node, given back: a waiter's node get then scans the
+// whole table, which opens the windows the tests below need.
+func slowNodeTable(t *testing.T) *Arena {
+	t.Helper()
+	const nodes = 1 << 17
+	cfg := Config{Slots: 4, Locks: 1, AWNNodes: nodes} // arrays of 16 waiters
+	n, err := cfg.Words()
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := make([]uint64, n)
+	if err := Format(words, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Attach(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint64(&a.w[hAWNCursor], nodes)
+	for i := uint32(1); i < nodes; i++ {
+		atomic.StoreUint64(a.awnNode(i).owner, 1|idleNode)
+	}
+	atomic.StoreUint64(a.awnNode(nodes).owner, returnedNode)
+	return a
+}
+
+// TestTicketAWNResetWhilePublishing: a far-back waiter takes a node (slowly)
+// while a Reset clears the waiting array, and publishes the node after the
+// clear. It must take the entry back: a stale entry made the releaser of
+// the ticket 16 on hand the lock to that node, which nobody waits on,
+// while that ticket's waiter waited on egress, and the lock stuck for good
+// (found by a reviewing helper).
+func TestTicketAWNResetWhilePublishing(t *testing.T) {
+	a := slowNodeTable(t)
+	b := a.lockBody(0)
+	atomic.StoreUint64(&b[lDepart], 0) // ticket 0 holds (a process about to die), 1 waits
+	atomic.StoreUint64(&b[lArrive], 2)
+	m, _ := a.Mutex("ticket-awn", 0)
+	done := make(chan error, 1)
+	go func() { done <- m.LockTimeout(10 * time.Second) }() // ticket 2: far back, takes a node
+	time.Sleep(200 * time.Millisecond)
+	if err := a.Reset(0); err != nil { // recovery resets the lock meanwhile
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("LockTimeout across the Reset: %v", err)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for atomic.LoadUint64(&b[lArrive]) < 40 { // past every array index twice
+		if !m.TryLock() {
+			t.Fatalf("TryLock of a free lock failed at ingress %d, egress %d", atomic.LoadUint64(&b[lArrive]), int64(atomic.LoadUint64(&b[lDepart])))
+		}
+		if err := m.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.LockTimeout(time.Second); err != nil {
+		t.Fatalf("Lock of a free lock: %v (ingress %d, egress %d)", err, atomic.LoadUint64(&b[lArrive]), int64(atomic.LoadUint64(&b[lDepart])))
+	}
+	_ = m.Unlock()
+}
+
+// TestTicketAWNTimeoutWhileReleaserDecides: a far-back waiter publishes its
+// node just as its predecessor becomes the holder, so it waits for the
+// releaser's choice between its node and egress; that wait keeps to the
+// LockTimeout's deadline (it yielded in a loop that never looked at it,
+// for as long as the holder held), and the substitute that takes over the
+// abandoned turn passes it on.
+func TestTicketAWNTimeoutWhileReleaserDecides(t *testing.T) {
+	a := slowNodeTable(t)
+	b := a.lockBody(0)
+	atomic.StoreUint64(&b[lDepart], 5) // tickets 0..4 served, 5 holds, 6 queued: the next arrival draws 7
+	atomic.StoreUint64(&b[lArrive], 7)
+	m, _ := a.Mutex("ticket-awn", 0)
+	done := make(chan error, 1)
+	go func() { done <- m.LockTimeout(50 * time.Millisecond) }()
+	time.Sleep(20 * time.Millisecond)
+	atomic.StoreUint64(&b[lDepart], 6) // 5 released; 6 now holds, and keeps holding
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("LockTimeout while 6 holds: %v, want ErrTimeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		atomic.StoreUint64(&b[lDepart], 7)
+		t.Fatalf("LockTimeout(50ms) still waiting after 5 s; once 6 released it returned %v", <-done)
+	}
+	atomic.StoreUint64(&b[lDepart], 7) // 6 releases through egress: the substitute holds 7, then releases
+	if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(&b[lDepart])) == 8 }) {
+		t.Fatalf("the abandoned turn was not passed on: egress %d", int64(atomic.LoadUint64(&b[lDepart])))
 	}
 }
