@@ -708,8 +708,11 @@ func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
 			return // the second one's release
 		}
 		hooked = true
-		if d, v := atomic.LoadUint64(&b[lDepart]), atomic.LoadUint64(a.toSlot(0, first).value); d != first || v != first {
-			t.Errorf("between the release's stores: Depart %d, slot %d; want both %d", d, v, first)
+		// The slot may read 0 already: the waiter, seeing Depart, ratifies
+		// and clears its own registration (as it did under qemu's slower
+		// pace); Depart must be there either way.
+		if d, v := atomic.LoadUint64(&b[lDepart]), atomic.LoadUint64(a.toSlot(0, first).value); d != first || v != first && v != 0 {
+			t.Errorf("between the release's stores: Depart %d, slot %d; want Depart %d and the slot %d or cleared by the waiter", d, v, first, first)
 		}
 	}
 	defer func() { testHookBetweenStores = nil }()
