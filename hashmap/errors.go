@@ -24,7 +24,8 @@ var (
 	ErrTooLarge = segment.ErrTooLarge
 
 	// ErrTimeout: a segment lock was not acquired in time (see
-	// Options.LockTimeout). A dead holder is released on the way, so the
+	// Options.LockTimeout), or Open could not take its process slot
+	// because recovery passes held the file's recovery lock throughout. A dead holder is released on the way, so the
 	// usual cause is a live one: a very long Compute or Range body, or a
 	// process stopped (SIGSTOP, a debugger) while it held the lock.
 	ErrTimeout = rwulock.ErrTimeout

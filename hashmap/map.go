@@ -187,9 +187,16 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	if regSlots > 0 && !o.ReadOnly {
 		if err := m.join(regLayout); err != nil {
+			if m.reg != nil {
+				_ = m.reg.Leave() // the slot it took: else it reads as a process that died with the map open
+			}
 			m.lockTable.close()
 			f.Close()
-			return nil, fmt.Errorf("open %s: %w", path, err)
+			err = fmt.Errorf("open %s: %w", path, err)
+			if errors.Is(err, registry.ErrRecoveryBusy) {
+				err = alsoIs{err, ErrTimeout}
+			}
+			return nil, err
 		}
 	}
 	return m, nil
@@ -215,7 +222,10 @@ func (m *Map) join(l registry.Layout) error {
 	if err != nil {
 		return err
 	}
-	slot, err := reg.Join(m.opts.LockTimeout)
+	// A recovery pass holds the recovery lock for up to about LockTimeout
+	// (while a live process it waits on stays busy), and passes may follow
+	// one another: Join waits through a few before it gives up.
+	slot, err := reg.Join(3 * m.opts.LockTimeout)
 	if err != nil {
 		return err
 	}
@@ -238,11 +248,12 @@ func (m *Map) join(l registry.Layout) error {
 		// cleaned: its first opener finds only dead slots.
 		if s.Dead() {
 			m.atOpen, err = m.recoverSegments(nil)
-			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) {
+			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
 				// A live process was busy with the lock for the whole
-				// wait (a loaded machine): what the dead left stays for
-				// the next pass, which any lock timeout runs. Not a
-				// reason to refuse the map.
+				// wait (a loaded machine), or another recovery pass was
+				// (it may be waiting on such a process): what the dead
+				// left stays for the next pass, which any lock timeout
+				// runs. Not a reason to refuse the map.
 				return nil
 			}
 			return err

@@ -681,3 +681,84 @@ func TestReadersWaitForDeadWritersRepair(t *testing.T) {
 		_ = a.Close()
 	}
 }
+
+// TestOpenWhileRecoveryWaits: a live process C is stopped in the middle of a
+// change of segment 0's lock (its ledger unsettled, as when SIGSTOPped
+// between a CAS's two ledger steps) and D died with the map open, so A's
+// recovery pass holds the recovery lock for its whole LockTimeout, waiting
+// on C. An Open by B with a shorter LockTimeout meanwhile succeeds: it
+// waits for the pass to end, and leaves what D held to a later pass. (It
+// failed, with an error that matched no sentinel.)
+func TestOpenWhileRecoveryWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	a, err := Open(path, &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 2, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	c, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put([]byte("x"), []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	d.file.Close() // D dies
+	ledger := c.reg.Ledger(c.reg.Self(), 0)
+	atomic.AddUint64(ledger, 1<<34) // C stopped mid-CAS
+	defer atomic.AddUint64(ledger, ^uint64(1<<34-1))
+	done := make(chan error, 1)
+	go func() { _, err := a.Recover(); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	b, err := Open(path, &Options{LockTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open while a recovery pass waits on a live process: %v", err)
+	}
+	_ = b.Close()
+	<-done
+}
+
+// TestFailedOpenLeavesNoSlot: an Open whose recovery of a dead process
+// fails after it took its registry slot (here because a live ledger claims
+// a read the lock word lacks) gives the slot back: it stayed in use with
+// its lock gone, and every later Check reported a process that died with
+// the map open.
+func TestFailedOpenLeavesNoSlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 2, LockTimeout: 200 * time.Millisecond}
+	a, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	d, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.file.Close() // D dies
+	ledger := a.reg.Ledger(a.reg.Self(), 0)
+	atomic.AddUint64(ledger, 1) // A's ledger claims a read the word lacks
+	_, err = Open(path, opts)
+	atomic.AddUint64(ledger, ^uint64(0))
+	if err == nil {
+		t.Fatal("the Open succeeded; the test needs it to fail after taking its slot")
+	}
+	slots, err := a.reg.Slots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := 0
+	for _, s := range slots {
+		if s.Dead() {
+			dead++
+		}
+	}
+	if dead != 1 {
+		t.Fatalf("%d dead slots after the failed Open; want 1 (D's)", dead)
+	}
+}

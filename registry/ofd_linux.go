@@ -51,7 +51,7 @@ func (r *Registry) LockRecovery(timeout time.Duration) (func(), error) {
 	off := r.layout.Off + hSlots
 	deadline := time.Now().Add(timeout)
 	if !r.lockLocal(deadline) {
-		return nil, fmt.Errorf("registry: recovery lock held in this process for %v", timeout)
+		return nil, fmt.Errorf("%w: held in this process for %v", ErrRecoveryBusy, timeout)
 	}
 	nap := 50 * time.Microsecond
 	for {
@@ -68,7 +68,7 @@ func (r *Registry) LockRecovery(timeout time.Duration) (func(), error) {
 		}
 		if !time.Now().Before(deadline) {
 			r.recovering.Unlock()
-			return nil, fmt.Errorf("registry: recovery lock held by another process for %v", timeout)
+			return nil, fmt.Errorf("%w: held by another process for %v", ErrRecoveryBusy, timeout)
 		}
 		time.Sleep(nap)
 		nap = min(2*nap, 5*time.Millisecond)

@@ -42,6 +42,9 @@ var (
 	// ErrUnsupported: this platform has no OFD locks, so liveness cannot be
 	// told safely.
 	ErrUnsupported = errors.New("registry: process liveness needs OFD locks (Linux)")
+	// ErrRecoveryBusy: LockRecovery's time ran out while another recovery
+	// pass (of this process or another) held the recovery lock.
+	ErrRecoveryBusy = errors.New("registry: recovery lock busy")
 )
 
 // Layout is where the registry lives in the file and how big it is.
