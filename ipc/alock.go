@@ -177,7 +177,7 @@ func newALockHomeID() uint64 { return uint64(os.Getpid())&0xffffffff | uint64(al
 // lock becomes its home (the first of its arenas, if it opens the file
 // more than once).
 func (a *Arena) DeclareALockHome(index, pid int) bool {
-	if a.checkIndex(index) != nil || pid <= 0 || pid > 0xffffffff {
+	if a.checkIndex(index) != nil || pid <= 0 || uint64(pid) > 0xffffffff {
 		return false
 	}
 	home := &a.lockBody(index)[lArrive]
