@@ -78,6 +78,18 @@ func newJournaledArena(t testing.TB, locks int, leftover, dead []byte) (*Arena, 
 // newJournaledArenaOf is newJournaledArena for an arena of config cfg.
 func newJournaledArenaOf(t testing.TB, cfg Config, leftover, dead []byte) (*Arena, [][]uint64) {
 	t.Helper()
+	a := newMemoryArena(t, cfg)
+	journals := [][]uint64{bytesToJournal(leftover), bytesToJournal(dead)}
+	if err := a.SetJournals(journals, 0); err != nil {
+		t.Fatal(err)
+	}
+	return a, journals
+}
+
+// newMemoryArena formats and attaches an arena of config cfg in process
+// memory.
+func newMemoryArena(t testing.TB, cfg Config) *Arena {
+	t.Helper()
 	n, err := cfg.Words()
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +102,7 @@ func newJournaledArenaOf(t testing.TB, cfg Config, leftover, dead []byte) (*Aren
 	if err != nil {
 		t.Fatal(err)
 	}
-	journals := [][]uint64{bytesToJournal(leftover), bytesToJournal(dead)}
-	if err := a.SetJournals(journals, 0); err != nil {
-		t.Fatal(err)
-	}
-	return a, journals
+	return a
 }
 
 // bytesToJournal makes a one-process journal of the default size from b,

@@ -149,19 +149,7 @@ func TestTicketAWNAttachesOldArena(t *testing.T) {
 func slowNodeTable(t *testing.T) *Arena {
 	t.Helper()
 	const nodes = 1 << 17
-	cfg := Config{Slots: 4, Locks: 1, AWNNodes: nodes} // arrays of 16 waiters
-	n, err := cfg.Words()
-	if err != nil {
-		t.Fatal(err)
-	}
-	words := make([]uint64, n)
-	if err := Format(words, cfg); err != nil {
-		t.Fatal(err)
-	}
-	a, err := Attach(words)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: nodes}) // arrays of 16 waiters
 	atomic.StoreUint64(&a.w[hAWNCursor], nodes)
 	for i := uint32(1); i < nodes; i++ {
 		atomic.StoreUint64(a.awnNode(i).owner, 1|idleNode)

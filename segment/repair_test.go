@@ -110,13 +110,7 @@ func TestFullSlotTableRepaired(t *testing.T) {
 	for _, overwriteOne := range []bool{false, true} {
 		tb, s, model := fragmentedTier(t)
 		tv := tb.tier(0)
-		var a uint64
-		for _, sl := range tv.slots {
-			if sl != 0 {
-				a = sl
-				break
-			}
-		}
+		a := firstSlot(tv)
 		overwritten := false
 		for pos, sl := range tv.slots {
 			if sl == 0 || overwriteOne && !overwritten && sl != a {
@@ -144,19 +138,23 @@ func TestFullSlotTableRepaired(t *testing.T) {
 	}
 }
 
+// firstSlot is the first slot of tv in use.
+func firstSlot(tv tier) uint64 {
+	for _, sl := range tv.slots {
+		if sl != 0 {
+			return sl
+		}
+	}
+	return 0
+}
+
 // TestInsertIntoFullSlotTable: damage that fills every slot while the
 // tier's entry count still leaves room makes an insert fail with
 // ErrCorrupt, where it once probed for an empty slot forever.
 func TestInsertIntoFullSlotTable(t *testing.T) {
 	tb, s, _ := fragmentedTier(t)
 	tv := tb.tier(0)
-	var a uint64
-	for _, sl := range tv.slots {
-		if sl != 0 {
-			a = sl
-			break
-		}
-	}
+	a := firstSlot(tv)
 	for pos, sl := range tv.slots {
 		if sl == 0 {
 			tv.slots[pos] = a
