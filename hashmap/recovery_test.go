@@ -645,8 +645,9 @@ func TestReadersWaitForDeadWritersRepair(t *testing.T) {
 		b.file.Close() // its OFD lock goes: the registry reads its process as dead
 		seg := a.table.Segment(0)
 		lk := seg.Lock()
-		stop, entered := make(chan struct{}), make(chan struct{}, 1)
+		stop, entered, readerDone := make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
 		go func() {
+			defer close(readerDone)
 			for {
 				select {
 				case <-stop:
@@ -664,6 +665,7 @@ func TestReadersWaitForDeadWritersRepair(t *testing.T) {
 		}()
 		_, rerr := a.Recover()
 		close(stop)
+		<-readerDone
 		select {
 		case <-entered:
 			t.Fatalf("round %d: a reader took the read lock while the dead writer's rewrite was half done (recover: %v)", round, rerr)
