@@ -232,13 +232,47 @@ func (l *alock) LockTimeout(d time.Duration) error {
 					l.a.free(e)
 					l.free(q)
 				case reset:
+					l.abandon(q)
 					l.a.free(e)
 				}
 				// Stopped by Close: the entry stays for recovery.
 			})
 			return ErrTimeout
 		}
-		// Reset by recovery: queue again with a fresh descriptor.
+		// Reset: queue again with a fresh descriptor.
+		l.abandon(q)
+	}
+}
+
+// abandon lets go of q, an episode a Reset voided, in case it still leads
+// a live queue. A waiter that read the generation before the Reset and
+// entered the tail after it (which the Reset had cleared) heads the new
+// queue with the old generation, and would be waited for by everyone
+// behind it for good. So: if q is still the tail, it is taken out; if a
+// waiter entered behind it, that one is handed budget 0, with which it
+// arbitrates as the head of a queue does (one of the voided queue checks
+// the generation and lets go in turn). Nothing is granted here. A waiter
+// that has entered behind q but not yet linked when q is no longer the
+// tail is not seen (a window of a few instructions; see RELIABILITY.md).
+func (l *alock) abandon(q queued) {
+	tail := l.tailR
+	if l.isHome {
+		tail = l.tailL
+	}
+	if atomic.LoadUint64(tail) == q.name {
+		if atomic.CompareAndSwapUint64(tail, q.name, 0) {
+			signal(l.aseq, l.asleepers)
+			return
+		}
+		// A waiter took the tail from q: it links behind q at once.
+		for p := (wait.Policy{}); atomic.LoadUint64(q.next) == 0; {
+			if !p.Pause() {
+				time.Sleep(time.Microsecond)
+			}
+		}
+	}
+	if next := atomic.LoadUint64(q.next); next != 0 {
+		l.handOver(l.queuedFor(next), 0)
 	}
 }
 

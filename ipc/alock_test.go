@@ -371,3 +371,55 @@ func TestALockTwoArenasOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestALockResetBeforeEnqueue: LockTimeout reads the generation, then
+// enters the queue. A Reset landing in between makes the arrival, with the
+// old generation in hand, the head of the new queue; told to queue again
+// (reset), it must let go of that place (abandon), or it queues behind its
+// own abandoned node and the lock is stuck for everybody (found by a
+// reviewing helper). The steps are LockTimeout's, with the Reset between
+// them; a second round has another waiter enter behind the stale head.
+func TestALockResetBeforeEnqueue(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+		a.DeclareALockHome(0, 1) // this process is of the other cohort (tailR)
+		l := openALock(a, 0).(*alock)
+		gen := atomic.LoadUint64(l.gen) // LockTimeout's load
+		if err := a.Reset(0); err != nil {
+			t.Fatal(err)
+		}
+		q, ok := l.enqueue(a.claim(), gen)
+		if !ok {
+			t.Fatal("enqueue")
+		}
+		other := make(chan error, 1)
+		if behind {
+			m, _ := a.Mutex("alock", 0)
+			go func() {
+				err := m.LockTimeout(5 * time.Second)
+				if err == nil {
+					err = m.Unlock()
+				}
+				other <- err
+			}()
+			if !testutil.WaitFor(5*time.Second, func() bool { return atomic.LoadUint64(q.next) != 0 }) {
+				t.Fatal("the second waiter never linked behind the stale head")
+			}
+		}
+		w := newWaiter(time.Second)
+		if o := l.await(q, gen, &w); o != reset {
+			t.Fatalf("the stale head's wait ended %v, want reset", o)
+		}
+		l.abandon(q) // as LockTimeout does before queueing again
+		if behind {
+			if err := <-other; err != nil {
+				t.Fatalf("the waiter behind the stale head: %v", err)
+			}
+		}
+		m, _ := a.Mutex("alock", 0)
+		if err := m.LockTimeout(time.Second); err != nil {
+			t.Fatalf("behind=%v: lock of a free lock after the race: %v (tailR %d)", behind, err, atomic.LoadUint64(l.tailR))
+		}
+		_ = m.Unlock()
+	}
+}
