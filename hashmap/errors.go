@@ -24,10 +24,11 @@ var (
 	ErrTooLarge = segment.ErrTooLarge
 
 	// ErrTimeout: a segment lock was not acquired in time (see
-	// Options.LockTimeout), or Open could not take its process slot
-	// because recovery passes held the file's recovery lock throughout. A dead holder is released on the way, so the
+	// Options.LockTimeout). A dead holder is released on the way, so the
 	// usual cause is a live one: a very long Compute or Range body, or a
-	// process stopped (SIGSTOP, a debugger) while it held the lock.
+	// process stopped (SIGSTOP, a debugger) while it held the lock. Open
+	// returns it too when recovery passes held the file's recovery lock
+	// for the whole of its wait for a process slot.
 	ErrTimeout = rwulock.ErrTimeout
 
 	// ErrCorrupt: the file holds data no correct writer produces. Open

@@ -187,10 +187,14 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	if regSlots > 0 && !o.ReadOnly {
 		if err := m.join(regLayout); err != nil {
+			// The lock table first: its recovery may have adopted dead
+			// processes' lock episodes into this slot's journal and be
+			// driving them, which must stop before the slot is free for
+			// another process to take (and adopt them too).
+			m.lockTable.close()
 			if m.reg != nil {
 				_ = m.reg.Leave() // the slot it took: else it reads as a process that died with the map open
 			}
-			m.lockTable.close()
 			f.Close()
 			err = fmt.Errorf("open %s: %w", path, err)
 			if errors.Is(err, registry.ErrRecoveryBusy) {
@@ -225,7 +229,7 @@ func (m *Map) join(l registry.Layout) error {
 	// A recovery pass holds the recovery lock for up to about LockTimeout
 	// (while a live process it waits on stays busy), and passes may follow
 	// one another: Join waits through a few before it gives up.
-	slot, err := reg.Join(3 * m.opts.LockTimeout)
+	slot, err := reg.Join(min(3*m.opts.LockTimeout, m.opts.LockTimeout+time.Hour)) // no overflow for a LockTimeout of centuries
 	if err != nil {
 		return err
 	}

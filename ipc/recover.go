@@ -298,7 +298,7 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 				crState(atomic.LoadUint64(state)).serving() == t-1 {
 				atomic.StoreUint64(&w[1], t-1)
 				atomic.StoreUint64(&w[0], v&^0x7f|jTicket)
-				if v&adopted == 0 {
+				if !ours[i] {
 					a.recoverEntry(w, live, r)
 				}
 				continue

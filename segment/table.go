@@ -116,11 +116,6 @@ func (g *geometry) secondHomeByte(tag uint32) uint64 {
 
 const secondHomeMultiplier = 0x9E3779B9
 
-// requestHomeRun starts fetching the lines of segment index's two home
-// runs for tag: of each, its first (the entry header and key) and the one
-// after, or its last when shorter (the value, which the copy streams
-// beyond that). The words read are not used: what matters is that the
-// lines are coming.
 // requestPutLines starts fetching, for a writer of the key with this hash
 // in segment index's first tier, the line of its first slot and the first
 // lines of its two home runs (those for writing), with prefetches rather
@@ -136,6 +131,11 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	offheap.PrefetchWords(&words[base>>3+tierHeaderSize/8+uint64(tag)&g.slotMask], &words[(runs+g.homeByte(tag))>>3], &words[(runs+g.secondHomeByte(tag))>>3])
 }
 
+// requestHomeRun starts fetching the lines of segment index's two home
+// runs for tag: of each, its first (the entry header and key) and the one
+// after, or its last when shorter (the value, which the copy streams
+// beyond that). The words read are not used: what matters is that the
+// lines are coming.
 func (tb *Table) requestHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
 	runs := index*g.tierSize + g.entriesOff
@@ -298,6 +298,11 @@ func (s *Segment) Tiers() int64 { return int64(atomic.LoadUint64(s.tiers)) + 1 }
 
 // Seq is the modification sequence; odd while a writer is inside.
 func (s *Segment) Seq() uint64 { return atomic.LoadUint64(s.seq) }
+
+// SeqAfterReads is Seq read after every load this goroutine made before it
+// (offheap.LoadAfterLoads): the closing read of a look at the segment
+// validated by its sequence.
+func (s *Segment) SeqAfterReads() uint64 { return offheap.LoadAfterLoads(s.seq) }
 
 // location is where a key was found.
 type location struct {
