@@ -229,7 +229,7 @@ func (m *Map) join(l registry.Layout) error {
 	// A recovery pass holds the recovery lock for up to about LockTimeout
 	// (while a live process it waits on stays busy), and passes may follow
 	// one another: Join waits through a few before it gives up.
-	slot, err := reg.Join(min(3*m.opts.LockTimeout, m.opts.LockTimeout+time.Hour)) // no overflow for a LockTimeout of centuries
+	slot, err := reg.Join(joinWait(m.opts.LockTimeout))
 	if err != nil {
 		return err
 	}
@@ -264,6 +264,20 @@ func (m *Map) join(l registry.Layout) error {
 		}
 	}
 	return nil
+}
+
+// joinWait is how long Open waits for its process slot: 3 x LockTimeout,
+// or LockTimeout and an hour when that is shorter, and never past what a
+// Duration holds (a LockTimeout of centuries, meant as "forever", must not
+// wrap into no wait at all).
+func joinWait(lockTimeout time.Duration) time.Duration {
+	switch {
+	case lockTimeout <= 30*time.Minute:
+		return 3 * lockTimeout
+	case lockTimeout <= math.MaxInt64-time.Hour:
+		return lockTimeout + time.Hour
+	}
+	return math.MaxInt64
 }
 
 // conflicts reports sizing options that disagree with an existing map.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -590,4 +591,21 @@ func TestTooManyProcesses(t *testing.T) {
 		t.Fatalf("Open after the slot was given back: %v", err)
 	}
 	_ = again.Close()
+}
+
+// TestJoinWait: Open's wait for its slot is 3 x LockTimeout for usual
+// timeouts, LockTimeout and an hour for long ones, and never wraps.
+func TestJoinWait(t *testing.T) {
+	for _, c := range []struct{ lockTimeout, want time.Duration }{
+		{time.Second, 3 * time.Second},
+		{30 * time.Minute, 90 * time.Minute},
+		{2 * time.Hour, 3 * time.Hour},
+		{100 * 365 * 24 * time.Hour, 100*365*24*time.Hour + time.Hour},
+		{math.MaxInt64 - time.Minute, math.MaxInt64},
+		{math.MaxInt64, math.MaxInt64},
+	} {
+		if got := joinWait(c.lockTimeout); got != c.want {
+			t.Errorf("joinWait(%v) = %v, want %v", c.lockTimeout, got, c.want)
+		}
+	}
 }

@@ -244,36 +244,41 @@ func (l *alock) LockTimeout(d time.Duration) error {
 	}
 }
 
-// abandon lets go of q, an episode a Reset voided, in case it still leads
-// a live queue. A waiter that read the generation before the Reset and
+// abandon lets go of q, an episode a Reset voided, when q is the tail of
+// the live queue: a waiter that read the generation before a Reset and
 // entered the tail after it (which the Reset had cleared) heads the new
-// queue with the old generation, and would be waited for by everyone
-// behind it for good. So: if q is still the tail, it is taken out; if a
-// waiter entered behind it, that one is handed budget 0, with which it
-// arbitrates as the head of a queue does (one of the voided queue checks
-// the generation and lets go in turn). Nothing is granted here. A waiter
-// that has entered behind q but not yet linked when q is no longer the
-// tail is not seen (a window of a few instructions; see RELIABILITY.md).
+// queue with the old generation, and would be waited for for good. If q is
+// still the tail it is taken out; if a waiter took the tail from q in
+// between, that waiter is of the live queue, and is handed budget 0, with
+// which it arbitrates as a head does. Nothing is granted here, and q is
+// let go of in no other case: a place in a voided queue must hand nothing
+// on (a waiter handed budget 0 there would arbitrate after the Reset, and
+// its victim store could let the other cohort's head in beside a holder).
+// So a waiter already linked behind a stale head that is no longer the
+// tail waits for the next Reset (see RELIABILITY.md).
 func (l *alock) abandon(q queued) {
 	tail := l.tailR
 	if l.isHome {
 		tail = l.tailL
 	}
-	if atomic.LoadUint64(tail) == q.name {
-		if atomic.CompareAndSwapUint64(tail, q.name, 0) {
-			signal(l.aseq, l.asleepers)
-			return
+	gen := atomic.LoadUint64(l.gen)
+	if atomic.LoadUint64(tail) != q.name {
+		return
+	}
+	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
+		signal(l.aseq, l.asleepers)
+		return
+	}
+	// A waiter took the tail from q: it links behind q at once.
+	for p := (wait.Policy{}); atomic.LoadUint64(q.next) == 0; {
+		if atomic.LoadUint64(l.gen) != gen {
+			return // another Reset cleared the tail: this queue is void too
 		}
-		// A waiter took the tail from q: it links behind q at once.
-		for p := (wait.Policy{}); atomic.LoadUint64(q.next) == 0; {
-			if !p.Pause() {
-				time.Sleep(time.Microsecond)
-			}
+		if !p.Pause() {
+			time.Sleep(time.Microsecond)
 		}
 	}
-	if next := atomic.LoadUint64(q.next); next != 0 {
-		l.handOver(l.queuedFor(next), 0)
-	}
+	l.handOver(l.queuedFor(atomic.LoadUint64(q.next)), 0)
 }
 
 // enqueue takes a descriptor and puts it at the cohort's tail, linking it
@@ -394,6 +399,9 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 	me, other := uint64(alockVictimRemote), l.tailL
 	if l.isHome {
 		me, other = alockVictimHome, l.tailR
+	}
+	if atomic.LoadUint64(l.gen) != gen {
+		return reset // a voided queue's waiter stores no victim: it could let the other cohort in
 	}
 	atomic.StoreUint64(l.victim, me)
 	signal(l.aseq, l.asleepers)

@@ -378,48 +378,101 @@ func TestALockTwoArenasOneProcess(t *testing.T) {
 // (reset), it must let go of that place (abandon), or it queues behind its
 // own abandoned node and the lock is stuck for everybody (found by a
 // reviewing helper). The steps are LockTimeout's, with the Reset between
-// them; a second round has another waiter enter behind the stale head.
+// them.
 func TestALockResetBeforeEnqueue(t *testing.T) {
-	for _, behind := range []bool{false, true} {
-		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
-		a.DeclareALockHome(0, 1) // this process is of the other cohort (tailR)
-		l := openALock(a, 0).(*alock)
-		gen := atomic.LoadUint64(l.gen) // LockTimeout's load
-		if err := a.Reset(0); err != nil {
-			t.Fatal(err)
-		}
-		q, ok := l.enqueue(a.claim(), gen)
-		if !ok {
-			t.Fatal("enqueue")
-		}
-		other := make(chan error, 1)
-		if behind {
-			m, _ := a.Mutex("alock", 0)
-			go func() {
-				err := m.LockTimeout(5 * time.Second)
-				if err == nil {
-					err = m.Unlock()
-				}
-				other <- err
-			}()
-			if !testutil.WaitFor(5*time.Second, func() bool { return atomic.LoadUint64(q.next) != 0 }) {
-				t.Fatal("the second waiter never linked behind the stale head")
-			}
-		}
-		w := newWaiter(time.Second)
-		if o := l.await(q, gen, &w); o != reset {
-			t.Fatalf("the stale head's wait ended %v, want reset", o)
-		}
-		l.abandon(q) // as LockTimeout does before queueing again
-		if behind {
-			if err := <-other; err != nil {
-				t.Fatalf("the waiter behind the stale head: %v", err)
-			}
-		}
-		m, _ := a.Mutex("alock", 0)
-		if err := m.LockTimeout(time.Second); err != nil {
-			t.Fatalf("behind=%v: lock of a free lock after the race: %v (tailR %d)", behind, err, atomic.LoadUint64(l.tailR))
-		}
-		_ = m.Unlock()
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+	a.DeclareALockHome(0, 1) // this process is of the other cohort (tailR)
+	l := openALock(a, 0).(*alock)
+	gen := atomic.LoadUint64(l.gen) // LockTimeout's load
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
 	}
+	q, ok := l.enqueue(a.claim(), gen)
+	if !ok {
+		t.Fatal("enqueue")
+	}
+	w := newWaiter(time.Second)
+	if o := l.await(q, gen, &w); o != reset {
+		t.Fatalf("the stale head's wait ended %v, want reset", o)
+	}
+	l.abandon(q) // as LockTimeout does before queueing again
+	m, _ := a.Mutex("alock", 0)
+	if err := m.LockTimeout(time.Second); err != nil {
+		t.Fatalf("lock of a free lock after the race: %v (tailR %d)", err, atomic.LoadUint64(l.tailR))
+	}
+	_ = m.Unlock()
+}
+
+// TestALockVoidedQueueHandsNothingOn: the other cohort's queue is A (head,
+// arbitrating) and B linked behind it when a Reset voids it; in the new
+// generation remote C holds and home H1 arbitrates. A, told to queue
+// again, must not hand B the lock's headship: B would arbitrate after the
+// Reset, and its victim store would let H1 in beside C. (The first abandon
+// did hand over to whoever was linked behind; a reviewing helper's repro.)
+func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+	home := openALock(a, 0).(*alock)
+	if !home.isHome {
+		t.Fatal("not home")
+	}
+	rem := a.alockSurrogate(0) // the other cohort's view (tailR, nodes)
+	if !home.TryLock() {       // H0 holds, and will "die"
+		t.Fatal("trylock")
+	}
+	gen0 := atomic.LoadUint64(rem.gen)
+	qA, ok := rem.enqueue(a.claim(), gen0)
+	if !ok {
+		t.Fatal("enqueue A")
+	}
+	goAbandon := make(chan struct{})
+	aDone := make(chan outcome, 1)
+	go func() {
+		w := newWaiter(5 * time.Second)
+		o := rem.await(qA, gen0, &w)
+		if o == reset {
+			<-goAbandon // A is descheduled for a moment here
+			rem.abandon(qA)
+		}
+		aDone <- o
+	}()
+	if !testutil.WaitFor(time.Second, func() bool { return atomic.LoadUint64(rem.victim) == alockVictimRemote }) {
+		t.Fatal("A never arbitrated")
+	}
+	qB, ok := rem.enqueue(a.claim(), gen0)
+	if !ok || atomic.LoadUint64(qA.next) != qB.name {
+		t.Fatal("enqueue B")
+	}
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rem.LockTimeout(time.Second); err != nil { // C holds
+		t.Fatalf("C: %v", err)
+	}
+	h1 := make(chan error, 1)
+	go func() { h1 <- home.LockTimeout(3 * time.Second) }()
+	if !testutil.WaitFor(time.Second, func() bool { return atomic.LoadUint64(rem.victim) == alockVictimHome }) {
+		t.Fatal("H1 never arbitrated")
+	}
+	close(goAbandon)
+	if o := <-aDone; o != reset {
+		t.Fatalf("A: %v", o)
+	}
+	wB := newWaiter(5 * time.Second) // B's wait, run now: it is woken by any handover A made
+	if o := rem.await(qB, gen0, &wB); o != reset {
+		t.Fatalf("B: %v", o)
+	}
+	select {
+	case err := <-h1:
+		if err == nil {
+			t.Fatalf("two holders: home H1 granted while remote C holds (victim %d)", atomic.LoadUint64(rem.victim))
+		}
+	case <-time.After(200 * time.Millisecond): // H1 still waits: one holder
+	}
+	if err := rem.Unlock(); err != nil { // C releases; H1 gets in
+		t.Fatal(err)
+	}
+	if err := <-h1; err != nil {
+		t.Fatalf("H1 after C released: %v", err)
+	}
+	_ = home.Unlock()
 }
