@@ -73,15 +73,19 @@ type alsoIs struct{ err, sentinel error }
 func (e alsoIs) Error() string   { return e.err.Error() }
 func (e alsoIs) Unwrap() []error { return []error{e.err, e.sentinel} }
 
-// classifyOpenError makes the file-header errors of offheap.Open match
-// this package's sentinels as well as their own.
+// classifyOpenError makes the errors of Open's lower layers match this
+// package's sentinels as well as their own: file-header damage ErrCorrupt,
+// a file this build cannot read ErrIncompatible, a recovery lock busy
+// throughout the wait for a process slot ErrTimeout.
 func classifyOpenError(err error) error {
 	switch {
 	case errors.Is(err, offheap.ErrChecksum), errors.Is(err, offheap.ErrCorrupt),
 		errors.Is(err, offheap.ErrTruncated), errors.Is(err, offheap.ErrSize):
 		return alsoIs{err, ErrCorrupt}
-	case errors.Is(err, offheap.ErrVersion), errors.Is(err, offheap.ErrEndianness):
+	case errors.Is(err, offheap.ErrVersion), errors.Is(err, offheap.ErrEndianness), errors.Is(err, segment.ErrBadLayout):
 		return alsoIs{err, ErrIncompatible}
+	case errors.Is(err, registry.ErrRecoveryBusy):
+		return alsoIs{err, ErrTimeout}
 	}
 	return err
 }

@@ -130,7 +130,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
 	if err != nil {
 		f.Close()
-		return nil, alsoIs{fmt.Errorf("open %s: %w", path, err), ErrIncompatible}
+		return nil, classifyOpenError(fmt.Errorf("open %s: %w", path, err))
 	}
 	if o.DefaultTTL > 0 && !l.Cache {
 		f.Close()
@@ -196,11 +196,7 @@ func Open(path string, opts *Options) (*Map, error) {
 				_ = m.reg.Leave() // the slot it took: else it reads as a process that died with the map open
 			}
 			f.Close()
-			err = fmt.Errorf("open %s: %w", path, err)
-			if errors.Is(err, registry.ErrRecoveryBusy) {
-				err = alsoIs{err, ErrTimeout}
-			}
-			return nil, err
+			return nil, classifyOpenError(fmt.Errorf("open %s: %w", path, err))
 		}
 	}
 	return m, nil

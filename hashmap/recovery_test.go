@@ -625,18 +625,12 @@ func TestReadersWaitForDeadWritersRepair(t *testing.T) {
 	for round := range 10 {
 		path := filepath.Join(t.TempDir(), "m")
 		opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 64, Segments: 1, LockTimeout: 200 * time.Millisecond}
-		a, err := Open(path, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := mustOpen(t, path, opts)
 		key := []byte("key00001")
 		if err := a.Put(key, old); err != nil {
 			t.Fatal(err)
 		}
-		b, err := Open(path, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustOpen(t, path, opts)
 		c := make(chan struct{})
 		steps.Store(0)
 		stuck.Store(&c)
@@ -693,20 +687,11 @@ func TestReadersWaitForDeadWritersRepair(t *testing.T) {
 // failed, with an error that matched no sentinel.)
 func TestOpenWhileRecoveryWaits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	a, err := Open(path, &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 2, LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustOpen(t, path, &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 2, LockTimeout: time.Second})
 	defer a.Close()
-	c, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustOpen(t, path, nil)
 	defer c.Close()
-	d, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path, nil)
 	if err := d.Put([]byte("x"), []byte("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -733,19 +718,13 @@ func TestOpenWhileRecoveryWaits(t *testing.T) {
 func TestFailedOpenLeavesNoSlot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 2, LockTimeout: 200 * time.Millisecond}
-	a, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustOpen(t, path, opts)
 	defer a.Close()
-	d, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path, opts)
 	d.file.Close() // D dies
 	ledger := a.reg.Ledger(a.reg.Self(), 0)
 	atomic.AddUint64(ledger, 1) // A's ledger claims a read the word lacks
-	_, err = Open(path, opts)
+	_, err := Open(path, opts)
 	atomic.AddUint64(ledger, ^uint64(0))
 	if err == nil {
 		t.Fatal("the Open succeeded; the test needs it to fail after taking its slot")
@@ -763,4 +742,14 @@ func TestFailedOpenLeavesNoSlot(t *testing.T) {
 	if dead != 1 {
 		t.Fatalf("%d dead slots after the failed Open; want 1 (D's)", dead)
 	}
+}
+
+// mustOpen opens the map at path or fails the test.
+func mustOpen(t *testing.T, path string, o *Options) *Map {
+	t.Helper()
+	m, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -257,10 +257,7 @@ func (l *alock) LockTimeout(d time.Duration) error {
 // So a waiter already linked behind a stale head that is no longer the
 // tail waits for the next Reset (see RELIABILITY.md).
 func (l *alock) abandon(q queued) {
-	tail := l.tailR
-	if l.isHome {
-		tail = l.tailL
-	}
+	tail, _ := l.tails()
 	gen := atomic.LoadUint64(l.gen)
 	if atomic.LoadUint64(tail) != q.name {
 		return
@@ -351,6 +348,15 @@ func (l *alock) queuedFor(name uint64) queued {
 	return l.nodeQueued(name)
 }
 
+// tails is this cohort's queue tail (its Peterson flag) and the other
+// cohort's.
+func (l *alock) tails() (own, other *uint64) {
+	if l.isHome {
+		return l.tailL, l.tailR
+	}
+	return l.tailR, l.tailL
+}
+
 func (l *alock) episode(q queued) uint64 {
 	if l.isHome {
 		return alockHomeEpisode | q.name
@@ -396,10 +402,11 @@ func (l *alock) await(q queued, gen uint64, w *waiter) outcome {
 // arbitrate is the modified Peterson lock: our flag (our tail) is already
 // up; yield to the other cohort if it is waiting.
 func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
-	me, other := uint64(alockVictimRemote), l.tailL
+	me := uint64(alockVictimRemote)
 	if l.isHome {
-		me, other = alockVictimHome, l.tailR
+		me = alockVictimHome
 	}
+	_, other := l.tails()
 	if atomic.LoadUint64(l.gen) != gen {
 		return reset // a voided queue's waiter stores no victim: it could let the other cohort in
 	}
@@ -428,10 +435,7 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 // between, it is handed budget 0, so it arbitrates as the head of a fresh
 // queue would.
 func (l *alock) TryLock() bool {
-	tail, other := l.tailR, l.tailL
-	if l.isHome {
-		tail, other = l.tailL, l.tailR
-	}
+	tail, other := l.tails()
 	if atomic.LoadUint64(tail) != 0 || atomic.LoadUint64(other) != 0 {
 		return false
 	}
@@ -515,10 +519,7 @@ var testHookPooling func(node uint64)
 // a pooled node may be taken by another process (see nodePool.get), and
 // a live entry naming it would let recovery release on its behalf.
 func (l *alock) release(q queued) {
-	tail := l.tailR
-	if l.isHome {
-		tail = l.tailL
-	}
+	tail, _ := l.tails()
 	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
 		signal(l.aseq, l.asleepers) // the other cohort may be waiting on our flag
 		return

@@ -212,9 +212,11 @@ const (
 	smallChecksumBytes = 128
 )
 
-// chunksFor is the number of chunks an entry with these lengths needs.
+// chunksFor is the number of chunks an entry with these lengths needs
+// (chunks are a power of two in size: a shift, not a division, on Put's
+// path).
 func (tb *Table) chunksFor(klen, vlen int) int64 {
-	return ceilDiv(entryHeaderSize+int64(klen)+int64(vlen), tb.layout.ChunkSize)
+	return (entryHeaderSize + int64(klen) + int64(vlen) + tb.layout.ChunkSize - 1) >> (tb.geom.chunkShift & 63)
 }
 
 // alloc finds and marks a run of n free chunks, first fit from the lowest

@@ -171,14 +171,13 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	if seq&1 != 0 {
 		return false
 	}
-	size := entryHeaderSize + int64(len(key)) + int64(len(value))
-	s.prefetchUndo(size)
+	s.prefetchUndo(entryHeaderSize + int64(len(key)) + int64(len(value)))
 	// The header's checksum covers the run's chunk count, which only the
 	// probe tells; it is computed first on the guess that the run is as
 	// long as the entry needs (true of every entry a Put of this size
 	// wrote), while the slot's and home runs' lines are on their way.
 	tb.requestPutLines(uint64(s.index), hash)
-	fits := uint64(size+tb.layout.ChunkSize-1) >> (tb.geom.chunkShift & 63)
+	fits := uint64(tb.chunksFor(len(key), len(value)))
 	h := tb.entryHeader(int64(fits), key, value)
 	_, _, v, _, nch, answer := tb.probeHome(uint64(s.index), hash, key)
 	if testAfterPreview != nil {
@@ -286,21 +285,8 @@ func (s *Segment) allocFree(tag uint32, n int64, moving *location) (tier, int64,
 	if t, c, ok := s.takeHomeRun(tag, n, moving); ok {
 		return t, c, true
 	}
-	tb := s.tb
-	l := &tb.layout
-	t := s.index
-	for hops := int64(0); hops < l.Tiers; hops++ {
-		tv := tb.tier(t)
-		if s.hasRoom(&tv, moving) {
-			if c := tv.alloc(n, l.Chunks); c >= 0 {
-				return tv, c, true
-			}
-		}
-		next := tv.next()
-		if next == 0 || next > uint64(l.Tiers) || int64(next-1) < l.Segments {
-			break // the end of the chain, or a damaged link (allocRun reports it)
-		}
-		t = int64(next - 1)
+	if t, c, _, _, err := s.firstFit(n, moving); err == nil && c >= 0 {
+		return t, c, true // (a damaged link is for allocRun to report)
 	}
 	return tier{}, 0, false
 }
@@ -474,31 +460,13 @@ func (s *Segment) hasRoom(t *tier, moving *location) bool {
 // links a tier from the overflow pool. When the pool is used up: ErrFull,
 // or in a cache map, eviction.
 func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, error) {
-	tb := s.tb
-	l := &tb.layout
-	var fragmented *tier
-	t := s.index
-	var last tier
-	for hops := int64(0); hops < l.Tiers; hops++ {
-		tv := tb.tier(t)
-		if s.hasRoom(&tv, moving) {
-			if c := tv.alloc(n, l.Chunks); c >= 0 {
-				return tv, c, nil
-			}
-			if fragmented == nil && l.Chunks-int64(tv.usedChunks()) >= n {
-				f := tv
-				fragmented = &f
-			}
-		}
-		last = tv
-		next := tv.next()
-		if next == 0 {
-			break
-		}
-		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
-			return tier{}, 0, s.corrupt(t, "tier link out of range")
-		}
-		t = int64(next - 1)
+	l := &s.tb.layout
+	tv, c, fragmented, last, err := s.firstFit(n, moving)
+	switch {
+	case err != nil:
+		return tier{}, 0, err
+	case c >= 0:
+		return tv, c, nil
 	}
 	if fragmented != nil {
 		if err := w.modify("compact"); err != nil {
@@ -523,6 +491,40 @@ func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, e
 		return nt, c, nil
 	}
 	return tier{}, 0, s.corrupt(nt.index, "fresh tier has no room")
+}
+
+// firstFit walks the segment's chain for the first run of n free chunks in
+// a tier with room for one more entry (moving, if not nil, is an entry
+// moving out of its tier) and takes it: c is -1 if there is none. It also
+// returns the first tier with room whose free chunks would hold n once
+// compacted (nil if none) and the chain's last tier, and fails with
+// ErrCorrupt on a link out of range.
+func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragmented *tier, last tier, err error) {
+	tb := s.tb
+	l := &tb.layout
+	i := s.index
+	for hops := int64(0); hops < l.Tiers; hops++ {
+		tv := tb.tier(i)
+		if s.hasRoom(&tv, moving) {
+			if c := tv.alloc(n, l.Chunks); c >= 0 {
+				return tv, c, nil, tier{}, nil
+			}
+			if fragmented == nil && l.Chunks-int64(tv.usedChunks()) >= n {
+				f := tv
+				fragmented = &f
+			}
+		}
+		last = tv
+		next := tv.next()
+		if next == 0 {
+			break
+		}
+		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+			return tier{}, -1, nil, tier{}, s.corrupt(i, "tier link out of range")
+		}
+		i = int64(next - 1)
+	}
+	return tier{}, -1, fragmented, last, nil
 }
 
 // linkTier takes a tier from the overflow pool and appends it to the chain
