@@ -275,7 +275,9 @@ func (l *alock) abandon(q queued) {
 			time.Sleep(time.Microsecond)
 		}
 	}
-	l.handOver(l.queuedFor(atomic.LoadUint64(q.next)), 0)
+	if succ, ok := l.queuedFor(atomic.LoadUint64(q.next)); ok {
+		l.handOver(succ, 0)
+	}
 }
 
 // enqueue takes a descriptor and puts it at the cohort's tail, linking it
@@ -307,12 +309,19 @@ func (l *alock) enqueue(e entry, gen uint64) (queued, bool) {
 			}
 		}
 	}
+	pred, linkable := l.queuedFor(prev)
+	if !linkable {
+		// A damaged tail names no descriptor: nobody can hand the lock on
+		// to us from there, so we head the queue, as if it was empty, and
+		// our name in the tail has mended the word.
+		prev = 0
+	}
 	e.queued(prev)
 	if prev == 0 {
 		atomic.StoreUint32(q.budget, 0) // head of an empty queue: arbitrate
 		return q, true
 	}
-	atomic.StoreUint64(l.queuedFor(prev).next, q.name)
+	atomic.StoreUint64(pred.next, q.name)
 	q.pred = l.episode(queued{name: prev})
 	return q, true
 }
@@ -338,14 +347,23 @@ func (l *alock) nodeQueued(n uint64) queued {
 	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], name: n}
 }
 
-// queuedFor finds a predecessor by the name its cohort's tail held.
-func (l *alock) queuedFor(name uint64) queued {
+// queuedFor finds a descriptor by the name its cohort's tail, a link or
+// the holder word held. It reports false for a name that names none: a
+// damaged word, which the callers treat as naming nobody rather than
+// follow out of bounds.
+func (l *alock) queuedFor(name uint64) (queued, bool) {
 	if l.isHome {
 		d := l.local.lookup(name)
+		if d == nil {
+			return queued{}, false
+		}
 		lo, hi := wait.Halves(&d.word)
-		return queued{budget: lo, sleepers: hi, next: &d.next, name: name, desc: d}
+		return queued{budget: lo, sleepers: hi, next: &d.next, name: name, desc: d}, true
 	}
-	return l.nodeQueued(name)
+	if !l.a.isNode(name) {
+		return queued{}, false
+	}
+	return l.nodeQueued(name), true
 }
 
 // tails is this cohort's queue tail (its Peterson flag) and the other
@@ -489,9 +507,13 @@ func (l *alock) Unlock() error {
 		}
 		return ErrNotLocked
 	}
+	q, ok := l.queuedFor(h &^ alockHomeEpisode)
+	if !ok {
+		// A damaged holder word: whose episode to end cannot be told.
+		return fmt.Errorf("%w: alock %d holder word %#x names no waiter", ErrNotLocked, l.index, h)
+	}
 	e, own := l.a.findEpisode(l.index, kindALock, h)
 	e.phase(jReleasing)
-	q := l.queuedFor(h &^ alockHomeEpisode)
 	l.release(q)
 	if testHookReleased != nil {
 		testHookReleased(q.name)
@@ -537,7 +559,10 @@ func (l *alock) release(q queued) {
 			time.Sleep(time.Microsecond)
 		}
 	}
-	succ := l.queuedFor(next)
+	succ, ok := l.queuedFor(next)
+	if !ok {
+		return // a damaged link names nobody to hand the lock to
+	}
 	if testHookBetweenStores != nil {
 		testHookBetweenStores()
 	}

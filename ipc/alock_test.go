@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -475,4 +476,55 @@ func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
 		t.Fatalf("H1 after C released: %v", err)
 	}
 	_ = home.Unlock()
+}
+
+// TestALockDamagedWordsDoNotPanic: a tail, holder or link word damaged to
+// name no descriptor (out of the node table's range, or no home token)
+// used to be followed out of bounds, and the process died of the panic
+// (found by a reviewing helper). An arrival now heads the queue instead
+// of linking behind nobody, and Unlock reports what it cannot end.
+func TestALockDamagedWordsDoNotPanic(t *testing.T) {
+	for _, home := range []bool{false, true} {
+		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+		if !home {
+			a.DeclareALockHome(0, 1) // this process is of the other cohort
+		}
+		l := openALock(a, 0).(*alock)
+		tail, _ := l.tails()
+		episodeBit := uint64(0)
+		if home {
+			episodeBit = alockHomeEpisode
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("home %v: %v", home, r)
+				}
+			}()
+			atomic.StoreUint64(tail, 1<<40)
+			if err := l.LockTimeout(time.Second); err != nil {
+				t.Fatalf("home %v: lock behind a damaged tail: %v", home, err)
+			}
+			// A damaged link behind the holder, and a tail that is not it.
+			q, _ := l.queuedFor(atomic.LoadUint64(l.holder) &^ alockHomeEpisode)
+			atomic.StoreUint64(q.next, 1<<40)
+			atomic.StoreUint64(tail, 1<<41)
+			if err := l.Unlock(); err != nil {
+				t.Fatalf("home %v: unlock with a damaged link: %v", home, err)
+			}
+			atomic.StoreUint64(tail, 0)
+			if err := l.LockTimeout(time.Second); err != nil {
+				t.Fatalf("home %v: lock after the damage: %v", home, err)
+			}
+			h := atomic.LoadUint64(l.holder)
+			atomic.StoreUint64(l.holder, 1<<40|episodeBit)
+			if err := l.Unlock(); !errors.Is(err, ErrNotLocked) {
+				t.Fatalf("home %v: unlock of a damaged holder word: %v, want ErrNotLocked", home, err)
+			}
+			atomic.StoreUint64(l.holder, h)
+			if err := l.Unlock(); err != nil {
+				t.Fatalf("home %v: unlock: %v", home, err)
+			}
+		}()
+	}
 }
