@@ -528,3 +528,35 @@ func TestALockDamagedWordsDoNotPanic(t *testing.T) {
 		}()
 	}
 }
+
+// TestNodeScanAsksEachOwnerOnce: with every node of the table drawn, get
+// scans it for a node a dead process left idle. It asked the system about
+// every idle node's owner, a /proc read each, so a full table of 128 Ki
+// nodes took 1.5 s to scan, past any lock timeout (a reviewing helper's
+// measure). Idle nodes of a live owner must cost one question per scan.
+func TestNodeScanAsksEachOwnerOnce(t *testing.T) {
+	const nodes = 4096
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: nodes})
+	for range nodes {
+		if a.awnNodes.get() == 0 {
+			t.Fatal("the table ran out early")
+		}
+	}
+	live := uint64(os.Getppid()) // alive for the whole test, and not us
+	for n := uint32(1); n <= nodes; n++ {
+		atomic.StoreUint64(a.awnNode(n).owner, live|idleNode)
+	}
+	atomic.StoreUint64(a.awnNode(nodes).owner, returnedNode)
+	asked := 0
+	testHookAskedGone = func(uint64) { asked++ }
+	defer func() { testHookAskedGone = nil }()
+	a.awnNodes.mu.Lock()
+	a.awnNodes.free = nil // nothing pooled in this process
+	a.awnNodes.mu.Unlock()
+	if n := a.awnNodes.get(); n != nodes {
+		t.Fatalf("get: node %d, want the returned node %d", n, nodes)
+	}
+	if asked != 1 {
+		t.Fatalf("the scan asked about an owner %d times, want once for the one live owner", asked)
+	}
+}

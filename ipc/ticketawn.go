@@ -150,16 +150,39 @@ func (p *nodePool) get() uint32 {
 		}
 	}
 	// Every node has been drawn: take one a closed process gave back, or
-	// one a dead process left idle.
+	// one a dead process left idle. Each owner is asked after once per
+	// scan: idle nodes belong to a few processes, and a system call per
+	// node made a scan of 128 Ki nodes take 1.5 s, past any lock timeout.
+	gone := map[uint64]bool{}
 	for node := uint32(1); uint64(node) <= limit; node++ {
 		owner := a.awnNode(node).owner
 		o := atomic.LoadUint64(owner)
-		if (o == returnedNode || o&idleNode != 0 && processGone(o&^idleNode)) && atomic.CompareAndSwapUint64(owner, o, pid) {
+		if o != returnedNode && o&idleNode == 0 {
+			continue
+		}
+		if o != returnedNode {
+			dead, asked := gone[o]
+			if !asked {
+				if testHookAskedGone != nil {
+					testHookAskedGone(o &^ idleNode)
+				}
+				dead = processGone(o &^ idleNode)
+				gone[o] = dead
+			}
+			if !dead {
+				continue
+			}
+		}
+		if atomic.CompareAndSwapUint64(owner, o, pid) {
 			return node
 		}
 	}
 	return 0
 }
+
+// testHookAskedGone, set only by tests, runs as a scan of the node table
+// asks whether a node's owner is gone.
+var testHookAskedGone func(pid uint64)
 
 // put pools a node its waiter is done with: named by no queue or array
 // any more (a waiter pools its node once its turn came, and drops it when
