@@ -186,3 +186,88 @@ func wordsToBytes(w []uint64) []byte {
 	}
 	return b
 }
+
+// TestTTASLeftInAReusedSlotIsReleased: D holds ttas lock 0 and dies; every
+// other slot is in use, so the next opener N takes D's slot. The TTAS word
+// names its owner by slot, so recovery took D's lock for N's and never
+// released it: held by nobody, for good (a reviewing helper's repro). N
+// now releases what its slot's owner id holds as it joins.
+func TestTTASLeftInAReusedSlotIsReleased(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 1,
+		Locks: 1, LockAlgorithm: "ttas", LockTimeout: 100 * time.Millisecond, MaxProcesses: 2}
+	a := mustOpen(t, path, opts)
+	defer a.Close()
+	d := mustOpen(t, path, opts)
+	if err := d.Locks().Lock(0); err != nil {
+		t.Fatal(err)
+	}
+	d.file.Close()               // D dies holding lock 0
+	n := mustOpen(t, path, opts) // takes D's slot: the only one not held
+	defer n.Close()
+	if n.reg.Self() != 1 {
+		t.Fatalf("N took slot %d, want D's slot 1", n.reg.Self())
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Locks().Lock(0) }() // recovers at every LockTimeout
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Locks().Unlock(0)
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Lock(0) still waiting after 3 s of recovery passes: the dead holder's TTAS word names N's slot")
+	}
+}
+
+// TestTurnLeftInAReusedSlotIsTaken: P times out waiting for
+// hapax lock 0 and closes the map before its turn comes, leaving the turn
+// in its journal (Arena.Close: "as if this process had died waiting").
+// N opens next and takes P's freed slot, adopting the turn, but runs no
+// recovery (no slot looked dead). A's recovery passes skip N's journal
+// (N lives), so nobody took P's turn and lock 0 stayed stuck for A (a
+// reviewing helper's repro). A process that adopts episodes as it joins
+// now runs a recovery pass, which takes them over.
+func TestTurnLeftInAReusedSlotIsTaken(t *testing.T) {
+	for _, newcomer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no newcomer", true: "newcomer takes the slot"}[newcomer], func(t *testing.T) {
+			defer func(d time.Duration) { ipc.CloseWait = d }(ipc.CloseWait)
+			ipc.CloseWait = 50 * time.Millisecond
+			path := filepath.Join(t.TempDir(), "m")
+			opts := &Options{Entries: 1024, AverageKeySize: 8, AverageValueSize: 8, Segments: 1,
+				Locks: 1, LockAlgorithm: "hapax", LockTimeout: 100 * time.Millisecond, MaxProcesses: 3}
+			a := mustOpen(t, path, opts)
+			defer a.Close()
+			p := mustOpen(t, path, opts)
+			if err := a.Locks().Lock(0); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Locks().LockTimeout(0, 20*time.Millisecond); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("P's wait: %v", err)
+			}
+			_ = p.Close() // its turn is still to come: it stays in P's journal
+			if newcomer {
+				n := mustOpen(t, path, opts)
+				defer n.Close()
+				if n.reg.Self() != 1 {
+					t.Fatalf("N took slot %d, want P's slot 1", n.reg.Self())
+				}
+			}
+			if err := a.Locks().Unlock(0); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- a.Locks().Lock(0) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = a.Locks().Unlock(0)
+			case <-time.After(3 * time.Second):
+				t.Fatalf("A's Lock(0) still waiting after 3 s (10+ recovery passes): P's turn, adopted by N, is never taken")
+			}
+		})
+	}
+}

@@ -231,6 +231,7 @@ func (m *Map) join(l registry.Layout) error {
 	}
 	m.reg = reg
 	m.counters = reg.Counters(slot)
+	inherited := false
 	if a := m.lockTable.arena; a != nil {
 		journals := make([][]uint64, l.Slots)
 		for i := range journals {
@@ -239,6 +240,10 @@ func (m *Map) join(l registry.Layout) error {
 		if err := a.SetJournals(journals, slot); err != nil {
 			return err
 		}
+		// The slot's last process (closed, or dead) may have left locks
+		// under its owner id, now ours, or turns still to be taken: a
+		// recovery pass sees neither as a dead process's.
+		_, inherited = a.ReleaseInherited(m.lockTable.algorithm)
 	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
@@ -246,7 +251,7 @@ func (m *Map) join(l registry.Layout) error {
 		// Dead before we joined (we may have taken its slot): release what
 		// it held. This is also how a file everyone left by dying is
 		// cleaned: its first opener finds only dead slots.
-		if s.Dead() {
+		if s.Dead() || inherited {
 			m.atOpen, err = m.recoverSegments(nil)
 			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
 				// A live process was busy with the lock for the whole

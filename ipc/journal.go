@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
 )
 
 // A journal is one process's record, in the shared file, of the lock
@@ -84,6 +86,8 @@ type journals struct {
 	mu      sync.Mutex   // cond waits on it
 	cond    sync.Cond
 	waiting atomic.Int32 // goroutines in reserve's slow path: only then do frees signal
+
+	adopted int // entries SetJournals found left in this process's slot
 }
 
 // SetJournals gives the arena every process's journal (all, indexed by
@@ -121,11 +125,36 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 			js.free.Add(1)
 		default:
 			atomic.StoreUint64(&own[e], s|adopted)
+			js.adopted++
 		}
 	}
 	a.journals = js
 	a.owner = uint32(self + 1)
 	return nil
+}
+
+// ReleaseInherited ends what the previous occupant of this process's slot
+// left on the locks, which no pass of Recover sees as a dead process's: a
+// slot is handed on once its process is gone, having closed or died, and
+// its owner id is then this process's. It releases the TTAS locks (with
+// algorithm "ttas") that the slot's owner id holds, and reports whether
+// SetJournals adopted episodes from the slot's journal, which only a
+// Recover of this process finishes: the caller should run one. Call it
+// after SetJournals and before this process takes any lock.
+func (a *Arena) ReleaseInherited(algorithm string) (released int, adoptedEpisodes bool) {
+	if a.journals == nil {
+		return 0, false
+	}
+	if algorithm == "ttas" {
+		for i := range a.cfg.Locks {
+			word, _ := wait.Halves(&a.lockBody(i)[lWord])
+			if v := atomic.LoadUint32(word); v>>1 == a.owner && atomic.CompareAndSwapUint32(word, v, 0) {
+				wait.WakeAll(word)
+				released++
+			}
+		}
+	}
+	return released, a.journals.adopted > 0
 }
 
 // namesLock reports whether entry state s is an episode that may still be
