@@ -157,7 +157,7 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 	if len(only) == int(m.layout.Segments) && rep.Locks.Pending == 0 {
 		// Everything the dead held is released: their slots need no more
 		// attention.
-		_, _ = m.reg.MarkDeadRecovered()
+		_, _ = m.reg.MarkDeadRecovered(rep.DeadProcesses)
 	}
 	return rep, nil
 }

@@ -310,16 +310,19 @@ func (r *Registry) Alone() (bool, error) {
 }
 
 // MarkDeadRecovered frees the slots of dead processes once the caller has
-// repaired everything they held, so they are not reported again.
-func (r *Registry) MarkDeadRecovered() (int, error) {
+// repaired everything they held, so they are not reported again: the slots
+// of recovered (as Slots listed them when the repair began) that are still
+// dead. A process that died while the repair ran was repaired as a live
+// one, so its slot stays for the next repair to see.
+func (r *Registry) MarkDeadRecovered(recovered []Slot) (int, error) {
 	n := 0
-	for i := range r.layout.Slots {
-		s, err := r.Slot(i)
+	for _, d := range recovered {
+		s, err := r.Slot(d.Index)
 		if err != nil {
 			return n, err
 		}
-		if s.Dead() {
-			atomic.StoreUint64(r.file.Uint64(r.layout.slotOff(i)+sState), stateFree)
+		if d.Dead() && s.Dead() && s.Generation == d.Generation {
+			atomic.StoreUint64(r.file.Uint64(r.layout.slotOff(d.Index)+sState), stateFree)
 			n++
 		}
 	}
