@@ -85,6 +85,22 @@ func countDelta(old, new uint32) uint64 {
 // waitDelta is the ledger change for a wait word going from old to new.
 func waitDelta(old, new uint32) uint64 { return (uint64(new) - uint64(old)) * ledgerWait }
 
+// forgetWait takes out of the ledger a wait of this process that the word
+// no longer holds (someone reset or damaged it: ErrWaitCountUnderflow).
+// Kept, it would stand for a wait nobody registered, and a dead process's
+// real wait would then pass for it and never be removed.
+func (l *Lock) forgetWait() {
+	if l.ledger == nil {
+		return
+	}
+	for {
+		v := atomic.LoadUint64(l.ledger)
+		if v&ledgerWaitMask == 0 || atomic.CompareAndSwapUint64(l.ledger, v, v+ledgerVersion-ledgerWait) {
+			return
+		}
+	}
+}
+
 // The three CASes of the lock word, with the ledger kept.
 
 func (l *Lock) casCountNoted(old, new uint32) bool {
@@ -211,6 +227,19 @@ func orphansOf(w, live uint64) (uint64, Orphans, error) {
 		Write:  wc&WriteFlag != 0 && lc&WriteFlag == 0,
 		Waits:  waitWord(w) - waitWord(live),
 	}, nil
+}
+
+// AbandonUpdate gives back to the dead the update lock ReleaseOrphans took
+// over in their place, for a caller that cannot repair the data now (its
+// upgrade to write timed out): the word keeps the flag, and this process's
+// ledger no longer accounts for it, so the next FindOrphans finds it again.
+// Unlocking instead would free the lock with the data unrepaired, and no
+// later pass would know. Only for a handle holding the update lock it took
+// over, and no other of its process's update locks.
+func (l *Lock) AbandonUpdate() {
+	if l.ledger != nil {
+		atomic.AddUint64(l.ledger, ledgerVersion-ledgerUpdate)
+	}
 }
 
 // ReleaseOrphans removes the orphans found in word by FindOrphans, with one

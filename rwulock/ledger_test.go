@@ -323,3 +323,77 @@ func TestOrphanWriteTakenOverAsWrite(t *testing.T) {
 		t.Fatalf("the reader after the repair: %v", err)
 	}
 }
+
+// TestAbandonedUpdateIsAnOrphanAgain: a recoverer that took a dead update
+// lock over and cannot repair now gives it back: the word keeps the flag,
+// its ledger drops it, and the next FindOrphans finds it again.
+func TestAbandonedUpdateIsAnOrphanAgain(t *testing.T) {
+	word, sleepers := new(uint64), new(uint32)
+	dead := AtWithSleepers(word, sleepers)
+	if err := dead.UpdateLock(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec := AtWithSleepers(word, sleepers)
+	rec.SetLedger(new(uint64))
+	live := func(dst []uint64) []uint64 { return append(dst, atomic.LoadUint64(rec.Ledger())) }
+	for round := range 2 {
+		w, o, err := rec.FindOrphans(live, time.Now().Add(time.Second))
+		if err != nil || !o.Update {
+			t.Fatalf("round %d: FindOrphans: %v %+v; want the dead update lock", round, err, o)
+		}
+		if took, err := rec.ReleaseOrphans(w, o); err != nil || !took {
+			t.Fatalf("round %d: ReleaseOrphans: %v %v", round, took, err)
+		}
+		rec.AbandonUpdate()
+		if held, settled := LedgerHolds(atomic.LoadUint64(rec.Ledger())); held != 0 || !settled {
+			t.Fatalf("round %d: the ledger after AbandonUpdate holds %v (settled %v), want nothing", round, Decode(held), settled)
+		}
+		if !rec.State().Update {
+			t.Fatalf("round %d: the word lost the update flag: %v", round, rec.State())
+		}
+	}
+}
+
+// TestUnderflowLeavesNoWaitInTheLedger: a waiting writer whose wait
+// vanished (the word was reset under it) returns ErrWaitCountUnderflow; its
+// process's ledger still counted the wait, so a later dead process's wait
+// hid behind that phantom: FindOrphans found nothing, and readers stayed
+// locked out for good (a reviewing helper's repro).
+func TestUnderflowLeavesNoWaitInTheLedger(t *testing.T) {
+	word, sleepers := new(uint64), new(uint32)
+	live, dead := AtWithSleepers(word, sleepers), AtWithSleepers(word, sleepers)
+	ll, dl := new(uint64), new(uint64)
+	live.SetLedger(ll)
+	dead.SetLedger(dl)
+
+	if err := live.ReadLock(0); err != nil { // keeps the writer waiting
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- live.WriteLock(10 * time.Second) }()
+	waitFor(t, "the writer's wait", func() bool { return live.State().Waiters == 1 })
+	atomic.StoreUint64(word, 0) // the word reset under the waiter (as TestWaitRemovedUnderWaiter)
+	if err := <-done; !errors.Is(err, ErrWaitCountUnderflow) {
+		t.Fatalf("WriteLock = %v, want ErrWaitCountUnderflow", err)
+	}
+	// Reset the reader's share too, so the word and ledger agree on reads.
+	atomic.AddUint64(ll, ^(ledgerRead - 1))
+	if h, _ := LedgerHolds(atomic.LoadUint64(ll)); h != 0 {
+		t.Errorf("after the failed WriteLock the live ledger still accounts for %v; the word is %v", Decode(h), live.State())
+	}
+
+	// Another process registers a wait and dies.
+	if err := dead.RegisterWait(); err != nil {
+		t.Fatal(err)
+	}
+	w, o, err := live.FindOrphans(func(dst []uint64) []uint64 { return append(dst, atomic.LoadUint64(ll)) }, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatalf("FindOrphans: %v", err)
+	}
+	if _, err := live.ReleaseOrphans(w, o); err != nil {
+		t.Fatalf("ReleaseOrphans: %v", err)
+	}
+	if !live.TryReadLock() {
+		t.Fatalf("after repair readers are still locked out: word %v, orphans found %+v", live.State(), o)
+	}
+}

@@ -224,6 +224,7 @@ func (l *Lock) DeregisterWait() error {
 	for {
 		w := atomic.LoadUint32(l.wait)
 		if w == 0 {
+			l.forgetWait()
 			return ErrWaitCountUnderflow
 		}
 		if l.casWaitNoted(w, w-1) {

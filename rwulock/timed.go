@@ -118,6 +118,7 @@ func (l *Lock) acquireWithWait(timeout time.Duration, from uint32) error {
 		if countWord(s) == from { // step 4
 			w := waitWord(s)
 			if w == 0 { // step 5: our wait is gone; someone reset the word
+				l.forgetWait()
 				return ErrWaitCountUnderflow
 			}
 			if l.casWordNoted(s, makeState(writeLocked, w-1)) { // step 6

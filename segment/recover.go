@@ -67,12 +67,15 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 		break
 	}
 	// We hold the dead holder's lock: its write lock, under which nobody
-	// else is inside, or its update lock, under which it changed nothing
-	// (writers change the data only under write) but readers may be
-	// inside, so wait for them.
+	// else is inside, or its update lock, under which readers may be
+	// inside, so wait for them. (Under the update lock a writer changes
+	// nothing readers depend on, but it may have placed an entry it had
+	// not yet counted, or linked a tier.) If they stay past the deadline
+	// the lock goes back to the dead, for the next pass to find again:
+	// released, it would leave the data unrepaired with nothing to say so.
 	if !rep.Orphans.Write {
 		if err := s.lock.UpgradeUpdateToWrite(time.Until(deadline)); err != nil {
-			_ = s.lock.UpdateUnlock()
+			s.lock.AbandonUpdate()
 			return rep, s.lockErr("recover", err)
 		}
 	}

@@ -2,11 +2,14 @@ package segment
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/rwulock"
 )
 
 // checkProblems is what Check says of segment s.
@@ -179,5 +182,61 @@ func TestRepairSalvagesUnnamedEntries(t *testing.T) {
 	// A sound segment is not rebuilt.
 	if _, rebuilt, err := s.Repair(); err != nil || rebuilt {
 		t.Fatalf("Repair of a sound segment: rebuilt %v, %v", rebuilt, err)
+	}
+}
+
+// TestRecoverUpgradeTimeoutKeepsTheRebuild: a process dies inside an
+// insert, under the update lock, with the entry's slot placed and not yet
+// counted. The recovery pass takes its update lock over, but a live reader
+// stays inside past the pass's deadline, so the upgrade to write fails.
+// The pass used to release the lock then: the next pass found no orphan,
+// and the counts stayed wrong for good (a reviewing helper's repro). The
+// lock now goes back to the dead, and the next pass rebuilds.
+func TestRecoverUpgradeTimeoutKeepsTheRebuild(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 200, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
+	s := tb.Segment(0)
+	for i := range 20 {
+		k := []byte(fmt.Sprintf("key-%03d", i))
+		if _, err := s.Put(hashOf(k), k, []byte("value"), Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := rwulock.At(s.lock.Word()) // no ledger: nobody alive accounts for it
+	if err := dead.UpdateLock(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	k, v := []byte("half-inserted"), []byte("value")
+	h := hashOf(k)
+	t0 := tb.tier(0)
+	nch := tb.chunksFor(len(k), len(v))
+	c := t0.alloc(nch, tb.layout.Chunks)
+	hd := tb.entryHeader(nch, k, v)
+	tb.writeEntry(&t0, c, &hd, k, v)
+	if !tb.placeSlot(&t0, uint32(h>>tb.layout.segmentBits), c) {
+		t.Fatal("placeSlot")
+	}
+	// ... and died here, before the counts.
+	var ledger uint64
+	reader := rwulock.At(s.lock.Word()) // a live reader, inside for a while
+	reader.SetLedger(&ledger)
+	if err := reader.ReadLock(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	live := func(dst []uint64) []uint64 { return append(dst, atomic.LoadUint64(&ledger)) }
+	if _, err := s.Recover(live, time.Now().Add(100*time.Millisecond)); !errors.Is(err, rwulock.ErrTimeout) {
+		t.Fatalf("recovery with the reader inside: %v, want a timeout", err)
+	}
+	if err := reader.ReadUnlock(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Recover(live, time.Now().Add(time.Second))
+	if err != nil || !rep.Rebuilt || !rep.Orphans.Update {
+		t.Fatalf("the next pass: %+v, %v; want the dead update lock found again and the segment rebuilt", rep, err)
+	}
+	if p := checkProblems(s); len(p) != 0 {
+		t.Errorf("after the rebuild Check reports %q", p)
+	}
+	if s.Len() != 21 {
+		t.Errorf("Len %d after the rebuild, want 21 (the half-inserted entry counted)", s.Len())
 	}
 }
