@@ -154,6 +154,9 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 			atomic.StoreUint64(&tv.slots[pos], slot&^refBit) // a second chance
 			continue
 		}
+		if !tb.slotsEndAfter(tv, pos) {
+			return tier{}, 0, s.corrupt(tv.index, errNoHole)
+		}
 		tb.removeSlot(tv, pos)
 		tv.free(c, nch)
 		tv.addEntries(-1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -173,6 +174,42 @@ func TestInsertIntoFullSlotTable(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("insert into a full slot table did not return")
+	}
+}
+
+// TestDeleteInFullSlotTable: with the same damage, a Delete of a present
+// key spun for good in removeSlot's backward shift, which ends only at an
+// empty slot, holding the segment's write lock (a reviewing helper's
+// repro). It now reports ErrCorrupt before it changes anything, and the
+// segment stays usable.
+func TestDeleteInFullSlotTable(t *testing.T) {
+	tb, s, _ := fragmentedTier(t)
+	tv := tb.tier(0)
+	a := firstSlot(tv)
+	for pos, sl := range tv.slots {
+		if sl == 0 {
+			tv.slots[pos] = a
+		}
+	}
+	klen, _, _, _ := tb.entryAt(&tv, slotChunk(a))
+	k := append([]byte(nil), tb.entryKey(&tv, slotChunk(a), klen)...)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Delete(hashOf(k), k)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("delete in a full slot table: %v, want ErrCorrupt", err)
+		}
+	case <-time.After(10 * time.Second):
+		atomic.StoreUint64(&tv.slots[0], 0) // lets the shift end before the file goes
+		<-done
+		t.Fatal("delete in a full slot table did not return")
+	}
+	if _, found, err := s.Get(hashOf(k), k, nil); err != nil || !found {
+		t.Fatalf("the key after the refused delete: found %v, %v", found, err)
 	}
 }
 

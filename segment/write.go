@@ -308,6 +308,10 @@ func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c
 	if !ok || !found {
 		return s.corrupt(nt.index, "entry vanished during relocation")
 	}
+	if nt.index != cur.tier.index && !tb.slotsEndAfter(&cur.tier, cur.pos) {
+		nt.free(c, nch)
+		return s.corrupt(cur.tier.index, errNoHole)
+	}
 	testStep()
 	tb.writeEntry(&nt, c, &h, key, value)
 	testStep()
@@ -381,12 +385,32 @@ func (tb *Table) placeSlot(t *tier, tag uint32, c int64) bool {
 // errNoSlot is what a writer reports when placeSlot found no empty slot.
 const errNoSlot = "every slot is taken although the tier's entry count leaves room"
 
+// errNoHole is what a remover reports when the slot table has no empty
+// slot to end its shift at.
+const errNoHole = "every slot is taken, so a removal's shift has no end"
+
+// slotsEndAfter reports whether an empty slot follows pos in t's slot
+// table, where removeSlot's shift ends: always, unless damage filled the
+// table (the tier's entry count keeps a free slot). It looks along pos's
+// probe run only, a slot or two as a rule.
+func (tb *Table) slotsEndAfter(t *tier, pos int64) bool {
+	mask := int64(tb.layout.slotMask)
+	for n, j := int64(0), (pos+1)&mask; n < mask; n, j = n+1, (j+1)&mask {
+		if atomic.LoadUint64(&t.slots[j]) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // removeSlot deletes the slot at pos by shifting later slots of the same
-// probe run back, so lookups never need tombstones. Caller holds write.
+// probe run back, so lookups never need tombstones. Caller holds write,
+// and has made sure of an empty slot after pos (slotsEndAfter); without
+// one the shift stops after a lap of the table.
 func (tb *Table) removeSlot(t *tier, pos int64) {
 	mask := int64(tb.layout.slotMask)
 	hole := pos
-	for j := (pos + 1) & mask; ; j = (j + 1) & mask {
+	for n, j := int64(0), (pos+1)&mask; n < mask; n, j = n+1, (j+1)&mask {
 		s := atomic.LoadUint64(&t.slots[j])
 		if s == 0 {
 			break
@@ -795,6 +819,9 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 // removeAt removes the entry at loc, found under w's update lock, and
 // reports whether it was live (not expired).
 func (s *Segment) removeAt(w *writer, loc *location) (bool, error) {
+	if !s.tb.slotsEndAfter(&loc.tier, loc.pos) {
+		return false, s.corrupt(loc.tier.index, errNoHole)
+	}
 	if err := w.modify("delete"); err != nil {
 		return false, err
 	}
