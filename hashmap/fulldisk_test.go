@@ -8,18 +8,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
-// TestFullDiskIsAnError fills a small ext4 filesystem under a map, leaving
-// less than a 2 MiB page free, and Puts until the map needs a new tier:
-// the Put must fail with ErrFull, and every entry stored before must read
-// back. With huge pages, a tier reserved alone sits in a 2 MiB folio whose
-// first write needs blocks for all of it; when Allocate reserved only the
-// tier, that write killed the process with SIGBUS. It needs root (to mount
-// the filesystem) and mkfs.ext4; the work runs in a helper process, so a
-// SIGBUS fails the test instead of killing it.
-func TestFullDiskIsAnError(t *testing.T) {
+// smallFilesystem mounts a 64 MiB ext4 filesystem for the test, or skips
+// it: it needs root (to mount) and mkfs.ext4.
+func smallFilesystem(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("mounts a filesystem")
 	}
@@ -48,6 +46,60 @@ func TestFullDiskIsAnError(t *testing.T) {
 			t.Errorf("umount %s: %v: %s", mnt, err, out)
 		}
 	})
+	return mnt
+}
+
+// TestCreateOnAFullDisk: a map whose first tiers the disk cannot hold used
+// to be marked ready before its blocks were reserved, so the failed create
+// left a full disk and a file that opened as a map and then died of SIGBUS
+// at the first Put (a reviewing helper's repro with mapctl create). The
+// reservation now comes before the file is ready: Open fails with
+// ErrNoSpace, gives the blocks back, and leaves an empty file that the
+// next create starts over.
+func TestCreateOnAFullDisk(t *testing.T) {
+	mnt := smallFilesystem(t)
+	path := filepath.Join(mnt, "m.map")
+	free := func() uint64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Bfree * uint64(st.Bsize)
+	}
+	before := free()
+	_, err := Open(path, &Options{Entries: 1_000_000, AverageKeySize: 16, AverageValueSize: 64})
+	if !errors.Is(err, offheap.ErrNoSpace) {
+		t.Fatalf("create of a map larger than the disk: %v, want ErrNoSpace", err)
+	}
+	if after := free(); after+1<<20 < before {
+		t.Errorf("the failed create kept %d KiB of the disk's %d KiB free", (before-after)>>10, before>>10)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != 0 {
+		t.Fatalf("the file the failed create left: %v, %v; want an empty file", st, err)
+	}
+	if _, err := Open(path, &Options{ReadOnly: true}); err == nil {
+		t.Fatal("the empty file opened as a map")
+	}
+	m, err := Open(path, &Options{Entries: 10_000, AverageKeySize: 16, AverageValueSize: 64})
+	if err != nil {
+		t.Fatalf("a create that fits, over the failed one: %v", err)
+	}
+	defer m.Close()
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFullDiskIsAnError fills a small ext4 filesystem under a map, leaving
+// less than a 2 MiB page free, and Puts until the map needs a new tier:
+// the Put must fail with ErrFull, and every entry stored before must read
+// back. With huge pages, a tier reserved alone sits in a 2 MiB folio whose
+// first write needs blocks for all of it; when Allocate reserved only the
+// tier, that write killed the process with SIGBUS. It needs root (to mount
+// the filesystem) and mkfs.ext4; the work runs in a helper process, so a
+// SIGBUS fails the test instead of killing it.
+func TestFullDiskIsAnError(t *testing.T) {
+	mnt := smallFilesystem(t)
 	lines := testutil.Run(t, helperCmd("full-disk", filepath.Join(mnt, "m.map")))
 	if len(lines) != 1 || len(lines[0]) != 2 || lines[0][0] != "stored" {
 		t.Fatalf("helper reported %v, want one line: stored N", lines)

@@ -90,6 +90,12 @@ func Open(path string, opts *Options) (*Map, error) {
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
 		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
+		// The disk blocks of everything every map writes (the global
+		// header, segment headers, counters and first tiers), so that a
+		// full disk fails the creation rather than a later write (SIGBUS),
+		// and leaves no map that looks ready.
+		ReserveOff: want.GlobalOff,
+		ReserveLen: want.TiersOff + want.Segments*want.TierSize - want.GlobalOff,
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
 			// unlocked. Only the lock arena and the registry need headers.
@@ -138,16 +144,6 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	if !f.Created() && opts != nil {
 		if err := conflicts(opts, &l, locks, regSlots); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
-	}
-	if f.Created() {
-		// Reserve the disk blocks of everything every map writes (the
-		// global header, segment headers, counters and first tiers) now, so
-		// a full disk is an error here rather than a SIGBUS on some later
-		// write.
-		if err := f.Allocate(l.GlobalOff, l.TiersOff+l.Segments*l.TierSize-l.GlobalOff); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}

@@ -103,20 +103,31 @@ func (f *File) Allocate(off, n int64) error {
 	case n == 0:
 		return nil // fallocate rejects an empty range with EINVAL
 	}
-	if f.hugePages {
-		end := min((off+n+hugePageSize-1)&^(hugePageSize-1), f.Len())
+	if err := reserve(f.fd, off, n, f.Len(), f.hugePages); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// reserve allocates the disk blocks of n bytes at off of a file of size
+// bytes, widened to whole huge pages if the file is mapped with them (the
+// kernel may map a page cache folio of 2 MiB, and a hole in it would fault
+// there).
+func reserve(fd *os.File, off, n, size int64, hugePages bool) error {
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return &RangeError{Off: off, Len: n, Size: size}
+	}
+	if hugePages {
+		end := min((off+n+hugePageSize-1)&^(hugePageSize-1), size)
 		off &^= hugePageSize - 1
 		n = end - off
 	}
 	for {
-		err := unix.Fallocate(int(f.fd.Fd()), 0, off, n)
+		err := unix.Fallocate(int(fd.Fd()), 0, off, n)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err = fallocateError(err, off, n); err != nil {
-			return fail(err)
-		}
-		return nil
+		return fallocateError(err, off, n)
 	}
 }
 

@@ -50,6 +50,14 @@ type OpenOptions struct {
 	// an error, Open fails and the file stays not ready until the next
 	// Open with Create initializes it again.
 	Init func(r *Region) error
+	// ReserveOff and ReserveLen name a range of bytes whose disk blocks a
+	// creator allocates before Init runs, as File.Allocate does: what every
+	// user of the file writes, so that a full disk fails the creation
+	// rather than faulting (SIGBUS) on some later write. If the disk cannot
+	// hold them, Open fails with ErrNoSpace and the file is left empty
+	// (its partial reservation given back), for the next Create to start
+	// over. Ignored when the file already exists.
+	ReserveOff, ReserveLen int64
 	// InitTimeout bounds the wait for another process to finish creating
 	// the file. Zero means DefaultInitTimeout.
 	InitTimeout time.Duration
@@ -246,6 +254,15 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 			_ = r.Unmap() // also when Init panics
 		}
 	}()
+	if o.ReserveLen > 0 {
+		if err := reserve(fd, o.ReserveOff, o.ReserveLen, o.Size, !o.NoHugePages); err != nil {
+			// Give back the blocks a partial fallocate kept: a full disk
+			// stays usable, and the empty file is one Create starts over.
+			_ = fd.Truncate(0)
+			return fail(err)
+		}
+	}
+	testCreateStep("reserved")
 	hp := r.Bytes(0, HeaderSize)
 	if o.Init != nil {
 		if err := o.Init(r); err != nil {

@@ -221,7 +221,7 @@ func mustRead(t *testing.T, path string) []byte {
 // that an Open without Create reports as not ready rather than as someone
 // else's file (which Create would refuse to wipe).
 func TestCreatorKilledAtEachStep(t *testing.T) {
-	for _, step := range []string{"emptied", "header written", "sized"} {
+	for _, step := range []string{"emptied", "header written", "sized", "reserved"} {
 		path := filepath.Join(t.TempDir(), "m")
 		// A file that is not ours is refused, so start from one that
 		// says it is ours: a header left initializing.

@@ -61,6 +61,13 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return e.fail(c, err)
 	}
 	m, err := hashmap.Open(path, o)
+	if err != nil {
+		// The file did not exist: a failed creation leaves it empty (or
+		// absent), and an empty file is nobody's map, so it goes.
+		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && st.Size() == 0 {
+			_ = os.Remove(path)
+		}
+	}
 	if errors.Is(err, hashmap.ErrBadOptions) {
 		return e.usageError(c, err.Error()) // e.g. --segments not a power of two
 	}
