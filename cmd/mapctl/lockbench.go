@@ -169,7 +169,7 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 	}
 	for _, a := range algos {
 		if _, err := ipc.Lookup(a); err != nil && a != flockAlgorithm {
-			return e.usageError(c, err.Error())
+			return e.usageError(c, fmt.Sprintf("%v; also %s (flock(2) on the file), or all", err, flockAlgorithm))
 		}
 	}
 	self, err := os.Executable()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -84,10 +85,26 @@ Example:
 }
 
 // run is the whole program: it returns the exit status.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) {
+	// A map file that another program truncated, or whose blocks a full
+	// disk cannot supply, faults (SIGBUS) where the command touches it:
+	// a failure to report with exit status 3, not a crash with a
+	// goroutine dump and status 2, which says "usage error". (Faults in
+	// the command's own goroutine; demo and bench workers are processes.)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			fault, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			fmt.Fprintf(stderr, "mapctl: memory fault at %#x reading or writing the map file: was it truncated, or is its disk full?\n", fault.Addr())
+			status = exitError
+		}
+	}()
 	out := &errorWriter{w: stdout}
 	e := &env{stdin: stdin, stdout: out, stderr: stderr}
-	status := e.runArgs(args)
+	status = e.runArgs(args)
 	if out.err != nil && status == exitOK {
 		// Output that did not arrive (a full disk, a closed pipe) is a
 		// failure, not a success with less to say.
@@ -194,7 +211,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // commandHelp prints the full help of c.
 func (e *env) commandHelp(c *command, w io.Writer) {
-	fmt.Fprintf(w, "usage: mapctl %s [flags] %s\n\n%s.\n\n%s\n", c.name, c.args, upperFirst(c.summary), strings.TrimSpace(c.help))
+	fmt.Fprintf(w, "usage: %s\n\n%s.\n\n%s\n", c.usageLine(), upperFirst(c.summary), strings.TrimSpace(c.help))
 	fs := newFlagSet(c)
 	if c.flags != nil {
 		c.flags(fs)
@@ -218,9 +235,18 @@ func upperFirst(s string) string {
 
 // usageError reports a bad command line: exit status 2.
 func (e *env) usageError(c *command, msg string) int {
-	fmt.Fprintf(e.stderr, "mapctl: %s: %s\nusage: mapctl %s [flags] %s (run \"mapctl %s --help\" for details)\n",
-		c.name, msg, c.name, c.args, c.name)
+	fmt.Fprintf(e.stderr, "mapctl: %s: %s\nusage: %s (run \"mapctl %s --help\" for details)\n",
+		c.name, msg, c.usageLine(), c.name)
 	return exitUsage
+}
+
+// usageLine is the command's synopsis: mapctl, its name, [flags] and its
+// arguments, if it takes any.
+func (c *command) usageLine() string {
+	if c.args == "" {
+		return "mapctl " + c.name + " [flags]"
+	}
+	return "mapctl " + c.name + " [flags] " + c.args
 }
 
 // wantArgs checks the number of positional arguments.

@@ -546,7 +546,7 @@ func TestCheckAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, o, e := mapctl(t, "", "check", p)
-	if c != exitError || !strings.Contains(o, "fails its checksum") || !strings.Contains(e, "problems found") {
+	if c != exitError || !strings.Contains(o, "fails its checksum") || !strings.Contains(e, " found in ") {
 		t.Fatalf("check of a damaged map: %d %q %q", c, o, e)
 	}
 	after, _ := os.ReadFile(p)

@@ -134,7 +134,11 @@ func (e *env) reportCheck(c *command, m *hashmap.Map, clean string) int {
 		fmt.Fprintln(e.stdout, p.Err)
 	}
 	if len(problems) > 0 {
-		return e.fail(c, fmt.Errorf("%d problems found in %s", len(problems), m.Path()))
+		noun := "problems"
+		if len(problems) == 1 {
+			noun = "problem"
+		}
+		return e.fail(c, fmt.Errorf("%d %s found in %s", len(problems), noun, m.Path()))
 	}
 	fmt.Fprintf(e.stdout, "ok: %d segments, %d entries, %s\n", len(m.Segments()), m.Len(), clean)
 	return exitOK
