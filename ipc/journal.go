@@ -258,8 +258,14 @@ func (a *Arena) reserve(n int, deadline time.Time) bool {
 		}
 		// Entries come back through unreserve (which signals) or from
 		// another process's Unlock (jDone, found by the sweep): look again
-		// now and then.
-		t := time.AfterFunc(min(left, time.Millisecond), js.cond.Broadcast)
+		// now and then. The timer takes mu to wake us, so it cannot fire
+		// in the moment before Wait has us listening (we hold mu until
+		// then), which would leave us asleep past the deadline.
+		t := time.AfterFunc(min(left, time.Millisecond), func() {
+			js.mu.Lock()
+			js.cond.Broadcast()
+			js.mu.Unlock()
+		})
 		js.cond.Wait()
 		t.Stop()
 	}
