@@ -37,25 +37,28 @@ type Algorithm struct {
 	FIFO bool
 
 	open func(a *Arena, index int) Mutex
+	// kinds has bit k set for each kind of journal entry k the algorithm
+	// writes: recovery takes an entry of another kind for damage.
+	kinds uint8
 }
 
 // algorithms is in the order Algorithms lists them, the default first.
 var algorithms = []Algorithm{
-	{Name: "hapax-cr", FIFO: false, open: openRestricted(openHapax(false)),
+	{Name: "hapax-cr", FIFO: false, open: openRestricted(openHapax(false)), kinds: 1<<kindCR | 1<<kindHapax,
 		Summary: "Hapax with concurrency restriction (default): as many waiters as cores circulate, the rest queue asleep outside and rotate in (each head within 250µs)"},
-	{Name: "hapax", FIFO: true, open: openHapax(false),
+	{Name: "hapax", FIFO: true, open: openHapax(false), kinds: 1 << kindHapax,
 		Summary: "Hapax lock with invisible waiters: FIFO, waiters watch a slot of the shared waiting array"},
-	{Name: "hapax-vw", FIFO: true, open: openHapax(true),
+	{Name: "hapax-vw", FIFO: true, open: openHapax(true), kinds: 1 << kindHapaxVW,
 		Summary: "Hapax lock with visible waiters: FIFO, assured handover through the waiting slot"},
-	{Name: "cohort", FIFO: false, open: openCohort(openHapax(false)),
+	{Name: "cohort", FIFO: false, open: openCohort(openHapax(false)), kinds: 1 << kindHapax,
 		Summary: "lock cohorting: a process's goroutines queue locally and pass a Hapax lock between them, up to 10 in a row"},
-	{Name: "cohort-cr", FIFO: false, open: openCohort(openRestricted(openHapax(false))),
+	{Name: "cohort-cr", FIFO: false, open: openCohort(openRestricted(openHapax(false))), kinds: 1<<kindCR | 1<<kindHapax,
 		Summary: "lock cohorting over hapax-cr: for many goroutines in more processes than cores"},
-	{Name: "ticket-awn", FIFO: true, open: openTicketAWN,
+	{Name: "ticket-awn", FIFO: true, open: openTicketAWN, kinds: 1 << kindTicket,
 		Summary: "Ticket AWN, negative egress: a ticket lock whose waiters further back wait on their own node in the file"},
-	{Name: "alock", FIFO: false, open: openALock,
+	{Name: "alock", FIFO: false, open: openALock, kinds: 1 << kindALock,
 		Summary: "ALock: the home process's goroutines and all other processes queue apart and share by Peterson, 20:5 handovers"},
-	{Name: "tidex", FIFO: true, open: openTidex,
+	{Name: "tidex", FIFO: true, open: openTidex, kinds: 1 << kindTidex,
 		Summary: "Tidex lock: FIFO, every waiter watches the lock's Depart word"},
 	{Name: "ttas", FIFO: false, open: openTTAS,
 		Summary: "test-and-test-and-set word with futex parking (Chronicle Map style): not fair"},

@@ -58,6 +58,9 @@ func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, e
 	if algorithm == "ttas" {
 		a.recoverTTAS(live, &r)
 	}
+	if alg, err := Lookup(algorithm); err == nil {
+		a.dropForeignEntries(alg.kinds, live)
+	}
 	// Seat entries adopted with this process's slot (SetJournals) count as
 	// dead ones.
 	own := js.all[js.self]
@@ -187,6 +190,31 @@ func (a *Arena) returnDeadNode(node uint32) bool {
 	owner := a.awnNode(node).owner
 	o := atomic.LoadUint64(owner)
 	return inUseByGone(o) && atomic.CompareAndSwapUint64(owner, o, returnedNode)
+}
+
+// dropForeignEntries frees the entries of this process's adopted ones and
+// of dead processes' journals that name a kind of episode the algorithm
+// in use never writes (kinds, a mask of kinds): damage. Taken as what
+// they say, a surrogate would step another algorithm's procedure on the
+// lock's words, under the feet of its live users (found by
+// FuzzRecoverJournal: a damaged ticket-awn entry on a tidex lock made a
+// live TryLock's Unlock fail).
+func (a *Arena) dropForeignEntries(kinds uint8, live func(int) bool) {
+	js := a.journals
+	for d, j := range js.all {
+		if d != js.self && live(d) {
+			continue
+		}
+		for i := 0; i < len(j); i += journalEntryWords {
+			s := atomic.LoadUint64(&j[i])
+			if !a.namesLock(s) || kinds&(1<<uint8(s>>8)) != 0 || (d == js.self && s&adopted == 0) {
+				continue
+			}
+			if atomic.CompareAndSwapUint64(&j[i], s, jFree) && d == js.self {
+				a.unreserve(1) // as driveAdopted frees what it finished
+			}
+		}
+	}
 }
 
 // recoverTTAS releases TTAS locks whose holder's slot is dead: the owner id

@@ -866,3 +866,30 @@ func TestRecoverSeatsFreesOnlyItsOwnCount(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignEntriesDropped: entries of a kind the algorithm in use never
+// writes, adopted with this process's slot or left by a dead process, are
+// damage: Recover frees them rather than have a surrogate step another
+// algorithm's procedure on the lock's words (FuzzRecoverJournal found a
+// ticket-awn entry on a tidex lock breaking a live TryLock's Unlock).
+func TestForeignEntriesDropped(t *testing.T) {
+	entry := func(phase, kind uint8, lock int, value uint64) []byte {
+		var b []byte
+		for _, w := range []uint64{entryState(phase, kind, lock), value, 0, 0} {
+			b = binary.LittleEndian.AppendUint64(b, w)
+		}
+		return b
+	}
+	a, journals := newJournaledArena(t, 4, entry(jQueued, kindTicket, 0, 3), entry(jArriving, kindHapax, 0, 9))
+	if _, err := a.Recover("tidex", func(slot int) bool { return slot == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	for slot, j := range journals {
+		if s := atomic.LoadUint64(&j[0]); s != jFree {
+			t.Errorf("journal %d: the foreign entry is %#x after Recover, want free", slot, s)
+		}
+	}
+	if got, want := a.journals.free.Load(), int64(len(journals[0])/journalEntryWords); got != want {
+		t.Errorf("%d of this process's entries free after Recover, want all %d", got, want)
+	}
+}
