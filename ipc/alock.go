@@ -16,8 +16,8 @@ import (
 // Across processes on one machine the local cohort is the lock's home
 // process, whose queue descriptors live in its own memory, and the remote
 // cohort is every other process, whose descriptors are nodes of the arena's
-// node table. Only home goroutines swap or CAS tailL, only other processes
-// swap or CAS tailR, and victim is only ever stored: between the cohorts
+// node table. Only home goroutines CAS tailL, only other processes CAS
+// tailR, and victim is only ever stored: between the cohorts
 // there are loads and stores and nothing else, as the algorithm requires.
 //
 // Each queue's tail doubles as its cohort's Peterson flag. The head of a
@@ -38,6 +38,17 @@ import (
 // Lock body words: lArrive the home's pid, lHolder the holding episode,
 // lDepartQ the futex for arbitration waits, lGen bumped by Reset, lWord
 // tailR, lWaited victim, lRestrict tailL.
+//
+// A tail word holds the name at its end (a home descriptor's token or a
+// node index, below 2^32) and, above it, the era of its queue: the low 32
+// bits of the generation its waiters entered in. Both cohorts enter by CAS
+// on a tail of the current era, so a place states which queue it is in: a
+// Reset voids every place of an earlier era, and no waiter of a later one
+// ever links behind it. A tail of an earlier era is an empty tail, once
+// anyone turns it into one. (With bare names, a waiter that read the
+// generation before a Reset and entered after it headed the new queue
+// with the old generation, and a waiter that entered behind it was left
+// waiting until the next Reset.)
 type alock struct {
 	a                       *Arena
 	index                   int
@@ -93,6 +104,7 @@ type alockLocal struct {
 type alockDesc struct {
 	word  uint64
 	next  uint64
+	era   uint64
 	token uint64
 }
 
@@ -129,6 +141,7 @@ func (r *alockLocal) lookup(token uint64) *alockDesc {
 type queued struct {
 	budget, sleepers *uint32
 	next             *uint64
+	era              *uint64 // the generation of the queue it entered (nodes: word 3)
 	name             uint64
 	desc             *alockDesc // home episodes
 	pred             uint64     // the predecessor's episode (holder value), 0 at the head
@@ -145,6 +158,10 @@ func openALock(a *Arena, index int) Mutex {
 		budgets = [2]int32{DefaultALockBudgetHome, DefaultALockBudgetRemote}
 	}
 	l.budgetHome, l.budgetOther = budgets[0], budgets[1]
+	if a.alocks == nil {
+		a.alocks = make(map[int]bool)
+	}
+	a.alocks[index] = true
 	pid, me := uint64(os.Getpid()), a.alockHomeID
 	if atomic.CompareAndSwapUint64(l.home, 0, me) || atomic.CompareAndSwapUint64(l.home, pid, me) || atomic.LoadUint64(l.home) == me {
 		if a.alockHomes == nil {
@@ -209,8 +226,7 @@ func (l *alock) LockTimeout(d time.Duration) error {
 	}
 	e := l.a.claim()
 	for {
-		gen := atomic.LoadUint64(l.gen)
-		q, ok := l.enqueue(e, gen)
+		q, gen, ok := l.enqueue(e)
 		if !ok {
 			if !w.deadline.IsZero() && time.Now().After(w.deadline) {
 				l.a.free(e)
@@ -232,7 +248,7 @@ func (l *alock) LockTimeout(d time.Duration) error {
 					l.a.free(e)
 					l.free(q)
 				case reset:
-					l.abandon(q)
+					l.abandon(q, gen)
 					l.a.free(e)
 				}
 				// Stopped by Close: the entry stays for recovery.
@@ -240,73 +256,57 @@ func (l *alock) LockTimeout(d time.Duration) error {
 			return ErrTimeout
 		}
 		// Reset: queue again with a fresh descriptor.
-		l.abandon(q)
+		l.abandon(q, gen)
 	}
 }
 
-// abandon lets go of q, an episode a Reset voided, when q is the tail of
-// the live queue: a waiter that read the generation before a Reset and
-// entered the tail after it (which the Reset had cleared) heads the new
-// queue with the old generation, and would be waited for for good. If q is
-// still the tail it is taken out; if a waiter took the tail from q in
-// between, that waiter is of the live queue, and is handed budget 0, with
-// which it arbitrates as a head does. Nothing is granted here, and q is
-// let go of in no other case: a place in a voided queue must hand nothing
-// on (a waiter handed budget 0 there would arbitrate after the Reset, and
-// its victim store could let the other cohort's head in beside a holder).
-// So a waiter already linked behind a stale head that is no longer the
-// tail waits for the next Reset (see RELIABILITY.md).
-func (l *alock) abandon(q queued) {
+// abandon lets go of q, a place of generation gen's queue, which a Reset
+// voided: if the tail still names it, the tail is emptied (the Reset's own
+// clearing may not have landed yet, or it came before q entered). Nothing
+// is handed on: every waiter behind q entered in the same generation and
+// sees the Reset itself.
+func (l *alock) abandon(q queued, gen uint64) {
 	tail, _ := l.tails()
-	gen := atomic.LoadUint64(l.gen)
-	if atomic.LoadUint64(tail) != q.name {
-		return
-	}
-	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
+	if atomic.CompareAndSwapUint64(tail, tailWord(gen, q.name), 0) {
 		signal(l.aseq, l.asleepers)
-		return
-	}
-	// A waiter took the tail from q: it links behind q at once.
-	for p := (wait.Policy{}); atomic.LoadUint64(q.next) == 0; {
-		if atomic.LoadUint64(l.gen) != gen {
-			return // another Reset cleared the tail: this queue is void too
-		}
-		if !p.Pause() {
-			time.Sleep(time.Microsecond)
-		}
-	}
-	if succ, ok := l.queuedFor(atomic.LoadUint64(q.next)); ok {
-		l.handOver(succ, 0)
 	}
 }
 
 // enqueue takes a descriptor and puts it at the cohort's tail, linking it
-// behind its predecessor. A queue that was empty leaves the descriptor with
-// its cohort's budget, to arbitrate; otherwise it waits with -1.
+// behind its predecessor, in the current generation's queue, which it
+// returns. A queue that was empty leaves the descriptor with its cohort's
+// budget, to arbitrate; otherwise it waits with -1.
 //
-// The home swaps its tail; the other cohort enters by CAS, with the
-// predecessor it expects written in its journal entry first, so that a
-// survivor can finish an arrival that died between entering the queue and
-// linking behind its predecessor (whose release waits for that link). The
-// home cohort needs no such care: it dies whole, with its process.
-func (l *alock) enqueue(e entry, gen uint64) (queued, bool) {
+// Both cohorts enter by CAS on a tail of the current era, with the
+// predecessor expected written in the journal entry first, so that a
+// survivor can finish an arrival of the other cohort that died between
+// entering the queue and linking behind its predecessor (whose release
+// waits for that link). (The home cohort needs no such care, as it dies
+// whole with its process, but the era needs the CAS: a swap would put a
+// waiter of an old generation into a new queue.)
+func (l *alock) enqueue(e entry) (queued, uint64, bool) {
 	q, ok := l.newQueued()
 	if !ok {
-		return q, false
+		return q, 0, false
 	}
 	atomic.StoreUint32(q.budget, budgetWaiting)
 	atomic.StoreUint64(q.next, 0)
-	var prev uint64
-	if l.isHome {
-		e.set(jArriving, kindALock, l.index, l.episode(q), 0, gen)
-		prev = atomic.SwapUint64(l.tailL, q.name)
-	} else {
-		for {
-			prev = atomic.LoadUint64(l.tailR)
-			e.set(jArriving, kindALock, l.index, q.name, prev, gen)
-			if atomic.CompareAndSwapUint64(l.tailR, prev, q.name) {
-				break
-			}
+	tail, _ := l.tails()
+	var prev, gen uint64
+	for {
+		// The tail before the generation: a tail of another era read so
+		// is of an earlier one, voided by a Reset, and may be emptied.
+		t := atomic.LoadUint64(tail)
+		gen = atomic.LoadUint64(l.gen)
+		if !sameEra(t, gen) {
+			atomic.CompareAndSwapUint64(tail, t, tailWord(gen, 0))
+			continue
+		}
+		prev = tailName(t)
+		atomic.StoreUint64(q.era, gen)
+		e.set(jArriving, kindALock, l.index, l.episode(q), prev, gen)
+		if atomic.CompareAndSwapUint64(tail, t, tailWord(gen, q.name)) {
+			break
 		}
 	}
 	pred, linkable := l.queuedFor(prev)
@@ -319,18 +319,18 @@ func (l *alock) enqueue(e entry, gen uint64) (queued, bool) {
 	e.queued(prev)
 	if prev == 0 {
 		atomic.StoreUint32(q.budget, 0) // head of an empty queue: arbitrate
-		return q, true
+		return q, gen, true
 	}
 	atomic.StoreUint64(pred.next, q.name)
 	q.pred = l.episode(queued{name: prev})
-	return q, true
+	return q, gen, true
 }
 
 func (l *alock) newQueued() (queued, bool) {
 	if l.isHome {
 		d := l.local.get()
 		lo, hi := wait.Halves(&d.word)
-		return queued{budget: lo, sleepers: hi, next: &d.next, name: d.token, desc: d}, true
+		return queued{budget: lo, sleepers: hi, next: &d.next, era: &d.era, name: d.token, desc: d}, true
 	}
 	n := l.a.awnNodes.get()
 	if n == 0 {
@@ -340,11 +340,12 @@ func (l *alock) newQueued() (queued, bool) {
 }
 
 // nodeQueued: a remote descriptor is node n of the table: word 0 budget and
-// sleepers, word 1 the owner's pid (as ticket-awn), word 2 next.
+// sleepers, word 1 the owner's pid (as ticket-awn), word 2 next, word 3 the
+// generation of the queue it entered.
 func (l *alock) nodeQueued(n uint64) queued {
 	off := l.a.cfg.awnNodesStart() + int(n-1)*lineWords
 	lo, hi := wait.Halves(&l.a.w[off])
-	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], name: n}
+	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], era: &l.a.w[off+3], name: n}
 }
 
 // queuedFor finds a descriptor by the name its cohort's tail, a link or
@@ -358,7 +359,7 @@ func (l *alock) queuedFor(name uint64) (queued, bool) {
 			return queued{}, false
 		}
 		lo, hi := wait.Halves(&d.word)
-		return queued{budget: lo, sleepers: hi, next: &d.next, name: name, desc: d}, true
+		return queued{budget: lo, sleepers: hi, next: &d.next, era: &d.era, name: name, desc: d}, true
 	}
 	if !l.a.isNode(name) {
 		return queued{}, false
@@ -374,6 +375,19 @@ func (l *alock) tails() (own, other *uint64) {
 	}
 	return l.tailR, l.tailL
 }
+
+// tailWord is the tail naming name in the queue of generation gen.
+func tailWord(gen, name uint64) uint64 { return gen<<32 | name&0xffffffff }
+
+// tailName is the name a tail word holds (0: the queue is empty).
+func tailName(t uint64) uint64 { return t & 0xffffffff }
+
+// sameEra reports whether tail word t is of generation gen's queue.
+func sameEra(t, gen uint64) bool { return t>>32 == gen&0xffffffff }
+
+// wanting reports whether tail word t names a waiter or holder of
+// generation gen's queue: the cohort's Peterson flag is up.
+func wanting(t, gen uint64) bool { return tailName(t) != 0 && sameEra(t, gen) }
 
 func (l *alock) episode(q queued) uint64 {
 	if l.isHome {
@@ -430,7 +444,7 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 	}
 	atomic.StoreUint64(l.victim, me)
 	signal(l.aseq, l.asleepers)
-	mustWait := func() bool { return atomic.LoadUint64(other) != 0 && atomic.LoadUint64(l.victim) == me }
+	mustWait := func() bool { return wanting(atomic.LoadUint64(other), gen) && atomic.LoadUint64(l.victim) == me }
 	for mustWait() {
 		if atomic.LoadUint64(l.gen) != gen {
 			return reset
@@ -454,7 +468,15 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 // queue would.
 func (l *alock) TryLock() bool {
 	tail, other := l.tails()
-	if atomic.LoadUint64(tail) != 0 || atomic.LoadUint64(other) != 0 {
+	t := atomic.LoadUint64(tail) // before the generation, as in enqueue
+	gen := atomic.LoadUint64(l.gen)
+	if !sameEra(t, gen) {
+		if !atomic.CompareAndSwapUint64(tail, t, tailWord(gen, 0)) {
+			return false
+		}
+		t = tailWord(gen, 0)
+	}
+	if tailName(t) != 0 || wanting(atomic.LoadUint64(other), gen) {
 		return false
 	}
 	if !l.a.reserve(1, time.Time{}) {
@@ -468,11 +490,12 @@ func (l *alock) TryLock() bool {
 	e := l.a.claim()
 	atomic.StoreUint64(q.next, 0)
 	atomic.StoreUint32(q.budget, 0)
-	e.set(jArriving, kindALock, l.index, l.episode(q), 0, atomic.LoadUint64(l.gen))
+	atomic.StoreUint64(q.era, gen)
+	e.set(jArriving, kindALock, l.index, l.episode(q), 0, gen)
 	if testHookBeforeTailCAS != nil {
 		testHookBeforeTailCAS()
 	}
-	if !atomic.CompareAndSwapUint64(tail, 0, q.name) {
+	if !atomic.CompareAndSwapUint64(tail, t, tailWord(gen, q.name)) {
 		// The entry ends before the node is pooled, as in Unlock: killed
 		// in between, this process leaves an idle node no entry names,
 		// never an entry naming a node a newcomer may have taken.
@@ -481,7 +504,7 @@ func (l *alock) TryLock() bool {
 		return false
 	}
 	e.queued(0)
-	if atomic.LoadUint64(other) == 0 {
+	if !wanting(atomic.LoadUint64(other), gen) {
 		budget := l.budgetOther
 		if l.isHome {
 			budget = l.budgetHome
@@ -542,15 +565,15 @@ var testHookPooling func(node uint64)
 // a live entry naming it would let recovery release on its behalf.
 func (l *alock) release(q queued) {
 	tail, _ := l.tails()
-	if atomic.CompareAndSwapUint64(tail, q.name, 0) {
+	gen := atomic.LoadUint64(q.era)
+	if atomic.CompareAndSwapUint64(tail, tailWord(gen, q.name), tailWord(gen, 0)) {
 		signal(l.aseq, l.asleepers) // the other cohort may be waiting on our flag
 		return
 	}
 	var next uint64
-	gen := atomic.LoadUint64(l.gen)
 	for p := (wait.Policy{}); ; {
 		if next = atomic.LoadUint64(q.next); next != 0 {
-			break // the successor swapped the tail and has now linked
+			break // the successor took the tail and has now linked
 		}
 		if atomic.LoadUint64(l.gen) != gen {
 			return // reset: the successor queues afresh and never links

@@ -373,33 +373,79 @@ func TestALockTwoArenasOneProcess(t *testing.T) {
 	}
 }
 
-// TestALockResetBeforeEnqueue: LockTimeout reads the generation, then
-// enters the queue. A Reset landing in between makes the arrival, with the
-// old generation in hand, the head of the new queue; told to queue again
-// (reset), it must let go of that place (abandon), or it queues behind its
-// own abandoned node and the lock is stuck for everybody (found by a
-// reviewing helper). The steps are LockTimeout's, with the Reset between
-// them.
+// TestALockResetBeforeEnqueue: LockTimeout used to read the generation,
+// then enter the queue; a Reset landing in between made the arrival, with
+// the old generation in hand, the head of the new queue, and a waiter
+// that entered behind it waited until the next Reset. Arrivals now take
+// the generation with the tail they enter by CAS, so a place is always in
+// its own generation's queue. Here a waiter W entered before a Reset whose
+// clearing of the tail has not landed yet: W is told to queue again, and
+// a newcomer turns W's stale tail into an empty one of its own generation
+// instead of linking behind W.
 func TestALockResetBeforeEnqueue(t *testing.T) {
 	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
 	a.DeclareALockHome(0, 1) // this process is of the other cohort (tailR)
 	l := openALock(a, 0).(*alock)
-	gen := atomic.LoadUint64(l.gen) // LockTimeout's load
+	w, gen, ok := l.enqueue(a.claim())
+	if !ok {
+		t.Fatal("enqueue W")
+	}
+	atomic.AddUint64(l.gen, 1) // a Reset's first step; its stores still to come
+	wt := newWaiter(time.Second)
+	if o := l.await(w, gen, &wt); o != reset {
+		t.Fatalf("W's wait ended %v, want reset", o)
+	}
+	if got := atomic.LoadUint64(l.tailR); got != tailWord(gen, w.name) {
+		t.Fatalf("tailR %#x, want W's place %#x", got, tailWord(gen, w.name))
+	}
+	m, _ := a.Mutex("alock", 0)
+	if err := m.LockTimeout(time.Second); err != nil {
+		t.Fatalf("a newcomer behind W's stale place: %v (tailR %#x)", err, atomic.LoadUint64(l.tailR))
+	}
+	l.abandon(w, gen) // W, late: the tail is the newcomer's, and stays so
+	if got := tailName(atomic.LoadUint64(l.tailR)); got == w.name || got == 0 {
+		t.Fatalf("tailR names %d after W let go, want the newcomer's node", got)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if !m.TryLock() {
+		t.Fatalf("TryLock of the free lock (tailR %#x, tailL %#x)", atomic.LoadUint64(l.tailR), atomic.LoadUint64(l.tailL))
+	}
+	_ = m.Unlock()
+}
+
+// TestALockResetErasesNoLiveWaiter: a waiter that enters in the
+// generation a Reset has just begun, before the Reset's stores, loses its
+// place in the tail to them. Unless the Reset moves the generation once
+// more, it would head a queue whose flag is down, beside the head of the
+// next queue: two holders.
+func TestALockResetErasesNoLiveWaiter(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+	a.DeclareALockHome(0, 1)
+	m, _ := a.Mutex("alock", 0)
+	l := m.(*alock)
+	var n queued
+	var ngen uint64
+	testHookResetBumped = func() {
+		var ok bool
+		if n, ngen, ok = l.enqueue(a.claim()); !ok {
+			t.Error("enqueue N")
+		}
+	}
+	defer func() { testHookResetBumped = nil }()
 	if err := a.Reset(0); err != nil {
 		t.Fatal(err)
 	}
-	q, ok := l.enqueue(a.claim(), gen)
-	if !ok {
-		t.Fatal("enqueue")
+	if n.budget == nil {
+		t.Fatal("the hook never ran")
 	}
-	w := newWaiter(time.Second)
-	if o := l.await(q, gen, &w); o != reset {
-		t.Fatalf("the stale head's wait ended %v, want reset", o)
+	if err := m.LockTimeout(time.Second); err != nil { // the next queue's head holds
+		t.Fatal(err)
 	}
-	l.abandon(q) // as LockTimeout does before queueing again
-	m, _ := a.Mutex("alock", 0)
-	if err := m.LockTimeout(time.Second); err != nil {
-		t.Fatalf("lock of a free lock after the race: %v (tailR %d)", err, atomic.LoadUint64(l.tailR))
+	w := newWaiter(200 * time.Millisecond)
+	if o := l.await(n, ngen, &w); o == granted {
+		t.Fatal("two holders: the waiter whose place the Reset erased was granted beside the next queue's head")
 	}
 	_ = m.Unlock()
 }
@@ -420,8 +466,7 @@ func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
 	if !home.TryLock() {       // H0 holds, and will "die"
 		t.Fatal("trylock")
 	}
-	gen0 := atomic.LoadUint64(rem.gen)
-	qA, ok := rem.enqueue(a.claim(), gen0)
+	qA, gen0, ok := rem.enqueue(a.claim())
 	if !ok {
 		t.Fatal("enqueue A")
 	}
@@ -432,15 +477,15 @@ func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
 		o := rem.await(qA, gen0, &w)
 		if o == reset {
 			<-goAbandon // A is descheduled for a moment here
-			rem.abandon(qA)
+			rem.abandon(qA, gen0)
 		}
 		aDone <- o
 	}()
 	if !testutil.WaitFor(time.Second, func() bool { return atomic.LoadUint64(rem.victim) == alockVictimRemote }) {
 		t.Fatal("A never arbitrated")
 	}
-	qB, ok := rem.enqueue(a.claim(), gen0)
-	if !ok || atomic.LoadUint64(qA.next) != qB.name {
+	qB, genB, ok := rem.enqueue(a.claim())
+	if !ok || genB != gen0 || atomic.LoadUint64(qA.next) != qB.name {
 		t.Fatal("enqueue B")
 	}
 	if err := a.Reset(0); err != nil {

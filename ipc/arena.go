@@ -200,6 +200,7 @@ type Arena struct {
 
 	alockBudgets [2]int32            // home, remote; zero means the defaults
 	alockHomes   map[int]*alockLocal // alock locks this arena is home of, by index
+	alocks       map[int]bool        // locks this arena opened as alock: Reset bumps their generation twice
 	alockHomeID  uint64              // what an alock's home word holds when this arena is home (newALockHomeID)
 }
 

@@ -98,10 +98,17 @@ func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 	return alg.open(a, index), nil
 }
 
+// testHookResetBumped, set only by tests, runs in Reset between its first
+// bump of the generation and its stores.
+var testHookResetBumped func()
+
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
-// the lock's critical section.
+// the lock's critical section. Reset an alock from a process that opened
+// it as one (Mutex), which is how Reset knows to bump its generation twice;
+// from another process, an alock waiter that arrives during the Reset may
+// lose its place and wait until the next one.
 func (a *Arena) Reset(index int) error {
 	if err := a.checkIndex(index); err != nil {
 		return err
@@ -112,11 +119,25 @@ func (a *Arena) Reset(index int) error {
 	// never release, sees the generation move and queues again. A grant a
 	// waiter sees is always real, because Hapax values never recur.
 	atomic.AddUint64(&b[lGen], 1)
+	if testHookResetBumped != nil {
+		testHookResetBumped()
+	}
 	atomic.StoreUint64(&b[lHolder], 0)
 	atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
 	atomic.StoreUint64(&b[lWord], 0)
 	atomic.StoreUint64(&b[lRestrict], 0)
 	a.awnArray(index).clear()
+	a.mu.Lock()
+	isALock := a.alocks[index]
+	a.mu.Unlock()
+	if isALock {
+		// An alock waiter that entered in the generation just begun, before
+		// the stores above, had its place in the tail erased by them: a
+		// second generation tells it to queue again. (Not for the others:
+		// a Hapax arrival after the Depart store is a valid place, which
+		// a second generation would strand.)
+		atomic.AddUint64(&b[lGen], 1)
+	}
 	seq, _ := wait.Halves(&b[lDepartQ])
 	atomic.AddUint32(seq, 1)
 	wait.WakeAll(seq)

@@ -124,7 +124,7 @@ func (a *Arena) returnRetiredNodes(r *Recovery) {
 // by its tail or by an entry other than retired: as an episode's own node
 // or as its predecessor, in any phase but over.
 func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
-	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == node {
+	if tailName(atomic.LoadUint64(&a.lockBody(index)[lWord])) == node {
 		return true
 	}
 	for w, s := range a.alockEntries(index) {
@@ -760,16 +760,16 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 			atomic.StoreUint64(&e.w[0], s&^0x7f|jArbitrate)
 			return false
 		}
-		return a.alockReleaseFor(l, q) && retire(e, s)
+		return a.alockReleaseFor(l, q, gen) && retire(e, s)
 	case jArbitrate:
-		if atomic.LoadUint64(l.tailL) != 0 && atomic.LoadUint64(l.victim) == alockVictimRemote {
+		if wanting(atomic.LoadUint64(l.tailL), atomic.LoadUint64(l.gen)) && atomic.LoadUint64(l.victim) == alockVictimRemote {
 			return false // the home cohort goes first
 		}
 		atomic.StoreUint32(q.budget, uint32(l.budgetOther))
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
-		return a.alockReleaseFor(l, q) && retire(e, s)
+		return a.alockReleaseFor(l, q, gen) && retire(e, s)
 	case jReleasing:
-		return a.alockReleaseFor(l, q) && retire(e, s)
+		return a.alockReleaseFor(l, q, gen) && retire(e, s)
 	case jRetired:
 		return false // Recover gives the node back
 	}
@@ -789,9 +789,9 @@ func retire(e entry, s uint64) bool {
 // releasing it: it empties the queue, or hands q's successor the budget,
 // unless that was done. It reports false while the successor has not yet
 // linked (it may be dead too, and linked by its own surrogate).
-func (a *Arena) alockReleaseFor(l *alock, q queued) bool {
+func (a *Arena) alockReleaseFor(l *alock, q queued, gen uint64) bool {
 	atomic.CompareAndSwapUint64(l.holder, q.name, 0)
-	if atomic.CompareAndSwapUint64(l.tailR, q.name, 0) {
+	if atomic.CompareAndSwapUint64(l.tailR, tailWord(gen, q.name), tailWord(gen, 0)) {
 		signal(l.aseq, l.asleepers)
 		return true
 	}
@@ -855,7 +855,7 @@ const (
 // the tail still names it, or a successor took the tail from it. Tail
 // first, journals second, so that a successor's CAS in between is seen.
 func (a *Arena) alockEntered(index int, gen, name uint64, seen map[uint64]bool) alockVerdict {
-	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == name {
+	if atomic.LoadUint64(&a.lockBody(index)[lWord]) == tailWord(gen, name) {
 		return alockYes
 	}
 	return a.alockFollowers(index, gen, name, seen)
