@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
@@ -463,5 +465,56 @@ func TestGetManyInACache(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	if err := m.GetMany(keys, values); err != nil || values[0] != nil || string(values[1]) != "l" || values[2] != nil {
 		t.Fatalf("GetMany after the short TTL = %q, %v", values, err)
+	}
+}
+
+// TestCachePutThatGrowsNeverFull: in a full cache map (its segment alone
+// in its first tier, the overflow pool taken), a key whose value grows
+// past its run must move, and room for the new copy was sought beside the
+// old one, which eviction keeps: the search evicted everything else in the
+// segment and then failed with ErrFull, which a cache's Put never returns
+// (a reviewing helper's repro: 61 entries to 1). The old copy now goes
+// first when no free run is at hand.
+func TestCachePutThatGrowsNeverFull(t *testing.T) {
+	m := mustOpen(t, filepath.Join(t.TempDir(), "c"), &Options{Entries: 128, AverageKeySize: 8, AverageValueSize: 64, MaxBloatFactor: 1, Segments: 2, Cache: true})
+	defer m.Close()
+	i := 0
+	keyIn := func(seg uint64, prefix string) []byte {
+		for ; ; i++ {
+			if k := fmt.Appendf(nil, "%s%d", prefix, i); xxhash.Sum64(k)&m.segMask == seg {
+				i++
+				return k
+			}
+		}
+	}
+	for m.table.ExtraTiersInUse() < m.layout.Tiers-m.layout.Segments { // segment 1 takes the pool
+		if err := m.Put(keyIn(1, "o"), make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxEntry := int(m.layout.MaxEntryBytes())
+	big := keyIn(0, "big")
+	if err := m.Put(big, bytes.Repeat([]byte{1}, maxEntry*45/100)); err != nil {
+		t.Fatal(err)
+	}
+	for range 60 {
+		if err := m.Put(keyIn(0, "s"), make([]byte, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := m.Segments()[0]
+	grown := bytes.Repeat([]byte{2}, maxEntry*70/100)
+	if err := m.Put(big, grown); err != nil {
+		after := m.Segments()[0]
+		t.Fatalf("Put in a cache map: %v; segment 0 went from %d entries to %d", err, before.Entries, after.Entries)
+	}
+	if v, err := m.Get(big); err != nil || !bytes.Equal(v, grown) {
+		t.Fatalf("the grown value: %d bytes, %v", len(v), err)
+	}
+	if after := m.Segments()[0]; after.Entries < before.Entries/2 {
+		t.Errorf("segment 0 went from %d entries to %d for one grown value", before.Entries, after.Entries)
+	}
+	if p, err := m.Check(); err != nil || len(p) != 0 {
+		t.Errorf("Check: %v, %v", p, err)
 	}
 }

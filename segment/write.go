@@ -270,6 +270,20 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 		s.rewriteInPlace(tb.layout.entryByte(loc.tier.index, loc.chunk), &h, loc.klen, value, atomic.LoadUint64(s.seq), save)
 		return nil
 	}
+	if tb.layout.Cache {
+		// Room for the new copy beside the old one, which eviction must
+		// keep, may not exist however much else is evicted: the search
+		// emptied the segment and still failed with ErrFull. A cache map
+		// moves an entry only to a free run at hand, and otherwise drops
+		// the old copy first: then an insert always finds room.
+		if nt, c, ok := s.allocFree(tag, nch, loc); ok {
+			return s.relocate(w, hash, key, value, nt, c, nch)
+		}
+		if _, err := s.dropEntry(w, loc, "put"); err != nil {
+			return err
+		}
+		return s.insert(w, hash, key, value)
+	}
 	nt, c, err := s.allocHome(w, tag, nch, loc)
 	if err != nil {
 		return err
@@ -819,10 +833,26 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 // removeAt removes the entry at loc, found under w's update lock, and
 // reports whether it was live (not expired).
 func (s *Segment) removeAt(w *writer, loc *location) (bool, error) {
+	live, err := s.dropEntry(w, loc, "delete")
+	if err != nil {
+		return false, err
+	}
+	if !live {
+		atomic.AddUint64(s.expired, 1) // it was already gone to readers
+	} else {
+		s.count(stDeletes, 1)
+	}
+	return live, nil
+}
+
+// dropEntry removes the entry at loc, found under w's update lock, from
+// its slot table, chunks and counts, and reports whether it was live (not
+// expired); the caller counts the removal as what it is.
+func (s *Segment) dropEntry(w *writer, loc *location, op string) (bool, error) {
 	if !s.tb.slotsEndAfter(&loc.tier, loc.pos) {
 		return false, s.corrupt(loc.tier.index, errNoHole)
 	}
-	if err := w.modify("delete"); err != nil {
+	if err := w.modify(op); err != nil {
 		return false, err
 	}
 	live := s.live(loc)
@@ -830,11 +860,6 @@ func (s *Segment) removeAt(w *writer, loc *location) (bool, error) {
 	loc.tier.free(loc.chunk, loc.nch)
 	loc.tier.addEntries(-1)
 	atomic.AddUint64(s.entries, ^uint64(0))
-	if !live {
-		atomic.AddUint64(s.expired, 1) // it was already gone to readers
-	} else {
-		s.count(stDeletes, 1)
-	}
 	return live, nil
 }
 
