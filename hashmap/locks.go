@@ -202,15 +202,16 @@ func (t *LockTable) Lock(i int) error {
 // LockTimeout is Lock bounded by d (d < 0: not bounded); it returns an
 // error matching ErrTimeout if d passes first. A d longer than the map's
 // LockTimeout is waited in turns of LockTimeout, so that the wait can end
-// (ErrClosed) when the map is closed; a FIFO lock then takes the waiter
-// back at the end of its queue at each turn.
+// (ErrClosed) when the map is closed, and, as in Lock, what dead holders
+// and waiters left is recovered between turns; a FIFO lock takes the
+// waiter back at the end of its queue at each turn.
 func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
 	defer c.Leave()
-	switch err := t.m.waitInTurns(l, d, true, false); {
+	switch err := t.m.waitInTurns(l, d, true, true); {
 	case errors.Is(err, ErrTimeout):
 		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
 	case err != nil:

@@ -271,3 +271,23 @@ func TestTurnLeftInAReusedSlotIsTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestLockTimeoutRecoversTheDead: LockTimeout waited in turns without
+// recovering between them, as Lock does, so a lock whose holder's process
+// had gone was waited for to the end of d, and with d < 0 for good (a
+// reviewing helper's repro).
+func TestLockTimeoutRecoversTheDead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.map")
+	opts := &Options{Entries: 1000, Locks: 1, LockTimeout: 50 * time.Millisecond}
+	a := mustOpen(t, path, opts)
+	c := mustOpen(t, path, opts)
+	defer c.Close()
+	if err := a.Locks().Lock(0); err != nil {
+		t.Fatal(err)
+	}
+	a.file.Close() // dies holding lock 0
+	if err := c.Locks().LockTimeout(0, 5*time.Second); err != nil {
+		t.Fatalf("LockTimeout of a lock whose holder died: %v", err)
+	}
+	_ = c.Locks().Unlock(0)
+}
