@@ -893,3 +893,48 @@ func TestForeignEntriesDropped(t *testing.T) {
 		t.Errorf("%d of this process's entries free after Recover, want all %d", got, want)
 	}
 }
+
+// TestRecoverSeatsDuringLiveUnlock: a hapax-cr Unlock gives its seat back,
+// then ends its seat entry. A recovery pass in between counted the entry
+// as a live seat, gave back none of a dead process's seats, and freed the
+// dead entry all the same: the count stayed one too high for good, and
+// with as many leaked seats as cores every Lock waits out crPatience (a
+// reviewing helper's repro, run here step by step).
+func TestRecoverSeatsDuringLiveUnlock(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	m, _ := a.Mutex("hapax-cr", 0)
+	l := m.(*restricted)
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	dead := entry{journals[1][:journalEntryWords]} // a dead process, seated
+	dead.set(jSeated, kindCR, 0, 0, 0, gen)
+	atomic.AddUint64(&b[lRestrict], 1)
+	m.Lock()
+	if got := crState(atomic.LoadUint64(&b[lRestrict])).seated(); got != 2 {
+		t.Fatalf("seated %d, want 2", got)
+	}
+	// Unlock's steps, with a recovery pass between the seat and the entry.
+	if err := l.inner.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	e, own := a.findSeat(0)
+	leavingSeat(e)
+	l.leaveSeat(entry{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Recover("hapax-cr", func(s int) bool { return s == 0 })
+		done <- err
+	}()
+	time.Sleep(5 * time.Millisecond) // the pass sees the seat CAS in flight, and looks again
+	a.endEpisode(e, own)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Recover("hapax-cr", func(s int) bool { return s == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	if got := crState(atomic.LoadUint64(&b[lRestrict])).seated(); got != 0 {
+		t.Fatalf("nobody holds a seat, yet the count says %d seated", got)
+	}
+}

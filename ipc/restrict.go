@@ -139,15 +139,29 @@ func (l *restricted) Unlock() error {
 		return err
 	}
 	e, own := l.a.findSeat(l.index)
+	leavingSeat(e)
 	l.leaveSeat(entry{})
 	l.a.endEpisode(e, own)
 	return nil
+}
+
+// leavingSeat marks seat entry e as in a seat CAS before the seat is given
+// back: between the CAS and the entry's end, a recovery pass would count
+// the entry as a live seat the count no longer holds, give back too few
+// of the dead's seats, and free their entries all the same, so the count
+// would stay too high for good. A seat CAS in flight makes it look again.
+func leavingSeat(e entry) {
+	if e.ok() {
+		atomic.StoreUint64(&e.w[1], 0) // no ticket: a dead seat asker with one goes on as a ticket
+		e.phase(jSeatAsk)
+	}
 }
 
 // leaveSeat gives a seat back and frees its entry, if given one. It never
 // goes below zero: Reset zeroes the count while goroutines that hold seats
 // are still running.
 func (l *restricted) leaveSeat(e entry) {
+	leavingSeat(e)
 	for {
 		s := atomic.LoadUint64(l.state)
 		if crState(s).seated() == 0 || atomic.CompareAndSwapUint64(l.state, s, s-1) {
