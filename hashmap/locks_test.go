@@ -291,3 +291,39 @@ func TestLockTimeoutRecoversTheDead(t *testing.T) {
 	}
 	_ = c.Locks().Unlock(0)
 }
+
+// TestLockTimeoutsLeaveTheJournalUsable: at map level, forty timed-out
+// waits on a held lock used to take all of the process's journal entries
+// (one per abandoned turn), so a free lock could no longer be taken (a
+// reviewing helper's repro). Later waits now take over the abandoned turn.
+func TestLockTimeoutsLeaveTheJournalUsable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.map")
+	opts := &Options{Entries: 1000, Locks: 2, LockTimeout: 50 * time.Millisecond}
+	a := mustOpen(t, path, opts)
+	defer a.Close()
+	b := mustOpen(t, path, opts)
+	defer b.Close()
+	if err := a.Locks().Lock(0); err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		if err := b.Locks().LockTimeout(0, time.Millisecond); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("LockTimeout on a held lock: %v", err)
+		}
+	}
+	if ok, err := b.Locks().TryLock(1); err != nil || !ok {
+		t.Fatalf("TryLock(1) of a free lock: %v %v", ok, err)
+	}
+	_ = b.Locks().Unlock(1)
+	if err := b.Locks().LockTimeout(1, 300*time.Millisecond); err != nil {
+		t.Fatalf("LockTimeout(1) of a free lock: %v", err)
+	}
+	_ = b.Locks().Unlock(1)
+	if err := a.Locks().Unlock(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Locks().LockTimeout(0, 2*time.Second); err != nil {
+		t.Fatalf("LockTimeout(0) once it is free: %v", err)
+	}
+	_ = b.Locks().Unlock(0)
+}

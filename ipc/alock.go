@@ -221,6 +221,12 @@ func (l *alock) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *alock) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
+		if o == granted {
+			return nil
+		}
+		return ErrTimeout
+	}
 	if !l.a.reserve(1, w.deadline) {
 		return ErrTimeout
 	}
@@ -240,9 +246,12 @@ func (l *alock) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, l.episode(q))
 			return nil
 		case timedOut:
-			l.a.substitute(func(w *waiter) {
+			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) {
 				switch l.await(q, gen, w) {
 				case granted:
+					if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, l.episode(q)) }) {
+						return
+					}
 					e.phase(jReleasing)
 					l.release(q)
 					l.a.free(e)

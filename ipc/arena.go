@@ -198,10 +198,11 @@ type Arena struct {
 	owner      uint32    // this process's journal slot + 1 (0 without journals): TTAS owner ids
 	surrogates bool      // a goroutine is finishing adopted episodes (guarded by mu)
 
-	alockBudgets [2]int32            // home, remote; zero means the defaults
-	alockHomes   map[int]*alockLocal // alock locks this arena is home of, by index
-	alocks       map[int]bool        // locks this arena opened as alock: Reset bumps their generation twice
-	alockHomeID  uint64              // what an alock's home word holds when this arena is home (newALockHomeID)
+	alockBudgets [2]int32               // home, remote; zero means the defaults
+	alockHomes   map[int]*alockLocal    // alock locks this arena is home of, by index
+	alocks       map[int]bool           // locks this arena opened as alock: Reset bumps their generation twice
+	turns        map[int][]*pendingTurn // timed-out waiters' turns substitutes wait out, by lock (turns.go)
+	alockHomeID  uint64                 // what an alock's home word holds when this arena is home (newALockHomeID)
 }
 
 // Close lets the goroutines that take the turns of timed-out waiters

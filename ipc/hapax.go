@@ -115,6 +115,13 @@ func (l *hapax) kind() uint8 {
 // lockReserved is LockTimeout once a journal entry has been reserved for
 // the episode (restriction reserves its own and this one together).
 func (l *hapax) lockReserved(w waiter) error {
+	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
+		l.a.unreserve(1) // the turn has its own entry
+		if o == granted {
+			return nil
+		}
+		return ErrTimeout
+	}
 	e := l.a.claim()
 	for {
 		h := l.a.nextHapax()
@@ -135,18 +142,22 @@ func (l *hapax) lockReserved(w waiter) error {
 			l.acquired(h, true)
 			return nil
 		case timedOut:
-			l.a.substitute(func(w *waiter) { l.takeTurnAndRelease(w, h, pred, gen, vw, e) })
+			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) { l.takeTurnAndRelease(w, h, pred, gen, vw, e, t) })
 			return ErrTimeout
 		}
 	}
 }
 
 // takeTurnAndRelease finishes an episode whose waiter gave up: the queue
-// cannot skip it, so it waits its turn and hands the lock on. Stopped by
-// Close, it leaves the episode in the journal for recovery.
-func (l *hapax) takeTurnAndRelease(w *waiter, h, pred, gen uint64, vw vwWait, e entry) {
+// cannot skip it, so it waits its turn and hands the lock on, or over to a
+// later waiter of this process that took the turn over (turns.go). Stopped
+// by Close, it leaves the episode in the journal for recovery.
+func (l *hapax) takeTurnAndRelease(w *waiter, h, pred, gen uint64, vw vwWait, e entry, t *pendingTurn) {
 	switch l.wait(pred, gen, w, &vw) {
 	case granted:
+		if l.a.handOver(t, func() { l.acquired(h, true) }) {
+			return
+		}
 		atomic.StoreUint64(l.waited, 1)
 		e.phase(jReleasing)
 		l.release(h)

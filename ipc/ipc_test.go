@@ -666,3 +666,103 @@ func TestMendHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedOutTurnsDoNotUseUpTheJournal: every LockTimeout that timed out
+// on a held lock left a substitute waiting out its turn, each holding one
+// of the process's journal entries, until no other lock of the process
+// could be taken (a reviewing helper's repro: after 40 timeouts on lock 0,
+// free lock 1 could not be taken). A later waiter now takes over such a
+// turn, so the entries in use stay as many as the waiters at one time;
+// and the lock still goes to exactly one holder at a time.
+func TestTimedOutTurnsDoNotUseUpTheJournal(t *testing.T) {
+	for _, algo := range []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "tidex", "ticket-awn", "alock"} {
+		t.Run(algo, func(t *testing.T) {
+			a, _ := newJournaledArena(t, 2, nil, nil)
+			defer a.Close()
+			held, _ := a.Mutex(algo, 0)
+			held.Lock()
+			for range 40 {
+				w, _ := a.Mutex(algo, 0)
+				if err := w.LockTimeout(time.Millisecond); err != ErrTimeout {
+					t.Fatalf("LockTimeout on a held lock: %v", err)
+				}
+			}
+			other, _ := a.Mutex(algo, 1)
+			if !other.TryLock() {
+				t.Fatalf("TryLock of free lock 1 fails (free journal entries: %d)", a.journals.free.Load())
+			}
+			_ = other.Unlock()
+			if err := other.LockTimeout(time.Second); err != nil {
+				t.Fatalf("LockTimeout of free lock 1: %v", err)
+			}
+			_ = other.Unlock()
+			// The held lock: a waiter that takes over the pending turn gets
+			// it once the holder lets go, and nobody else meanwhile.
+			got := make(chan error, 1)
+			go func() {
+				w, _ := a.Mutex(algo, 0)
+				got <- w.LockTimeout(5 * time.Second)
+			}()
+			time.Sleep(20 * time.Millisecond)
+			if err := held.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("the waiter after the holder let go: %v", err)
+			}
+			if held.TryLock() {
+				t.Fatal("TryLock succeeded while the waiter holds the lock")
+			}
+			if err := held.Unlock(); err != nil { // any goroutine of the process may unlock
+				t.Fatal(err)
+			}
+			if err := held.LockTimeout(time.Second); err != nil {
+				t.Fatalf("lock after all that: %v", err)
+			}
+			_ = held.Unlock()
+		})
+	}
+}
+
+// TestTakenOverTurnsExclude: goroutines that keep giving up after short
+// waits, and so keep leaving and taking over turns, never hold the lock
+// two at a time, and every wait ends.
+func TestTakenOverTurnsExclude(t *testing.T) {
+	for _, algo := range []string{"hapax", "tidex", "ticket-awn", "alock"} {
+		t.Run(algo, func(t *testing.T) {
+			a, _ := newJournaledArena(t, 1, nil, nil)
+			defer a.Close()
+			var inside, sections atomic.Int32
+			var wg sync.WaitGroup
+			deadline := time.Now().Add(300 * time.Millisecond)
+			for g := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m, _ := a.Mutex(algo, 0)
+					for time.Now().Before(deadline) {
+						if err := m.LockTimeout(time.Duration(50+g*100) * time.Microsecond); err != nil {
+							continue
+						}
+						if inside.Add(1) != 1 {
+							t.Error("two holders")
+						}
+						time.Sleep(200 * time.Microsecond)
+						inside.Add(-1)
+						sections.Add(1)
+						if err := m.Unlock(); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			m, _ := a.Mutex(algo, 0)
+			if err := m.LockTimeout(5 * time.Second); err != nil {
+				t.Fatalf("lock after the churn (%d sections): %v", sections.Load(), err)
+			}
+			_ = m.Unlock()
+			t.Logf("%d critical sections", sections.Load())
+		})
+	}
+}

@@ -239,6 +239,12 @@ func (l *ticketAWN) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *ticketAWN) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
+		if o == granted {
+			return nil
+		}
+		return ErrTimeout
+	}
 	if !l.a.reserve(1, w.deadline) {
 		return ErrTimeout
 	}
@@ -255,9 +261,12 @@ func (l *ticketAWN) LockTimeout(d time.Duration) error {
 			return nil
 		case timedOut:
 			node := node // the closure's own copy: the fast path keeps its node off the heap
-			l.a.substitute(func(w *waiter) {
+			l.a.substituteTurn(l.index, func(w *waiter, turn *pendingTurn) {
 				switch l.wait(t, gen, &node, w) {
 				case granted:
+					if l.a.handOver(turn, func() { l.acquired(t, node) }) {
+						return
+					}
 					l.acquired(t, node)
 					e.phase(jReleasing)
 					l.release()

@@ -19,6 +19,12 @@ func (l *tidex) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *tidex) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
+	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
+		if o == granted {
+			return nil
+		}
+		return ErrTimeout
+	}
 	if !l.a.reserve(1, w.deadline) {
 		return ErrTimeout
 	}
@@ -38,9 +44,12 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, my)
 			return nil
 		case timedOut:
-			l.a.substitute(func(w *waiter) {
+			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) {
 				switch l.waitDepart(pred, gen, w) {
 				case granted:
+					if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, my) }) {
+						return
+					}
 					e.phase(jReleasing)
 					l.release(my)
 					l.a.free(e)
