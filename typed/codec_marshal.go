@@ -1,6 +1,7 @@
 package typed
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
@@ -91,7 +92,12 @@ func (c *binaryCodec[T, PT]) Decode(b []byte) (T, error) {
 // allocates on every Append and Decode and is several times slower than
 // the binary codecs (see BenchmarkGetJSON). Decode ignores unknown fields,
 // as json.Unmarshal does. As a key codec it works because encoding/json is
-// deterministic (struct fields in declaration order, map keys sorted).
+// deterministic (struct fields in declaration order, map keys sorted),
+// for types whose every field is encoded: unexported fields and fields
+// tagged json:"-" are not, so keys that differ only there collide. A
+// string that is not valid UTF-8 is refused (encoding/json would replace
+// its bad bytes, making two keys one and changing values): use String or
+// Bytes for such data.
 func JSON[T any]() Codec[T] {
 	return jsonCodec[T]{name: reflect.TypeFor[T]().String()}
 }
@@ -105,7 +111,33 @@ func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
+	if replacedInvalidUTF8(b) {
+		return dst, fmt.Errorf("encode %s as JSON: a string is not valid UTF-8, which JSON cannot hold unchanged", c.name)
+	}
 	return append(dst, b...), nil
+}
+
+// replacedInvalidUTF8 reports whether encoding/json wrote an escaped
+// U+FFFD into b, which is how it replaces bytes that are not UTF-8 (a
+// valid U+FFFD it writes as itself, and a backslash as \\).
+func replacedInvalidUTF8(b []byte) bool {
+	if !bytes.Contains(b, []byte(`\ufffd`)) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] == 'u' {
+			if bytes.HasPrefix(b[i+2:], []byte("fffd")) {
+				return true
+			}
+			i += 5
+			continue
+		}
+		i++ // a two-byte escape
+	}
+	return false
 }
 
 func (c jsonCodec[T]) Decode(b []byte) (T, error) {

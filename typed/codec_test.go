@@ -234,3 +234,31 @@ func TestEncodeErrors(t *testing.T) {
 		t.Errorf("Binary time with offset out of range: %q, %v; want an error and dst unchanged", out, err)
 	}
 }
+
+// TestJSONRefusesInvalidUTF8: encoding/json replaces bytes that are not
+// UTF-8 with U+FFFD, so "\xff" and "\xfe" were one key, and the second Put
+// overwrote the first (a reviewing helper's repro), and such a value came
+// back changed. Append now refuses them; valid strings, U+FFFD itself and
+// backslashes before "ufffd" still encode.
+func TestJSONRefusesInvalidUTF8(t *testing.T) {
+	c := JSON[string]()
+	for _, bad := range []string{"\xff", "a\xfeb", "ok\\\xff"} {
+		if _, err := c.Append(nil, bad); err == nil {
+			t.Errorf("Append(%q) encoded it", bad)
+		}
+	}
+	for _, good := range []string{"", "plain", "\ufffd", `\ufffd`, `\\ufffd`, "é\ufffdx", `a\"b`} {
+		b, err := c.Append(nil, good)
+		if err != nil {
+			t.Errorf("Append(%q): %v", good, err)
+			continue
+		}
+		if got, err := c.Decode(b); err != nil || got != good {
+			t.Errorf("round trip of %q: %q, %v", good, got, err)
+		}
+	}
+	m := New(openRaw(t, 100), JSON[string](), Int64())
+	if err := m.Put("\xff", 1); err == nil {
+		t.Error("Put of a key that is not UTF-8 succeeded")
+	}
+}

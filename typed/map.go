@@ -257,11 +257,14 @@ func (t *Map[K, V]) putBatch(b *batch) {
 		b.valBuf = nil
 	}
 	if cap(b.keys) > maxPooledBuffer/8 { // a huge batch: let its index slices go too
-		b.ends, b.valEnds, b.keys, b.puts = nil, nil, nil, nil
+		b.ends, b.valEnds, b.keys, b.puts, b.vals = nil, nil, nil, nil, nil
 	}
 	clear(b.puts)
+	// The value buffers together, not each, are held to the cap: one per
+	// key of the largest batch would otherwise stay pooled for good.
+	kept := 0
 	for i, v := range b.vals {
-		if cap(v) > maxPooledBuffer {
+		if kept += cap(v); kept > maxPooledBuffer {
 			b.vals[i] = nil
 		}
 	}
