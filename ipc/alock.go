@@ -513,7 +513,10 @@ func (l *alock) TryLock() bool {
 		return false
 	}
 	e.queued(0)
-	if !wanting(atomic.LoadUint64(other), gen) {
+	// The generation again: a tail read as empty may be of a generation a
+	// Reset has voided since (the tail of a fresh lock, 0, is also the
+	// empty tail of generation 0), and a place there is no place.
+	if atomic.LoadUint64(l.gen) == gen && !wanting(atomic.LoadUint64(other), gen) {
 		budget := l.budgetOther
 		if l.isHome {
 			budget = l.budgetHome

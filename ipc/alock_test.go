@@ -415,39 +415,97 @@ func TestALockResetBeforeEnqueue(t *testing.T) {
 	_ = m.Unlock()
 }
 
-// TestALockResetErasesNoLiveWaiter: a waiter that enters in the
-// generation a Reset has just begun, before the Reset's stores, loses its
-// place in the tail to them. Unless the Reset moves the generation once
-// more, it would head a queue whose flag is down, beside the head of the
-// next queue: two holders.
-func TestALockResetErasesNoLiveWaiter(t *testing.T) {
-	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
-	a.DeclareALockHome(0, 1)
-	m, _ := a.Mutex("alock", 0)
-	l := m.(*alock)
-	var n queued
-	var ngen uint64
-	testHookResetBumped = func() {
-		var ok bool
-		if n, ngen, ok = l.enqueue(a.claim()); !ok {
-			t.Error("enqueue N")
+// TestALockResetKeepsNewArrivals: waiters that arrive while a Reset runs,
+// after its generation moved, are of the new generation, and keep their
+// places: a waiter N whose place Reset's stores erased used to head a
+// queue with its flag down beside the next queue's head, and an arrival
+// granted in that window was voided under its feet (reviewing helpers'
+// repros: two holders). A Reset of an alock now moves the generation
+// only. And a TryLock that read the empty tail of generation 0 (the zero
+// word, which Reset stored) before a Reset must not win after it.
+func TestALockResetKeepsNewArrivals(t *testing.T) {
+	t.Run("waiting", func(t *testing.T) {
+		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+		a.DeclareALockHome(0, 1)
+		m, _ := a.Mutex("alock", 0)
+		l := m.(*alock)
+		var n queued
+		var ngen uint64
+		testHookResetBumped = func() {
+			var ok bool
+			if n, ngen, ok = l.enqueue(a.claim()); !ok {
+				t.Error("enqueue N")
+			}
 		}
-	}
-	defer func() { testHookResetBumped = nil }()
-	if err := a.Reset(0); err != nil {
-		t.Fatal(err)
-	}
-	if n.budget == nil {
-		t.Fatal("the hook never ran")
-	}
-	if err := m.LockTimeout(time.Second); err != nil { // the next queue's head holds
-		t.Fatal(err)
-	}
-	w := newWaiter(200 * time.Millisecond)
-	if o := l.await(n, ngen, &w); o == granted {
-		t.Fatal("two holders: the waiter whose place the Reset erased was granted beside the next queue's head")
-	}
-	_ = m.Unlock()
+		defer func() { testHookResetBumped = nil }()
+		if err := a.Reset(0); err != nil {
+			t.Fatal(err)
+		}
+		if n.budget == nil {
+			t.Fatal("the hook never ran")
+		}
+		w := newWaiter(time.Second)
+		if o := l.await(n, ngen, &w); o != granted {
+			t.Fatalf("N, the head of the new generation's queue: %v", o)
+		}
+		atomic.StoreUint64(l.holder, l.episode(n))
+		if m.TryLock() {
+			t.Fatal("two holders: TryLock won while N holds")
+		}
+		if err := m.LockTimeout(100 * time.Millisecond); err == nil {
+			t.Fatal("two holders: a Lock was granted while N holds")
+		}
+		if err := m.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.LockTimeout(time.Second); err != nil {
+			t.Fatalf("after N: %v", err)
+		}
+		_ = m.Unlock()
+	})
+	t.Run("granted", func(t *testing.T) {
+		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+		a.DeclareALockHome(0, 1)
+		m, _ := a.Mutex("alock", 0)
+		var lockErr error
+		testHookResetBumped = func() { lockErr = m.LockTimeout(time.Second) }
+		defer func() { testHookResetBumped = nil }()
+		if err := a.Reset(0); err != nil {
+			t.Fatal(err)
+		}
+		testHookResetBumped = nil
+		if lockErr != nil {
+			t.Fatal(lockErr)
+		}
+		if m.TryLock() {
+			t.Fatal("two holders: TryLock won while the arrival granted during the Reset holds")
+		}
+		if err := m.Unlock(); err != nil {
+			t.Fatalf("the holder granted during the Reset: %v", err)
+		}
+	})
+	t.Run("trylock at generation 0", func(t *testing.T) {
+		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+		a.DeclareALockHome(0, 1)
+		m, _ := a.Mutex("alock", 0)
+		testHookBeforeTailCAS = func() {
+			testHookBeforeTailCAS = nil
+			if err := a.Reset(0); err != nil {
+				t.Error(err)
+			}
+		}
+		defer func() { testHookBeforeTailCAS = nil }()
+		if m.TryLock() {
+			if m.TryLock() {
+				t.Fatal("two holders: a TryLock won across a Reset, and a second one beside it")
+			}
+			t.Fatal("a TryLock won with a place in the generation a Reset voided")
+		}
+		if !m.TryLock() {
+			t.Fatal("TryLock of the free lock after the Reset")
+		}
+		_ = m.Unlock()
+	})
 }
 
 // TestALockVoidedQueueHandsNothingOn: the other cohort's queue is A (head,

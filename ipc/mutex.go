@@ -106,14 +106,18 @@ var testHookResetBumped func()
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
 // the lock's critical section. Reset an alock from a process that opened
-// it as one (Mutex), which is how Reset knows to bump its generation twice;
-// from another process, an alock waiter that arrives during the Reset may
-// lose its place and wait until the next one.
+// it as one (Mutex), which is how Reset knows to move its generation only;
+// from another process it clears the lock's words as for the other
+// algorithms, and an alock waiter arriving during the Reset may lose its
+// place to that and be let in beside another holder.
 func (a *Arena) Reset(index int) error {
 	if err := a.checkIndex(index); err != nil {
 		return err
 	}
 	b := a.lockBody(index)
+	a.mu.Lock()
+	isALock := a.alocks[index]
+	a.mu.Unlock()
 	// Depart := Arrive frees the lock for whoever arrived last or arrives
 	// next; everyone queued before that waits for a predecessor that will
 	// never release, sees the generation move and queues again. A grant a
@@ -122,22 +126,18 @@ func (a *Arena) Reset(index int) error {
 	if testHookResetBumped != nil {
 		testHookResetBumped()
 	}
-	atomic.StoreUint64(&b[lHolder], 0)
-	atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
-	atomic.StoreUint64(&b[lWord], 0)
-	atomic.StoreUint64(&b[lRestrict], 0)
-	a.awnArray(index).clear()
-	a.mu.Lock()
-	isALock := a.alocks[index]
-	a.mu.Unlock()
-	if isALock {
-		// An alock waiter that entered in the generation just begun, before
-		// the stores above, had its place in the tail erased by them: a
-		// second generation tells it to queue again. (Not for the others:
-		// a Hapax arrival after the Depart store is a valid place, which
-		// a second generation would strand.)
-		atomic.AddUint64(&b[lGen], 1)
+	if !isALock {
+		atomic.StoreUint64(&b[lHolder], 0)
+		atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
+		atomic.StoreUint64(&b[lWord], 0)
+		atomic.StoreUint64(&b[lRestrict], 0)
+		a.awnArray(index).clear()
 	}
+	// An alock needs the generation alone: its tail words carry the
+	// generation of their queue, so the old queues' tails read as empty,
+	// and arrivals replace them. Stores here would erase the places of
+	// waiters that arrive in the new generation, and void a holder granted
+	// in it (reviewing helpers' repros: two holders).
 	seq, _ := wait.Halves(&b[lDepartQ])
 	atomic.AddUint32(seq, 1)
 	wait.WakeAll(seq)
