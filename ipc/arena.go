@@ -197,6 +197,9 @@ type Arena struct {
 	journals   *journals // every process's episode journal; nil without SetJournals
 	owner      uint32    // this process's journal slot + 1 (0 without journals): TTAS owner ids
 	surrogates bool      // a goroutine is finishing adopted episodes (guarded by mu)
+	// surrogateKicks counts startSurrogate calls (guarded by mu): the
+	// surrogate stops only if none came since it last looked.
+	surrogateKicks uint64
 
 	alockBudgets [2]int32               // home, remote; zero means the defaults
 	alockHomes   map[int]*alockLocal    // alock locks this arena is home of, by index

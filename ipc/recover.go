@@ -357,6 +357,7 @@ func isSeat(v uint64) bool {
 // entries, unless it runs already.
 func (a *Arena) startSurrogate() {
 	a.mu.Lock()
+	a.surrogateKicks++
 	if a.surrogates {
 		a.mu.Unlock()
 		return
@@ -370,13 +371,32 @@ func (a *Arena) startSurrogate() {
 			a.mu.Unlock()
 		}()
 		for !a.closing.Load() {
+			a.mu.Lock()
+			kicks := a.surrogateKicks
+			a.mu.Unlock()
 			if a.driveAdopted() == 0 {
-				return
+				if testHookSurrogateIdle != nil {
+					testHookSurrogateIdle()
+				}
+				// Done, unless a Recover adopted more since our look and,
+				// seeing us running, left them to us.
+				a.mu.Lock()
+				if a.surrogateKicks == kicks {
+					a.surrogates = false
+					a.mu.Unlock()
+					return
+				}
+				a.mu.Unlock()
+				continue
 			}
 			time.Sleep(surrogateLook)
 		}
 	})
 }
+
+// testHookSurrogateIdle, set only by tests, runs when the surrogate has
+// found nothing left to drive, before it decides to stop.
+var testHookSurrogateIdle func()
 
 // surrogateLook is how often the surrogate looks at the queues it waits in.
 const surrogateLook = 100 * time.Microsecond

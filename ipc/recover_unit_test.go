@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -936,5 +937,46 @@ func TestRecoverSeatsDuringLiveUnlock(t *testing.T) {
 	}
 	if got := crState(atomic.LoadUint64(&b[lRestrict])).seated(); got != 0 {
 		t.Fatalf("nobody holds a seat, yet the count says %d seated", got)
+	}
+}
+
+// TestSurrogateSeesEpisodesAdoptedAsItStops: Recover adopts episodes and
+// leaves them to the running surrogate; one that had just found nothing
+// left used to stop without looking again, and the new episodes waited for
+// the next Recover (a reviewing helper's reading). The surrogate now stops
+// only if no Recover came since its look.
+func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	own := journals[0]
+	voided := func(i int) { // an adopted episode of a past generation: finished at its first step
+		w := own[i*journalEntryWords:]
+		atomic.StoreUint64(&w[3], 99)
+		atomic.StoreUint64(&w[0], entryState(jQueued, kindHapax, 0)|adopted)
+	}
+	a.journals.free.Add(-2) // the two entries below are not free
+	voided(0)
+	injected := make(chan struct{})
+	var once sync.Once
+	testHookSurrogateIdle = func() {
+		once.Do(func() {
+			voided(1)
+			a.startSurrogate() // as Recover does after adopting
+			close(injected)
+		})
+	}
+	stopped := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.surrogates
+	}
+	defer func() {
+		testutil.WaitFor(5*time.Second, stopped) // before the hook goes: the surrogate reads it
+		testHookSurrogateIdle = nil
+	}()
+	a.startSurrogate()
+	<-injected
+	if !testutil.WaitFor(time.Second, func() bool { return atomic.LoadUint64(&own[journalEntryWords]) == jFree }) {
+		t.Fatalf("the episode adopted as the surrogate stopped is still %#x", atomic.LoadUint64(&own[journalEntryWords]))
 	}
 }
