@@ -246,7 +246,7 @@ func (l *alock) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, l.episode(q))
 			return nil
 		case timedOut:
-			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) {
+			l.a.substituteTurn(l.index, gen, func(w *waiter, t *pendingTurn) {
 				switch l.await(q, gen, w) {
 				case granted:
 					if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, l.episode(q)) }) {
@@ -516,7 +516,10 @@ func (l *alock) TryLock() bool {
 	// The generation again: a tail read as empty may be of a generation a
 	// Reset has voided since (the tail of a fresh lock, 0, is also the
 	// empty tail of generation 0), and a place there is no place.
-	if atomic.LoadUint64(l.gen) == gen && !wanting(atomic.LoadUint64(other), gen) {
+	// The other tail first, as arbitrate reads it: read after the check, it
+	// could be of a generation a Reset began since, entered by a waiter
+	// that took our era's tail for void.
+	if o := atomic.LoadUint64(other); atomic.LoadUint64(l.gen) == gen && !wanting(o, gen) {
 		budget := l.budgetOther
 		if l.isHome {
 			budget = l.budgetHome

@@ -142,7 +142,7 @@ func (l *hapax) lockReserved(w waiter) error {
 			l.acquired(h, true)
 			return nil
 		case timedOut:
-			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) { l.takeTurnAndRelease(w, h, pred, gen, vw, e, t) })
+			l.a.substituteTurn(l.index, gen, func(w *waiter, t *pendingTurn) { l.takeTurnAndRelease(w, h, pred, gen, vw, e, t) })
 			return ErrTimeout
 		}
 	}

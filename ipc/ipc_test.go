@@ -766,3 +766,33 @@ func TestTakenOverTurnsExclude(t *testing.T) {
 		})
 	}
 }
+
+// TestResetDropsPendingTurns: a turn a substitute waits out belongs to
+// the generation it was taken in. After a Reset freed the lock, the next
+// waiter of the process took over such a void turn and waited for its
+// sleeping substitute to notice the Reset (up to a nap of 10 ms), so a
+// short LockTimeout on the free lock failed (a reviewing helper's repro).
+// Reset now drops the lock's turns, and a void turn is never taken over.
+func TestResetDropsPendingTurns(t *testing.T) {
+	for _, algo := range []string{"hapax", "hapax-vw", "hapax-cr", "alock"} {
+		t.Run(algo, func(t *testing.T) {
+			a, _ := newJournaledArena(t, 1, nil, nil)
+			defer a.Close()
+			held, _ := a.Mutex(algo, 0)
+			held.Lock() // a holder that "died": Reset is for this
+			w, _ := a.Mutex(algo, 0)
+			if err := w.LockTimeout(time.Millisecond); err != ErrTimeout {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the substitute reaches its longest naps
+			if err := a.Reset(0); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := a.Mutex(algo, 0)
+			if err := c.LockTimeout(2 * time.Millisecond); err != nil {
+				t.Fatalf("LockTimeout on a lock just Reset: %v", err)
+			}
+			_ = c.Unlock()
+		})
+	}
+}

@@ -118,6 +118,7 @@ func (a *Arena) Reset(index int) error {
 	a.mu.Lock()
 	isALock := a.alocks[index]
 	a.mu.Unlock()
+	holder := atomic.LoadUint64(&b[lHolder]) // the dead holder's, before the generation moves
 	// Depart := Arrive frees the lock for whoever arrived last or arrives
 	// next; everyone queued before that waits for a predecessor that will
 	// never release, sees the generation move and queues again. A grant a
@@ -126,7 +127,11 @@ func (a *Arena) Reset(index int) error {
 	if testHookResetBumped != nil {
 		testHookResetBumped()
 	}
-	if !isALock {
+	a.dropTurns(index)
+	if isALock {
+		// Its holder word only if nobody was granted the lock since.
+		atomic.CompareAndSwapUint64(&b[lHolder], holder, 0)
+	} else {
 		atomic.StoreUint64(&b[lHolder], 0)
 		atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
 		atomic.StoreUint64(&b[lWord], 0)

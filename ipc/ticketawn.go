@@ -261,7 +261,7 @@ func (l *ticketAWN) LockTimeout(d time.Duration) error {
 			return nil
 		case timedOut:
 			node := node // the closure's own copy: the fast path keeps its node off the heap
-			l.a.substituteTurn(l.index, func(w *waiter, turn *pendingTurn) {
+			l.a.substituteTurn(l.index, gen, func(w *waiter, turn *pendingTurn) {
 				switch l.wait(t, gen, &node, w) {
 				case granted:
 					if l.a.handOver(turn, func() { l.acquired(t, node) }) {

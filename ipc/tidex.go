@@ -44,7 +44,7 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, my)
 			return nil
 		case timedOut:
-			l.a.substituteTurn(l.index, func(w *waiter, t *pendingTurn) {
+			l.a.substituteTurn(l.index, gen, func(w *waiter, t *pendingTurn) {
 				switch l.waitDepart(pred, gen, w) {
 				case granted:
 					if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, my) }) {

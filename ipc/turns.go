@@ -1,6 +1,9 @@
 package ipc
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // A waiter of a FIFO lock that gives up (LockTimeout) cannot leave the
 // queue: a substitute goroutine waits out its turn and hands the lock on,
@@ -17,6 +20,7 @@ import "time"
 // the arena's mu.
 type pendingTurn struct {
 	index   int
+	gen     uint64        // the lock's generation the turn is in: a Reset voids it
 	claimed bool          // a waiter is taking it over
 	handed  chan struct{} // closed once the lock is the claimant's
 	gone    chan struct{} // closed once the turn can no longer be handed (reset, Close)
@@ -26,11 +30,11 @@ type pendingTurn struct {
 // substituteTurn is substitute for a waiter of lock index that gave up:
 // take gets the turn it waits out, to hand over (handOver) if a later
 // waiter takes it over.
-func (a *Arena) substituteTurn(index int, take func(w *waiter, t *pendingTurn)) {
+func (a *Arena) substituteTurn(index int, gen uint64, take func(w *waiter, t *pendingTurn)) {
 	if !a.enter() {
 		return
 	}
-	t := a.newTurn(index)
+	t := a.newTurn(index, gen)
 	go func() {
 		defer a.leave()
 		defer a.dropTurn(t) // for a claimant, in every way take ends but a handover
@@ -42,8 +46,8 @@ func (a *Arena) substituteTurn(index int, take func(w *waiter, t *pendingTurn)) 
 
 // newTurn registers the turn a substitute is about to wait out on lock
 // index.
-func (a *Arena) newTurn(index int) *pendingTurn {
-	t := &pendingTurn{index: index, handed: make(chan struct{}), gone: make(chan struct{})}
+func (a *Arena) newTurn(index int, gen uint64) *pendingTurn {
+	t := &pendingTurn{index: index, gen: gen, handed: make(chan struct{}), gone: make(chan struct{})}
 	a.mu.Lock()
 	if a.turns == nil {
 		a.turns = make(map[int][]*pendingTurn)
@@ -96,6 +100,19 @@ func (a *Arena) dropTurn(t *pendingTurn) {
 	}
 }
 
+// dropTurns is Reset's: the turns on lock index are void, and their
+// claimants arrive anew at once rather than wait for their substitutes,
+// asleep, to notice the Reset.
+func (a *Arena) dropTurns(index int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.turns[index] {
+		t.over = true
+		close(t.gone)
+	}
+	delete(a.turns, index)
+}
+
 // takeOverTurn waits, as w allows, for a turn this process's substitutes
 // wait out on lock index, if one is free to take over: it reports
 // (granted, true) once the lock is the caller's, (timedOut, true) if w's
@@ -104,8 +121,9 @@ func (a *Arena) dropTurn(t *pendingTurn) {
 func (a *Arena) takeOverTurn(index int, w *waiter) (outcome, bool) {
 	a.mu.Lock()
 	var t *pendingTurn
+	gen := atomic.LoadUint64(&a.lockBody(index)[lGen]) // a turn of an earlier one is void
 	for _, u := range a.turns[index] {
-		if !u.claimed {
+		if !u.claimed && u.gen == gen {
 			t = u
 			break
 		}
