@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -156,4 +157,55 @@ func helperFullDisk(path string) {
 		}
 	}
 	testutil.Report("stored %d", stored)
+}
+
+// TestSecondOpenOnAFullDisk: the creator reserved the disk blocks from
+// the global header on, not the lock arena and registry before it, where
+// every process's slot, ledgers and counters are written: with the disk
+// full, a second process's Open faulted (SIGBUS) in registry.Join (a
+// reviewing helper's repro, with huge pages off so that the reservation's
+// start is not rounded down to 0).
+func TestSecondOpenOnAFullDisk(t *testing.T) {
+	mnt := smallFilesystem(t)
+	path := filepath.Join(mnt, "m.map")
+	opts := &Options{Entries: 20000, AverageKeySize: 16, AverageValueSize: 64, Segments: 1024, NoHugePages: true, MaxProcesses: 64}
+	m := mustOpen(t, path, opts)
+	defer m.Close()
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 1<<20)
+	for {
+		if _, err := filler.Write(block); err != nil {
+			break
+		}
+	}
+	for n := 4096; n > 0; n /= 2 { // the last blocks
+		for {
+			if _, err := filler.Write(block[:n]); err != nil {
+				break
+			}
+		}
+	}
+	filler.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("a second Open on the full disk faulted: %v", r)
+			}
+		}()
+		m2, err := Open(path, opts)
+		if err != nil {
+			t.Fatalf("a second Open on the full disk: %v", err)
+		}
+		defer m2.Close()
+		if v, err := m2.Get([]byte("k")); err != nil || string(v) != "v" {
+			t.Fatalf("Get through the second open: %q, %v", v, err)
+		}
+	}()
 }

@@ -90,12 +90,13 @@ func Open(path string, opts *Options) (*Map, error) {
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
 		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
-		// The disk blocks of everything every map writes (the global
-		// header, segment headers, counters and first tiers), so that a
-		// full disk fails the creation rather than a later write (SIGBUS),
-		// and leaves no map that looks ready.
-		ReserveOff: want.GlobalOff,
-		ReserveLen: want.TiersOff + want.Segments*want.TierSize - want.GlobalOff,
+		// The disk blocks of everything every map writes (the lock
+		// arena, the registry with every process's slot, ledgers and
+		// counters, the global and segment headers and the first tiers),
+		// so that a full disk fails the creation rather than a later write
+		// (SIGBUS), and leaves no map that looks ready.
+		ReserveOff: offheap.HeaderSize,
+		ReserveLen: want.TiersOff + want.Segments*want.TierSize - offheap.HeaderSize,
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
 			// unlocked. Only the lock arena and the registry need headers.
