@@ -55,19 +55,16 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, "--entries, --key-size and --value-size must be positive, --bloat a number at least 1, --segments 0 or more")
 	}
 	path := args[0]
-	if _, err := os.Lstat(path); err == nil {
+	// An empty file is no map (a failed creation leaves one) and is created
+	// over; anything else at the path is left alone. A failed creation's
+	// empty file stays: another process may already have it open to create
+	// the map in it, and a removal would leave that map under no name.
+	if st, err := os.Lstat(path); err == nil && !(st.Mode().IsRegular() && st.Size() == 0) {
 		return e.fail(c, fmt.Errorf("%s already exists; remove it first or pick another path", path))
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return e.fail(c, err)
 	}
 	m, err := hashmap.Open(path, o)
-	if err != nil {
-		// The file did not exist: a failed creation leaves it empty (or
-		// absent), and an empty file is nobody's map, so it goes.
-		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && st.Size() == 0 {
-			_ = os.Remove(path)
-		}
-	}
 	if errors.Is(err, hashmap.ErrBadOptions) {
 		return e.usageError(c, err.Error()) // e.g. --segments not a power of two
 	}

@@ -734,3 +734,29 @@ func TestOutputErrorFails(t *testing.T) {
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestCreateOverAnEmptyFile: a failed create leaves an empty file, which
+// is no map, and create makes one over it; a non-empty file at the path is
+// refused. (create used to remove the empty file itself, which could
+// unlink a map another process was creating in it: a reviewing helper's
+// repro.)
+func TestCreateOverAnEmptyFile(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.map")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, o, e := mapctl(t, "", "create", empty, "--entries", "1000"); c != exitOK {
+		t.Fatalf("create over an empty file: %d %q %q", c, o, e)
+	}
+	if c, _, _ := mapctl(t, "", "put", empty, "k", "v"); c != exitOK {
+		t.Fatal("put into the created map")
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("not a map"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, e := mapctl(t, "", "create", other, "--entries", "1000"); c == exitOK || !strings.Contains(e, "already exists") {
+		t.Fatalf("create over a non-empty file: %d %q", c, e)
+	}
+}
