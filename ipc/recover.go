@@ -365,10 +365,13 @@ func (a *Arena) startSurrogate() {
 	a.surrogates = true
 	a.mu.Unlock()
 	a.spawn(func() {
+		stopped := false // the flag already cleared, under mu with the decision
 		defer func() {
-			a.mu.Lock()
-			a.surrogates = false
-			a.mu.Unlock()
+			if !stopped {
+				a.mu.Lock()
+				a.surrogates = false
+				a.mu.Unlock()
+			}
 		}()
 		for !a.closing.Load() {
 			a.mu.Lock()
@@ -383,6 +386,7 @@ func (a *Arena) startSurrogate() {
 				a.mu.Lock()
 				if a.surrogateKicks == kicks {
 					a.surrogates = false
+					stopped = true
 					a.mu.Unlock()
 					return
 				}
