@@ -1,12 +1,12 @@
 package typed
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"sync"
+	"unicode/utf8"
 )
 
 // Binary encodes with the type's own MarshalBinary and decodes with
@@ -111,33 +111,65 @@ func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
-	if replacedInvalidUTF8(b) {
+	if !validUTF8(reflect.ValueOf(v), 0) {
 		return dst, fmt.Errorf("encode %s as JSON: a string is not valid UTF-8, which JSON cannot hold unchanged", c.name)
 	}
 	return append(dst, b...), nil
 }
 
-// replacedInvalidUTF8 reports whether encoding/json wrote an escaped
-// U+FFFD into b, which is how it replaces bytes that are not UTF-8 (a
-// valid U+FFFD it writes as itself, and a backslash as \\).
-func replacedInvalidUTF8(b []byte) bool {
-	if !bytes.Contains(b, []byte(`\ufffd`)) {
-		return false
+var (
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// validUTF8 reports whether every string encoding/json takes from v (in
+// exported and embedded struct fields, elements, map keys and values) is
+// valid UTF-8: json replaces the bytes of any other, so that two values
+// would encode alike. A type with its own JSON or text encoding is its
+// own business. The walk checks the value, not the encoding: an escaped
+// U+FFFD there may be a MarshalJSON's own, and a ",string" field escapes
+// it twice.
+func validUTF8(v reflect.Value, depth int) bool {
+	if !v.IsValid() || depth > 100 { // too deep: json.Marshal itself refuses cycles
+		return true
 	}
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 >= len(b) {
-			continue
-		}
-		if b[i+1] == 'u' {
-			if bytes.HasPrefix(b[i+2:], []byte("fffd")) {
-				return true
+	t := v.Type()
+	if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) ||
+		reflect.PointerTo(t).Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType) {
+		return true
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || validUTF8(v.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
+				continue
 			}
-			i += 5
-			continue
+			if !validUTF8(v.Field(i), depth+1) {
+				return false
+			}
 		}
-		i++ // a two-byte escape
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return true // []byte: base64
+		}
+		for i := range v.Len() {
+			if !validUTF8(v.Index(i), depth+1) {
+				return false
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if !validUTF8(it.Key(), depth+1) || !validUTF8(it.Value(), depth+1) {
+				return false
+			}
+		}
 	}
-	return false
+	return true
 }
 
 func (c jsonCodec[T]) Decode(b []byte) (T, error) {

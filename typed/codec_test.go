@@ -261,4 +261,30 @@ func TestJSONRefusesInvalidUTF8(t *testing.T) {
 	if err := m.Put("\xff", 1); err == nil {
 		t.Error("Put of a key that is not UTF-8 succeeded")
 	}
+	// The check is on the value, not on the encoding (a second reviewing
+	// helper's repros): a MarshalJSON's own escaped U+FFFD is fine, and a
+	// ",string" field, escaped twice, is checked all the same.
+	if _, err := JSON[json.RawMessage]().Append(nil, json.RawMessage(`{"name":"caf\ufffd"}`)); err != nil {
+		t.Errorf("a RawMessage holding an escaped U+FFFD: %v", err)
+	}
+	type quoted struct {
+		S string `json:",string"`
+	}
+	if _, err := JSON[quoted]().Append(nil, quoted{"\xff"}); err == nil {
+		t.Error("a ,string field that is not UTF-8 encoded")
+	}
+	type nested struct {
+		M      map[string][]string
+		Hidden string `json:"-"`
+		P      *string
+	}
+	bad := "\xfe"
+	for _, v := range []nested{{M: map[string][]string{bad: nil}}, {M: map[string][]string{"k": {"ok", bad}}}, {P: &bad}} {
+		if _, err := JSON[nested]().Append(nil, v); err == nil {
+			t.Errorf("%+v encoded", v)
+		}
+	}
+	if _, err := JSON[nested]().Append(nil, nested{Hidden: bad}); err != nil {
+		t.Errorf("a json:\"-\" field, which is not encoded: %v", err)
+	}
 }

@@ -256,7 +256,7 @@ func (t *Map[K, V]) putBatch(b *batch) {
 	if cap(b.valBuf) > maxPooledBuffer {
 		b.valBuf = nil
 	}
-	if cap(b.keys) > maxPooledBuffer/8 { // a huge batch: let its index slices go too
+	if cap(b.keys) > maxPooledBuffer/8 || cap(b.vals) > maxPooledBuffer/8 { // a huge batch: let its index slices go too
 		b.ends, b.valEnds, b.keys, b.puts, b.vals = nil, nil, nil, nil, nil
 	}
 	clear(b.puts)
