@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -126,12 +129,17 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	fmt.Fprintf(e.stdout, "map %s: %d processes x %d goroutines x %d ops (Compute increments, Puts, Gets)\n",
 		path, o.procs, o.goroutines, o.ops)
 
+	// Ctrl-C or a TERM stops the workers and still removes the directory;
+	// a killed mapctl takes its workers with it (workerProcAttr).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	reports := make([]workerReport, o.procs)
 	errs := make([]error, o.procs)
 	var wg sync.WaitGroup
 	for p := range o.procs {
-		cmd := exec.Command(self, "demo-worker", path, strconv.Itoa(p), strconv.Itoa(o.goroutines), strconv.Itoa(o.ops))
+		cmd := exec.CommandContext(ctx, self, "demo-worker", path, strconv.Itoa(p), strconv.Itoa(o.goroutines), strconv.Itoa(o.ops))
+		cmd.SysProcAttr = workerProcAttr()
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1")
 		if o.queueWriters {
 			cmd.Env = append(cmd.Env, demoQueueWritersEnv+"=1")
@@ -156,6 +164,8 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 				}
 			}
 			switch {
+			case werr != nil && got && reports[p].Err != "":
+				// Its report says why, and what it did before: both count.
 			case werr != nil:
 				errs[p] = fmt.Errorf("%v: %s", werr, bytes.TrimSpace(errOut.Bytes()))
 			case !got:
@@ -165,6 +175,9 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	if ctx.Err() != nil {
+		return e.fail(c, errors.New("interrupted; the workers are stopped"))
+	}
 
 	var failures []string
 	problem := func(format string, a ...any) { failures = append(failures, fmt.Sprintf(format, a...)) }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,12 +11,14 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -147,8 +150,13 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 	if o.goroutines < 1 || slices.Max(procs)*o.goroutines > benchWorkers {
 		return e.usageError(c, fmt.Sprintf("--goroutines must be at least 1, and procs x goroutines at most %d", benchWorkers))
 	}
-	if o.cs < 0 || o.ncs < 0 || o.duration <= 0 || o.runs < 1 {
-		return e.usageError(c, "--cs and --ncs must be at least 0, --duration positive, --runs at least 1")
+	if o.cs < 1 || o.ncs < 0 || o.duration <= 0 || o.runs < 1 {
+		// (With no step in the critical section every holder writes the
+		// same value, and the exclusion check could not fail.)
+		return e.usageError(c, "--cs must be at least 1, --ncs at least 0, --duration positive, --runs at least 1")
+	}
+	if o.slots == 0 {
+		o.slots = ipc.DefaultSlots // what the arena takes 0 for
 	}
 	if o.json && o.markdown {
 		return e.usageError(c, "--json and --markdown exclude each other")
@@ -167,6 +175,12 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 		}
 		algos = append(algos, flockAlgorithm)
 	}
+	seen := map[string]bool{} // a name twice would give a row two cells per column
+	algos = slices.DeleteFunc(algos, func(a string) bool {
+		dup := seen[a]
+		seen[a] = true
+		return dup
+	})
 	for _, a := range algos {
 		if _, err := ipc.Lookup(a); err != nil && a != flockAlgorithm {
 			return e.usageError(c, fmt.Sprintf("%v; also %s (flock(2) on the file), or all", err, flockAlgorithm))
@@ -181,6 +195,10 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 		return e.fail(c, err)
 	}
 	defer os.RemoveAll(dir)
+	// Ctrl-C or a TERM stops the workers and still removes the directory;
+	// a killed mapctl takes its workers with it (workerProcAttr).
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
 	status := exitOK
 	table := make(map[string][]lockbenchResult)
 	for _, n := range procs {
@@ -194,7 +212,7 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 		runs := make([][]lockbenchResult, len(algos))
 		for run := range o.runs {
 			for i, algo := range algos {
-				r, err := lockbenchRun(self, filepath.Join(dir, fmt.Sprintf("locks-%d-%d-%d", n, run, i)), algo, &po)
+				r, err := lockbenchRun(ctx, self, filepath.Join(dir, fmt.Sprintf("locks-%d-%d-%d", n, run, i)), algo, &po)
 				if err != nil {
 					return e.fail(c, fmt.Errorf("%s at %d processes: %w", algo, n, err))
 				}
@@ -272,14 +290,19 @@ func thousands(n uint64) string {
 func medianResult(runs []lockbenchResult) lockbenchResult {
 	byOps := slices.Clone(runs)
 	slices.SortFunc(byOps, func(a, b lockbenchResult) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
-	r := byOps[len(byOps)/2]
+	n := len(byOps)
+	r := byOps[n/2]
 	fair := make([]float64, len(runs))
 	for i, x := range runs {
 		fair[i] = x.Fairness
 		r.ExclusionOK = r.ExclusionOK && x.ExclusionOK
 	}
 	slices.Sort(fair)
-	r.Fairness = fair[len(fair)/2]
+	r.Fairness = fair[n/2]
+	if n%2 == 0 { // the mean of the two middle ones
+		r.OpsPerSec = (byOps[n/2-1].OpsPerSec + byOps[n/2].OpsPerSec) / 2
+		r.Fairness = (fair[n/2-1] + fair[n/2]) / 2
+	}
 	r.Runs = len(runs)
 	return r
 }
@@ -357,7 +380,7 @@ func (b *benchFile) close() {
 	b.file.Close()
 }
 
-func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
+func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
 	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs, Runs: 1}
 	b, err := createBenchFile(path, o.slots)
 	if err != nil {
@@ -369,6 +392,7 @@ func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, e
 	for p := range cmds {
 		cmd := exec.Command(self, "lockbench-worker", path, algo, strconv.Itoa(p*o.goroutines),
 			strconv.Itoa(o.goroutines), strconv.Itoa(o.cs), strconv.Itoa(o.ncs))
+		cmd.SysProcAttr = workerProcAttr()
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1", alockBudgetsEnv+"="+o.alockBudgets)
 		cmd.Stdout, cmd.Stderr = &outs[p], &outs[p]
 		if err := cmd.Start(); err != nil {
@@ -404,10 +428,16 @@ func lockbenchRun(self, path, algo string, o *lockbenchOpts) (lockbenchResult, e
 	}
 	start := time.Now()
 	atomic.StoreUint64(&b.words[benchStart], 1)
-	time.Sleep(o.duration)
+	select {
+	case <-time.After(o.duration):
+	case <-ctx.Done():
+	}
 	atomic.StoreUint64(&b.words[benchStop], 1)
+	r.Seconds = time.Since(start).Seconds() // the workers' teardown is not the lock's time
 	wg.Wait()
-	r.Seconds = time.Since(start).Seconds()
+	if ctx.Err() != nil {
+		return r, errors.New("interrupted; the workers are stopped")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
