@@ -17,15 +17,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -87,6 +90,9 @@ func main() {
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
 	)
 	flag.Parse()
+	if *workerArg == "" {
+		removeStoreDirsOnSignal()
+	}
 	if err := checkNames(*only, *onlyData, *onlyCells); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -219,12 +225,46 @@ func cellsFor(s storeSpec) []cell {
 	return cs
 }
 
+// storeDirs are the directories of the stores being measured, removed on
+// SIGINT or SIGTERM (a 1M-key store's files are hundreds of MB).
+var storeDirs struct {
+	sync.Mutex
+	m map[string]bool
+}
+
+// removeStoreDirsOnSignal removes storeDirs and exits when the run is
+// interrupted or terminated; the run's worker processes die with it.
+func removeStoreDirsOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		storeDirs.Lock()
+		for dir := range storeDirs.m {
+			os.RemoveAll(dir)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v: stopped, store files removed\n", sig)
+		os.Exit(3)
+	}()
+}
+
 func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run int, dur time.Duration) error {
 	dir, err := os.MkdirTemp(storeDir(), "sharedmap-bench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	storeDirs.Lock()
+	if storeDirs.m == nil {
+		storeDirs.m = map[string]bool{}
+	}
+	storeDirs.m[dir] = true
+	storeDirs.Unlock()
+	defer func() {
+		storeDirs.Lock()
+		delete(storeDirs.m, dir)
+		storeDirs.Unlock()
+		os.RemoveAll(dir)
+	}()
 	st, err := spec.open(dir, d)
 	if err != nil {
 		return err
@@ -283,7 +323,14 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 			return fmt.Errorf("%s: %w", c, err)
 		}
 		ns := float64(elapsed.Nanoseconds()) / float64(max(ops, 1))
-		fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op %.2f allocs/op\n", spec.name, d.name, c, ops, ns, allocs)
+		if c.procs {
+			// Allocations are counted in this process only, and the work
+			// was the workers': there is no figure to print.
+			allocs = math.NaN()
+			fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op\n", spec.name, d.name, c, ops, ns)
+		} else {
+			fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op %.2f allocs/op\n", spec.name, d.name, c, ops, ns, allocs)
+		}
 		res.add(spec.name, d.name, c.String(), run, ns, allocs)
 	}
 	return nil
@@ -484,6 +531,7 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
 			dur.String(), strconv.Itoa(i + 1)}, ",")
 		cmd := exec.Command(self, "-worker", arg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the run
 		cmd.Stderr = os.Stderr
 		pipe, err := cmd.StdoutPipe()
 		if err != nil {

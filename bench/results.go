@@ -80,6 +80,9 @@ func median(xs []float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 	return s[len(s)/2]
 }
 

@@ -229,7 +229,10 @@ func (s *freeStore) Close() error          { s.c.Clear(); return nil }
 type bigStore struct{ c *bigcache.BigCache }
 
 func openBigcache(_ string, d dataset) (store, error) {
-	cfg := bigcache.DefaultConfig(0)
+	// A LifeWindow of 0 (DefaultConfig(0)) expires every entry after a
+	// second, so the cells after the load measured a mostly empty cache;
+	// the others keep everything for the run, and so must bigcache.
+	cfg := bigcache.DefaultConfig(24 * time.Hour)
 	cfg.Shards = 1024
 	cfg.MaxEntriesInWindow = d.keys
 	cfg.MaxEntrySize = d.valueSize + 64
