@@ -208,16 +208,23 @@ func TestTTASLeftInAReusedSlotIsReleased(t *testing.T) {
 	if n.reg.Self() != 1 {
 		t.Fatalf("N took slot %d, want D's slot 1", n.reg.Self())
 	}
+	lockWithin(t, a, 3*time.Second, "the dead holder's TTAS word names N's slot") // recovers at every LockTimeout
+}
+
+// lockWithin takes m's lock 0 with Lock, which recovers at every
+// LockTimeout, and releases it, failing the test if that takes over d.
+func lockWithin(t *testing.T, m *Map, d time.Duration, why string) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- a.Locks().Lock(0) }() // recovers at every LockTimeout
+	go func() { done <- m.Locks().Lock(0) }()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = a.Locks().Unlock(0)
-	case <-time.After(3 * time.Second):
-		t.Fatalf("Lock(0) still waiting after 3 s of recovery passes: the dead holder's TTAS word names N's slot")
+		_ = m.Locks().Unlock(0)
+	case <-time.After(d):
+		t.Fatalf("Lock(0) still waiting after %v of recovery passes: %s", d, why)
 	}
 }
 
@@ -257,17 +264,7 @@ func TestTurnLeftInAReusedSlotIsTaken(t *testing.T) {
 			if err := a.Locks().Unlock(0); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- a.Locks().Lock(0) }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = a.Locks().Unlock(0)
-			case <-time.After(3 * time.Second):
-				t.Fatalf("A's Lock(0) still waiting after 3 s (10+ recovery passes): P's turn, adopted by N, is never taken")
-			}
+			lockWithin(t, a, 3*time.Second, "P's turn, adopted by N, is never taken")
 		})
 	}
 }
