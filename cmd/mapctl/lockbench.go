@@ -81,7 +81,8 @@ of fairness are reported (exclusion must hold in every run).
 With --json, one JSON object per algorithm, process count and line, with the
 keys algo, procs, goroutines, cs, ncs, runs, seconds, ops, ops_per_sec,
 fairness, min_ops, max_ops and exclusion_ok (ops, min_ops and max_ops are
-from the run with the median throughput). With --markdown, one table:
+from the run with the median throughput; of two middle runs, the slower).
+With --markdown, one table:
 an algorithm per row, a process count per column. Exit status 3 if any
 exclusion check fails.
 
@@ -285,24 +286,22 @@ func thousands(n uint64) string {
 }
 
 // medianResult folds repeated runs of one measurement into one result: the
-// run with the median throughput, the median fairness, and exclusion only
-// if every run kept it.
+// run with the median throughput (of two middle runs, the slower), the
+// median fairness, and exclusion only if every run kept it.
 func medianResult(runs []lockbenchResult) lockbenchResult {
 	byOps := slices.Clone(runs)
 	slices.SortFunc(byOps, func(a, b lockbenchResult) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
+	// A run's own figures, so that they agree with each other: of two
+	// middle runs, the slower.
 	n := len(byOps)
-	r := byOps[n/2]
+	r := byOps[(n-1)/2]
 	fair := make([]float64, len(runs))
 	for i, x := range runs {
 		fair[i] = x.Fairness
 		r.ExclusionOK = r.ExclusionOK && x.ExclusionOK
 	}
 	slices.Sort(fair)
-	r.Fairness = fair[n/2]
-	if n%2 == 0 { // the mean of the two middle ones
-		r.OpsPerSec = (byOps[n/2-1].OpsPerSec + byOps[n/2].OpsPerSec) / 2
-		r.Fairness = (fair[n/2-1] + fair[n/2]) / 2
-	}
+	r.Fairness = fair[(n-1)/2]
 	r.Runs = len(runs)
 	return r
 }
@@ -390,7 +389,7 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 	cmds := make([]*exec.Cmd, o.procs)
 	outs := make([]bytes.Buffer, o.procs)
 	for p := range cmds {
-		cmd := exec.Command(self, "lockbench-worker", path, algo, strconv.Itoa(p*o.goroutines),
+		cmd := exec.CommandContext(ctx, self, "lockbench-worker", path, algo, strconv.Itoa(p*o.goroutines),
 			strconv.Itoa(o.goroutines), strconv.Itoa(o.cs), strconv.Itoa(o.ncs))
 		cmd.SysProcAttr = workerProcAttr()
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1", alockBudgetsEnv+"="+o.alockBudgets)
@@ -418,6 +417,10 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 	workers := uint64(o.procs * o.goroutines)
 	ready := time.Now().Add(30 * time.Second)
 	for atomic.LoadUint64(&b.words[benchReady]) < workers {
+		if ctx.Err() != nil {
+			wg.Wait() // CommandContext kills them
+			return r, errors.New("interrupted; the workers are stopped")
+		}
 		if time.Now().After(ready) {
 			atomic.StoreUint64(&b.words[benchStop], 1)
 			atomic.StoreUint64(&b.words[benchStart], 1)

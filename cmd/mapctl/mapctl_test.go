@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -758,5 +759,43 @@ func TestCreateOverAnEmptyFile(t *testing.T) {
 	}
 	if c, _, e := mapctl(t, "", "create", other, "--entries", "1000"); c == exitOK || !strings.Contains(e, "already exists") {
 		t.Fatalf("create over a non-empty file: %d %q", c, e)
+	}
+}
+
+// TestLockbenchStopsWhileWorkersStart: a signal while lockbench waited for
+// its workers to be ready went unnoticed for up to 30 s, and workers that
+// never got ready were never killed (a reviewing helper's repro with a
+// worker that only sleeps).
+func TestLockbenchStopsWhileWorkersStart(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(self, []byte("#!/bin/sh\nexec sleep 40\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: time.Second, alockBudgets: "20,5"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := lockbenchRun(ctx, self, filepath.Join(dir, "locks"), "hapax", o)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("lockbenchRun after the signal: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running 10 s after the signal")
+	}
+}
+
+// TestLockbenchMedianIsARun: with an even number of runs the reported
+// throughput was the mean of the middle two while ops and seconds were one
+// run's, so the JSON contradicted itself (a reviewing helper's check).
+func TestLockbenchMedianIsARun(t *testing.T) {
+	r := medianResult([]lockbenchResult{{Ops: 100, Seconds: 1, OpsPerSec: 100, ExclusionOK: true}, {Ops: 300, Seconds: 1, OpsPerSec: 300, ExclusionOK: true}})
+	if got := float64(r.Ops) / r.Seconds; got != r.OpsPerSec {
+		t.Errorf("ops/seconds %v, ops_per_sec %v", got, r.OpsPerSec)
 	}
 }
