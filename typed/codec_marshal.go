@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -122,21 +124,36 @@ var (
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 )
 
-// validUTF8 reports whether every string encoding/json takes from v (in
-// exported and embedded struct fields, elements, map keys and values) is
+// maxJSONDepth bounds validUTF8's walk; a value nested deeper is refused
+// rather than passed unchecked.
+const maxJSONDepth = 10000
+
+// validUTF8 reports whether every string encoding/json takes from v is
 // valid UTF-8: json replaces the bytes of any other, so that two values
-// would encode alike. A type with its own JSON or text encoding is its
-// own business. The walk checks the value, not the encoding: an escaped
-// U+FFFD there may be a MarshalJSON's own, and a ",string" field escapes
-// it twice.
+// would encode alike. It follows json's rules for what is encoded and how:
+// a type's own MarshalJSON is its business, but a MarshalText's output is
+// a string like any other; a method on the pointer counts only where the
+// value is addressable; a map key of string kind is used as it is; struct
+// fields are those json keeps (exported, not "-", embedded ones promoted,
+// the dominant of each name). It checks the value, not the encoding: an
+// escaped U+FFFD in a MarshalJSON's output is that type's own, and a
+// ",string" field escapes it twice.
 func validUTF8(v reflect.Value, depth int) bool {
-	if !v.IsValid() || depth > 100 { // too deep: json.Marshal itself refuses cycles
+	if !v.IsValid() {
 		return true
 	}
+	if depth > maxJSONDepth {
+		return false
+	}
 	t := v.Type()
-	if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) ||
-		reflect.PointerTo(t).Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType) {
+	ptrMethods := t.Kind() != reflect.Pointer && v.CanAddr()
+	switch {
+	case ptrMethods && reflect.PointerTo(t).Implements(jsonMarshalerType), t.Implements(jsonMarshalerType):
 		return true
+	case ptrMethods && reflect.PointerTo(t).Implements(textMarshalerType):
+		return validText(v.Addr())
+	case t.Implements(textMarshalerType):
+		return validText(v)
 	}
 	switch v.Kind() {
 	case reflect.String:
@@ -144,18 +161,15 @@ func validUTF8(v reflect.Value, depth int) bool {
 	case reflect.Pointer, reflect.Interface:
 		return v.IsNil() || validUTF8(v.Elem(), depth+1)
 	case reflect.Struct:
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
-				continue
-			}
-			if !validUTF8(v.Field(i), depth+1) {
+		for _, f := range jsonFields(t) {
+			fv, ok := fieldByIndex(v, f)
+			if ok && !validUTF8(fv, depth+1) {
 				return false
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
-			return true // []byte: base64
+			return true // bytes: base64
 		}
 		for i := range v.Len() {
 			if !validUTF8(v.Index(i), depth+1) {
@@ -164,12 +178,152 @@ func validUTF8(v reflect.Value, depth int) bool {
 		}
 	case reflect.Map:
 		for it := v.MapRange(); it.Next(); {
-			if !validUTF8(it.Key(), depth+1) || !validUTF8(it.Value(), depth+1) {
+			k := it.Key()
+			switch {
+			case k.Kind() == reflect.String:
+				if !utf8.ValidString(k.String()) {
+					return false
+				}
+			case k.Type().Implements(textMarshalerType):
+				if !validText(k) {
+					return false
+				}
+			}
+			if !validUTF8(it.Value(), depth+1) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// validText reports whether the text v's MarshalText gives is UTF-8 (json
+// writes it as a string). A nil pointer is null.
+func validText(v reflect.Value) bool {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		return true
+	}
+	b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+	return err != nil || utf8.Valid(b) // an error fails json.Marshal itself
+}
+
+// fieldByIndex is v.FieldByIndex, reporting false where an embedded
+// pointer on the way is nil (json leaves those fields out).
+func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
+	for n, i := range index {
+		if n > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}, false
+			}
+			v = v.Elem()
+		}
+		v = v.Field(i)
+	}
+	return v, true
+}
+
+// jsonFieldCache holds jsonFields' answers, by struct type.
+var jsonFieldCache sync.Map // reflect.Type -> [][]int
+
+// jsonFields returns the index paths of the fields encoding/json encodes
+// for struct type t, as its typeFields chooses them: exported fields and
+// the promoted fields of embedded structs (an embedded field of an
+// unexported type that is not a struct is left out), none tagged "-", and
+// of the fields sharing a name the one at the shallowest depth, the tagged
+// one if several are there, and none if that does not decide.
+func jsonFields(t reflect.Type) [][]int {
+	if f, ok := jsonFieldCache.Load(t); ok {
+		return f.([][]int)
+	}
+	type field struct {
+		name   string
+		index  []int
+		tagged bool
+	}
+	type level struct {
+		typ   reflect.Type
+		index []int
+	}
+	var fields []field
+	current, visited := []level{{typ: t}}, map[reflect.Type]bool{}
+	for len(current) > 0 {
+		var next []level
+		count, nextCount := map[reflect.Type]int{}, map[reflect.Type]int{}
+		for _, l := range current {
+			count[l.typ]++
+		}
+		for _, l := range current {
+			if visited[l.typ] {
+				continue
+			}
+			visited[l.typ] = true
+			for i := range l.typ.NumField() {
+				sf := l.typ.Field(i)
+				ft := sf.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if sf.Anonymous {
+					if !sf.IsExported() && ft.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !sf.IsExported() {
+					continue
+				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, _, _ := strings.Cut(tag, ",")
+				index := append(slices.Clone(l.index), i)
+				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
+					f := field{name: name, index: index, tagged: name != ""}
+					if f.name == "" {
+						f.name = sf.Name
+					}
+					fields = append(fields, f)
+					if count[l.typ] > 1 {
+						fields = append(fields, f) // reached twice at one depth: ambiguous
+					}
+					continue
+				}
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, level{typ: ft, index: index})
+				}
+			}
+		}
+		current = next
+	}
+	slices.SortStableFunc(fields, func(a, b field) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := len(a.index) - len(b.index); c != 0 {
+			return c
+		}
+		if a.tagged != b.tagged {
+			if a.tagged {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	var out [][]int
+	for i := 0; i < len(fields); {
+		j := i + 1
+		for j < len(fields) && fields[j].name == fields[i].name {
+			j++
+		}
+		group := fields[i:j]
+		if len(group) == 1 || len(group[0].index) < len(group[1].index) || group[0].tagged != group[1].tagged {
+			out = append(out, group[0].index)
+		}
+		i = j
+	}
+	jsonFieldCache.Store(t, out)
+	return out
 }
 
 func (c jsonCodec[T]) Decode(b []byte) (T, error) {

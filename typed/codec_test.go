@@ -288,3 +288,75 @@ func TestJSONRefusesInvalidUTF8(t *testing.T) {
 		t.Errorf("a json:\"-\" field, which is not encoded: %v", err)
 	}
 }
+
+type jsonPtrMarshaler struct{ S string }
+
+func (p *jsonPtrMarshaler) MarshalJSON() ([]byte, error) { return json.Marshal("x") }
+
+type jsonTextKey string
+
+func (k jsonTextKey) MarshalText() ([]byte, error) { return []byte("k"), nil }
+
+type jsonPassText string
+
+func (p jsonPassText) MarshalText() ([]byte, error) { return []byte(p), nil }
+
+type jsonNode struct {
+	S    string
+	Next *jsonNode
+}
+
+type jsonHiddenName string
+
+type jsonWithUnexportedEmbedded struct {
+	jsonHiddenName
+	A string
+}
+
+type jsonShadowed struct {
+	jsonInner
+	X string
+}
+
+type jsonInner struct{ X string }
+
+// TestJSONFollowsEncodingJSONRules: the UTF-8 check follows encoding/json's
+// rules for what it encodes (a third reviewing helper's repros): a method
+// on the pointer does not apply to a value that is not addressable, a map
+// key of string kind is used as it is, MarshalText's output is a string,
+// a value nested past the walk's depth is refused; and unexported embedded
+// non-structs and shadowed fields are not encoded, so not checked.
+func TestJSONFollowsEncodingJSONRules(t *testing.T) {
+	refused := func(name string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: a string that is not UTF-8 was encoded", name)
+		}
+	}
+	_, err := JSON[jsonPtrMarshaler]().Append(nil, jsonPtrMarshaler{"\xff"})
+	refused("pointer-receiver MarshalJSON on a value", err)
+	_, err = JSON[map[string]jsonPtrMarshaler]().Append(nil, map[string]jsonPtrMarshaler{"k": {"\xff"}})
+	refused("pointer-receiver MarshalJSON as a map value", err)
+	_, err = JSON[map[jsonTextKey]int]().Append(nil, map[jsonTextKey]int{"\xff": 1})
+	refused("a TextMarshaler map key of string kind", err)
+	_, err = JSON[jsonPassText]().Append(nil, jsonPassText("\xff"))
+	refused("MarshalText output", err)
+	deep := &jsonNode{S: "\xff"}
+	for range maxJSONDepth {
+		deep = &jsonNode{S: "ok", Next: deep}
+	}
+	_, err = JSON[*jsonNode]().Append(nil, deep)
+	refused("a value nested past the walk's depth", err)
+	if _, err := JSON[*jsonPtrMarshaler]().Append(nil, &jsonPtrMarshaler{"\xff"}); err != nil {
+		t.Errorf("MarshalJSON through a pointer is the type's own: %v", err)
+	}
+	if _, err := JSON[jsonWithUnexportedEmbedded]().Append(nil, jsonWithUnexportedEmbedded{"\xff", "a"}); err != nil {
+		t.Errorf("an unexported embedded non-struct, which json leaves out: %v", err)
+	}
+	if _, err := JSON[jsonShadowed]().Append(nil, jsonShadowed{jsonInner{"\xff"}, "x"}); err != nil {
+		t.Errorf("a shadowed field, which json leaves out: %v", err)
+	}
+	if _, err := JSON[jsonShadowed]().Append(nil, jsonShadowed{jsonInner{"x"}, "\xff"}); err == nil {
+		t.Error("the dominant field that is not UTF-8 was encoded")
+	}
+}
