@@ -3,11 +3,13 @@ package typed
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -113,8 +115,11 @@ func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
-	if !validUTF8(reflect.ValueOf(v), 0) {
+	switch err := checkUTF8(reflect.ValueOf(v), 0); {
+	case errors.Is(err, errNotUTF8):
 		return dst, fmt.Errorf("encode %s as JSON: a string is not valid UTF-8, which JSON cannot hold unchanged", c.name)
+	case err != nil:
+		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
 	return append(dst, b...), nil
 }
@@ -124,87 +129,139 @@ var (
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 )
 
-// maxJSONDepth bounds validUTF8's walk; a value nested deeper is refused
-// rather than passed unchecked.
-const maxJSONDepth = 10000
+// maxJSONDepth bounds checkUTF8's walk, in pointers, interfaces, maps and
+// slices followed; a value nested deeper is refused rather than passed
+// unchecked (encoding/json itself looks for cycles past 1,000).
+var maxJSONDepth = 100_000 // a variable for tests
 
-// validUTF8 reports whether every string encoding/json takes from v is
-// valid UTF-8: json replaces the bytes of any other, so that two values
-// would encode alike. It follows json's rules for what is encoded and how:
-// a type's own MarshalJSON is its business, but a MarshalText's output is
-// a string like any other; a method on the pointer counts only where the
-// value is addressable; a map key of string kind is used as it is; struct
-// fields are those json keeps (exported, not "-", embedded ones promoted,
-// the dominant of each name). It checks the value, not the encoding: an
-// escaped U+FFFD in a MarshalJSON's output is that type's own, and a
-// ",string" field escapes it twice.
-func validUTF8(v reflect.Value, depth int) bool {
+var (
+	errNotUTF8  = errors.New("a string is not valid UTF-8")
+	errTooDeep  = errors.New("nested too deep in pointers, interfaces, maps and slices to check its strings")
+	isZeroerTyp = reflect.TypeFor[interface{ IsZero() bool }]()
+)
+
+// checkUTF8 reports errNotUTF8 if a string encoding/json takes from v is
+// not valid UTF-8: json replaces the bytes of any other, so that two values
+// would encode alike. It follows json's rules for what is encoded and how
+// (encode.go): a type's own MarshalJSON is its business, but MarshalText's
+// output is a string like any other; a method on the pointer counts only
+// where the value is addressable; a map key of string kind is used as it
+// is; bytes are base64 unless their type has a marshaler; struct fields
+// are those json keeps (see jsonFields), less omitzero fields that are
+// zero. It checks the value, not the encoding: an escaped U+FFFD in a
+// MarshalJSON's output is that type's own, and a ",string" field escapes
+// it twice. depth counts the pointers, interfaces, maps and slices on the
+// way (errTooDeep past maxJSONDepth).
+func checkUTF8(v reflect.Value, depth int) error {
 	if !v.IsValid() {
-		return true
-	}
-	if depth > maxJSONDepth {
-		return false
+		return nil
 	}
 	t := v.Type()
 	ptrMethods := t.Kind() != reflect.Pointer && v.CanAddr()
 	switch {
 	case ptrMethods && reflect.PointerTo(t).Implements(jsonMarshalerType), t.Implements(jsonMarshalerType):
-		return true
+		return nil
 	case ptrMethods && reflect.PointerTo(t).Implements(textMarshalerType):
-		return validText(v.Addr())
+		return checkText(v.Addr())
 	case t.Implements(textMarshalerType):
-		return validText(v)
+		return checkText(v)
 	}
 	switch v.Kind() {
 	case reflect.String:
-		return utf8.ValidString(v.String())
+		if !utf8.ValidString(v.String()) {
+			return errNotUTF8
+		}
 	case reflect.Pointer, reflect.Interface:
-		return v.IsNil() || validUTF8(v.Elem(), depth+1)
+		if v.IsNil() {
+			return nil
+		}
+		if depth >= maxJSONDepth {
+			return errTooDeep
+		}
+		return checkUTF8(v.Elem(), depth+1)
 	case reflect.Struct:
 		for _, f := range jsonFields(t) {
-			fv, ok := fieldByIndex(v, f)
-			if ok && !validUTF8(fv, depth+1) {
-				return false
+			fv, ok := fieldByIndex(v, f.index)
+			if !ok || f.omitZero && isZeroForJSON(fv) {
+				continue
+			}
+			if err := checkUTF8(fv, depth); err != nil {
+				return err
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return true // bytes: base64
+		if e := t.Elem(); t.Kind() == reflect.Slice && e.Kind() == reflect.Uint8 &&
+			!reflect.PointerTo(e).Implements(jsonMarshalerType) && !reflect.PointerTo(e).Implements(textMarshalerType) {
+			return nil // bytes: base64
+		}
+		if t.Kind() == reflect.Slice {
+			if depth >= maxJSONDepth {
+				return errTooDeep
+			}
+			depth++
 		}
 		for i := range v.Len() {
-			if !validUTF8(v.Index(i), depth+1) {
-				return false
+			if err := checkUTF8(v.Index(i), depth); err != nil {
+				return err
 			}
 		}
 	case reflect.Map:
+		if depth >= maxJSONDepth {
+			return errTooDeep
+		}
 		for it := v.MapRange(); it.Next(); {
 			k := it.Key()
 			switch {
 			case k.Kind() == reflect.String:
 				if !utf8.ValidString(k.String()) {
-					return false
+					return errNotUTF8
 				}
 			case k.Type().Implements(textMarshalerType):
-				if !validText(k) {
-					return false
+				if err := checkText(k); err != nil {
+					return err
 				}
 			}
-			if !validUTF8(it.Value(), depth+1) {
-				return false
+			if err := checkUTF8(it.Value(), depth+1); err != nil {
+				return err
 			}
 		}
 	}
-	return true
+	return nil
 }
 
-// validText reports whether the text v's MarshalText gives is UTF-8 (json
-// writes it as a string). A nil pointer is null.
-func validText(v reflect.Value) bool {
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		return true
+// checkText reports errNotUTF8 if the text v's MarshalText gives is not
+// UTF-8 (json writes it as a string). A nil pointer or interface is null.
+func checkText(v reflect.Value) error {
+	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return nil
 	}
-	b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
-	return err != nil || utf8.Valid(b) // an error fails json.Marshal itself
+	m, ok := reflect.TypeAssert[encoding.TextMarshaler](v)
+	if !ok {
+		return nil
+	}
+	b, err := m.MarshalText()
+	if err == nil && !utf8.Valid(b) { // an error fails json.Marshal itself
+		return errNotUTF8
+	}
+	return nil
+}
+
+// isZeroForJSON is json's test for omitzero: the type's own IsZero (on the
+// pointer too where the value is addressable), else the zero value.
+func isZeroForJSON(v reflect.Value) bool {
+	t := v.Type()
+	switch {
+	case t.Implements(isZeroerTyp):
+		if (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil() {
+			return true
+		}
+		z, ok := reflect.TypeAssert[interface{ IsZero() bool }](v)
+		return ok && z.IsZero()
+	case t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(isZeroerTyp):
+		z, ok := reflect.TypeAssert[interface{ IsZero() bool }](v.Addr())
+		return ok && z.IsZero()
+	}
+	return v.IsZero()
 }
 
 // fieldByIndex is v.FieldByIndex, reporting false where an embedded
@@ -222,36 +279,45 @@ func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
 	return v, true
 }
 
-// jsonFieldCache holds jsonFields' answers, by struct type.
-var jsonFieldCache sync.Map // reflect.Type -> [][]int
+// jsonField is a struct field encoding/json encodes: its index path and
+// whether it has the omitzero option.
+type jsonField struct {
+	index    []int
+	omitZero bool
+}
 
-// jsonFields returns the index paths of the fields encoding/json encodes
-// for struct type t, as its typeFields chooses them: exported fields and
-// the promoted fields of embedded structs (an embedded field of an
-// unexported type that is not a struct is left out), none tagged "-", and
-// of the fields sharing a name the one at the shallowest depth, the tagged
-// one if several are there, and none if that does not decide.
-func jsonFields(t reflect.Type) [][]int {
+// jsonFieldCache holds jsonFields' answers, by struct type.
+var jsonFieldCache sync.Map // reflect.Type -> []jsonField
+
+// jsonFields returns the fields encoding/json encodes for struct type t,
+// as its typeFields chooses them: exported fields and the promoted fields
+// of embedded structs (an embedded field of an unexported type that is not
+// a struct is left out), none tagged "-", a tag name json finds invalid
+// taken as none; and of the fields sharing a name the one at the
+// shallowest depth, the tagged one if several are there, and none if that
+// does not decide (a struct embedded twice at one depth included).
+func jsonFields(t reflect.Type) []jsonField {
 	if f, ok := jsonFieldCache.Load(t); ok {
-		return f.([][]int)
+		return f.([]jsonField)
 	}
 	type field struct {
-		name   string
-		index  []int
-		tagged bool
+		name     string
+		index    []int
+		tagged   bool
+		omitZero bool
 	}
 	type level struct {
 		typ   reflect.Type
 		index []int
 	}
 	var fields []field
-	current, visited := []level{{typ: t}}, map[reflect.Type]bool{}
-	for len(current) > 0 {
-		var next []level
-		count, nextCount := map[reflect.Type]int{}, map[reflect.Type]int{}
-		for _, l := range current {
-			count[l.typ]++
-		}
+	var count map[reflect.Type]int
+	current, nextCount := []level{}, map[reflect.Type]int{t: 1}
+	next := []level{{typ: t}}
+	visited := map[reflect.Type]bool{}
+	for len(next) > 0 {
+		current, next = next, nil
+		count, nextCount = nextCount, map[reflect.Type]int{}
 		for _, l := range current {
 			if visited[l.typ] {
 				continue
@@ -274,10 +340,13 @@ func jsonFields(t reflect.Type) [][]int {
 				if tag == "-" {
 					continue
 				}
-				name, _, _ := strings.Cut(tag, ",")
+				name, opts, _ := strings.Cut(tag, ",")
+				if !validJSONTagName(name) {
+					name = ""
+				}
 				index := append(slices.Clone(l.index), i)
 				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
-					f := field{name: name, index: index, tagged: name != ""}
+					f := field{name: name, index: index, tagged: name != "", omitZero: slices.Contains(strings.Split(opts, ","), "omitzero")}
 					if f.name == "" {
 						f.name = sf.Name
 					}
@@ -293,7 +362,6 @@ func jsonFields(t reflect.Type) [][]int {
 				}
 			}
 		}
-		current = next
 	}
 	slices.SortStableFunc(fields, func(a, b field) int {
 		if c := strings.Compare(a.name, b.name); c != 0 {
@@ -310,7 +378,7 @@ func jsonFields(t reflect.Type) [][]int {
 		}
 		return 0
 	})
-	var out [][]int
+	var out []jsonField
 	for i := 0; i < len(fields); {
 		j := i + 1
 		for j < len(fields) && fields[j].name == fields[i].name {
@@ -318,12 +386,30 @@ func jsonFields(t reflect.Type) [][]int {
 		}
 		group := fields[i:j]
 		if len(group) == 1 || len(group[0].index) < len(group[1].index) || group[0].tagged != group[1].tagged {
-			out = append(out, group[0].index)
+			out = append(out, jsonField{index: group[0].index, omitZero: group[0].omitZero})
 		}
 		i = j
 	}
 	jsonFieldCache.Store(t, out)
 	return out
+}
+
+// validJSONTagName is encoding/json's isValidTag: a name it takes from a
+// tag; any other it ignores, and the field keeps its Go name.
+func validJSONTagName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+			// Backslash and quote chars are reserved, but otherwise any
+			// punctuation chars are allowed in a tag name.
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
 }
 
 func (c jsonCodec[T]) Decode(b []byte) (T, error) {

@@ -2,6 +2,7 @@ package typed
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -341,12 +342,20 @@ func TestJSONFollowsEncodingJSONRules(t *testing.T) {
 	refused("a TextMarshaler map key of string kind", err)
 	_, err = JSON[jsonPassText]().Append(nil, jsonPassText("\xff"))
 	refused("MarshalText output", err)
-	deep := &jsonNode{S: "\xff"}
-	for range maxJSONDepth {
-		deep = &jsonNode{S: "ok", Next: deep}
+	defer func(d int) { maxJSONDepth = d }(maxJSONDepth)
+	maxJSONDepth = 100
+	list := func(last string, n int) *jsonNode {
+		l := &jsonNode{S: last}
+		for range n {
+			l = &jsonNode{S: "ok", Next: l}
+		}
+		return l
 	}
-	_, err = JSON[*jsonNode]().Append(nil, deep)
+	_, err = JSON[*jsonNode]().Append(nil, list("\xff", 200))
 	refused("a value nested past the walk's depth", err)
+	if _, err := JSON[*jsonNode]().Append(nil, list("ok", 50)); err != nil {
+		t.Errorf("a list within the depth: %v", err)
+	}
 	if _, err := JSON[*jsonPtrMarshaler]().Append(nil, &jsonPtrMarshaler{"\xff"}); err != nil {
 		t.Errorf("MarshalJSON through a pointer is the type's own: %v", err)
 	}
@@ -358,5 +367,79 @@ func TestJSONFollowsEncodingJSONRules(t *testing.T) {
 	}
 	if _, err := JSON[jsonShadowed]().Append(nil, jsonShadowed{jsonInner{"x"}, "\xff"}); err == nil {
 		t.Error("the dominant field that is not UTF-8 was encoded")
+	}
+}
+
+type jsonNilTM struct{ T encoding.TextMarshaler }
+type jsonTwiceA struct{ jsonInner }
+type jsonTwiceB struct{ jsonInner }
+type jsonTwice struct {
+	jsonTwiceA
+	jsonTwiceB
+}
+type jsonBadTagShadow struct {
+	X string `json:"it's"`
+	Y string `json:"X"`
+}
+type jsonBadTagTwin struct {
+	X string `json:"it's"`
+	Y string `json:"c'd"`
+}
+type jsonTextByte byte
+
+func (b jsonTextByte) MarshalText() ([]byte, error) { return []byte{byte(b)}, nil }
+
+type jsonZeroer struct{ S string }
+
+func (z jsonZeroer) IsZero() bool { return z.S == "\xff" }
+
+type jsonOmitZero struct {
+	Z jsonZeroer `json:",omitzero"`
+}
+
+// TestJSONFollowsEncodingJSONRulesMore: a fourth reviewing helper's
+// repros against the walk: a nil TextMarshaler interface field (panicked),
+// a struct embedded twice at one depth (json encodes neither copy), a tag
+// name json finds invalid (it keeps the Go name), byte elements with
+// MarshalText (json writes them as strings), an omitzero field its own
+// IsZero calls zero (json leaves it out), and a long list of valid strings
+// (was refused as too deep).
+func TestJSONFollowsEncodingJSONRulesMore(t *testing.T) {
+	accepted := func(name string, enc func() ([]byte, error)) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("%s: panic: %v", name, r)
+			}
+		}()
+		if _, err := enc(); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	accepted("nil TextMarshaler field", func() ([]byte, error) { return JSON[jsonNilTM]().Append(nil, jsonNilTM{}) })
+	accepted("a struct embedded twice", func() ([]byte, error) {
+		return JSON[jsonTwice]().Append(nil, jsonTwice{jsonTwiceA: jsonTwiceA{jsonInner{"\xff"}}})
+	})
+	accepted("an invalid tag shadowed", func() ([]byte, error) {
+		return JSON[jsonBadTagShadow]().Append(nil, jsonBadTagShadow{X: "\xff", Y: "y"})
+	})
+	accepted("an omitzero field zero by its IsZero", func() ([]byte, error) {
+		return JSON[jsonOmitZero]().Append(nil, jsonOmitZero{jsonZeroer{"\xff"}})
+	})
+	accepted("a 5,001-node list", func() ([]byte, error) {
+		var l *jsonNode
+		for range 5001 {
+			l = &jsonNode{S: "ok", Next: l}
+		}
+		return JSON[*jsonNode]().Append(nil, l)
+	})
+	if _, err := JSON[jsonBadTagTwin]().Append(nil, jsonBadTagTwin{X: "\xff"}); err == nil {
+		t.Error("two fields with an invalid tag name: the one json keeps was not checked")
+	}
+	if _, err := JSON[[]jsonTextByte]().Append(nil, []jsonTextByte{0xff}); err == nil {
+		t.Error("byte elements with MarshalText: not checked")
+	}
+	if _, err := JSON[[1]jsonTextByte]().Append(nil, [1]jsonTextByte{0xff}); err == nil {
+		t.Error("an array of byte elements with MarshalText: not checked")
 	}
 }
