@@ -76,7 +76,8 @@ Algorithms (--algo, comma-separated, or "all"):
 --procs takes a list: every algorithm is measured at each count. With --runs N,
 each measurement is repeated N times, the algorithms taking turns so that a
 noisy moment does not fall on one of them, and the medians of throughput and
-of fairness are reported (exclusion must hold in every run).
+of fairness are reported (exclusion must hold in every run); with an even N,
+the slower of the two middle runs, with its own fairness.
 
 With --json, one JSON object per algorithm, process count and line, with the
 keys algo, procs, goroutines, cs, ncs, runs, seconds, ops, ops_per_sec,
@@ -287,7 +288,8 @@ func thousands(n uint64) string {
 
 // medianResult folds repeated runs of one measurement into one result: the
 // run with the median throughput (of two middle runs, the slower), the
-// median fairness, and exclusion only if every run kept it.
+// median fairness (with an even count, that run's own), and exclusion
+// only if every run kept it.
 func medianResult(runs []lockbenchResult) lockbenchResult {
 	byOps := slices.Clone(runs)
 	slices.SortFunc(byOps, func(a, b lockbenchResult) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
@@ -301,7 +303,9 @@ func medianResult(runs []lockbenchResult) lockbenchResult {
 		r.ExclusionOK = r.ExclusionOK && x.ExclusionOK
 	}
 	slices.Sort(fair)
-	r.Fairness = fair[(n-1)/2]
+	if n%2 == 1 {
+		r.Fairness = fair[n/2]
+	} // else the chosen run's own, beside its own min_ops and max_ops
 	r.Runs = len(runs)
 	return r
 }
@@ -379,6 +383,10 @@ func (b *benchFile) close() {
 	b.file.Close()
 }
 
+// lockbenchReadyWait bounds the wait for workers to be ready (a variable
+// for tests).
+var lockbenchReadyWait = 30 * time.Second
+
 func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
 	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs, Runs: 1}
 	b, err := createBenchFile(path, o.slots)
@@ -386,6 +394,9 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 		return r, err
 	}
 	defer b.close()
+	// Cancelled on a signal, or by us to kill workers that will not stop.
+	ctx, kill := context.WithCancel(ctx)
+	defer kill()
 	cmds := make([]*exec.Cmd, o.procs)
 	outs := make([]bytes.Buffer, o.procs)
 	for p := range cmds {
@@ -395,6 +406,13 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1", alockBudgetsEnv+"="+o.alockBudgets)
 		cmd.Stdout, cmd.Stderr = &outs[p], &outs[p]
 		if err := cmd.Start(); err != nil {
+			kill()
+			for _, started := range cmds[:p] {
+				_ = started.Wait()
+			}
+			if ctx.Err() != nil {
+				return r, errors.New("interrupted; the workers are stopped")
+			}
 			return r, err
 		}
 		cmds[p] = cmd
@@ -415,7 +433,7 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 		}()
 	}
 	workers := uint64(o.procs * o.goroutines)
-	ready := time.Now().Add(30 * time.Second)
+	ready := time.Now().Add(lockbenchReadyWait)
 	for atomic.LoadUint64(&b.words[benchReady]) < workers {
 		if ctx.Err() != nil {
 			wg.Wait() // CommandContext kills them
@@ -424,8 +442,9 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 		if time.Now().After(ready) {
 			atomic.StoreUint64(&b.words[benchStop], 1)
 			atomic.StoreUint64(&b.words[benchStart], 1)
+			kill() // a worker that never got ready may never look
 			wg.Wait()
-			return r, fmt.Errorf("workers not ready after 30 s: %v", errors.Join(errs...))
+			return r, fmt.Errorf("workers not ready after %v: %v", lockbenchReadyWait, errors.Join(errs...))
 		}
 		time.Sleep(time.Millisecond)
 	}

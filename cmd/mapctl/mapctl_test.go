@@ -799,3 +799,43 @@ func TestLockbenchMedianIsARun(t *testing.T) {
 		t.Errorf("ops/seconds %v, ops_per_sec %v", got, r.OpsPerSec)
 	}
 }
+
+// TestLockbenchMedianFairnessIsTheRunsOwn: with an even count the reported
+// run's own fairness goes with its min_ops and max_ops (a fourth reviewing
+// helper's check found the lower of the fairness values beside another
+// run's counts).
+func TestLockbenchMedianFairnessIsTheRunsOwn(t *testing.T) {
+	r := medianResult([]lockbenchResult{
+		{Ops: 100, Seconds: 1, OpsPerSec: 100, Fairness: 0.9, MinOps: 90, MaxOps: 100, ExclusionOK: true},
+		{Ops: 300, Seconds: 1, OpsPerSec: 300, Fairness: 0.1, MinOps: 10, MaxOps: 100, ExclusionOK: true}})
+	if r.Fairness != 0.9 || r.MinOps != 90 {
+		t.Errorf("fairness %v with min/max %d/%d, want the slower run's own 0.9 with 90/100", r.Fairness, r.MinOps, r.MaxOps)
+	}
+}
+
+// TestLockbenchKillsUnreadyWorkers: workers that never got ready were
+// left running past the ready deadline, and lockbench waited for them (a
+// fourth reviewing helper's repro).
+func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
+	defer func(d time.Duration) { lockbenchReadyWait = d }(lockbenchReadyWait)
+	lockbenchReadyWait = 300 * time.Millisecond
+	dir := t.TempDir()
+	self := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(self, []byte("#!/bin/sh\nexec sleep 40\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: time.Second, alockBudgets: "20,5"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := lockbenchRun(context.Background(), self, filepath.Join(dir, "locks"), "hapax", o)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not ready") {
+			t.Fatalf("lockbenchRun with a worker that never gets ready: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting 10 s after the ready deadline")
+	}
+}
