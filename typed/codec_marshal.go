@@ -255,9 +255,17 @@ func isZeroForJSON(v reflect.Value) bool {
 		if (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil() {
 			return true
 		}
+		if t.Kind() == reflect.Interface && v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil() {
+			return true // json: a nil pointer in an interface is zero, IsZero not called
+		}
 		z, ok := reflect.TypeAssert[interface{ IsZero() bool }](v)
 		return ok && z.IsZero()
-	case t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(isZeroerTyp):
+	case t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(isZeroerTyp):
+		if !v.CanAddr() { // json calls it on a copy
+			c := reflect.New(t).Elem()
+			c.Set(v)
+			v = c
+		}
 		z, ok := reflect.TypeAssert[interface{ IsZero() bool }](v.Addr())
 		return ok && z.IsZero()
 	}

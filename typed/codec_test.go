@@ -443,3 +443,45 @@ func TestJSONFollowsEncodingJSONRulesMore(t *testing.T) {
 		t.Error("an array of byte elements with MarshalText: not checked")
 	}
 }
+
+type jsonOptional struct {
+	Set bool
+	V   string
+}
+
+func (o *jsonOptional) IsZero() bool { return !o.Set }
+
+type jsonWithOptional struct {
+	O jsonOptional `json:",omitzero"`
+}
+
+type jsonZeroerIface interface{ IsZero() bool }
+
+type jsonNilZeroer struct{ n int }
+
+func (z *jsonNilZeroer) IsZero() bool { return z.n == 0 }
+
+type jsonWithZeroerIface struct {
+	Z jsonZeroerIface `json:",omitzero"`
+}
+
+// TestJSONOmitZeroAsEncodingJSON: omitzero with a pointer-receiver IsZero
+// on a value that is not addressable (json calls it on a copy) was not
+// applied, and an interface holding a nil pointer (zero to json, IsZero
+// not called) panicked (a fifth reviewing helper's repros).
+func TestJSONOmitZeroAsEncodingJSON(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	if _, err := JSON[jsonWithOptional]().Append(nil, jsonWithOptional{O: jsonOptional{V: "\xff"}}); err != nil {
+		t.Errorf("a field json leaves out by its pointer IsZero: %v", err)
+	}
+	if _, err := JSON[jsonWithZeroerIface]().Append(nil, jsonWithZeroerIface{Z: (*jsonNilZeroer)(nil)}); err != nil {
+		t.Errorf("a nil pointer in an omitzero interface: %v", err)
+	}
+	if _, err := JSON[jsonWithOptional]().Append(nil, jsonWithOptional{O: jsonOptional{Set: true, V: "\xff"}}); err == nil {
+		t.Error("a set optional that is not UTF-8 was encoded")
+	}
+}
