@@ -387,6 +387,10 @@ func (b *benchFile) close() {
 // for tests).
 var lockbenchReadyWait = 30 * time.Second
 
+// lockbenchStopGrace bounds the wait for workers to stop after the stop
+// word (a variable for tests).
+var lockbenchStopGrace = 10 * time.Second
+
 func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts) (lockbenchResult, error) {
 	r := lockbenchResult{Algo: algo, Procs: o.procs, Goroutines: o.goroutines, CS: o.cs, NCS: o.ncs, Runs: 1}
 	b, err := createBenchFile(path, o.slots)
@@ -423,6 +427,7 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, o.procs)
+	var exited atomic.Int32 // workers gone before their time: the run is over
 	for p, cmd := range cmds {
 		wg.Add(1)
 		go func() {
@@ -430,7 +435,22 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 			if err := cmd.Wait(); err != nil {
 				errs[p] = fmt.Errorf("worker %d: %v: %s", p, err, strings.TrimSpace(outs[p].String()))
 			}
+			exited.Add(1)
 		}()
+	}
+	// stopped waits for the workers after the stop word, killing any that
+	// do not stop within the grace (one stuck in Lock would never look).
+	stopped := func() bool {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(lockbenchStopGrace):
+			kill()
+			<-done
+			return false
+		}
 	}
 	workers := uint64(o.procs * o.goroutines)
 	ready := time.Now().Add(lockbenchReadyWait)
@@ -438,6 +458,12 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 		if ctx.Err() != nil {
 			wg.Wait() // CommandContext kills them
 			return r, errors.New("interrupted; the workers are stopped")
+		}
+		if exited.Load() > 0 {
+			atomic.StoreUint64(&b.words[benchStop], 1)
+			atomic.StoreUint64(&b.words[benchStart], 1)
+			stopped()
+			return r, fmt.Errorf("a worker ended before the run began: %w", errors.Join(errs...))
 		}
 		if time.Now().After(ready) {
 			atomic.StoreUint64(&b.words[benchStop], 1)
@@ -456,9 +482,12 @@ func lockbenchRun(ctx context.Context, self, path, algo string, o *lockbenchOpts
 	}
 	atomic.StoreUint64(&b.words[benchStop], 1)
 	r.Seconds = time.Since(start).Seconds() // the workers' teardown is not the lock's time
-	wg.Wait()
-	if ctx.Err() != nil {
+	clean := stopped()
+	if ctx.Err() != nil && clean {
 		return r, errors.New("interrupted; the workers are stopped")
+	}
+	if !clean {
+		return r, fmt.Errorf("workers still running %v after the stop, killed: %v", lockbenchStopGrace, errors.Join(errs...))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return r, err

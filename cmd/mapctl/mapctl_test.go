@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ import (
 // TestMain lets the demo re-execute this test binary as its worker
 // processes: they come with MAPCTL_DEMO_WORKER=1 and "demo-worker ..." args.
 func TestMain(m *testing.M) {
+	if path := os.Getenv(stuckWorkerEnv); path != "" {
+		stuckWorker(path)
+	}
 	if os.Getenv(demoWorkerEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "demo-worker" || os.Args[1] == "lockbench-worker" || os.Args[1] == "bench-worker") {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
@@ -31,6 +35,19 @@ func TestMain(m *testing.M) {
 		dieInRewrite(args[0], args[1], args[2])
 	}
 	os.Exit(m.Run())
+}
+
+// stuckWorkerEnv makes the test binary a lockbench worker that gets ready
+// and then never looks at the stop word (one stuck in Lock, say).
+const stuckWorkerEnv = "MAPCTL_TEST_STUCK_WORKER"
+
+func stuckWorker(path string) {
+	b, err := openBenchFile(path)
+	if err != nil {
+		os.Exit(2)
+	}
+	atomic.AddUint64(&b.words[benchReady], 1)
+	time.Sleep(time.Hour)
 }
 
 // dieInRewriteEnv makes the test binary a process that opens the map at
@@ -838,4 +855,48 @@ func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("still waiting 10 s after the ready deadline")
 	}
+}
+
+// TestLockbenchEndsWhenWorkersDoNot: a worker that exited before it was
+// ready was reported only at the ready deadline (30 s), and one that never
+// stopped after the stop word kept lockbench waiting for good (a fifth
+// reviewing helper's repros).
+func TestLockbenchEndsWhenWorkersDoNot(t *testing.T) {
+	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: 100 * time.Millisecond, alockBudgets: "20,5"}
+	t.Run("exits before ready", func(t *testing.T) {
+		dir := t.TempDir()
+		self := filepath.Join(dir, "worker.sh")
+		if err := os.WriteFile(self, []byte("#!/bin/sh\necho cannot-open >&2\nexit 2\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err := lockbenchRun(context.Background(), self, filepath.Join(dir, "locks"), "hapax", o)
+		if d := time.Since(start); d > 5*time.Second || err == nil || !strings.Contains(err.Error(), "cannot-open") {
+			t.Errorf("after %v: %v", d, err)
+		}
+	})
+	t.Run("never stops", func(t *testing.T) {
+		defer func(d time.Duration) { lockbenchStopGrace = d }(lockbenchStopGrace)
+		lockbenchStopGrace = 500 * time.Millisecond
+		dir := t.TempDir()
+		path := filepath.Join(dir, "locks")
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(stuckWorkerEnv, path)
+		done := make(chan error, 1)
+		go func() {
+			_, err := lockbenchRun(context.Background(), self, path, "hapax", o)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "after the stop") {
+				t.Errorf("lockbenchRun with a worker that never stops: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("still waiting 10 s after the stop word")
+		}
+	})
 }
