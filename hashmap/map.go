@@ -248,7 +248,7 @@ func (m *Map) join(l registry.Layout) error {
 		// Dead before we joined (we may have taken its slot): release what
 		// it held. This is also how a file everyone left by dying is
 		// cleaned: its first opener finds only dead slots.
-		if s.Dead() || inherited {
+		if s.Dead() || inherited || reg.TookDeadSlot() {
 			m.atOpen, err = m.recoverSegments(nil)
 			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
 				// A live process was busy with the lock for the whole

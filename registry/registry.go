@@ -119,6 +119,9 @@ type Registry struct {
 	layout Layout
 	gen    *uint64
 	self   int // our slot, -1 if we hold none
+	// tookDead: Join took the slot of a process that died with the file
+	// open (its ledgers cleared, so what it held is now unaccounted for).
+	tookDead bool
 
 	// recovering serializes the recovery lock among this process's
 	// goroutines: an OFD lock never conflicts with its own description.
@@ -185,11 +188,17 @@ func (r *Registry) Join(timeout time.Duration) (int, error) {
 		atomic.StoreUint64(r.file.Uint64(off+sGeneration), gen)
 		atomic.StoreUint64(r.file.Uint64(off+sClaimedAt), uint64(time.Now().UnixNano()))
 		atomic.StoreUint64(r.file.Uint64(off+sState), stateInUse)
-		r.self = i
+		r.self, r.tookDead = i, pass == 1
 		return i, nil
 	}
 	return -1, fmt.Errorf("%w (%d slots)", ErrFull, r.layout.Slots)
 }
+
+// TookDeadSlot reports whether Join took the slot of a process that died
+// with the file open: the caller should then release what that process
+// held (a recovery pass), which it may not have seen dead when it looked
+// before joining.
+func (r *Registry) TookDeadSlot() bool { return r.tookDead }
 
 // Leave marks our slot free and drops its lock. Call it only after every
 // lock the process held has been released (its ledgers are zero).

@@ -303,3 +303,33 @@ func TestMend(t *testing.T) {
 		t.Error("MendHeader of a layout larger than the file succeeded")
 	}
 }
+
+// TestJoinReportsADeadSlot: Join takes a dead process's slot only when no
+// slot is free, clearing its ledgers, so what that process held becomes
+// unaccounted for; it says so, for the opener to run a recovery pass (the
+// opener's look at the slots before Join may have seen the process alive).
+func TestJoinReportsADeadSlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reg")
+	f := openFile(t, path)
+	defer f.Close()
+	r := attach(t, f)
+	// Slot 0 reads as a dead process's: in use, and nobody holds its lock.
+	atomic.StoreUint64(f.Uint64(r.layout.slotOff(0)+sState), stateInUse)
+	for range testLayout.Slots - 1 {
+		g := openFile(t, path)
+		defer g.Close()
+		o := attach(t, g)
+		if i, err := o.Join(time.Second); err != nil || i == 0 {
+			t.Fatalf("join of a free slot: %d, %v", i, err)
+		}
+		if o.TookDeadSlot() {
+			t.Fatal("a free slot reported as a dead process's")
+		}
+	}
+	if i, err := r.Join(time.Second); err != nil || i != 0 {
+		t.Fatalf("join with only the dead slot left: %d, %v", i, err)
+	}
+	if !r.TookDeadSlot() {
+		t.Fatal("the dead process's slot was not reported")
+	}
+}
