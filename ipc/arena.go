@@ -203,8 +203,9 @@ type Arena struct {
 
 	alockBudgets [2]int32               // home, remote; zero means the defaults
 	alockHomes   map[int]*alockLocal    // alock locks this arena is home of, by index
-	alocks       map[int]bool           // locks this arena opened as alock: Reset bumps their generation twice
+	alocks       map[int]bool           // locks this arena opened as alock: Reset moves only their generation
 	turns        map[int][]*pendingTurn // timed-out waiters' turns substitutes wait out, by lock (turns.go)
+	pendingTurns atomic.Int32           // how many turns there are: lockByTurn's look without mu
 	alockHomeID  uint64                 // what an alock's home word holds when this arena is home (newALockHomeID)
 }
 

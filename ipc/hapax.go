@@ -115,12 +115,9 @@ func (l *hapax) kind() uint8 {
 // lockReserved is LockTimeout once a journal entry has been reserved for
 // the episode (restriction reserves its own and this one together).
 func (l *hapax) lockReserved(w waiter) error {
-	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
+	if took, err := l.a.lockByTurn(l.index, &w); took {
 		l.a.unreserve(1) // the turn has its own entry
-		if o == granted {
-			return nil
-		}
-		return ErrTimeout
+		return err
 	}
 	e := l.a.claim()
 	for {

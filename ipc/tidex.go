@@ -19,11 +19,8 @@ func (l *tidex) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *tidex) LockTimeout(d time.Duration) error {
 	w := newWaiter(d)
-	if o, ok := l.a.takeOverTurn(l.index, &w); ok {
-		if o == granted {
-			return nil
-		}
-		return ErrTimeout
+	if took, err := l.a.lockByTurn(l.index, &w); took {
+		return err
 	}
 	if !l.a.reserve(1, w.deadline) {
 		return ErrTimeout

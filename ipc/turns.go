@@ -53,6 +53,7 @@ func (a *Arena) newTurn(index int, gen uint64) *pendingTurn {
 		a.turns = make(map[int][]*pendingTurn)
 	}
 	a.turns[index] = append(a.turns[index], t)
+	a.pendingTurns.Add(1)
 	a.mu.Unlock()
 	return t
 }
@@ -60,6 +61,7 @@ func (a *Arena) newTurn(index int, gen uint64) *pendingTurn {
 // endTurn unregisters t; caller holds mu.
 func (a *Arena) endTurn(t *pendingTurn) {
 	t.over = true
+	a.pendingTurns.Add(-1)
 	ts := a.turns[t.index]
 	for i, u := range ts {
 		if u == t {
@@ -108,16 +110,35 @@ func (a *Arena) dropTurns(index int) {
 	defer a.mu.Unlock()
 	for _, t := range a.turns[index] {
 		t.over = true
+		a.pendingTurns.Add(-1)
 		close(t.gone)
 	}
 	delete(a.turns, index)
 }
 
-// takeOverTurn waits, as w allows, for a turn this process's substitutes
-// wait out on lock index, if one is free to take over: it reports
-// (granted, true) once the lock is the caller's, (timedOut, true) if w's
-// deadline came first, and (_, false) if there was no turn to take or it
-// was dropped, for the caller to arrive as usual.
+// lockByTurn is where a LockTimeout begins: if a turn this process's
+// substitutes wait out on lock index is free to take over, it waits for
+// it as w allows and reports took, with nil once the lock is the caller's
+// or ErrTimeout if w's deadline came first. It reports !took if there was
+// no turn to take or it was dropped, for the caller to arrive as usual;
+// with no turn pending anywhere in the arena, the common case, it looks at
+// one atomic word and nothing else.
+func (a *Arena) lockByTurn(index int, w *waiter) (took bool, err error) {
+	if a.pendingTurns.Load() == 0 {
+		return false, nil
+	}
+	switch o, ok := a.takeOverTurn(index, w); {
+	case !ok:
+		return false, nil
+	case o == granted:
+		return true, nil
+	}
+	return true, ErrTimeout
+}
+
+// takeOverTurn is lockByTurn's wait: it reports (granted, true) once the
+// lock is the caller's, (timedOut, true) if w's deadline came first, and
+// (_, false) if there was no turn to take or it was dropped.
 func (a *Arena) takeOverTurn(index int, w *waiter) (outcome, bool) {
 	a.mu.Lock()
 	var t *pendingTurn
