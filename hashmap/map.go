@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,24 +245,23 @@ func (m *Map) join(l registry.Layout) error {
 	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
-	for _, s := range before {
-		// Dead before we joined (we may have taken its slot): release what
-		// it held. This is also how a file everyone left by dying is
-		// cleaned: its first opener finds only dead slots.
-		if s.Dead() || inherited || reg.TookDeadSlot() {
-			m.atOpen, err = m.recoverSegments(nil)
-			if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
-				// A live process was busy with the lock for the whole
-				// wait (a loaded machine), or another recovery pass was
-				// (it may be waiting on such a process): what the dead
-				// left stays for the next pass, which any lock timeout
-				// runs. Not a reason to refuse the map.
-				return nil
-			}
-			return err
-		}
+	// A process dead before we joined (we may have taken its slot), or one
+	// that died since we looked and whose slot Join gave us, or episodes
+	// our slot inherited: release what they held. This is also how a file
+	// everyone left by dying is cleaned: its first opener finds only dead
+	// slots.
+	if !inherited && !reg.TookDeadSlot() && !slices.ContainsFunc(before, registry.Slot.Dead) {
+		return nil
 	}
-	return nil
+	m.atOpen, err = m.recoverSegments(nil)
+	if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
+		// A live process was busy with the lock for the whole wait (a
+		// loaded machine), or another recovery pass was (it may be waiting
+		// on such a process): what the dead left stays for the next pass,
+		// which any lock timeout runs. Not a reason to refuse the map.
+		return nil
+	}
+	return err
 }
 
 // joinWait is how long Open waits for its process slot: 3 x LockTimeout,
