@@ -241,7 +241,7 @@ func (m *Map) join(l registry.Layout) error {
 		// The slot's last process (closed, or dead) may have left locks
 		// under its owner id, now ours, or turns still to be taken: a
 		// recovery pass sees neither as a dead process's.
-		_, inherited = a.ReleaseInherited(m.lockTable.algorithm)
+		inherited = a.ReleaseInherited(m.lockTable.algorithm)
 	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)

@@ -300,14 +300,8 @@ func (l *alock) enqueue(e entry) (queued, uint64, bool) {
 	tail, _ := l.tails()
 	var prev, gen uint64
 	for {
-		// The tail before the generation: a tail of another era read so
-		// is of an earlier one, voided by a Reset, and may be emptied.
-		t := atomic.LoadUint64(tail)
-		gen = atomic.LoadUint64(l.gen)
-		if !sameEra(t, gen) {
-			atomic.CompareAndSwapUint64(tail, t, tailWord(gen, 0))
-			continue
-		}
+		var t uint64
+		t, gen = currentTail(tail, l.gen)
 		prev = tailName(t)
 		atomic.StoreUint64(q.era, gen)
 		e.set(jArriving, kindALock, l.index, l.episode(q), prev, gen)
@@ -390,6 +384,20 @@ func tailName(t uint64) uint64 { return t & 0xffffffff }
 
 // sameEra reports whether tail word t is of generation gen's queue.
 func sameEra(t, gen uint64) bool { return t>>32 == gen&0xffffffff }
+
+// currentTail reads tail word *tail of the current generation, with that
+// generation: a tail of an earlier one (voided by a Reset) is first turned
+// into an empty tail of the current one. The tail is read before the
+// generation: a tail of another era read so is of an earlier one.
+func currentTail(tail, gen *uint64) (t, g uint64) {
+	for {
+		t, g = atomic.LoadUint64(tail), atomic.LoadUint64(gen)
+		if sameEra(t, g) {
+			return t, g
+		}
+		atomic.CompareAndSwapUint64(tail, t, tailWord(g, 0))
+	}
+}
 
 // wanting reports whether tail word t names a waiter or holder of
 // generation gen's queue: the cohort's Peterson flag is up.
@@ -474,14 +482,7 @@ func (l *alock) arbitrate(gen uint64, w *waiter) outcome {
 // queue would.
 func (l *alock) TryLock() bool {
 	tail, other := l.tails()
-	t := atomic.LoadUint64(tail) // before the generation, as in enqueue
-	gen := atomic.LoadUint64(l.gen)
-	if !sameEra(t, gen) {
-		if !atomic.CompareAndSwapUint64(tail, t, tailWord(gen, 0)) {
-			return false
-		}
-		t = tailWord(gen, 0)
-	}
+	t, gen := currentTail(tail, l.gen)
 	if tailName(t) != 0 || wanting(atomic.LoadUint64(other), gen) {
 		return false
 	}

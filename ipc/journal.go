@@ -141,20 +141,19 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 // SetJournals adopted episodes from the slot's journal, which only a
 // Recover of this process finishes: the caller should run one. Call it
 // after SetJournals and before this process takes any lock.
-func (a *Arena) ReleaseInherited(algorithm string) (released int, adoptedEpisodes bool) {
+func (a *Arena) ReleaseInherited(algorithm string) (adoptedEpisodes bool) {
 	if a.journals == nil {
-		return 0, false
+		return false
 	}
 	if algorithm == "ttas" {
 		for i := range a.cfg.Locks {
 			word, _ := wait.Halves(&a.lockBody(i)[lWord])
 			if v := atomic.LoadUint32(word); v>>1 == a.owner && atomic.CompareAndSwapUint32(word, v, 0) {
 				wait.WakeAll(word)
-				released++
 			}
 		}
 	}
-	return released, a.journals.adopted > 0
+	return a.journals.adopted > 0
 }
 
 // namesLock reports whether entry state s is an episode that may still be
