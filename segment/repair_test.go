@@ -155,12 +155,7 @@ func firstSlot(tv tier) uint64 {
 func TestInsertIntoFullSlotTable(t *testing.T) {
 	tb, s, _ := fragmentedTier(t)
 	tv := tb.tier(0)
-	a := firstSlot(tv)
-	for pos, sl := range tv.slots {
-		if sl == 0 {
-			tv.slots[pos] = a
-		}
-	}
+	fillSlotTable(tv)
 	done := make(chan error, 1)
 	go func() {
 		k := []byte("a new key")
@@ -185,12 +180,7 @@ func TestInsertIntoFullSlotTable(t *testing.T) {
 func TestDeleteInFullSlotTable(t *testing.T) {
 	tb, s, _ := fragmentedTier(t)
 	tv := tb.tier(0)
-	a := firstSlot(tv)
-	for pos, sl := range tv.slots {
-		if sl == 0 {
-			tv.slots[pos] = a
-		}
-	}
+	a := fillSlotTable(tv)
 	klen, _, _, _ := tb.entryAt(&tv, slotChunk(a))
 	k := append([]byte(nil), tb.entryKey(&tv, slotChunk(a), klen)...)
 	done := make(chan error, 1)
@@ -338,4 +328,16 @@ func TestDamagedOwnerWordMended(t *testing.T) {
 	overflow := tb.tier(int64(first.next() - 1))
 	overflow.header[thOwner/8] = 0
 	checkThenRepair(t, s, model, "overflow tier owned by")
+}
+
+// fillSlotTable is damage that fills every empty slot of tv with a copy of
+// its first, which it returns, while the tier's entry count leaves room.
+func fillSlotTable(tv tier) uint64 {
+	a := firstSlot(tv)
+	for pos, sl := range tv.slots {
+		if sl == 0 {
+			tv.slots[pos] = a
+		}
+	}
+	return a
 }

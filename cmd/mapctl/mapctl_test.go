@@ -784,26 +784,51 @@ func TestCreateOverAnEmptyFile(t *testing.T) {
 // never got ready were never killed (a reviewing helper's repro with a
 // worker that only sleeps).
 func TestLockbenchStopsWhileWorkersStart(t *testing.T) {
-	dir := t.TempDir()
-	self := filepath.Join(dir, "worker.sh")
-	if err := os.WriteFile(self, []byte("#!/bin/sh\nexec sleep 40\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: time.Second, alockBudgets: "20,5"}
+	err := lockbenchWithin(t, ctx, "exec sleep 40", testLockbenchOpts(time.Second), 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("lockbenchRun after the signal: %v", err)
+	}
+}
+
+// testLockbenchOpts are lockbench's options for one worker of one
+// goroutine running for d.
+func testLockbenchOpts(d time.Duration) *lockbenchOpts {
+	return &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: d, alockBudgets: "20,5"}
+}
+
+// lockbenchWithin runs lockbenchRun on hapax with workers that run the
+// shell script (or, if script is empty, this test binary as a worker that
+// gets ready and never stops: stuckWorker), failing the test if it has not
+// returned within d, and returns its error.
+func lockbenchWithin(t *testing.T, ctx context.Context, script string, o *lockbenchOpts, d time.Duration) error {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "locks")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if script == "" {
+		t.Setenv(stuckWorkerEnv, path)
+	} else {
+		self = filepath.Join(dir, "worker.sh")
+		if err := os.WriteFile(self, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := lockbenchRun(ctx, self, filepath.Join(dir, "locks"), "hapax", o)
+		_, err := lockbenchRun(ctx, self, path, "hapax", o)
 		done <- err
 	}()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "interrupted") {
-			t.Fatalf("lockbenchRun after the signal: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("still running 10 s after the signal")
+		return err
+	case <-time.After(d):
+		t.Fatalf("lockbench still running after %v", d)
+		return nil
 	}
 }
 
@@ -836,24 +861,9 @@ func TestLockbenchMedianFairnessIsTheRunsOwn(t *testing.T) {
 func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
 	defer func(d time.Duration) { lockbenchReadyWait = d }(lockbenchReadyWait)
 	lockbenchReadyWait = 300 * time.Millisecond
-	dir := t.TempDir()
-	self := filepath.Join(dir, "worker.sh")
-	if err := os.WriteFile(self, []byte("#!/bin/sh\nexec sleep 40\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: time.Second, alockBudgets: "20,5"}
-	done := make(chan error, 1)
-	go func() {
-		_, err := lockbenchRun(context.Background(), self, filepath.Join(dir, "locks"), "hapax", o)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "not ready") {
-			t.Fatalf("lockbenchRun with a worker that never gets ready: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("still waiting 10 s after the ready deadline")
+	err := lockbenchWithin(t, context.Background(), "exec sleep 40", testLockbenchOpts(time.Second), 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("lockbenchRun with a worker that never gets ready: %v", err)
 	}
 }
 
@@ -862,41 +872,19 @@ func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
 // stopped after the stop word kept lockbench waiting for good (a fifth
 // reviewing helper's repros).
 func TestLockbenchEndsWhenWorkersDoNot(t *testing.T) {
-	o := &lockbenchOpts{procs: 1, goroutines: 1, cs: 1, slots: 64, duration: 100 * time.Millisecond, alockBudgets: "20,5"}
+	o := testLockbenchOpts(100 * time.Millisecond)
 	t.Run("exits before ready", func(t *testing.T) {
-		dir := t.TempDir()
-		self := filepath.Join(dir, "worker.sh")
-		if err := os.WriteFile(self, []byte("#!/bin/sh\necho cannot-open >&2\nexit 2\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		_, err := lockbenchRun(context.Background(), self, filepath.Join(dir, "locks"), "hapax", o)
-		if d := time.Since(start); d > 5*time.Second || err == nil || !strings.Contains(err.Error(), "cannot-open") {
-			t.Errorf("after %v: %v", d, err)
+		err := lockbenchWithin(t, context.Background(), "echo cannot-open >&2\nexit 2", o, 5*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "cannot-open") {
+			t.Errorf("lockbenchRun with a worker that exits: %v", err)
 		}
 	})
 	t.Run("never stops", func(t *testing.T) {
 		defer func(d time.Duration) { lockbenchStopGrace = d }(lockbenchStopGrace)
 		lockbenchStopGrace = 500 * time.Millisecond
-		dir := t.TempDir()
-		path := filepath.Join(dir, "locks")
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(stuckWorkerEnv, path)
-		done := make(chan error, 1)
-		go func() {
-			_, err := lockbenchRun(context.Background(), self, path, "hapax", o)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "after the stop") {
-				t.Errorf("lockbenchRun with a worker that never stops: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("still waiting 10 s after the stop word")
+		err := lockbenchWithin(t, context.Background(), "", o, 10*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "after the stop") {
+			t.Errorf("lockbenchRun with a worker that never stops: %v", err)
 		}
 	})
 }
