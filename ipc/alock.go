@@ -158,10 +158,6 @@ func openALock(a *Arena, index int) Mutex {
 		budgets = [2]int32{DefaultALockBudgetHome, DefaultALockBudgetRemote}
 	}
 	l.budgetHome, l.budgetOther = budgets[0], budgets[1]
-	if a.alocks == nil {
-		a.alocks = make(map[int]bool)
-	}
-	a.alocks[index] = true
 	pid, me := uint64(os.Getpid()), a.alockHomeID
 	if atomic.CompareAndSwapUint64(l.home, 0, me) || atomic.CompareAndSwapUint64(l.home, pid, me) || atomic.LoadUint64(l.home) == me {
 		if a.alockHomes == nil {

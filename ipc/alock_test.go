@@ -424,66 +424,81 @@ func TestALockResetBeforeEnqueue(t *testing.T) {
 // only. And a TryLock that read the empty tail of generation 0 (the zero
 // word, which Reset stored) before a Reset must not win after it.
 func TestALockResetKeepsNewArrivals(t *testing.T) {
-	t.Run("waiting", func(t *testing.T) {
-		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
-		a.DeclareALockHome(0, 1)
-		m, _ := a.Mutex("alock", 0)
-		l := m.(*alock)
-		var n queued
-		var ngen uint64
-		testHookResetBumped = func() {
-			var ok bool
-			if n, ngen, ok = l.enqueue(a.claim()); !ok {
-				t.Error("enqueue N")
+	// The Reset runs in this arena, or in one over the same words that has
+	// never opened the lock, as another process's recovery would (before
+	// genALock that one cleared the words and made two holders).
+	resetters := map[string]func(a *Arena) *Arena{
+		"this process": func(a *Arena) *Arena { return a },
+		"another process": func(a *Arena) *Arena {
+			other, err := Attach(a.w)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		defer func() { testHookResetBumped = nil }()
-		if err := a.Reset(0); err != nil {
-			t.Fatal(err)
-		}
-		if n.budget == nil {
-			t.Fatal("the hook never ran")
-		}
-		w := newWaiter(time.Second)
-		if o := l.await(n, ngen, &w); o != granted {
-			t.Fatalf("N, the head of the new generation's queue: %v", o)
-		}
-		atomic.StoreUint64(l.holder, l.episode(n))
-		if m.TryLock() {
-			t.Fatal("two holders: TryLock won while N holds")
-		}
-		if err := m.LockTimeout(100 * time.Millisecond); err == nil {
-			t.Fatal("two holders: a Lock was granted while N holds")
-		}
-		if err := m.Unlock(); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.LockTimeout(time.Second); err != nil {
-			t.Fatalf("after N: %v", err)
-		}
-		_ = m.Unlock()
-	})
-	t.Run("granted", func(t *testing.T) {
-		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
-		a.DeclareALockHome(0, 1)
-		m, _ := a.Mutex("alock", 0)
-		var lockErr error
-		testHookResetBumped = func() { lockErr = m.LockTimeout(time.Second) }
-		defer func() { testHookResetBumped = nil }()
-		if err := a.Reset(0); err != nil {
-			t.Fatal(err)
-		}
-		testHookResetBumped = nil
-		if lockErr != nil {
-			t.Fatal(lockErr)
-		}
-		if m.TryLock() {
-			t.Fatal("two holders: TryLock won while the arrival granted during the Reset holds")
-		}
-		if err := m.Unlock(); err != nil {
-			t.Fatalf("the holder granted during the Reset: %v", err)
-		}
-	})
+			return other
+		},
+	}
+	for who, resetter := range resetters {
+		t.Run("waiting, reset by "+who, func(t *testing.T) {
+			a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+			a.DeclareALockHome(0, 1)
+			m, _ := a.Mutex("alock", 0)
+			l := m.(*alock)
+			var n queued
+			var ngen uint64
+			testHookResetBumped = func() {
+				var ok bool
+				if n, ngen, ok = l.enqueue(a.claim()); !ok {
+					t.Error("enqueue N")
+				}
+			}
+			defer func() { testHookResetBumped = nil }()
+			if err := resetter(a).Reset(0); err != nil {
+				t.Fatal(err)
+			}
+			if n.budget == nil {
+				t.Fatal("the hook never ran")
+			}
+			w := newWaiter(time.Second)
+			if o := l.await(n, ngen, &w); o != granted {
+				t.Fatalf("N, the head of the new generation's queue: %v", o)
+			}
+			atomic.StoreUint64(l.holder, l.episode(n))
+			if m.TryLock() {
+				t.Fatal("two holders: TryLock won while N holds")
+			}
+			if err := m.LockTimeout(100 * time.Millisecond); err == nil {
+				t.Fatal("two holders: a Lock was granted while N holds")
+			}
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.LockTimeout(time.Second); err != nil {
+				t.Fatalf("after N: %v", err)
+			}
+			_ = m.Unlock()
+		})
+		t.Run("granted, reset by "+who, func(t *testing.T) {
+			a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+			a.DeclareALockHome(0, 1)
+			m, _ := a.Mutex("alock", 0)
+			var lockErr error
+			testHookResetBumped = func() { lockErr = m.LockTimeout(time.Second) }
+			defer func() { testHookResetBumped = nil }()
+			if err := resetter(a).Reset(0); err != nil {
+				t.Fatal(err)
+			}
+			testHookResetBumped = nil
+			if lockErr != nil {
+				t.Fatal(lockErr)
+			}
+			if m.TryLock() {
+				t.Fatal("two holders: TryLock won while the arrival granted during the Reset holds")
+			}
+			if err := m.Unlock(); err != nil {
+				t.Fatalf("the holder granted during the Reset: %v", err)
+			}
+		})
+	}
 	t.Run("trylock at generation 0", func(t *testing.T) {
 		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
 		a.DeclareALockHome(0, 1)
@@ -661,5 +676,58 @@ func TestNodeScanAsksEachOwnerOnce(t *testing.T) {
 	}
 	if asked != 1 {
 		t.Fatalf("the scan asked about an owner %d times, want once for the one live owner", asked)
+	}
+}
+
+// TestResetAfterTheAlgorithmChanged: a lock run as an alock and then opened
+// with another algorithm is reset as that algorithm's lock, from any
+// process. (An alock's words do not read as free to the others: the first
+// Reset makes the lock theirs; the second frees it from a holder that died,
+// in a process of its own.)
+func TestResetAfterTheAlgorithmChanged(t *testing.T) {
+	for _, alg := range Algorithms() {
+		if alg.Name == "alock" {
+			continue
+		}
+		t.Run(alg.Name, func(t *testing.T) {
+			a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
+			al, err := a.Mutex("alock", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !al.TryLock() {
+				t.Fatal("alock TryLock of the free lock")
+			}
+			_ = al.Unlock()
+			m, err := a.Mutex(alg.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := Attach(a.w) // the resetting process
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead, err := Attach(a.w) // the process that dies holding the lock
+			if err != nil {
+				t.Fatal(err)
+			}
+			dm, err := dead.Mutex(alg.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Reset(0); err != nil {
+				t.Fatal(err)
+			}
+			if err := dm.LockTimeout(time.Second); err != nil {
+				t.Fatalf("after the first Reset: %v", err)
+			}
+			if err := other.Reset(0); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.LockTimeout(time.Second); err != nil {
+				t.Fatalf("after the Reset that frees the dead holder's lock: %v", err)
+			}
+			_ = m.Unlock()
+		})
 	}
 }

@@ -91,11 +91,37 @@ const (
 	lDepart   = 1
 	lHolder   = 2 // the owning episode's value, for Unlock
 	lDepartQ  = 3 // low half: bumped when Depart changes and someone sleeps; high half: sleepers
-	lGen      = 4 // bumped when recovery resets the lock; waiters restart
+	lGen      = 4 // bumped when recovery resets the lock; waiters restart; genALock
 	lWord     = 5 // low half: the ttas word
 	lWaited   = 6 // 1 if the owner had to wait
 	lRestrict = 7 // concurrency restriction state (restrict.go)
 )
+
+// genALock is set in a lock's generation word while the lock runs as an
+// alock; Mutex sets or clears it as it opens the lock with an algorithm.
+// Reset, from whichever process, reads it there: an alock's queue tails
+// carry their generation, so Reset must move only the generation, where
+// for the other algorithms it rewrites the lock's words. An increment
+// never reaches the bit, and generations compare whole, so it costs the
+// waiters nothing.
+const genALock = 1 << 63
+
+// recordAlgorithm sets or clears genALock in lock index's generation. It
+// changes the word only when the lock changes algorithm, which voids the
+// waiters of the old one (they queue again), as a Reset would.
+func (a *Arena) recordAlgorithm(index int, isALock bool) {
+	gen := &a.lockBody(index)[lGen]
+	for {
+		old := atomic.LoadUint64(gen)
+		want := old &^ genALock
+		if isALock {
+			want |= genALock
+		}
+		if old == want || atomic.CompareAndSwapUint64(gen, old, want) {
+			return
+		}
+	}
+}
 
 // normalized applies the defaults; the result holds literal sizes (0 = none).
 func (c Config) normalized() (Config, error) {
@@ -203,7 +229,6 @@ type Arena struct {
 
 	alockBudgets [2]int32               // home, remote; zero means the defaults
 	alockHomes   map[int]*alockLocal    // alock locks this arena is home of, by index
-	alocks       map[int]bool           // locks this arena opened as alock: Reset moves only their generation
 	turns        map[int][]*pendingTurn // timed-out waiters' turns substitutes wait out, by lock (turns.go)
 	pendingTurns atomic.Int32           // how many turns there are: lockByTurn's look without mu
 	alockHomeID  uint64                 // what an alock's home word holds when this arena is home (newALockHomeID)

@@ -86,7 +86,9 @@ func Lookup(name string) (Algorithm, error) {
 
 // Mutex returns lock index of the arena, run with the named algorithm. Every
 // process must use the same algorithm for a given lock; the map records it
-// in its header.
+// in its header. Opening a lock that last ran as an alock with another
+// algorithm, or the other way round, voids its waiters, as a Reset does,
+// and the lock needs a Reset before it reads as free to the new algorithm.
 func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 	alg, err := Lookup(algorithm)
 	if err != nil {
@@ -95,6 +97,7 @@ func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 	if err := a.checkIndex(index); err != nil {
 		return nil, err
 	}
+	a.recordAlgorithm(index, alg.Name == "alock")
 	return alg.open(a, index), nil
 }
 
@@ -105,19 +108,15 @@ var testHookResetBumped func()
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
-// the lock's critical section. Reset an alock from a process that opened
-// it as one (Mutex), which is how Reset knows to move its generation only;
-// from another process it clears the lock's words as for the other
-// algorithms, and an alock waiter arriving during the Reset may lose its
-// place to that and be let in beside another holder.
+// the lock's critical section. Any process may reset any lock: the lock's
+// generation word says whether it runs as an alock (genALock), whose Reset
+// moves the generation only.
 func (a *Arena) Reset(index int) error {
 	if err := a.checkIndex(index); err != nil {
 		return err
 	}
 	b := a.lockBody(index)
-	a.mu.Lock()
-	isALock := a.alocks[index]
-	a.mu.Unlock()
+	isALock := atomic.LoadUint64(&b[lGen])&genALock != 0
 	holder := atomic.LoadUint64(&b[lHolder]) // the dead holder's, before the generation moves
 	// Depart := Arrive frees the lock for whoever arrived last or arrives
 	// next; everyone queued before that waits for a predecessor that will
