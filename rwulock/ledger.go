@@ -29,9 +29,15 @@ import (
 //	bits 42..63  version: +1 on every change, so a reader that sees the same
 //	             value twice knows nothing changed in between
 //
-// Fields never go below zero and stay far below their widths (one process
-// holds at most a few read locks of one lock at a time: one per goroutine
-// inside an operation), so one 64-bit add changes any mix of them exactly.
+// Fields never go below zero, and begin keeps them within their widths, so
+// one 64-bit add changes any mix of them exactly. A process's goroutines
+// could otherwise overflow one: 256 of them stopped (preempted) between
+// begin and settle would read as settled, and recovery would take their
+// CASes for a dead process's; 65536 read locks or waits of one process
+// would carry into the next field. Every CAS in flight adds at most one
+// read lock or one wait, so begin lets another CAS in only while the
+// in-flight field has room and, for a CAS that may add one, while the
+// read and wait fields would still fit if every CAS in flight added one.
 const (
 	ledgerRead      uint64 = 1
 	ledgerUpdate    uint64 = 1 << 16
@@ -43,6 +49,10 @@ const (
 	ledgerReadMask      = ledgerUpdate - 1
 	ledgerWaitMask      = (ledgerUnsettled - 1) &^ (ledgerWait - 1)
 	ledgerUnsettledMask = (ledgerVersion - 1) &^ (ledgerUnsettled - 1)
+
+	ledgerMaxReads    = ledgerReadMask
+	ledgerMaxWaits    = ledgerWaitMask / ledgerWait
+	ledgerMaxInFlight = ledgerUnsettledMask / ledgerUnsettled
 )
 
 // SetLedger makes this handle account for every change it makes to the
@@ -55,10 +65,31 @@ func (l *Lock) SetLedger(p *uint64) { l.ledger = p }
 func (l *Lock) Ledger() *uint64 { return l.ledger }
 
 // begin marks a CAS in flight. It must be visible before the CAS: both are
-// sequentially consistent atomics.
-func (l *Lock) begin() {
-	if l.ledger != nil {
-		atomic.AddUint64(l.ledger, ledgerVersion+ledgerUnsettled)
+// sequentially consistent atomics. It is beginCAS for a CAS that adds no
+// read lock and no wait.
+func (l *Lock) begin() { l.beginCAS(false) }
+
+// beginCAS marks a CAS in flight; adds says it may add a read lock or a
+// wait. It waits while the ledger has no room for it (see the fields
+// above). This process's own goroutines make the room: those in flight
+// are between two atomics, and a release waits only for the in-flight
+// field, never for the read or wait field to have room.
+func (l *Lock) beginCAS(adds bool) {
+	if l.ledger == nil {
+		return
+	}
+	for {
+		v := atomic.LoadUint64(l.ledger)
+		inFlight := (v & ledgerUnsettledMask) / ledgerUnsettled
+		room := inFlight < ledgerMaxInFlight &&
+			(!adds || v&ledgerReadMask+inFlight < ledgerMaxReads && (v&ledgerWaitMask)/ledgerWait+inFlight < ledgerMaxWaits)
+		if !room {
+			runtime.Gosched()
+			continue
+		}
+		if atomic.CompareAndSwapUint64(l.ledger, v, v+ledgerVersion+ledgerUnsettled) {
+			return
+		}
 	}
 }
 
@@ -104,24 +135,26 @@ func (l *Lock) forgetWait() {
 // The three CASes of the lock word, with the ledger kept.
 
 func (l *Lock) casCountNoted(old, new uint32) bool {
-	return l.casCountDelta(old, new, countDelta(old, new))
+	l.beginCAS(new&ReadCountMask > old&ReadCountMask)
+	return l.settle(l.casCount(old, new), countDelta(old, new))
 }
 
 // casCountDelta is casCountNoted for a caller that knows the ledger change,
-// countDelta(old, new), as a constant: the write lock's taking and release,
-// on every Put's path, where countDelta cost 23 instructions a call.
+// countDelta(old, new), as a constant adding no read lock: the write lock's
+// taking and release, on every Put's path, where countDelta cost 23
+// instructions a call.
 func (l *Lock) casCountDelta(old, new uint32, delta uint64) bool {
 	l.begin()
 	return l.settle(l.casCount(old, new), delta)
 }
 
 func (l *Lock) casWaitNoted(old, new uint32) bool {
-	l.begin()
+	l.beginCAS(new > old)
 	return l.settle(atomic.CompareAndSwapUint32(l.wait, old, new), waitDelta(old, new))
 }
 
 func (l *Lock) casWordNoted(old, new uint64) bool {
-	l.begin()
+	l.beginCAS(countWord(new)&ReadCountMask > countWord(old)&ReadCountMask || waitWord(new) > waitWord(old))
 	return l.settle(l.casWord(old, new), countDelta(countWord(old), countWord(new))+waitDelta(waitWord(old), waitWord(new)))
 }
 

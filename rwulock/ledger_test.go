@@ -397,3 +397,94 @@ func TestUnderflowLeavesNoWaitInTheLedger(t *testing.T) {
 		t.Fatalf("after repair readers are still locked out: word %v, orphans found %+v", live.State(), o)
 	}
 }
+
+// TestInFlightCASesNeverReadAsSettled: goroutines of one live process each
+// take a read lock and are stopped (as by preemption) before they settle.
+// Before begin bounded them, the 256th wrapped the 8-bit in-flight field to
+// zero, FindOrphans took the ledger for settled, and recovery would have
+// removed 256 live read locks as a dead process's.
+func TestInFlightCASesNeverReadAsSettled(t *testing.T) {
+	word, ledger := new(uint64), new(uint64)
+	const n = ledgerMaxInFlight + 1
+	release := make(chan struct{})
+	var cased atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := At(word)
+			l.SetLedger(ledger)
+			l.beginCAS(true)
+			for {
+				c := countWord(l.load())
+				if l.casCount(c, c+1) {
+					break
+				}
+			}
+			cased.Add(1)
+			<-release
+			l.settle(true, ledgerRead)
+		}()
+	}
+	for last := int64(-1); last != cased.Load(); {
+		last = cased.Load()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := cased.Load(); got > int64(ledgerMaxInFlight) {
+		t.Errorf("%d CASes in flight at once; the field holds %d", got, ledgerMaxInFlight)
+	}
+	l := At(word)
+	live := func(dst []uint64) []uint64 { return append(dst, atomic.LoadUint64(ledger)) }
+	if _, o, err := l.FindOrphans(live, time.Now().Add(20*time.Millisecond)); !errors.Is(err, ErrUnsettled) {
+		t.Errorf("no process dead, CASes in flight: FindOrphans = %+v, %v; want ErrUnsettled", o, err)
+	}
+	close(release)
+	wg.Wait()
+	if reads := countWord(l.load()) & ReadCountMask; uint64(reads) != n {
+		t.Fatalf("word holds %d read locks, want %d", reads, n)
+	}
+	if held, settled := LedgerHolds(atomic.LoadUint64(ledger)); !settled || held != l.load() {
+		t.Fatalf("ledger holds %#x (settled %v); the word is %#x", held, settled, l.load())
+	}
+	if _, o, err := l.FindOrphans(live, time.Now().Add(time.Second)); err != nil || !o.None() {
+		t.Fatalf("after settling: FindOrphans = %+v, %v", o, err)
+	}
+}
+
+// TestLedgerReadsStayInTheirField: a process that holds as many read locks
+// of one lock as its ledger's field counts makes its next reader wait for
+// one to be released. Before, the next read lock carried into the update
+// bit: the ledger said the process held the update lock.
+// (As the lock word allows 2^30 readers, only the ledger's field is full.)
+func TestLedgerReadsStayInTheirField(t *testing.T) {
+	word, ledger := new(uint64), new(uint64)
+	*word = makeState(uint32(ledgerMaxReads-1), 0)
+	*ledger = ledgerMaxReads - 1
+	l := At(word)
+	l.SetLedger(ledger)
+	if !l.TryReadLock() {
+		t.Fatal("TryReadLock up to the field's width")
+	}
+	done := make(chan bool)
+	go func() {
+		m := At(word)
+		m.SetLedger(ledger)
+		done <- m.TryReadLock()
+	}()
+	select {
+	case ok := <-done:
+		t.Fatalf("a read lock past the field's width: TryReadLock %v, ledger %#x", ok, atomic.LoadUint64(ledger))
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := l.ReadUnlock(); err != nil {
+		t.Fatal(err)
+	}
+	<-done // it returns once there is room (false here: the word changed under its CAS)
+	if !l.TryReadLock() {
+		t.Fatal("TryReadLock after room was made")
+	}
+	if held, settled := LedgerHolds(atomic.LoadUint64(ledger)); !settled || held != l.load() {
+		t.Fatalf("ledger holds %#x (settled %v); the word is %#x", held, settled, l.load())
+	}
+}
