@@ -41,31 +41,39 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			atomic.StoreUint64(l.holder, my)
 			return nil
 		case timedOut:
-			l.a.substituteTurn(l.index, gen, func(w *waiter, t *pendingTurn) {
-				switch l.waitDepart(pred, gen, w) {
-				case granted:
-					if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, my) }) {
-						return
-					}
-					e.phase(jReleasing)
-					l.release(my)
-					l.a.free(e)
-				case reset:
-					l.a.free(e)
-				}
-			})
+			l.leaveTurn(pred, gen, my, e)
 			return ErrTimeout
 		}
 		l.a.tidexIDs.put(id)
 	}
 }
 
+// leaveTurn gives up a wait for the turn after pred, queued as my under
+// journal entry e: a substitute takes the turn and releases it at once, or
+// hands it to a later waiter of this process (substituteTurn).
+func (l *tidex) leaveTurn(pred, gen, my uint64, e entry) {
+	l.a.substituteTurn(l.index, gen, func(w *waiter, t *pendingTurn) {
+		switch l.waitDepart(pred, gen, w) {
+		case granted:
+			if l.a.handOver(t, func() { atomic.StoreUint64(l.holder, my) }) {
+				return
+			}
+			e.phase(jReleasing)
+			l.release(my)
+			l.a.free(e)
+		case reset:
+			l.a.free(e)
+		}
+	})
+}
+
 // TryLock is Ramalhete's: claim Arrive by CAS when it equals Depart.
 // Identities recur, so the CAS can succeed on a value that left and came
 // back (ABA) while the lock is held; the episode is then queued behind that
-// value like any arrival and waits its turn, so exclusion holds, but this
-// TryLock may wait in that rare case. Hapax values never recur, which is
-// what makes Hapax's TryLock wait-free.
+// value like any arrival, so exclusion holds. A TryLock does not wait for
+// that turn: it leaves it to a substitute, as a timed-out LockTimeout does,
+// and fails. Hapax values never recur, which is what makes Hapax's TryLock
+// succeed whenever its CAS does.
 func (l *tidex) TryLock() bool {
 	e0 := atomic.LoadUint64(l.depart)
 	if atomic.LoadUint64(l.arrive) != e0 || !l.a.reserve(1, time.Time{}) {
@@ -88,10 +96,13 @@ func (l *tidex) TryLock() bool {
 		return false
 	}
 	e.queued(e0)
-	w := newWaiter(-1)
-	if l.waitDepart(e0, gen, &w) != granted {
-		l.a.free(e)
-		return false // reset by recovery while we waited
+	if atomic.LoadUint64(l.depart) != e0 {
+		// e0 left Arrive and came back while this TryLock looked: the
+		// lock is held, and this episode is queued behind e0's return.
+		// (No reset check: a Reset since gen voids the turn, which the
+		// substitute then sees.)
+		l.leaveTurn(e0, gen, my, e)
+		return false
 	}
 	atomic.StoreUint64(l.holder, my)
 	return true
