@@ -147,8 +147,8 @@ var (
 // output is a string like any other; a method on the pointer counts only
 // where the value is addressable; a map key of string kind is used as it
 // is; bytes are base64 unless their type has a marshaler; struct fields
-// are those json keeps (see jsonFields), less omitzero fields that are
-// zero. It checks the value, not the encoding: an escaped U+FFFD in a
+// are those json keeps (see jsonFields), less omitempty fields that are
+// empty and omitzero fields that are zero. It checks the value, not the encoding: an escaped U+FFFD in a
 // MarshalJSON's output is that type's own, and a ",string" field escapes
 // it twice. depth counts the pointers, interfaces, maps and slices on the
 // way (errTooDeep past maxJSONDepth).
@@ -182,8 +182,8 @@ func checkUTF8(v reflect.Value, depth int) error {
 	case reflect.Struct:
 		for _, f := range jsonFields(t) {
 			fv, ok := fieldByIndex(v, f.index)
-			if !ok || f.omitZero && isZeroForJSON(fv) {
-				continue
+			if !ok || f.omitEmpty && isEmptyForJSON(fv) || f.omitZero && isZeroForJSON(fv) {
+				continue // json leaves it out, and calls none of its methods
 			}
 			if err := checkUTF8(fv, depth); err != nil {
 				return err
@@ -246,6 +246,23 @@ func checkText(v reflect.Value) error {
 	return nil
 }
 
+// isEmptyForJSON is json's test for omitempty (its isEmptyValue): false,
+// 0, a nil pointer or interface, an array, map, slice or string of length
+// 0. It calls no method of the value.
+func isEmptyForJSON(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64,
+		reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
 // isZeroForJSON is json's test for omitzero: the type's own IsZero (on the
 // pointer too where the value is addressable), else the zero value.
 func isZeroForJSON(v reflect.Value) bool {
@@ -288,10 +305,12 @@ func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
 }
 
 // jsonField is a struct field encoding/json encodes: its index path and
-// whether it has the omitzero option.
+// whether it has the omitempty and omitzero options (json leaves the field
+// out if either applies).
 type jsonField struct {
-	index    []int
-	omitZero bool
+	index     []int
+	omitEmpty bool
+	omitZero  bool
 }
 
 // jsonFieldCache holds jsonFields' answers, by struct type.
@@ -309,10 +328,11 @@ func jsonFields(t reflect.Type) []jsonField {
 		return f.([]jsonField)
 	}
 	type field struct {
-		name     string
-		index    []int
-		tagged   bool
-		omitZero bool
+		name      string
+		index     []int
+		tagged    bool
+		omitEmpty bool
+		omitZero  bool
 	}
 	type level struct {
 		typ   reflect.Type
@@ -354,7 +374,9 @@ func jsonFields(t reflect.Type) []jsonField {
 				}
 				index := append(slices.Clone(l.index), i)
 				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
-					f := field{name: name, index: index, tagged: name != "", omitZero: slices.Contains(strings.Split(opts, ","), "omitzero")}
+					optList := strings.Split(opts, ",")
+					f := field{name: name, index: index, tagged: name != "",
+						omitEmpty: slices.Contains(optList, "omitempty"), omitZero: slices.Contains(optList, "omitzero")}
 					if f.name == "" {
 						f.name = sf.Name
 					}
@@ -394,7 +416,7 @@ func jsonFields(t reflect.Type) []jsonField {
 		}
 		group := fields[i:j]
 		if len(group) == 1 || len(group[0].index) < len(group[1].index) || group[0].tagged != group[1].tagged {
-			out = append(out, jsonField{index: group[0].index, omitZero: group[0].omitZero})
+			out = append(out, jsonField{index: group[0].index, omitEmpty: group[0].omitEmpty, omitZero: group[0].omitZero})
 		}
 		i = j
 	}

@@ -485,3 +485,101 @@ func TestJSONOmitZeroAsEncodingJSON(t *testing.T) {
 		t.Error("a set optional that is not UTF-8 was encoded")
 	}
 }
+
+// jsonLevel is an enum whose valid values start at 1: its MarshalText
+// indexes a table and must never see the zero value, which the structs
+// below leave out with omitempty.
+type jsonLevel int
+
+var jsonLevelNames = []string{"low", "high"}
+
+func (l jsonLevel) MarshalText() ([]byte, error) { return []byte(jsonLevelNames[l-1]), nil }
+
+type jsonEvent struct {
+	Name  string
+	Level jsonLevel `json:",omitempty"`
+}
+
+// jsonBadText is a string whose text form is never UTF-8; json asks for
+// it only where omitempty does not leave "" out.
+type jsonBadText string
+
+func (jsonBadText) MarshalText() ([]byte, error) { return []byte("\xff"), nil }
+
+type jsonOmitEmpty struct {
+	T jsonBadText `json:",omitempty"`
+}
+
+// jsonPanicZeroer's IsZero panics: json does not call it on a field that
+// omitempty already leaves out (the options combine by OR).
+type jsonPanicZeroer []string
+
+func (jsonPanicZeroer) IsZero() bool { panic("IsZero called") }
+
+type jsonOmitBoth struct {
+	Z jsonPanicZeroer `json:",omitempty,omitzero"`
+}
+
+type jsonOmitEmptyKinds struct {
+	S  string             `json:",omitempty"`
+	P  *jsonBadText       `json:",omitempty"`
+	I  any                `json:",omitempty"`
+	M  map[string]string  `json:",omitempty"`
+	L  []jsonBadText      `json:",omitempty"`
+	A  [0]jsonBadText     `json:",omitempty"`
+	St struct{ S string } `json:",omitempty"` // a struct is never empty
+}
+
+// TestJSONOmitEmptyAsEncodingJSON: a field encoding/json leaves out by
+// omitempty was still checked, so the check called a MarshalText json
+// never calls (panicking on an enum's zero value) and refused a value json
+// encodes as {}. Each value here must encode as json.Marshal encodes it.
+func TestJSONOmitEmptyAsEncodingJSON(t *testing.T) {
+	same := func(name string, v any, enc func() ([]byte, error)) {
+		t.Helper()
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: json.Marshal: %v", name, err)
+		}
+		got, err := func() (b []byte, err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			return enc()
+		}()
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: json.Marshal gives %s; JSON codec gives %q, %v", name, want, got, err)
+		}
+	}
+	ev := jsonEvent{Name: "boot"}
+	same("an omitempty enum at zero", ev, func() ([]byte, error) { return JSON[jsonEvent]().Append(nil, ev) })
+	ev.Level = 2
+	same("an omitempty enum set", ev, func() ([]byte, error) { return JSON[jsonEvent]().Append(nil, ev) })
+	same("an omitempty empty text marshaler", jsonOmitEmpty{}, func() ([]byte, error) {
+		return JSON[jsonOmitEmpty]().Append(nil, jsonOmitEmpty{})
+	})
+	same("omitempty and omitzero, empty", jsonOmitBoth{}, func() ([]byte, error) {
+		return JSON[jsonOmitBoth]().Append(nil, jsonOmitBoth{})
+	})
+	same("empty values of each kind", jsonOmitEmptyKinds{}, func() ([]byte, error) {
+		return JSON[jsonOmitEmptyKinds]().Append(nil, jsonOmitEmptyKinds{})
+	})
+	if _, err := JSON[jsonOmitEmpty]().Append(nil, jsonOmitEmpty{T: "x"}); err == nil {
+		t.Error("a non-empty omitempty text marshaler that is not UTF-8 was encoded")
+	}
+	bad := jsonBadText("")
+	for name, v := range map[string]jsonOmitEmptyKinds{
+		"S":  {S: "\xff"},
+		"P":  {P: &bad},
+		"I":  {I: "\xff"},
+		"M":  {M: map[string]string{"k": "\xff"}},
+		"L":  {L: []jsonBadText{""}},
+		"St": {St: struct{ S string }{"\xff"}},
+	} {
+		if _, err := JSON[jsonOmitEmptyKinds]().Append(nil, v); err == nil {
+			t.Errorf("omitempty field %s, not empty and not UTF-8, was encoded", name)
+		}
+	}
+}
