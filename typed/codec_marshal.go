@@ -115,13 +115,27 @@ func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
-	switch err := checkUTF8(reflect.ValueOf(v), 0); {
+	switch err := checkUTF8Recovered(reflect.ValueOf(v)); {
 	case errors.Is(err, errNotUTF8):
 		return dst, fmt.Errorf("encode %s as JSON: a string is not valid UTF-8, which JSON cannot hold unchanged", c.name)
 	case err != nil:
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
 	return append(dst, b...), nil
+}
+
+// checkUTF8Recovered is checkUTF8 of v, with a panic in it returned as an
+// error. The check calls the MarshalText and IsZero methods json.Marshal
+// has just called without panicking, and no others; but a method may
+// panic on a second call, or the walk may yet differ from json's, and
+// the check must not turn a value json encodes into a panic.
+func checkUTF8Recovered(v reflect.Value) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("checking its strings for UTF-8: panic: %v", r)
+		}
+	}()
+	return checkUTF8(v, 0)
 }
 
 var (

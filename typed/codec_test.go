@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -581,5 +582,30 @@ func TestJSONOmitEmptyAsEncodingJSON(t *testing.T) {
 		if _, err := JSON[jsonOmitEmptyKinds]().Append(nil, v); err == nil {
 			t.Errorf("omitempty field %s, not empty and not UTF-8, was encoded", name)
 		}
+	}
+}
+
+// jsonOnceText's MarshalText works once, as json.Marshal calls it, and
+// panics after: the check must not make a panic of a value json encodes.
+type jsonOnceText struct{ calls *int }
+
+func (o jsonOnceText) MarshalText() ([]byte, error) {
+	if *o.calls++; *o.calls > 1 {
+		panic("MarshalText called twice")
+	}
+	return []byte("ok"), nil
+}
+
+// TestJSONCheckDoesNotPanic: a method that panics in the UTF-8 check, after
+// json.Marshal has encoded the value, is an error of Append, not a panic.
+func TestJSONCheckDoesNotPanic(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	_, err := JSON[jsonOnceText]().Append(nil, jsonOnceText{calls: new(int)})
+	if err == nil || !strings.Contains(err.Error(), "MarshalText called twice") {
+		t.Errorf("got %v, want an error with the panic's value", err)
 	}
 }
