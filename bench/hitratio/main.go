@@ -19,8 +19,11 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/fastcache"
@@ -45,6 +48,7 @@ func main() {
 		dir       = flag.String("dir", "/dev/shm", "where sharedmap's file goes")
 	)
 	flag.Parse()
+	removeMapFilesOnSignal()
 	budget := int64(*memoryMB) << 20
 	var rows []string
 	for _, sv := range strings.Split(*skews, ",") {
@@ -76,9 +80,64 @@ func main() {
 	}
 }
 
+// fail reports err and exits, removing the map files first.
 func fail(err error) {
+	mapFiles.Lock() // held to the exit: no map file is made after the removal
+	removeMapFiles()
 	fmt.Fprintln(os.Stderr, "hitratio:", err)
 	os.Exit(1)
+}
+
+// mapFiles are the paths of the sharedmap files made and not yet removed,
+// removed on SIGINT, SIGTERM or fail (each as large as -memory, by default
+// in /dev/shm, which is RAM). The lock is held while a file is made, so a
+// removal comes before or after it, never in between.
+var mapFiles struct {
+	sync.Mutex
+	m map[string]bool
+}
+
+// removeMapFiles removes mapFiles; the caller holds the lock.
+func removeMapFiles() {
+	for path := range mapFiles.m {
+		os.Remove(path)
+		delete(mapFiles.m, path)
+	}
+}
+
+// removeMapFilesOnSignal removes mapFiles and exits when the run is
+// interrupted or terminated.
+func removeMapFilesOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		mapFiles.Lock()
+		removeMapFiles()
+		fmt.Fprintf(os.Stderr, "hitratio: %v: stopped, map files removed\n", sig)
+		os.Exit(3)
+	}()
+}
+
+// openMap opens a new map at path, replacing any file there, with the path
+// in mapFiles until removeMap.
+func openMap(path string, o *hashmap.Options) (*hashmap.Map, error) {
+	mapFiles.Lock()
+	defer mapFiles.Unlock()
+	if mapFiles.m == nil {
+		mapFiles.m = map[string]bool{}
+	}
+	mapFiles.m[path] = true
+	os.Remove(path)
+	return hashmap.Open(path, o)
+}
+
+// removeMap removes the file at path and takes it out of mapFiles.
+func removeMap(path string) {
+	mapFiles.Lock()
+	defer mapFiles.Unlock()
+	os.Remove(path)
+	delete(mapFiles.m, path)
 }
 
 // run warms c up and returns its hit ratio over the measured requests.
@@ -135,11 +194,15 @@ func open(name string, budget int64, valueSize int, dir string) (cache, string, 
 
 // openSharedmap creates a cache map whose file is as large as the budget
 // allows: the largest entry count whose layout fits.
-func openSharedmap(budget int64, valueSize int, dir string) (cache, string, error) {
+func openSharedmap(budget int64, valueSize int, dir string) (c cache, note string, err error) {
 	path := filepath.Join(dir, fmt.Sprintf("hitratio-%d.map", os.Getpid()))
+	defer func() {
+		if c == nil {
+			removeMap(path)
+		}
+	}()
 	size := func(entries int) (int64, error) {
-		os.Remove(path)
-		m, err := hashmap.Open(path, opts(entries, valueSize))
+		m, err := openMap(path, opts(entries, valueSize))
 		if err != nil {
 			return 0, err
 		}
@@ -159,8 +222,7 @@ func openSharedmap(budget int64, valueSize int, dir string) (cache, string, erro
 			hi = mid - 1
 		}
 	}
-	os.Remove(path)
-	m, err := hashmap.Open(path, opts(lo, valueSize))
+	m, err := openMap(path, opts(lo, valueSize))
 	if err != nil {
 		return nil, "", err
 	}
@@ -191,7 +253,7 @@ func (c *sharedCache) put(k, v []byte) {
 func (c *sharedCache) close() {
 	fmt.Fprintf(os.Stderr, "sharedmap held %d entries at the end (%d evicted)\n", c.m.Len(), c.m.Stats().Evictions)
 	c.m.Close()
-	os.Remove(c.path)
+	removeMap(c.path)
 }
 
 type ristrettoCache struct {
