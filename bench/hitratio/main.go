@@ -17,6 +17,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"os/signal"
@@ -48,6 +49,16 @@ func main() {
 		dir       = flag.String("dir", "/dev/shm", "where sharedmap's file goes")
 	)
 	flag.Parse()
+	switch {
+	case *memoryMB < 1 || *memoryMB > math.MaxInt>>20:
+		fail(fmt.Errorf("bad -memory %d: want a number of MiB, at least 1", *memoryMB))
+	case *keys < 1:
+		fail(fmt.Errorf("bad -keys %d: want at least 1", *keys))
+	case *valueSize < 0:
+		fail(fmt.Errorf("bad -value %d: want a size in bytes, 0 or more", *valueSize))
+	case *requests < 1:
+		fail(fmt.Errorf("bad -requests %d: want at least 1", *requests))
+	}
 	removeMapFilesOnSignal()
 	budget := int64(*memoryMB) << 20
 	var rows []string
@@ -220,6 +231,13 @@ func openSharedmap(budget int64, valueSize int, dir string) (c cache, note strin
 			lo = mid
 		} else {
 			hi = mid - 1
+		}
+	}
+	if lo == 1 {
+		if n, err := size(1); err != nil {
+			return nil, "", err
+		} else if n > budget {
+			return nil, "", fmt.Errorf("-memory %d MiB is too small for sharedmap: a map of one entry of %d B takes %d B", budget>>20, valueSize, n)
 		}
 	}
 	m, err := openMap(path, opts(lo, valueSize))

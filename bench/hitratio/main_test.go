@@ -92,3 +92,28 @@ func TestFailRemovesMapFile(t *testing.T) {
 		t.Errorf("left behind by fail: %s", filepath.Base(f))
 	}
 }
+
+// TestBadFlagsRefused: -memory 0 ran until fastcache.New(0) panicked (or
+// ristretto refused 0 counters), and -requests 0 printed NaN hit ratios.
+// Each is refused with a message naming the flag, before any map is made.
+func TestBadFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-memory", "0"},
+		{"-memory", "-1"},
+		{"-requests", "0"},
+		{"-keys", "0"},
+		{"-value", "-1"},
+		{"-value", "1200000", "-memory", "1"}, // not one entry fits sharedmap
+	} {
+		dir := t.TempDir()
+		out, err := hitratio(append([]string{"-keys", "1000", "-requests", "1000", "-s", "1.1", "-dir", dir}, args...)...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), args[len(args)-2]) ||
+			strings.Contains(string(out), "panic") {
+			t.Errorf("%v: want exit status 1 and a message naming %s; got %v:\n%s", args, args[len(args)-2], err, out)
+		}
+		for _, f := range mapFilesIn(t, dir) {
+			t.Errorf("%v: left behind: %s", args, filepath.Base(f))
+		}
+	}
+}
