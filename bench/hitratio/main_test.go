@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/fastcache"
 )
 
 func init() {
@@ -115,5 +118,48 @@ func TestBadFlagsRefused(t *testing.T) {
 		for _, f := range mapFilesIn(t, dir) {
 			t.Errorf("%v: left behind: %s", args, filepath.Base(f))
 		}
+	}
+}
+
+// TestFastcacheSizeNoted: the table says each store is given the same
+// memory, but fastcache rounds every budget up to a multiple of 32 MiB
+// (512 buckets of 64 KiB chunks), and the note said so only below 32 MiB:
+// at -memory 48 it has 64 MiB, unnoted.
+func TestFastcacheSizeNoted(t *testing.T) {
+	for _, mb := range []int64{1, 32, 40, 48, 64, 80} {
+		budget := mb << 20
+		c, note, err := open("fastcache", budget, 64, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s fastcache.Stats
+		c.(fastCache).c.UpdateStats(&s)
+		c.close()
+		if has := int64(s.MaxBytesSize); has != budget && note == "" {
+			t.Errorf("-memory %d: fastcache has %d MiB, and the table says nothing", mb, has>>20)
+		} else if has == budget && note != "" {
+			t.Errorf("-memory %d: fastcache has the budget, and the table notes %q", mb, note)
+		}
+	}
+}
+
+// TestTableNotesRistrettoDrops: ristretto's Set drops writes when its
+// buffer is full, which the table did not say; its cell now counts them,
+// and fastcache's says the size it has.
+func TestTableNotesRistrettoDrops(t *testing.T) {
+	out, err := hitratio("-memory", "48", "-keys", "1000", "-requests", "1000", "-s", "1.1", "-dir", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	var row string
+	for l := range strings.Lines(string(out)) {
+		if strings.HasPrefix(l, "| 1.10 |") {
+			row = l
+		}
+	}
+	cells := strings.Split(row, "|")
+	if len(cells) != 6 || !regexp.MustCompile(`\(\d+ of \d+ Sets dropped\)`).MatchString(cells[3]) ||
+		!strings.Contains(cells[4], "(has 64 MiB)") {
+		t.Errorf("row %q: want ristretto's dropped Sets and fastcache's 64 MiB noted", row)
 	}
 }
