@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/registry"
+	"github.com/sharedmap/sharedmap/segment"
 )
 
 // demoWorkerEnv is set to "1" in the environment of the demo's worker
@@ -58,6 +61,11 @@ a per-process summary and the map's stats. It ends with "demo OK" (status 0)
 or the list of failures (status 3). The directory is removed afterwards
 unless --keep is given. Takes no arguments.
 
+Limits, checked before anything is made (exit status 2): --procs at most
+256, --goroutines at most 10000, and the map, sized for every put planned,
+at most 1 GiB: about 10 million operations in all (procs x goroutines x
+ops).
+
 Example:
   mapctl demo --procs 8 --ops 50000`,
 	flags: func(fs *flag.FlagSet) any {
@@ -88,12 +96,79 @@ func ownKey(id, g, i int) []byte { return fmt.Appendf(nil, "w%d-g%d-%d", id, g, 
 func ownValue(key []byte) []byte { return append([]byte("value-of-"), key...) }
 func counterKey(c int) []byte    { return fmt.Appendf(nil, "counter-%02d", c) }
 
+// Limits of the demo, checked before anything is created: the workers
+// start every goroutine at once, and the map is sized for every put
+// planned (30% of procs x goroutines x ops), so large flags would otherwise
+// make a file of tens of gigabytes, or, once the product overflows, a map
+// far too small for the puts.
+const (
+	maxDemoProcs      = 256
+	maxDemoGoroutines = 10000
+	maxDemoMapBytes   = 1 << 30 // said as "1 GiB" in messages and the help
+)
+
 // demoMapOptions sizes the demo map for the puts the workers will make
-// (about 30% of all operations), with room to spare.
+// (about 30% of all operations), with room to spare. o must have passed
+// checkDemoPlan: the product of its counts does not overflow.
 func demoMapOptions(o *demoOpts) *hashmap.Options {
 	total := o.procs * o.goroutines * o.ops
 	return &hashmap.Options{Entries: max(total*4/10+1024, 4096), AverageKeySize: 16, AverageValueSize: 32,
-		MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)}
+		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)}
+}
+
+// demoMaxOps bounds procs x goroutines x ops, so that the 40% of it
+// demoMapOptions reserves stays far inside an int, and within the entries
+// a map may be sized for.
+const demoMaxOps = 1 << 40
+
+// demoMapBytes is about the size of the file demoMapOptions makes for o:
+// its segments, tiers and process registry (the lock arena and header,
+// under a megabyte, are left out). ok is false if the map cannot be made at
+// all.
+func demoMapBytes(o *demoOpts) (n int64, ok bool) {
+	if o.ops > 0 && o.procs*o.goroutines > demoMaxOps/o.ops {
+		return 0, false
+	}
+	mo := demoMapOptions(o)
+	p := segment.Params{Entries: mo.Entries, AverageKeySize: mo.AverageKeySize, AverageValueSize: mo.AverageValueSize,
+		MaxBloatFactor: mo.MaxBloatFactor}
+	l, err := segment.NewLayout(p, offheap.HeaderSize, true)
+	if err != nil {
+		return 0, false
+	}
+	// A registry slot per process, each with a ledger word and two
+	// counters per segment (hashmap's countersPerSlot).
+	reg := registry.Layout{Slots: mo.MaxProcesses, Ledgers: int(l.Segments), Counters: 2 * int(l.Segments)}
+	return l.End + reg.Bytes(), true
+}
+
+// checkDemoPlan refuses flags the demo cannot run, or that would make a
+// map over maxDemoMapBytes, saying which flag to lower; "" if o is fine.
+func checkDemoPlan(o *demoOpts) string {
+	switch {
+	case o.procs < 1 || o.goroutines < 1 || o.ops < 0:
+		return "--procs and --goroutines must be at least 1, --ops at least 0"
+	case o.procs > maxDemoProcs:
+		return fmt.Sprintf("--procs must be at most %d", maxDemoProcs)
+	case o.goroutines > maxDemoGoroutines:
+		return fmt.Sprintf("--goroutines must be at most %d (a worker process starts them all at once)", maxDemoGoroutines)
+	}
+	if n, ok := demoMapBytes(o); ok && n <= maxDemoMapBytes {
+		return ""
+	}
+	// The most --ops that fits with these --procs and --goroutines: the
+	// size grows with ops, so search for it.
+	lo, hi := 0, o.ops // lo fits (a map of 4096 entries), hi does not
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if n, ok := demoMapBytes(&demoOpts{procs: o.procs, goroutines: o.goroutines, ops: mid}); ok && n <= maxDemoMapBytes {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return fmt.Sprintf("--procs %d x --goroutines %d x --ops %d would need a map over the demo's limit of 1 GiB: lower --ops (at most %d with this --procs and --goroutines), --goroutines or --procs",
+		o.procs, o.goroutines, o.ops, lo)
 }
 
 func runDemo(e *env, c *command, opts any, args []string) int {
@@ -101,11 +176,8 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	if len(args) != 0 {
 		return e.usageError(c, "takes no arguments")
 	}
-	if o.procs < 1 || o.goroutines < 1 || o.ops < 0 {
-		return e.usageError(c, "--procs and --goroutines must be at least 1, --ops at least 0")
-	}
-	if o.procs >= maxWorkerProcs {
-		return e.usageError(c, tooManyProcs)
+	if msg := checkDemoPlan(o); msg != "" {
+		return e.usageError(c, msg)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -42,6 +42,9 @@ func runDemoWorker(e *env, c *command, _ any, args []string) int {
 		n[i] = v
 	}
 	id, goroutines, ops := n[0], n[1], n[2]
+	if goroutines > maxDemoGoroutines {
+		return e.usageError(c, fmt.Sprintf("GOROUTINES must be at most %d", maxDemoGoroutines))
+	}
 	m, err := openExistingWith(args[0], &hashmap.Options{QueueWritersLocally: os.Getenv(demoQueueWritersEnv) == "1"})
 	if err != nil {
 		return e.fail(c, err)
