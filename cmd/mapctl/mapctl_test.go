@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -523,7 +524,7 @@ func TestBenchCatchesWrongValues(t *testing.T) {
 	key, value := make([]byte, 16), make([]byte, 16)
 	for i := range uint64(1000) {
 		benchKey(key, i)
-		benchValue(value, i^1) // another key's value
+		benchValue(value, i^1, 0) // another key's value
 		if err := m.Put(key, value); err != nil {
 			t.Fatal(err)
 		}
@@ -535,6 +536,79 @@ func TestBenchCatchesWrongValues(t *testing.T) {
 		}
 	}
 	m.Close()
+}
+
+// TestBenchChecksWholeValue: a read whose value has the key's number in
+// its first 8 bytes but is wrong further on, or is torn between two
+// versions, counts as a bad read, through GetInto and GetMany. Before,
+// readers checked only the length and the first 8 bytes.
+func TestBenchChecksWholeValue(t *testing.T) {
+	for _, n := range []int{8, 9, 15, 16, 17, 24, 64, 1000} {
+		v, w := make([]byte, n), make([]byte, n)
+		benchValue(v, 7, 1)
+		if !benchValueOK(v, 7, n) {
+			t.Fatalf("%d bytes: key 7's value refused", n)
+		}
+		if benchValueOK(v, 6, n) || benchValueOK(v[:n-1], 7, n) {
+			t.Errorf("%d bytes: key 7's value taken for key 6's, or cut short", n)
+		}
+		for j := range v {
+			v[j] ^= 0x10
+			if benchValueOK(v, 7, n) {
+				t.Errorf("%d bytes: byte %d changed, not seen", n, j)
+			}
+			v[j] ^= 0x10
+		}
+		// A read torn between versions 1 and 2 (values of 24 bytes or
+		// more have a version).
+		benchValue(w, 7, 2)
+		for k := 9; n >= 24 && k < n; k++ {
+			torn := append(append([]byte(nil), v[:k]...), w[k:]...)
+			if benchValueOK(torn, 7, n) {
+				t.Errorf("%d bytes: torn at byte %d, not seen", n, k)
+			}
+		}
+	}
+
+	cfg := &benchConfig{Entries: 64, KeySize: 16, ValueSize: 64, Goroutines: 1, Reads: 100, Batch: 1, Duration: 50 * time.Millisecond}
+	m, err := hashmap.Open(filepath.Join(t.TempDir(), "bench.map"), &hashmap.Options{Entries: 256, AverageKeySize: 16, AverageValueSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := fillBenchMap(context.Background(), m, cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	// Writers and readers together on the right values: no bad read.
+	cfg.Reads, cfg.Goroutines = 50, 2
+	for _, batch := range []int{1, 8} {
+		cfg.Batch = batch
+		if rep := benchWork(m, cfg); rep.Reads == 0 || rep.Writes == 0 || rep.BadReads != 0 || rep.Errors != 0 {
+			t.Fatalf("batch %d on right values: %+v", batch, rep)
+		}
+	}
+	key, value, other := make([]byte, cfg.KeySize), make([]byte, cfg.ValueSize), make([]byte, cfg.ValueSize)
+	for i := range cfg.Entries {
+		benchKey(key, uint64(i))
+		benchValue(value, uint64(i), 3)
+		if i%2 == 0 {
+			value[8+i%(cfg.ValueSize-8)] ^= 0xEE // one wrong byte after the key's number
+		} else {
+			benchValue(other, uint64(i), 4) // torn: versions 3 and 4
+			copy(value[cfg.ValueSize/2:], other[cfg.ValueSize/2:])
+		}
+		if err := m.Put(key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Reads, cfg.Goroutines = 100, 1
+	for _, batch := range []int{1, 8} {
+		cfg.Batch = batch
+		rep := benchWork(m, cfg)
+		if rep.Reads == 0 || rep.BadReads != rep.Reads || rep.Errors != 0 {
+			t.Errorf("batch %d: reads %d, bad %d, errors %d: want every read bad", batch, rep.Reads, rep.BadReads, rep.Errors)
+		}
+	}
 }
 
 func TestLatencyHistogram(t *testing.T) {
