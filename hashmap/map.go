@@ -47,6 +47,48 @@ type Map struct {
 	admin      ipc.Mutex          // the map's own lock, arena lock 0; nil in files without a lock table
 }
 
+// FileSize is the size of the file Open would create for opts (nil: the
+// defaults), or the error it would give for them. Most of it is sparse
+// until entries are written; what a creation allocates at once is the lock
+// arena, the process registry and every segment's first tier.
+func FileSize(opts *Options) (int64, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	l, _, _, err := plan(o)
+	if err != nil {
+		return 0, err
+	}
+	return l.End, nil
+}
+
+// plan lays out a new file for o, which has its defaults: the lock arena
+// after the file header, then the registry, then the segments.
+func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
+	locks, err := newLockLayout(o.Locks, o.LockAlgorithm)
+	if err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	params := segment.Params{
+		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
+	}
+	// The registry's size depends on the count of segments (a ledger and
+	// counters per segment in every slot), and the segments' offset on the
+	// registry's size: a first layout gives the count.
+	l, err := segment.NewLayout(params, offheap.HeaderSize+locks.bytes, !o.NoChecksums)
+	if err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: int(l.Segments),
+		Counters: countersPerSlot(l.Segments, l.Stats)}
+	if l, err = segment.NewLayout(params, reg.Off+reg.Bytes(), !o.NoChecksums); err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	return l, locks, reg, nil
+}
+
 // Open opens the map at path, creating it (sized by opts) if the file does
 // not exist or is empty (as os.CreateTemp leaves it). nil opts means all
 // defaults. When several processes open the same new path at once, exactly
@@ -65,23 +107,8 @@ func Open(path string, opts *Options) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	wantLocks, err := newLockLayout(o.Locks, o.LockAlgorithm)
+	want, wantLocks, wantReg, err := plan(o)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	params := segment.Params{
-		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
-		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
-	}
-	want, err := segment.NewLayout(params, offheap.HeaderSize+wantLocks.bytes, !o.NoChecksums)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	// The registry sits between the lock arena and the segments, with a
-	// ledger per segment in every slot.
-	wantReg := registry.Layout{Off: offheap.HeaderSize + wantLocks.bytes, Slots: o.MaxProcesses, Ledgers: int(want.Segments),
-		Counters: countersPerSlot(want.Segments, want.Stats)}
-	if want, err = segment.NewLayout(params, wantReg.Off+wantReg.Bytes(), !o.NoChecksums); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	segRecord := want.Encode()

@@ -609,3 +609,35 @@ func TestJoinWait(t *testing.T) {
 		}
 	}
 }
+
+// TestFileSizeIsTheCreatedFile: FileSize says the size of the file Open
+// creates, for several shapes of options, and refuses what Open refuses.
+func TestFileSizeIsTheCreatedFile(t *testing.T) {
+	for _, o := range []*Options{
+		nil,
+		{Entries: 1000, AverageValueSize: 1024},
+		{Entries: 200000, MaxProcesses: 200, Locks: 64},
+		{Entries: 5000, Cache: true, NoChecksums: true},
+	} {
+		want, err := FileSize(o)
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		path := filepath.Join(t.TempDir(), "m")
+		m, err := Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != want {
+			t.Errorf("%+v: FileSize %d, the file has %d bytes", o, want, st.Size())
+		}
+	}
+	if _, err := FileSize(&Options{Entries: -1}); err == nil {
+		t.Error("FileSize of a negative Entries: no error")
+	}
+}

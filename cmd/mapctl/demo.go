@@ -19,9 +19,6 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
-	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/registry"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 // demoWorkerEnv is set to "1" in the environment of the demo's worker
@@ -121,25 +118,14 @@ func demoMapOptions(o *demoOpts) *hashmap.Options {
 // a map may be sized for.
 const demoMaxOps = 1 << 40
 
-// demoMapBytes is about the size of the file demoMapOptions makes for o:
-// its segments, tiers and process registry (the lock arena and header,
-// under a megabyte, are left out). ok is false if the map cannot be made at
-// all.
+// demoMapBytes is the size of the file demoMapOptions makes for o; ok is
+// false if the map cannot be made at all.
 func demoMapBytes(o *demoOpts) (n int64, ok bool) {
 	if o.ops > 0 && o.procs*o.goroutines > demoMaxOps/o.ops {
 		return 0, false
 	}
-	mo := demoMapOptions(o)
-	p := segment.Params{Entries: mo.Entries, AverageKeySize: mo.AverageKeySize, AverageValueSize: mo.AverageValueSize,
-		MaxBloatFactor: mo.MaxBloatFactor}
-	l, err := segment.NewLayout(p, offheap.HeaderSize, true)
-	if err != nil {
-		return 0, false
-	}
-	// A registry slot per process, each with a ledger word and two
-	// counters per segment (hashmap's countersPerSlot).
-	reg := registry.Layout{Slots: mo.MaxProcesses, Ledgers: int(l.Segments), Counters: 2 * int(l.Segments)}
-	return l.End + reg.Bytes(), true
+	n, err := hashmap.FileSize(demoMapOptions(o))
+	return n, err == nil
 }
 
 // checkDemoPlan refuses flags the demo cannot run, or that would make a
