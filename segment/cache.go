@@ -115,10 +115,19 @@ func (s *Segment) chainTiers() ([]tier, error) {
 	return nil, s.corrupt(s.index, "a cycle in the tier chain")
 }
 
+// testHookEvictStep, set only by tests, runs before each step of the
+// eviction hand.
+var testHookEvictStep func()
+
 // evictFor makes room for a run of n chunks in a cache map's segment that
 // has none and can link no more tiers, by sweeping the CLOCK hand over the
 // chain's slots. moving, if set, is an entry being relocated, which is
-// never evicted. Caller holds the update lock; this takes write.
+// never evicted. Second chances are given on the hand's first lap only:
+// readers set reference bits without the lock, and readers on other cores
+// touching every entry as fast as the hand clears them would otherwise
+// keep it from evicting anything, and the Put would fail with ErrFull,
+// which a cache never returns. Caller holds the update lock; this takes
+// write.
 func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, error) {
 	tb := s.tb
 	l := &tb.layout
@@ -132,6 +141,9 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 	now := tb.now()
 	total := uint64(len(chain)) * uint64(l.Slots)
 	for steps := uint64(0); steps < 3*total; steps++ {
+		if testHookEvictStep != nil {
+			testHookEvictStep()
+		}
 		h := atomic.LoadUint64(s.hand) % total
 		atomic.StoreUint64(s.hand, h+1)
 		tv := &chain[h/uint64(l.Slots)]
@@ -150,7 +162,7 @@ func (s *Segment) evictFor(w *writer, n int64, moving *location) (tier, int64, e
 		}
 		exp, _ := expiryOf(tb.entryValue(tv, c, klen, vlen))
 		expired := exp != 0 && exp <= now
-		if !expired && slot&refBit != 0 {
+		if !expired && slot&refBit != 0 && steps < total {
 			atomic.StoreUint64(&tv.slots[pos], slot&^refBit) // a second chance
 			continue
 		}

@@ -234,3 +234,41 @@ func FuzzCacheOps(f *testing.F) {
 		checkClean(t, tb)
 	})
 }
+
+// TestEvictionUnderReadersOfEveryEntry: readers that mark every entry as
+// read between any two steps of the hand (as readers on other cores can,
+// without the lock) do not keep a cache Put from finding room. Before, the
+// hand gave second chances for its three laps and the Put failed with
+// ErrFull (a reviewing helper's finding).
+func TestEvictionUnderReadersOfEveryEntry(t *testing.T) {
+	tb, _ := newCacheTable(t, 200)
+	s := tb.Segment(0)
+	for i := 0; s.Evicted() == 0; i++ {
+		k := fmt.Appendf(nil, "key-%05d", i)
+		if _, err := s.PutExpiring(hashOf(k), k, []byte("v"), 0, Replace); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	chain, err := s.chainTiers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHookEvictStep = func() { // what a reader's lookup does to the slot it finds
+		for _, tv := range chain {
+			for i := range tv.slots {
+				if sl := atomic.LoadUint64(&tv.slots[i]); sl != 0 {
+					atomic.CompareAndSwapUint64(&tv.slots[i], sl, sl|refBit)
+				}
+			}
+		}
+	}
+	defer func() { testHookEvictStep = nil }()
+	for i := range 20 {
+		k := fmt.Appendf(nil, "new-%05d", i)
+		if _, err := s.PutExpiring(hashOf(k), k, []byte("v"), 0, Replace); err != nil {
+			t.Fatalf("put %d with every entry read at every step: %v", i, err)
+		}
+	}
+	testHookEvictStep = nil
+	checkClean(t, tb)
+}
