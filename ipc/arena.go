@@ -106,10 +106,19 @@ const (
 // waiters nothing.
 const genALock = 1 << 63
 
-// recordAlgorithm sets or clears genALock in lock index's generation. It
+// recordAlgorithm sets or clears genALock in lock index's generation, and
+// notes the algorithm in the arena, which Reset trusts before the word (a
+// damaged word could say alock of a lock this process runs as another). It
 // changes the word only when the lock changes algorithm, which voids the
 // waiters of the old one (they queue again), as a Reset would.
-func (a *Arena) recordAlgorithm(index int, isALock bool) {
+func (a *Arena) recordAlgorithm(index int, algorithm string) {
+	a.mu.Lock()
+	if a.opened == nil {
+		a.opened = make(map[int]string)
+	}
+	a.opened[index] = algorithm
+	a.mu.Unlock()
+	isALock := algorithm == "alock"
 	gen := &a.lockBody(index)[lGen]
 	for {
 		old := atomic.LoadUint64(gen)
@@ -228,6 +237,7 @@ type Arena struct {
 	surrogateKicks uint64
 
 	alockBudgets [2]int32               // home, remote; zero means the defaults
+	opened       map[int]string         // the algorithm this arena opened each lock with (Mutex)
 	alockHomes   map[int]*alockLocal    // alock locks this arena is home of, by index
 	turns        map[int][]*pendingTurn // timed-out waiters' turns substitutes wait out, by lock (turns.go)
 	pendingTurns atomic.Int32           // how many turns there are: lockByTurn's look without mu

@@ -97,7 +97,7 @@ func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 	if err := a.checkIndex(index); err != nil {
 		return nil, err
 	}
-	a.recordAlgorithm(index, alg.Name == "alock")
+	a.recordAlgorithm(index, alg.Name)
 	return alg.open(a, index), nil
 }
 
@@ -108,15 +108,28 @@ var testHookResetBumped func()
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
-// the lock's critical section. Any process may reset any lock: the lock's
-// generation word says whether it runs as an alock (genALock), whose Reset
-// moves the generation only.
+// the lock's critical section. Any process may reset any lock: an alock's
+// Reset moves its generation only, and a process that has not opened the
+// lock learns whether it is one from the lock's generation word (genALock).
 func (a *Arena) Reset(index int) error {
 	if err := a.checkIndex(index); err != nil {
 		return err
 	}
+	a.mu.Lock()
+	algorithm := a.opened[index]
+	a.mu.Unlock()
+	if algorithm == "" && atomic.LoadUint64(&a.lockBody(index)[lGen])&genALock != 0 {
+		algorithm = "alock"
+	}
+	a.reset(index, algorithm)
+	return nil
+}
+
+// reset is Reset of a lock run with algorithm, or "" for one of the others
+// than alock; recovery, which knows, says so itself.
+func (a *Arena) reset(index int, algorithm string) {
+	isALock := algorithm == "alock"
 	b := a.lockBody(index)
-	isALock := atomic.LoadUint64(&b[lGen])&genALock != 0
 	holder := atomic.LoadUint64(&b[lHolder]) // the dead holder's, before the generation moves
 	// Depart := Arrive frees the lock for whoever arrived last or arrives
 	// next; everyone queued before that waits for a predecessor that will
@@ -132,7 +145,11 @@ func (a *Arena) Reset(index int) error {
 		atomic.CompareAndSwapUint64(&b[lHolder], holder, 0)
 	} else {
 		atomic.StoreUint64(&b[lHolder], 0)
-		atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
+		if algorithm == "ticket-awn" {
+			freeTickets(b)
+		} else {
+			atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
+		}
 		atomic.StoreUint64(&b[lWord], 0)
 		atomic.StoreUint64(&b[lRestrict], 0)
 		a.awnArray(index).clear()
@@ -147,5 +164,23 @@ func (a *Arena) Reset(index int) error {
 	wait.WakeAll(seq)
 	word, _ := wait.Halves(&b[lWord])
 	wait.WakeAll(word)
-	return nil
+}
+
+// freeTickets is Depart := Arrive for a ticket-awn lock. Tickets count up
+// from 0 and never reach 2^63 (the sign of egress is the handover's flag),
+// so an ingress past it is damage, which would leave the lock taken for
+// good: both restart from 0. A CAS, so that no ticket drawn meanwhile is
+// lost (its holder then queues again, as after any Reset).
+func freeTickets(b []uint64) {
+	for {
+		ingress := atomic.LoadUint64(&b[lArrive])
+		if int64(ingress) >= 0 {
+			atomic.StoreUint64(&b[lDepart], ingress)
+			return
+		}
+		if atomic.CompareAndSwapUint64(&b[lArrive], ingress, 0) {
+			atomic.StoreUint64(&b[lDepart], 0)
+			return
+		}
+	}
 }

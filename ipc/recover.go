@@ -485,7 +485,7 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		case ownerOther:
 			return false
 		case ownerAmbiguous:
-			_ = a.Reset(index)
+			a.reset(index, "")
 			return true
 		}
 		// It holds the lock, after Depart: releasing, as above.
@@ -625,7 +625,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		case ownerOther:
 			return false
 		case ownerAmbiguous:
-			_ = a.Reset(index)
+			a.reset(index, "ticket-awn")
 			return true
 		case ownerThis:
 			atomic.StoreUint64(&e.w[1], drew)
