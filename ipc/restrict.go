@@ -246,7 +246,9 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 			if headSince.IsZero() {
 				headSince = time.Now()
 			}
-			if pass || crState(s).seated() < l.seats || time.Since(headSince) >= crPatience {
+			// Patience admits past the seats, but never past the seat
+			// field's width: the count would carry into the arrival ticket.
+			if pass || crState(s).seated() < l.seats || time.Since(headSince) >= crPatience && crState(s).seated() < crSeatMask {
 				ns := s + crServeOne
 				if !pass {
 					ns++

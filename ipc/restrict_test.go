@@ -149,3 +149,32 @@ func TestRestrictionTimeoutsSettle(t *testing.T) {
 		t.Fatal("exclusion failed")
 	}
 }
+
+// TestPatienceNeverOverflowsTheSeatCount: a passive head out of patience
+// waits while the seat count is at its field's width. Before, it took a
+// seat anyway, and the count carried into the arrival ticket: a ticket
+// nobody drew, whose turn never came, and the seat count read 0.
+func TestPatienceNeverOverflowsTheSeatCount(t *testing.T) {
+	saved := crPatience
+	crPatience = 0
+	defer func() { crPatience = saved }()
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
+	m, err := a.Mutex("hapax-cr", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*restricted)
+	full := uint64(crSeatMask) | 1<<crSeatBits // every seat taken; ticket 0 drawn, and served
+	atomic.StoreUint64(l.state, full)
+	if !a.reserve(1, time.Time{}) {
+		t.Fatal("reserve")
+	}
+	e := a.claim()
+	w := newWaiter(20 * time.Millisecond)
+	if o := l.waitPassive(&w, 0, atomic.LoadUint64(l.gen), false, e); o != timedOut {
+		t.Errorf("the head of the passive queue, every seat taken: %v, want a timeout", o)
+	}
+	if s := atomic.LoadUint64(l.state); s != full {
+		t.Errorf("state %#x, want %#x (seats %d, arrival %d, serving %d)", s, full, crState(s).seated(), crState(s).arrival(), crState(s).serving())
+	}
+}
