@@ -58,13 +58,7 @@ func FuzzRecoverJournal(f *testing.F) {
 				}
 			}
 		}
-		done := make(chan struct{})
-		go func() { a.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: Close did not return", algo)
-		}
+		closeWithin(t, a, 5*time.Second)
 	})
 }
 
@@ -115,14 +109,20 @@ func FuzzDamagedLockBody(f *testing.F) {
 				t.Fatalf("%s lock %d: %v", algo, i, err)
 			}
 		}
-		done := make(chan struct{})
-		go func() { a.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: Close did not return", algo)
-		}
+		closeWithin(t, a, 5*time.Second)
 	})
+}
+
+// closeWithin closes a, failing t if Close takes longer than d.
+func closeWithin(t *testing.T, a *Arena, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { a.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("Close did not return within %v", d)
+	}
 }
 
 // newJournaledArena makes an in-memory arena of locks locks with two

@@ -15,20 +15,8 @@ import (
 // with no deadline, for B and C to finish. It must fail at once, and the
 // turn it took must pass on.
 func TestTidexTryLockNeverWaitsOnARecurringIdentity(t *testing.T) {
-	cfg := Config{Slots: 4, Locks: 1}
-	n, err := cfg.Words()
-	if err != nil {
-		t.Fatal(err)
-	}
-	words := make([]uint64, n)
-	if err := Format(words, cfg); err != nil {
-		t.Fatal(err)
-	}
-	p1, err := Attach(words) // TryLock's process
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := Attach(words) // the other process
+	p1 := newMemoryArena(t, Config{Slots: 4, Locks: 1}) // TryLock's process
+	p2, err := Attach(p1.w)                             // the other process
 	if err != nil {
 		t.Fatal(err)
 	}
