@@ -14,6 +14,10 @@ import (
 // ErrNoSuchLock: a lock table index outside 0..Len()-1.
 var ErrNoSuchLock = errors.New("sharedmap: no such lock in the map's lock table")
 
+// ErrNotAlone: LockTable.Reset needs the map to itself, and another
+// process has it open.
+var ErrNotAlone = errors.New("sharedmap: other processes have the map open")
+
 // The lock record follows the segment layout record in the header. Files
 // written before it existed have none: they open with an empty lock table.
 const lockRecordMagic = "SMLOCKS1"
@@ -160,6 +164,58 @@ func (t *LockTable) close() {
 	if t.arena != nil {
 		t.arena.Close()
 	}
+}
+
+// Reset forces every lock of the table, and the map's own lock, back to
+// free, and makes whatever waits for one queue again; it returns how many
+// locks it reset. It is for locks that damage to the file left taken, or
+// queued for good: recovery releases only what processes that died held,
+// and Check reads no lock words. It needs the map to itself: it holds the
+// registry's recovery lock, so no process opens the map meanwhile, and
+// returns an error matching ErrNotAlone if another process has it open. No
+// goroutine of this process may hold or wait for any of the locks while it
+// runs.
+func (t *LockTable) Reset() (int, error) {
+	m := t.m
+	c, err := m.enterAny(true)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Leave()
+	switch {
+	case t.arena == nil:
+		return 0, nil // a file from before lock tables
+	case m.reg == nil:
+		return 0, ErrNoRegistry
+	}
+	unlock, err := m.reg.LockRecovery(m.opts.LockTimeout)
+	if err != nil {
+		return 0, fmt.Errorf("reset the locks of %s: %w", m.Path(), err)
+	}
+	defer unlock()
+	live, err := m.reg.Live(nil)
+	if err != nil {
+		return 0, fmt.Errorf("reset the locks of %s: %w", m.Path(), err)
+	}
+	var pids []int
+	for _, i := range live {
+		if i == m.reg.Self() {
+			continue
+		}
+		if s, err := m.reg.Slot(i); err == nil {
+			pids = append(pids, s.PID)
+		}
+	}
+	if len(pids) > 0 {
+		return 0, fmt.Errorf("reset the locks of %s: %w (pids %v)", m.Path(), ErrNotAlone, pids)
+	}
+	n := t.Len() + 1 // and the map's own, lock 0 of the arena
+	for i := range n {
+		if err := t.arena.Reset(i); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
 }
 
 // Locks returns the map's lock table.

@@ -324,3 +324,49 @@ func TestLockTimeoutsLeaveTheJournalUsable(t *testing.T) {
 	}
 	_ = b.Locks().Unlock(0)
 }
+
+// TestLockTableReset: a lock left taken by a handle that closed holding it
+// (as damage can leave one: nothing recovery can explain) stays taken until
+// LockTable.Reset, which another process's open handle refuses.
+func TestLockTableReset(t *testing.T) {
+	for _, algo := range []string{"hapax-cr", "ticket-awn", "alock", "ttas"} {
+		t.Run(algo, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			opts := &Options{Entries: 1000, Locks: 2, LockAlgorithm: algo, LockTimeout: 100 * time.Millisecond}
+			a, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := Open(path, opts) // another process, as far as the registry can tell
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Locks().Lock(1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Locks().Reset(); !errors.Is(err, ErrNotAlone) {
+				t.Fatalf("Reset with another handle open: %v, want ErrNotAlone", err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Locks().LockTimeout(1, 50*time.Millisecond); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("the lock its holder left: %v, want ErrTimeout", err)
+			}
+			n, err := a.Locks().Reset()
+			if err != nil || n != 3 {
+				t.Fatalf("Reset = %d, %v; want 3 locks (the table's 2 and the map's own)", n, err)
+			}
+			if err := a.Locks().LockTimeout(1, time.Second); err != nil {
+				t.Fatalf("after Reset: %v", err)
+			}
+			if err := a.Locks().Unlock(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Put([]byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

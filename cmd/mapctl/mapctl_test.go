@@ -1025,3 +1025,20 @@ func TestLockbenchEndsWhenWorkersDoNot(t *testing.T) {
 		}
 	})
 }
+
+// TestRecoverResetLocks: --reset-locks frees the map's locks when it has
+// the map to itself, and refuses while another process has it open.
+func TestRecoverResetLocks(t *testing.T) {
+	p := newMap(t)
+	other, err := hashmap.Open(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, o, e := mapctl(t, "", "recover", "--reset-locks", p); c == 0 || !strings.Contains(e, "other processes have the map open") {
+		t.Fatalf("recover --reset-locks beside another open handle: %d %q %q", c, o, e)
+	}
+	other.Close()
+	if c, o, e := mapctl(t, "", "recover", "--reset-locks", p); c != 0 || !strings.Contains(o, "locks reset: ") {
+		t.Fatalf("recover --reset-locks: %d %q %q", c, o, e)
+	}
+}

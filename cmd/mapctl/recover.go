@@ -48,6 +48,12 @@ locks and waits on every segment. Segments a dead process was modifying are
 rebuilt from their entries; entries whose checksum fails are dropped. Then
 it checks the file as "mapctl check" does.
 
+With --reset-locks it first forces every lock of the map's lock table (and
+the map's own lock) free, and makes whatever waits for one queue again: for
+a lock damage to the file left taken or queued for good, which nothing
+here can tell from a lock in use (a Lock that times out on a lock nobody
+holds). It refuses while any other process has the map open.
+
 With --repair it also rebuilds, from their entries, the segments that the
 check finds damaged where no dead process explains it: pages of the file
 torn by a machine crash (see Map.Sync), a stray write. Entries that do not
@@ -66,9 +72,13 @@ Exit status 0 if the file is sound afterwards, 3 otherwise.
 
 Examples:
   mapctl recover /tmp/m.map
-  mapctl check /tmp/m.map || mapctl recover --repair /tmp/m.map`,
+  mapctl check /tmp/m.map || mapctl recover --repair /tmp/m.map
+  mapctl recover --reset-locks /tmp/m.map`,
 	flags: func(fs *flag.FlagSet) any {
-		return fs.Bool("repair", false, "also rebuild segments the check finds damaged (their damaged entries are dropped)")
+		o := &recoverOpts{}
+		fs.BoolVar(&o.repair, "repair", false, "also rebuild segments the check finds damaged (their damaged entries are dropped)")
+		fs.BoolVar(&o.resetLocks, "reset-locks", false, "also force every lock of the map's lock table free (needs the map to itself)")
+		return o
 	},
 	run: func(e *env, c *command, opts any, args []string) int {
 		if !e.wantArgs(c, args, 1) {
@@ -81,7 +91,15 @@ Examples:
 		defer m.Close()
 		var rep hashmap.Recovery
 		var rebuilt []segment.Recovered
-		if *opts.(*bool) {
+		o := opts.(*recoverOpts)
+		if o.resetLocks {
+			n, err := m.Locks().Reset()
+			if err != nil {
+				return e.fail(c, err)
+			}
+			fmt.Fprintf(e.stdout, "locks reset: %d\n", n)
+		}
+		if o.repair {
 			r, err := m.Repair()
 			if err != nil {
 				return e.fail(c, err)
@@ -121,6 +139,11 @@ Examples:
 		}
 		return e.reportCheck(c, m, "nothing held by the dead")
 	},
+}
+
+// recoverOpts are recover's flags.
+type recoverOpts struct {
+	repair, resetLocks bool
 }
 
 // reportCheck runs m.Check, prints each problem (exit status 3 if any) or
