@@ -15,10 +15,12 @@ var (
 	// bug in the caller, or to a lock word repaired under it.
 	ErrNotHeld = errors.New("rwulock: lock not held in that mode")
 
-	// ErrReadCountOverflow: 2^30 - 1 readers already hold the lock.
+	// ErrReadCountOverflow: 2^30 - 1 readers already hold the lock, or
+	// this process's ledger counts as many of them as it can (65535).
 	ErrReadCountOverflow = errors.New("rwulock: read lock count overflow")
 
-	// ErrWaitCountOverflow: 2^31 - 1 waits are already registered.
+	// ErrWaitCountOverflow: 2^31 - 1 waits are already registered, or
+	// this process's ledger counts as many of them as it can (65535).
 	ErrWaitCountOverflow = errors.New("rwulock: wait count overflow")
 
 	// ErrWaitCountUnderflow: a wait was deregistered, or a waiting writer

@@ -36,8 +36,10 @@ import (
 // CASes for a dead process's; 65536 read locks or waits of one process
 // would carry into the next field. Every CAS in flight adds at most one
 // read lock or one wait, so begin lets another CAS in only while the
-// in-flight field has room and, for a CAS that may add one, while the
-// read and wait fields would still fit if every CAS in flight added one.
+// in-flight field has room, and lets a CAS that may add a read lock or a
+// wait begin only while that field would still fit one more for every CAS
+// in flight; the attempt fails otherwise (ErrReadCountOverflow,
+// ErrWaitCountOverflow), as it does when the lock word's own count is full.
 const (
 	ledgerRead      uint64 = 1
 	ledgerUpdate    uint64 = 1 << 16
@@ -66,31 +68,47 @@ func (l *Lock) Ledger() *uint64 { return l.ledger }
 
 // begin marks a CAS in flight. It must be visible before the CAS: both are
 // sequentially consistent atomics. It is beginCAS for a CAS that adds no
-// read lock and no wait.
-func (l *Lock) begin() { l.beginCAS(false) }
+// read lock and no wait, which always begins.
+func (l *Lock) begin() { l.beginCAS(false, false) }
 
-// beginCAS marks a CAS in flight; adds says it may add a read lock or a
-// wait. It waits while the ledger has no room for it (see the fields
-// above). This process's own goroutines make the room: those in flight
-// are between two atomics, and a release waits only for the in-flight
-// field, never for the read or wait field to have room.
-func (l *Lock) beginCAS(adds bool) {
+// beginCAS marks a CAS in flight that may add a read lock (addsRead) or a
+// wait (addsWait), and reports true; it waits while the in-flight field is
+// full, which the CASes in flight, each between two atomics, soon empty.
+// It reports false, marking nothing, when the read or wait field the CAS
+// may add to has no room: this process holds as many read locks of the
+// lock, or waits on it, as the field counts, and only it can release them,
+// so the caller fails the attempt (ledgerFull tells it why).
+func (l *Lock) beginCAS(addsRead, addsWait bool) bool {
 	if l.ledger == nil {
-		return
+		return true
 	}
 	for {
 		v := atomic.LoadUint64(l.ledger)
-		inFlight := (v & ledgerUnsettledMask) / ledgerUnsettled
-		room := inFlight < ledgerMaxInFlight &&
-			(!adds || v&ledgerReadMask+inFlight < ledgerMaxReads && (v&ledgerWaitMask)/ledgerWait+inFlight < ledgerMaxWaits)
-		if !room {
+		if l.noRoom(v, addsRead, addsWait) {
+			return false
+		}
+		if (v&ledgerUnsettledMask)/ledgerUnsettled >= ledgerMaxInFlight {
 			runtime.Gosched()
 			continue
 		}
 		if atomic.CompareAndSwapUint64(l.ledger, v, v+ledgerVersion+ledgerUnsettled) {
-			return
+			return true
 		}
 	}
+}
+
+// noRoom reports whether ledger value v has no room for one more read lock
+// (addsRead) or wait (addsWait), counting one for every CAS in flight.
+func (l *Lock) noRoom(v uint64, addsRead, addsWait bool) bool {
+	inFlight := (v & ledgerUnsettledMask) / ledgerUnsettled
+	return addsRead && v&ledgerReadMask+inFlight >= ledgerMaxReads ||
+		addsWait && (v&ledgerWaitMask)/ledgerWait+inFlight >= ledgerMaxWaits
+}
+
+// ledgerFull reports whether a failed attempt to add a read lock
+// (addsRead) or a wait may have failed for want of room in the ledger.
+func (l *Lock) ledgerFull(addsRead, addsWait bool) bool {
+	return l.ledger != nil && l.noRoom(atomic.LoadUint64(l.ledger), addsRead, addsWait)
 }
 
 // settle ends a CAS begun with begin, accounting delta (the change the CAS
@@ -135,7 +153,9 @@ func (l *Lock) forgetWait() {
 // The three CASes of the lock word, with the ledger kept.
 
 func (l *Lock) casCountNoted(old, new uint32) bool {
-	l.beginCAS(new&ReadCountMask > old&ReadCountMask)
+	if !l.beginCAS(new&ReadCountMask > old&ReadCountMask, false) {
+		return false
+	}
 	return l.settle(l.casCount(old, new), countDelta(old, new))
 }
 
@@ -149,12 +169,16 @@ func (l *Lock) casCountDelta(old, new uint32, delta uint64) bool {
 }
 
 func (l *Lock) casWaitNoted(old, new uint32) bool {
-	l.beginCAS(new > old)
+	if !l.beginCAS(false, new > old) {
+		return false
+	}
 	return l.settle(atomic.CompareAndSwapUint32(l.wait, old, new), waitDelta(old, new))
 }
 
 func (l *Lock) casWordNoted(old, new uint64) bool {
-	l.beginCAS(countWord(new)&ReadCountMask > countWord(old)&ReadCountMask || waitWord(new) > waitWord(old))
+	if !l.beginCAS(countWord(new)&ReadCountMask > countWord(old)&ReadCountMask, waitWord(new) > waitWord(old)) {
+		return false
+	}
 	return l.settle(l.casWord(old, new), countDelta(countWord(old), countWord(new))+waitDelta(waitWord(old), waitWord(new)))
 }
 

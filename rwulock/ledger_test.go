@@ -415,7 +415,7 @@ func TestInFlightCASesNeverReadAsSettled(t *testing.T) {
 			defer wg.Done()
 			l := At(word)
 			l.SetLedger(ledger)
-			l.beginCAS(true)
+			l.beginCAS(true, false)
 			for {
 				c := countWord(l.load())
 				if l.casCount(c, c+1) {
@@ -452,39 +452,67 @@ func TestInFlightCASesNeverReadAsSettled(t *testing.T) {
 	}
 }
 
-// TestLedgerReadsStayInTheirField: a process that holds as many read locks
-// of one lock as its ledger's field counts makes its next reader wait for
-// one to be released. Before, the next read lock carried into the update
-// bit: the ledger said the process held the update lock.
-// (As the lock word allows 2^30 readers, only the ledger's field is full.)
-func TestLedgerReadsStayInTheirField(t *testing.T) {
-	word, ledger := new(uint64), new(uint64)
-	*word = makeState(uint32(ledgerMaxReads-1), 0)
-	*ledger = ledgerMaxReads - 1
-	l := At(word)
-	l.SetLedger(ledger)
-	if !l.TryReadLock() {
-		t.Fatal("TryReadLock up to the field's width")
+// TestLedgerFieldsStayInTheirWidths: a process that holds as many read
+// locks of one lock, or waits on it, as its ledger's field counts is refused
+// one more at once, as when the lock word's own count is full. Before, the
+// next one carried into the next field (the ledger said the process held
+// the update lock); then, for a while, it waited for room only the caller's
+// own process could make, past any timeout (a reviewing helper's repro).
+// (The lock word allows 2^30 readers and 2^31 waits: only the ledger is full.)
+func TestLedgerFieldsStayInTheirWidths(t *testing.T) {
+	within := func(t *testing.T, what string, f func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Second):
+			t.Fatalf("%s still blocked after 1s", what)
+			return nil
+		}
 	}
-	done := make(chan bool)
-	go func() {
-		m := At(word)
-		m.SetLedger(ledger)
-		done <- m.TryReadLock()
-	}()
-	select {
-	case ok := <-done:
-		t.Fatalf("a read lock past the field's width: TryReadLock %v, ledger %#x", ok, atomic.LoadUint64(ledger))
-	case <-time.After(50 * time.Millisecond):
+	consistent := func(t *testing.T, l *Lock, ledger *uint64) {
+		t.Helper()
+		if held, settled := LedgerHolds(atomic.LoadUint64(ledger)); !settled || held != l.load() {
+			t.Fatalf("ledger holds %#x (settled %v); the word is %#x", held, settled, l.load())
+		}
 	}
-	if err := l.ReadUnlock(); err != nil {
-		t.Fatal(err)
-	}
-	<-done // it returns once there is room (false here: the word changed under its CAS)
-	if !l.TryReadLock() {
-		t.Fatal("TryReadLock after room was made")
-	}
-	if held, settled := LedgerHolds(atomic.LoadUint64(ledger)); !settled || held != l.load() {
-		t.Fatalf("ledger holds %#x (settled %v); the word is %#x", held, settled, l.load())
-	}
+	t.Run("reads", func(t *testing.T) {
+		word, ledger := new(uint64), new(uint64)
+		*word = makeState(uint32(ledgerMaxReads), 0)
+		*ledger = ledgerMaxReads
+		l := At(word)
+		l.SetLedger(ledger)
+		if err := within(t, "TryReadLock", func() error {
+			if l.TryReadLock() {
+				return errors.New("granted")
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("TryReadLock past the field's width: %v", err)
+		}
+		if err := within(t, "ReadLock", func() error { return l.ReadLock(10 * time.Millisecond) }); !errors.Is(err, ErrReadCountOverflow) {
+			t.Fatalf("ReadLock past the field's width: %v, want ErrReadCountOverflow", err)
+		}
+		consistent(t, l, ledger)
+		if err := l.ReadUnlock(); err != nil {
+			t.Fatal(err)
+		}
+		if !l.TryReadLock() {
+			t.Fatal("TryReadLock once there is room")
+		}
+		consistent(t, l, ledger)
+	})
+	t.Run("waits", func(t *testing.T) {
+		word, ledger := new(uint64), new(uint64)
+		*word = makeState(0, uint32(ledgerMaxWaits))
+		*ledger = ledgerMaxWaits * ledgerWait
+		l := At(word)
+		l.SetLedger(ledger)
+		if err := within(t, "RegisterWait", l.RegisterWait); !errors.Is(err, ErrWaitCountOverflow) {
+			t.Fatalf("RegisterWait past the field's width: %v, want ErrWaitCountOverflow", err)
+		}
+		consistent(t, l, ledger)
+	})
 }

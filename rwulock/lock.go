@@ -197,6 +197,9 @@ func (l *Lock) DowngradeUpdateToRead() error {
 			l.wake() // another updater may now enter
 			return nil
 		}
+		if l.ledgerFull(true, false) {
+			return ErrReadCountOverflow // this process's share of the count
+		}
 	}
 }
 
@@ -215,6 +218,9 @@ func (l *Lock) RegisterWait() error {
 		}
 		if l.casWaitNoted(w, w+1) {
 			return nil
+		}
+		if l.ledgerFull(false, true) {
+			return ErrWaitCountOverflow // this process's share of the count
 		}
 	}
 }

@@ -94,6 +94,9 @@ func (l *Lock) acquireShared(timeout time.Duration, update bool) error {
 			if l.casCountNoted(c, next) {
 				return nil
 			}
+			if !update && l.ledgerFull(true, false) {
+				return ErrReadCountOverflow // this process's share of the count
+			}
 			continue
 		}
 		if !update && c&ReadCountMask == MaxReadCount {
