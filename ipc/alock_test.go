@@ -425,16 +425,17 @@ func TestALockResetBeforeEnqueue(t *testing.T) {
 // word, which Reset stored) before a Reset must not win after it.
 func TestALockResetKeepsNewArrivals(t *testing.T) {
 	// The Reset runs in this arena, or in one over the same words that has
-	// never opened the lock, as another process's recovery would (before
-	// genALock that one cleared the words and made two holders).
-	resetters := map[string]func(a *Arena) *Arena{
-		"this process": func(a *Arena) *Arena { return a },
-		"another process": func(a *Arena) *Arena {
+	// never opened the lock and names its algorithm (ResetAs), as another
+	// process would (before ResetAs, such a Reset cleared the words and
+	// made two holders).
+	resetters := map[string]func(a *Arena) error{
+		"this process": func(a *Arena) error { return a.Reset(0) },
+		"another process": func(a *Arena) error {
 			other, err := Attach(a.w)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return other
+			return other.ResetAs(0, "alock")
 		},
 	}
 	for who, resetter := range resetters {
@@ -452,7 +453,7 @@ func TestALockResetKeepsNewArrivals(t *testing.T) {
 				}
 			}
 			defer func() { testHookResetBumped = nil }()
-			if err := resetter(a).Reset(0); err != nil {
+			if err := resetter(a); err != nil {
 				t.Fatal(err)
 			}
 			if n.budget == nil {
@@ -484,7 +485,7 @@ func TestALockResetKeepsNewArrivals(t *testing.T) {
 			var lockErr error
 			testHookResetBumped = func() { lockErr = m.LockTimeout(time.Second) }
 			defer func() { testHookResetBumped = nil }()
-			if err := resetter(a).Reset(0); err != nil {
+			if err := resetter(a); err != nil {
 				t.Fatal(err)
 			}
 			testHookResetBumped = nil

@@ -91,45 +91,23 @@ const (
 	lDepart   = 1
 	lHolder   = 2 // the owning episode's value, for Unlock
 	lDepartQ  = 3 // low half: bumped when Depart changes and someone sleeps; high half: sleepers
-	lGen      = 4 // bumped when recovery resets the lock; waiters restart; genALock
+	lGen      = 4 // bumped when recovery resets the lock; waiters restart
 	lWord     = 5 // low half: the ttas word
 	lWaited   = 6 // 1 if the owner had to wait
 	lRestrict = 7 // concurrency restriction state (restrict.go)
 )
 
-// genALock is set in a lock's generation word while the lock runs as an
-// alock; Mutex sets or clears it as it opens the lock with an algorithm.
-// Reset, from whichever process, reads it there: an alock's queue tails
-// carry their generation, so Reset must move only the generation, where
-// for the other algorithms it rewrites the lock's words. An increment
-// never reaches the bit, and generations compare whole, so it costs the
-// waiters nothing.
-const genALock = 1 << 63
-
-// recordAlgorithm sets or clears genALock in lock index's generation, and
-// notes the algorithm in the arena, which Reset trusts before the word (a
-// damaged word could say alock of a lock this process runs as another). It
-// changes the word only when the lock changes algorithm, which voids the
-// waiters of the old one (they queue again), as a Reset would.
+// recordAlgorithm notes the algorithm this arena opened lock index with,
+// which Reset needs (an alock is reset otherwise than the others). It is
+// kept in process memory only: a mark in the lock's words would have to
+// move its generation when set, voiding the queue of a lock in use.
 func (a *Arena) recordAlgorithm(index int, algorithm string) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.opened == nil {
 		a.opened = make(map[int]string)
 	}
 	a.opened[index] = algorithm
-	a.mu.Unlock()
-	isALock := algorithm == "alock"
-	gen := &a.lockBody(index)[lGen]
-	for {
-		old := atomic.LoadUint64(gen)
-		want := old &^ genALock
-		if isALock {
-			want |= genALock
-		}
-		if old == want || atomic.CompareAndSwapUint64(gen, old, want) {
-			return
-		}
-	}
 }
 
 // normalized applies the defaults; the result holds literal sizes (0 = none).

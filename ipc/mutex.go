@@ -108,18 +108,27 @@ var testHookResetBumped func()
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
-// the lock's critical section. Any process may reset any lock: an alock's
-// Reset moves its generation only, and a process that has not opened the
-// lock learns whether it is one from the lock's generation word (genALock).
+// the lock's critical section. An alock is reset otherwise than the other
+// algorithms' locks (only its generation moves): Reset knows the algorithm
+// of a lock this arena opened (Mutex); a process that has not opened the
+// lock calls ResetAs.
 func (a *Arena) Reset(index int) error {
-	if err := a.checkIndex(index); err != nil {
-		return err
-	}
 	a.mu.Lock()
 	algorithm := a.opened[index]
 	a.mu.Unlock()
-	if algorithm == "" && atomic.LoadUint64(&a.lockBody(index)[lGen])&genALock != 0 {
-		algorithm = "alock"
+	return a.ResetAs(index, algorithm)
+}
+
+// ResetAs is Reset of a lock run with the named algorithm ("" for any but
+// alock), for a process that has not opened the lock.
+func (a *Arena) ResetAs(index int, algorithm string) error {
+	if err := a.checkIndex(index); err != nil {
+		return err
+	}
+	if algorithm != "" {
+		if _, err := Lookup(algorithm); err != nil {
+			return err
+		}
 	}
 	a.reset(index, algorithm)
 	return nil
@@ -135,7 +144,11 @@ func (a *Arena) reset(index int, algorithm string) {
 	// next; everyone queued before that waits for a predecessor that will
 	// never release, sees the generation move and queues again. A grant a
 	// waiter sees is always real, because Hapax values never recur.
-	atomic.AddUint64(&b[lGen], 1)
+	if isALock {
+		nextALockGeneration(b)
+	} else {
+		atomic.AddUint64(&b[lGen], 1)
+	}
 	if testHookResetBumped != nil {
 		testHookResetBumped()
 	}
@@ -180,6 +193,25 @@ func freeTickets(b []uint64) {
 		}
 		if atomic.CompareAndSwapUint64(&b[lArrive], ingress, 0) {
 			atomic.StoreUint64(&b[lDepart], 0)
+			return
+		}
+	}
+}
+
+// nextALockGeneration moves an alock's generation on to one that neither
+// tail word carries, so that both read as empty. A tail of a live queue
+// carries the current generation or an earlier one; one that carries the
+// next is damage (FuzzDamagedLockBody), and would otherwise name a queue of
+// the new generation that nobody is in, for good.
+func nextALockGeneration(b []uint64) {
+	for {
+		gen := atomic.LoadUint64(&b[lGen])
+		tailR, tailL := atomic.LoadUint64(&b[lWord]), atomic.LoadUint64(&b[lRestrict])
+		next := gen + 1
+		for sameEra(tailR, next) || sameEra(tailL, next) {
+			next++
+		}
+		if atomic.CompareAndSwapUint64(&b[lGen], gen, next) {
 			return
 		}
 	}

@@ -66,9 +66,8 @@ func FuzzRecoverJournal(f *testing.F) {
 // would leave them, beside a dead journal. Recover must not panic, and after
 // a Reset every lock must be taken and released. (It found a ticket-awn
 // ingress past 2^63, which Reset copied into egress, whose sign is the
-// handover's flag: taken for good; and a damaged generation word whose top
-// bit said alock, which Reset believed of a lock this process runs as
-// hapax-vw.)
+// handover's flag: taken for good; and an alock tail damaged to carry the
+// generation Reset moved to, which then named a queue nobody was in.)
 func FuzzDamagedLockBody(f *testing.F) {
 	f.Add(uint8(0), []byte{1, 2, 3}, []byte(nil))
 	f.Add(uint8(6), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 7}, []byte(nil))

@@ -129,7 +129,19 @@ func (l *restricted) TryLock() bool {
 		l.a.free(e)
 		return false
 	}
-	atomic.AddUint64(l.state, 1) // a holder always has a seat
+	for { // a holder always has a seat
+		st := atomic.LoadUint64(l.state)
+		if crState(st).seated() == crSeatMask {
+			// Every seat the field counts is taken: one more would carry
+			// into the arrival ticket.
+			_ = l.inner.Unlock()
+			l.a.free(e)
+			return false
+		}
+		if atomic.CompareAndSwapUint64(l.state, st, st+1) {
+			break
+		}
+	}
 	e.phase(jSeatHold)
 	return true
 }

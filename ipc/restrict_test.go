@@ -178,3 +178,29 @@ func TestPatienceNeverOverflowsTheSeatCount(t *testing.T) {
 		t.Errorf("state %#x, want %#x (seats %d, arrival %d, serving %d)", s, full, crState(s).seated(), crState(s).arrival(), crState(s).serving())
 	}
 }
+
+// TestTryLockNeverOverflowsTheSeatCount: with every seat the field counts
+// taken, a TryLock that wins the free inner lock gives it back and fails.
+// Before, it took a seat anyway: the count carried into the arrival ticket
+// (a reviewing helper's repro).
+func TestTryLockNeverOverflowsTheSeatCount(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
+	m, err := a.Mutex("hapax-cr", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*restricted)
+	full := uint64(crSeatMask)
+	atomic.StoreUint64(l.state, full)
+	if m.TryLock() {
+		t.Error("TryLock took a seat past the field's width")
+	}
+	if s := atomic.LoadUint64(l.state); s != full {
+		t.Errorf("state %#x, want %#x (seats %d, arrival %d, serving %d)", s, full, crState(s).seated(), crState(s).arrival(), crState(s).serving())
+	}
+	atomic.StoreUint64(l.state, 0)
+	if !m.TryLock() {
+		t.Fatal("TryLock of the free lock: the inner lock was not given back")
+	}
+	_ = m.Unlock()
+}
