@@ -86,9 +86,9 @@ func Lookup(name string) (Algorithm, error) {
 
 // Mutex returns lock index of the arena, run with the named algorithm. Every
 // process must use the same algorithm for a given lock; the map records it
-// in its header. Opening a lock that last ran as an alock with another
-// algorithm, or the other way round, voids its waiters, as a Reset does,
-// and the lock needs a Reset before it reads as free to the new algorithm.
+// in its header. A lock that ran with another algorithm needs a Reset
+// (from this arena, once it has opened the lock) before it reads as free
+// to the new one.
 func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 	alg, err := Lookup(algorithm)
 	if err != nil {
@@ -119,8 +119,10 @@ func (a *Arena) Reset(index int) error {
 	return a.ResetAs(index, algorithm)
 }
 
-// ResetAs is Reset of a lock run with the named algorithm ("" for any but
-// alock), for a process that has not opened the lock.
+// ResetAs is Reset of a lock run with the named algorithm, for a process
+// that has not opened the lock. "" resets it as a hapax lock, which suits
+// every algorithm but alock, and ticket-awn whose ingress damage put past
+// 2^63.
 func (a *Arena) ResetAs(index int, algorithm string) error {
 	if err := a.checkIndex(index); err != nil {
 		return err

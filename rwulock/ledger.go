@@ -38,8 +38,9 @@ import (
 // read lock or one wait, so begin lets another CAS in only while the
 // in-flight field has room, and lets a CAS that may add a read lock or a
 // wait begin only while that field would still fit one more for every CAS
-// in flight; the attempt fails otherwise (ErrReadCountOverflow,
-// ErrWaitCountOverflow), as it does when the lock word's own count is full.
+// in flight: it waits for those to settle, and fails the attempt when the
+// field itself is full (ErrReadCountOverflow, ErrWaitCountOverflow), as
+// when the lock word's own count is full.
 const (
 	ledgerRead      uint64 = 1
 	ledgerUpdate    uint64 = 1 << 16
@@ -72,22 +73,25 @@ func (l *Lock) Ledger() *uint64 { return l.ledger }
 func (l *Lock) begin() { l.beginCAS(false, false) }
 
 // beginCAS marks a CAS in flight that may add a read lock (addsRead) or a
-// wait (addsWait), and reports true; it waits while the in-flight field is
-// full, which the CASes in flight, each between two atomics, soon empty.
-// It reports false, marking nothing, when the read or wait field the CAS
-// may add to has no room: this process holds as many read locks of the
-// lock, or waits on it, as the field counts, and only it can release them,
-// so the caller fails the attempt (ledgerFull tells it why).
+// wait (addsWait), and reports true. It reports false, marking nothing,
+// when the field the CAS may add to is full: this process holds as many
+// read locks of the lock, or waits on it, as the field counts, and only it
+// can release them, so the caller fails the attempt (ledgerFull tells it
+// why). It waits while there is room only once the CASes in flight have
+// settled (each may add one), or while the in-flight field is full: those
+// CASes are between two atomics and settle soon.
 func (l *Lock) beginCAS(addsRead, addsWait bool) bool {
 	if l.ledger == nil {
 		return true
 	}
 	for {
 		v := atomic.LoadUint64(l.ledger)
-		if l.noRoom(v, addsRead, addsWait) {
+		reads, waits := v&ledgerReadMask, (v&ledgerWaitMask)/ledgerWait
+		if addsRead && reads >= ledgerMaxReads || addsWait && waits >= ledgerMaxWaits {
 			return false
 		}
-		if (v&ledgerUnsettledMask)/ledgerUnsettled >= ledgerMaxInFlight {
+		inFlight := (v & ledgerUnsettledMask) / ledgerUnsettled
+		if inFlight >= ledgerMaxInFlight || addsRead && reads+inFlight >= ledgerMaxReads || addsWait && waits+inFlight >= ledgerMaxWaits {
 			runtime.Gosched()
 			continue
 		}
@@ -97,18 +101,14 @@ func (l *Lock) beginCAS(addsRead, addsWait bool) bool {
 	}
 }
 
-// noRoom reports whether ledger value v has no room for one more read lock
-// (addsRead) or wait (addsWait), counting one for every CAS in flight.
-func (l *Lock) noRoom(v uint64, addsRead, addsWait bool) bool {
-	inFlight := (v & ledgerUnsettledMask) / ledgerUnsettled
-	return addsRead && v&ledgerReadMask+inFlight >= ledgerMaxReads ||
-		addsWait && (v&ledgerWaitMask)/ledgerWait+inFlight >= ledgerMaxWaits
-}
-
-// ledgerFull reports whether a failed attempt to add a read lock
-// (addsRead) or a wait may have failed for want of room in the ledger.
+// ledgerFull reports whether the ledger's read (addsRead) or wait field is
+// full: why a CAS that would add to it failed.
 func (l *Lock) ledgerFull(addsRead, addsWait bool) bool {
-	return l.ledger != nil && l.noRoom(atomic.LoadUint64(l.ledger), addsRead, addsWait)
+	if l.ledger == nil {
+		return false
+	}
+	v := atomic.LoadUint64(l.ledger)
+	return addsRead && v&ledgerReadMask >= ledgerMaxReads || addsWait && (v&ledgerWaitMask)/ledgerWait >= ledgerMaxWaits
 }
 
 // settle ends a CAS begun with begin, accounting delta (the change the CAS

@@ -516,3 +516,28 @@ func TestLedgerFieldsStayInTheirWidths(t *testing.T) {
 		consistent(t, l, ledger)
 	})
 }
+
+// TestCASesInFlightAreNoOverflow: a process holding fewer read locks than
+// its ledger counts, but as many with its CASes in flight (releases that
+// add nothing among them), waits for those to settle instead of failing
+// with ErrReadCountOverflow (a reviewing helper's repro: it failed at once).
+func TestCASesInFlightAreNoOverflow(t *testing.T) {
+	const held, inFlight = 65300, 240
+	word, ledger := new(uint64), new(uint64)
+	*word = makeState(held, 0)
+	*ledger = held
+	l := At(word)
+	l.SetLedger(ledger)
+	for range inFlight {
+		l.begin() // a ReadUnlock that has begun and not yet made its CAS
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		for range inFlight { // they lose their race and settle
+			l.settle(false, 0)
+		}
+	}()
+	if err := l.ReadLock(time.Second); err != nil {
+		t.Fatalf("ReadLock holding %d of the ledger's %d read locks, %d CASes in flight: %v", held, ledgerMaxReads, inFlight, err)
+	}
+}

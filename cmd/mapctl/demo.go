@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -113,10 +114,10 @@ func demoMapOptions(o *demoOpts) *hashmap.Options {
 		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)}
 }
 
-// demoMaxOps bounds procs x goroutines x ops, so that the 40% of it
-// demoMapOptions reserves stays far inside an int, and within the entries
-// a map may be sized for.
-const demoMaxOps = 1 << 40
+// demoMaxOps bounds procs x goroutines x ops, so that demoMapOptions's
+// total*4 stays inside an int (32-bit ones too), and within the entries a
+// map may be sized for.
+const demoMaxOps = min(1<<40, math.MaxInt/4)
 
 // demoMapBytes is the size of the file demoMapOptions makes for o; ok is
 // false if the map cannot be made at all.
