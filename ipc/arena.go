@@ -232,7 +232,9 @@ type Arena struct {
 // process-local lock for a timed-out LockTimeout is waited for up to
 // CloseWait too, not longer: a holder may never unlock. Should it get the
 // local lock after Close, it releases only that, and a global lock kept
-// for it stays held, as does any lock held at Close. Its nodes of the ticket-awn and alock table go back to the file
+// for it stays held, as does any lock held at Close (with journals, until
+// a process that takes this one's journal slot finishes its episodes, as
+// a dead process's: SetJournals, ReleaseInherited). Its nodes of the ticket-awn and alock table go back to the file
 // for other processes. Locks must not be used after Close.
 func (a *Arena) Close() {
 	a.mu.Lock()
