@@ -111,10 +111,12 @@ func decodeLockLayout(b []byte) (lockLayout, error) {
 // applications to coordinate across processes: lock i is the same lock in
 // every process that opens the file. Locks are exclusive, and any goroutine
 // may unlock a lock another one locked. Create the map with Options.Locks
-// and Options.LockAlgorithm. A lock still held when the Map of its holder
-// is closed stays held until another Open takes that Map's process slot
-// (free slots are taken lowest first), which releases it as a process's
-// that died: hold no lock across Close.
+// and Options.LockAlgorithm. Hold no lock across Close: a lock still held
+// when the Map of its holder is closed stays held until another Open takes
+// that Map's process slot (free slots are taken lowest first), whenever
+// that is, which releases it as a process's that died, even if another
+// party meant to unlock it; an alock held at Close can instead stay taken
+// for good (mapctl recover --reset-locks frees it).
 type LockTable struct {
 	m         *Map
 	arena     *ipc.Arena
