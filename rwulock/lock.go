@@ -91,7 +91,11 @@ func (l *Lock) wake() {
 }
 
 // TryReadLock acquires the read lock if no writer holds it, no writer or
-// upgrader waits, and the read count is below its maximum. It never blocks.
+// upgrader waits, and the read count is below its maximum. It never waits
+// for another holder; with a ledger (SetLedger) it may yield while 255 of
+// its process's CASes on the lock are in flight, or while its process's
+// read locks of it plus those CASes reach 65535, each of which a few
+// instructions of those CASes' goroutines end.
 func (l *Lock) TryReadLock() bool {
 	s := l.load()
 	c := countWord(s)
@@ -151,7 +155,8 @@ func (l *Lock) TryWriteLock() bool { return l.casCountDelta(0, writeLocked, ledg
 // TryWriteLockFair acquires the write lock if nobody holds any part of the
 // lock and nobody waits for it: unlike TryWriteLock it never takes the lock
 // ahead of a registered waiter. One CAS of the whole word from 0, so a wait
-// registered at any moment before it makes it fail. It never blocks.
+// registered at any moment before it makes it fail. It never waits for
+// another holder (with a ledger, see TryReadLock).
 func (l *Lock) TryWriteLockFair() bool {
 	l.begin()
 	return l.settle(l.casWord(0, uint64(writeLocked)), ledgerWrite)
