@@ -89,7 +89,14 @@ func main() {
 		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
 	)
+	flag.StringVar(&keyMode, "keys", keysScript, "where each operation's key comes from: "+
+		keysScript+" (each worker's keys lie in its script in the order it uses them, in cache as a key just parsed from a request is) or "+
+		keysTable+" (looked up at random in a table of every key: two cache misses of the harness's own per operation, the same for every store)")
 	flag.Parse()
+	if keyMode != keysScript && keyMode != keysTable {
+		fmt.Fprintf(os.Stderr, "bench: -keys %q: want %s or %s\n", keyMode, keysScript, keysTable)
+		os.Exit(2)
+	}
 	if *workerArg == "" {
 		removeStoreDirsOnSignal()
 	}
@@ -361,24 +368,59 @@ func (p *picker) next() int {
 	return int((p.z.Uint64() * 2654435761) % uint64(p.n))
 }
 
+// keyMode says where a worker finds each operation's key (-keys).
+var keyMode = keysScript
+
+const (
+	// keysScript: a worker's script holds the bytes of its operations'
+	// keys in the order it uses them (4 MiB a worker), read in sequence, so
+	// the hardware prefetcher has each key in cache before its operation
+	// needs it, as a server has a key it has just parsed from a request.
+	// Only the stores' own work is timed.
+	keysScript = "script"
+	// keysTable: each operation takes its key from a table of every key
+	// ([][]byte over one buffer) at the drawn index. With 1M keys that is a
+	// random walk through 24 MB of slice headers and 16 MB of key bytes:
+	// two cache misses in series per operation, the harness's own and the
+	// same for every store, which pull every ratio towards 1. It was the
+	// only mode until 2026-11-26.
+	keysTable = "table"
+)
+
 // script is a worker's pre-drawn sequence of operations, so that drawing
-// random keys costs nothing inside the measurement: key indices, and
-// whether each operation is a Get.
+// random keys costs nothing inside the measurement: key indices, whether
+// each operation is a Get, and (keysScript) the keys' bytes in order.
 type script struct {
-	idx []uint32
-	get []bool
+	idx  []uint32
+	get  []bool
+	keys []byte // keysScript: operation j's key is keys[j*keySize:][:keySize]; nil for keysTable
 }
 
 const scriptLen = 1 << 18
 
-func newScript(n int, c cell, seed int64) script {
-	p := newPicker(seed, n, c.zipf)
+func newScript(keys [][]byte, c cell, seed int64) script {
+	p := newPicker(seed, len(keys), c.zipf)
 	s := script{idx: make([]uint32, scriptLen), get: make([]bool, scriptLen)}
 	for i := range s.idx {
 		s.idx[i] = uint32(p.next())
 		s.get[i] = p.r.Intn(100) < c.workload.getPct
 	}
+	if keyMode == keysScript {
+		s.keys = make([]byte, scriptLen*keySize)
+		for j, i := range s.idx {
+			copy(s.keys[j*keySize:], keys[i])
+		}
+	}
 	return s
+}
+
+// key is operation j's key: from the script's own bytes, or from the table
+// of every key.
+func (s *script) key(keys [][]byte, j int) []byte {
+	if s.keys != nil {
+		return s.keys[j*keySize : (j+1)*keySize : (j+1)*keySize]
+	}
+	return keys[s.idx[j]]
 }
 
 // work runs the script on st, round and round, until stop; it returns its
@@ -395,10 +437,10 @@ func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic
 			i := int(s.idx[j])
 			if s.get[j] {
 				var err error
-				if dst, _, err = st.Get(dst[:0], keys[i]); err != nil {
+				if dst, _, err = st.Get(dst[:0], s.key(keys, j)); err != nil {
 					return ops, err
 				}
-			} else if err := st.Put(keys[i], valueFor(val, i)); err != nil {
+			} else if err := st.Put(s.key(keys, j), valueFor(val, i)); err != nil {
 				return ops, err
 			}
 			ops++
@@ -427,7 +469,7 @@ func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop 
 	var ops uint64
 	for j := 0; !stop.Load(); {
 		for i := range ks {
-			ks[i] = keys[s.idx[j]]
+			ks[i] = s.key(keys, j)
 			j = (j + 1) & (scriptLen - 1)
 		}
 		if err := bg.GetMany(ks, vs); err != nil {
@@ -453,7 +495,7 @@ func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, sto
 	for j := 0; !stop.Load(); {
 		for i := range ks {
 			idx := int(s.idx[j])
-			ks[i], vs[i] = keys[idx], valueFor(vs[i], idx)
+			ks[i], vs[i] = s.key(keys, j), valueFor(vs[i], idx)
 			j = (j + 1) & (scriptLen - 1)
 		}
 		if err := bp.PutMany(ks, vs); err != nil {
@@ -471,7 +513,7 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 	errs := make([]error, c.workers)
 	scripts := make([]script, c.workers)
 	for g := range scripts {
-		scripts[g] = newScript(len(keys), c, int64(g+1))
+		scripts[g] = newScript(keys, c, int64(g+1))
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -530,7 +572,7 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 	for i := range cmds {
 		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
 			dur.String(), strconv.Itoa(i + 1)}, ",")
-		cmd := exec.Command(self, "-worker", arg)
+		cmd := exec.Command(self, "-keys", keyMode, "-worker", arg)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the run
 		cmd.Stderr = os.Stderr
 		pipe, err := cmd.StdoutPipe()
@@ -633,7 +675,7 @@ func runWorker(arg string) int {
 	}
 	defer st.Close()
 	keys := makeKeys(d.keys)
-	s := newScript(len(keys), cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919))
+	s := newScript(keys, cell{workload: w, zipf: zipf, workers: 1}, int64(seed*7919))
 	runtime.GC()
 	fmt.Println("ready")
 	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "go\n" {

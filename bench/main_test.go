@@ -28,3 +28,24 @@ func TestCheckNames(t *testing.T) {
 		}
 	}
 }
+
+// Both key modes must hand operation j the key its script drew: a script
+// whose key bytes were off by one operation would still run, on keys other
+// than the ones drawn (and Zipf's hot keys would not be hot).
+func TestScriptKeysAreTheDrawnKeys(t *testing.T) {
+	keys := makeKeys(1000)
+	defer func(m string) { keyMode = m }(keyMode)
+	for _, mode := range []string{keysScript, keysTable} {
+		keyMode = mode
+		s := newScript(keys, cell{workload: workloads[2], zipf: true, workers: 1}, 7)
+		if (s.keys != nil) != (mode == keysScript) {
+			t.Fatalf("-keys %s: script key bytes present = %v", mode, s.keys != nil)
+		}
+		for j := range scriptLen {
+			k := s.key(keys, j)
+			if string(k) != string(keys[s.idx[j]]) || cap(k) != keySize {
+				t.Fatalf("-keys %s: operation %d has key %q (cap %d), want %q", mode, j, k, cap(k), keys[s.idx[j]])
+			}
+		}
+	}
+}

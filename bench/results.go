@@ -115,7 +115,7 @@ func (r *results) write(dir string) error {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# sharedmap against its peers\n\nMeasured %s on %s: %d CPUs (%s), %s, %s/%s. ",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "ns/op is wall time over all operations of all workers (g2: 2 goroutines, p2: 2 processes on one file), median of the runs; (xN) is the ratio to sharedmap in the same run set. allocs/op counts the whole process. File-backed stores (sharedmap, bbolt, LMDB) live in %s.\n\n", storeDirName())
+	fmt.Fprintf(&b, "ns/op is wall time over all operations of all workers (g2: 2 goroutines, p2: 2 processes on one file), median of the runs; (xN) is the ratio to sharedmap in the same run set. allocs/op counts the whole process. File-backed stores (sharedmap, bbolt, LMDB) live in %s. %s\n\n", storeDirName(), keyModeText())
 	for _, d := range datasets {
 		if !r.hasDataset(d.name) {
 			continue
@@ -173,6 +173,14 @@ func (r *results) write(dir string) error {
 		return err
 	}
 	return r.chart(filepath.Join(dir, "chart.png"))
+}
+
+// keyModeText says in results.md where the run's keys came from (-keys).
+func keyModeText() string {
+	if keyMode == keysTable {
+		return "Keys (-keys table): each operation looks its key up at random in a table of every key, two cache misses per operation that are the harness's own and the same for every store."
+	}
+	return "Keys (-keys script): each worker reads its operations' keys in sequence from its pre-drawn script, so a key is in cache as one just parsed from a request is; -keys table instead looks each key up at random in a table of every key (two more cache misses per operation, the harness's own)."
 }
 
 func (r *results) hasDataset(ds string) bool {
