@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,7 @@ func main() {
 		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
 		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
+		profile   = flag.String("cpuprofile", "", "write a CPU profile of this process for the whole run (loads included; the worker processes of p cells are not in it) to this file, for go tool pprof; narrow the run with -stores and -cells")
 	)
 	flag.StringVar(&keyMode, "keys", keysScript, "where each operation's key comes from: "+
 		keysScript+" (each worker's keys lie in its script in the order it uses them, in cache as a key just parsed from a request is) or "+
@@ -112,6 +114,21 @@ func main() {
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatal(err)
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fatal(err)
+			}
+		}()
 	}
 	var res results
 	res.init()
