@@ -145,7 +145,9 @@ func (a *Arena) reset(index int, algorithm string) {
 	// Depart := Arrive frees the lock for whoever arrived last or arrives
 	// next; everyone queued before that waits for a predecessor that will
 	// never release, sees the generation move and queues again. A grant a
-	// waiter sees is always real, because Hapax values never recur.
+	// waiter sees is always real, because Hapax values never recur, and the
+	// tidex identities a Reset voids are never handed out again (see
+	// tidex.LockTimeout).
 	if isALock {
 		nextALockGeneration(b)
 	} else {

@@ -44,7 +44,12 @@ func (l *tidex) LockTimeout(d time.Duration) error {
 			l.leaveTurn(pred, gen, my, e)
 			return ErrTimeout
 		}
-		l.a.tidexIDs.put(id)
+		// A Reset voided the queue. The identity is retired, not pooled:
+		// waiters of the old queue that have not seen the Reset yet may be
+		// waiting for it to appear in Depart (its successor is), and a new
+		// episode releasing it would let such a waiter in beside the new
+		// queue's next holder. Identities are counted out of 2^64, so a
+		// few lost to each Reset cost nothing.
 	}
 }
 

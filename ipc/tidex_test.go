@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 // TestTidexTryLockNeverWaitsOnARecurringIdentity (a reviewing helper's
@@ -72,4 +74,43 @@ func TestTidexTryLockNeverWaitsOnARecurringIdentity(t *testing.T) {
 		t.Fatalf("after the substitute's turn: %v", err)
 	}
 	_ = m2.Unlock()
+}
+
+// TestTidexResetRetiresVoidedIdentities: a waiter whose queue a Reset voids
+// queues again under an identity never used before, not its old one (or its
+// negation). Old waiters may still be waiting for the old identity to appear
+// in Depart; had it recurred, the new episode's release would have let such
+// a waiter in beside the new queue's next holder: two holders, which
+// TestResetFreesALockHeldByTheDead met under arm64 emulation (2 to 6 runs in
+// 150).
+func TestTidexResetRetiresVoidedIdentities(t *testing.T) {
+	p1 := newMemoryArena(t, Config{Slots: 4, Locks: 1}) // the waiter's process
+	p2, err := Attach(p1.w)                             // the "dead" holder's
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, _ := p1.Mutex("tidex", 0)
+	m2, _ := p2.Mutex("tidex", 0)
+	b := p1.lockBody(0)
+	m2.Lock() // held for good, as by a dead process
+	held := atomic.LoadUint64(&b[lArrive])
+
+	done := make(chan error, 1)
+	go func() { done <- m1.LockTimeout(10 * time.Second) }()
+	var voided uint64
+	if !testutil.WaitFor(5*time.Second, func() bool { voided = atomic.LoadUint64(&b[lArrive]); return voided != held }) {
+		t.Fatal("the waiter never queued")
+	}
+	if err := p1.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter did not get the lock after Reset: %v", err)
+	}
+	if h := atomic.LoadUint64(&b[lHolder]); h == voided || h == -voided {
+		t.Fatalf("the waiter holds the lock as %#x, the identity its voided episode queued under (%#x)", h, voided)
+	}
+	if err := m1.Unlock(); err != nil {
+		t.Fatal(err)
+	}
 }
