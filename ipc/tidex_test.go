@@ -114,3 +114,54 @@ func TestTidexResetRetiresVoidedIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTidexResetGrantsNoStaleWaiter (a reviewing helper's repro): a waiter
+// W preempted across a Reset waits for its predecessor H's identity in
+// Depart. H, voided, queues again and is granted; had it kept its identity
+// (pooled identities are handed out again at once), its release would put
+// that identity in Depart, and W would be granted beside the next holder.
+func TestTidexResetGrantsNoStaleWaiter(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
+	defer closeWithin(t, a, 5*time.Second)
+	m, err := a.Mutex("tidex", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*tidex)
+	m.Lock() // D: its process then dies holding the lock
+	d := atomic.LoadUint64(l.arrive)
+
+	// H: a live waiter behind D.
+	hDone := make(chan struct{})
+	go func() { m.Lock(); close(hDone) }()
+	for atomic.LoadUint64(l.arrive) == d {
+		time.Sleep(time.Millisecond)
+	}
+	h := atomic.LoadUint64(l.arrive)
+
+	// W: a waiter behind H, preempted after its swap.
+	gen := atomic.LoadUint64(l.gen)
+	wid := l.a.tidexIDs.get()
+	if pred := atomic.SwapUint64(l.arrive, wid); pred != h {
+		t.Fatalf("W's predecessor %d, want H's %d", pred, h)
+	}
+
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	select { // H queues again and is granted
+	case <-hDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("H not granted after the Reset")
+	}
+	if err := m.Unlock(); err != nil { // Depart = H's identity now
+		t.Fatal(err)
+	}
+	if !m.TryLock() { // X: the lock is free, and X takes it (its own identity)
+		t.Fatal("TryLock on a free lock")
+	}
+	w := newWaiter(100 * time.Millisecond)
+	if o := l.waitDepart(h, gen, &w); o == granted {
+		t.Fatal("W, queued before the Reset, was granted while X holds the lock: two holders")
+	}
+}
