@@ -186,8 +186,8 @@ func (a *Arena) reset(index int, algorithm string) {
 // freeTickets is Depart := Arrive for a ticket-awn lock. Tickets count up
 // from 0 and never reach 2^63 (the sign of egress is the handover's flag),
 // so an ingress past it is damage, which would leave the lock taken for
-// good: both restart from 0. A CAS, so that no ticket drawn meanwhile is
-// lost (its holder then queues again, as after any Reset).
+// good: both restart at ticketRestart. A CAS, so that no ticket drawn
+// meanwhile is lost (its holder then queues again, as after any Reset).
 func freeTickets(b []uint64) {
 	for {
 		ingress := atomic.LoadUint64(&b[lArrive])
@@ -195,12 +195,22 @@ func freeTickets(b []uint64) {
 			atomic.StoreUint64(&b[lDepart], ingress)
 			return
 		}
-		if atomic.CompareAndSwapUint64(&b[lArrive], ingress, 0) {
-			atomic.StoreUint64(&b[lDepart], 0)
+		if atomic.CompareAndSwapUint64(&b[lArrive], ingress, ticketRestart) {
+			atomic.StoreUint64(&b[lDepart], ticketRestart)
 			return
 		}
 	}
 }
+
+// ticketRestart is where the tickets of a ticket-awn lock restart after
+// ingress damage: above any ticket a lock draws in practice (2^62 episodes),
+// and below the damaged ones, so that no ticket a waiter drew before the
+// Reset recurs while that waiter has yet to see the Reset and could take
+// the new holder's egress for its own turn. (Restarting at 0 did that: a
+// stale ticket 1 beside the new ticket 1, a reviewing helper's repro.)
+// Tickets then still only count up, which TryLock relies on, for 2^62 more.
+// A second such damage after a restart can make restarted tickets recur.
+const ticketRestart = 1 << 62
 
 // nextALockGeneration moves an alock's generation on to one that neither
 // tail word carries, so that both read as empty. A tail of a live queue

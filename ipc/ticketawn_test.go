@@ -226,3 +226,53 @@ func TestTicketAWNTimeoutWhileReleaserDecides(t *testing.T) {
 		t.Fatalf("the abandoned turn was not passed on: egress %d", int64(atomic.LoadUint64(&b[lDepart])))
 	}
 }
+
+// TestTicketRestartGrantsNoStaleTicket (a reviewing helper's repro): a
+// ticket-awn waiter drew ticket 1 and was preempted before it waited. Its
+// holder died, ingress was damaged past 2^63, and a Reset restarted the
+// tickets (freeTickets). New arrivals take the lock in turn; while one
+// holds it, the stale waiter resumes and must not be granted. When the
+// restart was at 0, the new arrivals drew 0 and 1 again, and the stale
+// waiter took the new ticket 1's egress for its turn: two holders.
+func TestTicketRestartGrantsNoStaleTicket(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
+	defer closeWithin(t, a, 5*time.Second)
+	m, err := a.Mutex("ticket-awn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*ticketAWN)
+	m.Lock() // ticket 0: its process then dies holding it
+
+	// The stale waiter: LockTimeout's draw, then preempted before l.wait.
+	gen := atomic.LoadUint64(l.gen)
+	stale := int64(atomic.AddUint64(l.arrive, 1) - 1)
+	if stale != 1 {
+		t.Fatalf("drew ticket %d, want 1", stale)
+	}
+
+	atomic.StoreUint64(l.arrive, 1<<63|5) // damage
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+
+	// New arrivals: ticket 0 comes and goes, ticket 1 holds the lock.
+	m.Lock()
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	m.Lock()
+	if h := atomic.LoadUint64(l.holder); h != ticketRestart+2 {
+		t.Fatalf("holder word %d, want the second restarted ticket + 1 (%d)", h, uint64(ticketRestart+2))
+	}
+
+	// The stale waiter resumes.
+	w := newWaiter(200 * time.Millisecond)
+	var node uint32
+	if o := l.wait(stale, gen, &node, &w); o == granted {
+		t.Fatalf("the waiter of ticket %d from before the Reset was granted the lock the new ticket %d holds: two holders", stale, stale)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
