@@ -92,10 +92,9 @@ func main() {
 		profile   = flag.String("cpuprofile", "", "write a CPU profile of this process for the whole run (loads included; the worker processes of p cells are not in it) to this file, for go tool pprof; narrow the run with -stores and -cells")
 	)
 	flag.StringVar(&keyMode, "keys", keysScript, "where each operation's key comes from: "+
-		keysScript+" (each worker's keys lie in its script in the order it uses them, in cache as a key just parsed from a request is) or "+
-		keysTable+" (looked up at random in a table of every key: two cache misses of the harness's own per operation, the same for every store)")
+		keysScript+" ("+keyModes[keysScript]+") or "+keysTable+" ("+keyModes[keysTable]+")")
 	flag.Parse()
-	if keyMode != keysScript && keyMode != keysTable {
+	if _, ok := keyModes[keyMode]; !ok {
 		fmt.Fprintf(os.Stderr, "bench: -keys %q: want %s or %s\n", keyMode, keysScript, keysTable)
 		os.Exit(2)
 	}
@@ -388,21 +387,23 @@ func (p *picker) next() int {
 // keyMode says where a worker finds each operation's key (-keys).
 var keyMode = keysScript
 
+// The key modes. keysScript: a worker's script holds the bytes of its
+// operations' keys in the order it uses them (4 MiB a worker), read in
+// sequence, so the hardware prefetcher has each key in cache before its
+// operation needs it, and only the stores' own work is timed. keysTable:
+// with 1M keys, a random walk through 24 MB of slice headers and 16 MB of
+// key bytes, which pulls every ratio towards 1; the only mode until
+// 2026-11-26.
 const (
-	// keysScript: a worker's script holds the bytes of its operations'
-	// keys in the order it uses them (4 MiB a worker), read in sequence, so
-	// the hardware prefetcher has each key in cache before its operation
-	// needs it, as a server has a key it has just parsed from a request.
-	// Only the stores' own work is timed.
 	keysScript = "script"
-	// keysTable: each operation takes its key from a table of every key
-	// ([][]byte over one buffer) at the drawn index. With 1M keys that is a
-	// random walk through 24 MB of slice headers and 16 MB of key bytes:
-	// two cache misses in series per operation, the harness's own and the
-	// same for every store, which pull every ratio towards 1. It was the
-	// only mode until 2026-11-26.
-	keysTable = "table"
+	keysTable  = "table"
 )
+
+// keyModes says what each key mode does, for -help and results.md.
+var keyModes = map[string]string{
+	keysScript: "each worker reads its operations' keys in sequence from its pre-drawn script, so a key is in cache as one just parsed from a request is",
+	keysTable:  "each operation looks its key up at random in a table of every key: two cache misses per operation that are the harness's own and the same for every store",
+}
 
 // script is a worker's pre-drawn sequence of operations, so that drawing
 // random keys costs nothing inside the measurement: key indices, whether

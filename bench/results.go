@@ -177,10 +177,7 @@ func (r *results) write(dir string) error {
 
 // keyModeText says in results.md where the run's keys came from (-keys).
 func keyModeText() string {
-	if keyMode == keysTable {
-		return "Keys (-keys table): each operation looks its key up at random in a table of every key, two cache misses per operation that are the harness's own and the same for every store."
-	}
-	return "Keys (-keys script): each worker reads its operations' keys in sequence from its pre-drawn script, so a key is in cache as one just parsed from a request is; -keys table instead looks each key up at random in a table of every key (two more cache misses per operation, the harness's own)."
+	return fmt.Sprintf("Keys (-keys %s): %s.", keyMode, keyModes[keyMode])
 }
 
 func (r *results) hasDataset(ds string) bool {
