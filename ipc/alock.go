@@ -291,6 +291,9 @@ func (l *alock) enqueue(e entry) (queued, uint64, bool) {
 	if !ok {
 		return q, 0, false
 	}
+	if testHookUnfindable != nil && !l.isHome {
+		testHookUnfindable(uint32(q.name))
+	}
 	atomic.StoreUint32(q.budget, budgetWaiting)
 	atomic.StoreUint64(q.next, 0)
 	tail, _ := l.tails()
@@ -332,6 +335,7 @@ func (l *alock) newQueued() (queued, bool) {
 	if n == 0 {
 		return queued{}, false
 	}
+	l.a.stampNode(n, l.index, atomic.LoadUint64(l.gen)) // enqueue stores the era again as it enters
 	return l.nodeQueued(uint64(n)), true
 }
 
@@ -339,9 +343,9 @@ func (l *alock) newQueued() (queued, bool) {
 // sleepers, word 1 the owner's pid (as ticket-awn), word 2 next, word 3 the
 // generation of the queue it entered.
 func (l *alock) nodeQueued(n uint64) queued {
-	off := l.a.cfg.awnNodesStart() + int(n-1)*lineWords
+	off := l.a.nodeOffset(uint32(n))
 	lo, hi := wait.Halves(&l.a.w[off])
-	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], era: &l.a.w[off+3], name: n}
+	return queued{budget: lo, sleepers: hi, next: &l.a.w[off+2], era: &l.a.w[off+nodeGen], name: n}
 }
 
 // queuedFor finds a descriptor by the name its cohort's tail, a link or

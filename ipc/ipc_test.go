@@ -290,7 +290,7 @@ func TestHelperProcess(t *testing.T) {
 		helperALockOnce(t)
 	case "alock-churn":
 		helperALockChurn(t)
-	case "kill-hold", "kill-wait", "kill-unlock":
+	case "kill-hold", "kill-wait", "kill-unlock", "kill-unfindable":
 		helperKill(t)
 	default:
 		t.Fatalf("unknown role %q", testutil.Role())

@@ -29,9 +29,10 @@ type Recovery struct {
 	// was full, or a live process was in the middle of a step.
 	Pending int
 	// Nodes counts ticket-awn and alock nodes of dead waiters given back to
-	// the node table: alock nodes here, once their episodes were over and
-	// nothing named them any more; ticket-awn nodes go back as the
-	// surrogate takes their turns, and are not counted.
+	// the node table: alock nodes once their episodes were over and
+	// nothing named them any more, and nodes their waiters died holding
+	// before making them findable; ticket-awn nodes that the surrogate
+	// gives back as it takes their turns are not counted.
 	Nodes int
 }
 
@@ -79,6 +80,7 @@ func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, e
 		}
 	}
 	a.returnRetiredNodes(&r)
+	a.returnUnfindableNodes(&r)
 	a.startSurrogate()
 	return r, nil
 }
@@ -178,9 +180,117 @@ func (a *Arena) queueEntries(index int, gen uint64) iter.Seq2[[]uint64, uint64] 
 func (a *Arena) isNode(n uint64) bool { return n != 0 && n <= uint64(a.cfg.AWNNodes) }
 
 // inUseByGone reports whether a node's owner word says it is in use (not
-// pooled idle, not given back) by a process that is gone.
+// pooled idle, not given back, not voided) by a process that is gone.
 func inUseByGone(owner uint64) bool {
-	return owner != returnedNode && owner&idleNode == 0 && processGone(owner)
+	return owner != returnedNode && owner&(idleNode|voidedNode) == 0 && processGone(owner)
+}
+
+// voidDeadNode marks node, if a process that is gone has it in use, as one
+// that is never to be given back (see voidedNode).
+func (a *Arena) voidDeadNode(node uint32) {
+	owner := a.awnNode(node).owner
+	if o := atomic.LoadUint64(owner); inUseByGone(o) {
+		atomic.CompareAndSwapUint64(owner, o, o|voidedNode)
+	}
+}
+
+// returnUnfindableNodes gives back to the table the nodes that processes
+// now gone drew and never made findable: killed after taking the node and
+// before publishing it in the lock's array (ticket-awn) or naming it in
+// their journal entry (alock), no recovery step ever meets them. A node
+// qualifies if, in this order:
+//
+//   - its owner is gone (read first: a dead owner names its node nowhere
+//     new, so what the scans below miss stays unnamed);
+//   - it is stamped (stampNode) with a lock whose generation is still the
+//     stamp's, before and after the scans: a reset leaves releasers of the
+//     old queue that may still write to a node they saw there, so nodes of
+//     voided queues are kept, as are unstamped ones (drawn by a binary from
+//     before stamps, or killed before stamping);
+//   - no array entry, alock tail or alock journal entry (in any phase, of
+//     any process) names it: a named node is the other recovery steps'
+//     (returnRetiredNodes, the surrogate's stepTicket), which know when
+//     its last writer is done.
+//
+// A node voided (voidDeadNode) is never given back. Recover runs it, as
+// callers serialize Recover: entries move between journals only there, so
+// the journal scan misses none.
+func (a *Arena) returnUnfindableNodes(r *Recovery) {
+	type candidate struct {
+		node  uint32
+		owner uint64
+		index int
+		gen   uint64
+	}
+	var found []candidate
+	gone := map[uint64]bool{}
+	drawn := min(atomic.LoadUint64(&a.w[hAWNCursor]), uint64(a.cfg.AWNNodes))
+	for node := uint32(1); uint64(node) <= drawn; node++ {
+		o := atomic.LoadUint64(a.awnNode(node).owner)
+		if o == returnedNode || o&(idleNode|voidedNode) != 0 || o == 0 {
+			continue
+		}
+		dead, asked := gone[o]
+		if !asked {
+			dead = processGone(o)
+			gone[o] = dead
+		}
+		if !dead {
+			continue
+		}
+		off := a.nodeOffset(node)
+		lock1, gen := atomic.LoadUint64(&a.w[off+nodeLock]), atomic.LoadUint64(&a.w[off+nodeGen])
+		if lock1 == 0 || lock1 > uint64(a.cfg.Locks) {
+			continue
+		}
+		index := int(lock1 - 1)
+		if atomic.LoadUint64(&a.lockBody(index)[lGen]) != gen {
+			continue
+		}
+		found = append(found, candidate{node, o, index, gen})
+	}
+	if len(found) == 0 {
+		return
+	}
+	named := a.namedNodes()
+	for _, c := range found {
+		if named[c.node] || atomic.LoadUint64(&a.lockBody(c.index)[lGen]) != c.gen {
+			continue
+		}
+		if atomic.CompareAndSwapUint64(a.awnNode(c.node).owner, c.owner, returnedNode) {
+			r.Nodes++
+		}
+	}
+}
+
+// namedNodes is the set of nodes that some ticket-awn array entry, alock
+// tail or alock journal entry names, whatever its lock, generation or
+// phase.
+func (a *Arena) namedNodes() map[uint32]bool {
+	named := map[uint32]bool{}
+	name := func(n uint64) {
+		if a.isNode(n) {
+			named[uint32(n)] = true
+		}
+	}
+	for i := range a.cfg.Locks {
+		b := a.lockBody(i)
+		name(tailName(atomic.LoadUint64(&b[lWord])))
+		name(tailName(atomic.LoadUint64(&b[lRestrict])))
+		w := a.awnArray(i)
+		for k := range w.n {
+			name(uint64(atomic.LoadUint32(w.at(k))))
+		}
+	}
+	for _, j := range a.journals.all {
+		for i := 0; i < len(j); i += journalEntryWords {
+			if s := atomic.LoadUint64(&j[i]); s != jFree && uint8(s>>8) == kindALock {
+				name(atomic.LoadUint64(&j[i+1]))
+				name(atomic.LoadUint64(&j[i+2]))
+			}
+		}
+	}
+	return named
 }
 
 // returnDeadNode gives node back to the table if it is in use by a process
@@ -656,6 +766,10 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 				atomic.StoreUint64(&e.w[2], looks+1)
 				return false
 			}
+			// Marked before the release below withdraws it from the
+			// array, so that Recover's sweep never sees it unnamed and
+			// unmarked.
+			a.voidDeadNode(node)
 			node = 0
 		}
 		// Releasing, in the journal before the release, as Unlock does: a

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -1034,5 +1035,112 @@ func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
 	<-injected
 	if !testutil.WaitFor(time.Second, func() bool { return atomic.LoadUint64(&own[journalEntryWords]) == jFree }) {
 		t.Fatalf("the episode adopted as the surrogate stopped is still %#x", atomic.LoadUint64(&own[journalEntryWords]))
+	}
+}
+
+// TestSweepReturnsOnlyUnfindableNodes: Recover's sweep gives back a node a
+// gone process holds only when nothing names it and its queue has not been
+// reset since it was stamped. Each node below breaks one condition, but
+// for the first, which meets them all.
+func TestSweepReturnsOnlyUnfindableNodes(t *testing.T) {
+	const locks, nodes = 2, 9
+	a, journals := newJournaledArenaOf(t, Config{Slots: 4, Locks: locks, AWNNodes: nodes}, nil, nil)
+	defer a.Close()
+	dead := gonePid(t)
+	gen := uint64(5)
+	for i := range locks {
+		atomic.StoreUint64(&a.lockBody(i)[lGen], gen)
+	}
+	cases := []struct {
+		why   string
+		owner uint64
+		lock  int // stamped lock index, -1: unstamped
+		gen   uint64
+		name  func(node uint32)
+		back  bool
+	}{
+		{why: "unnamed, in its stamped generation", owner: dead, gen: gen, back: true},
+		{why: "named in the array", owner: dead, gen: gen, name: func(n uint32) { atomic.StoreUint32(a.awnArray(0).at(3), n) }},
+		{why: "stamped in a generation a reset voided", owner: dead, gen: gen - 1},
+		{why: "unstamped", owner: dead, lock: -1, gen: gen},
+		{why: "named by an alock tail", owner: dead, lock: 1, gen: gen, name: func(n uint32) {
+			atomic.StoreUint64(&a.lockBody(1)[lWord], tailWord(gen, uint64(n)))
+		}},
+		{why: "named as a predecessor in a dead process's alock entry", owner: dead, gen: gen, name: func(n uint32) {
+			journals[1][0] = jQueued | uint64(kindALock)<<8 | 1<<16
+			journals[1][2] = uint64(n)
+		}},
+		{why: "voided", owner: dead | voidedNode, gen: gen},
+		{why: "in use by a live process", owner: uint64(os.Getpid()), gen: gen},
+		{why: "pooled by a dead process (get reclaims it)", owner: dead | idleNode, gen: gen},
+	}
+	for i, c := range cases {
+		n := uint32(i + 1)
+		atomic.StoreUint64(a.awnNode(n).owner, c.owner)
+		if c.lock >= 0 {
+			a.stampNode(n, c.lock, c.gen)
+		}
+		if c.name != nil {
+			c.name(n)
+		}
+	}
+	atomic.StoreUint64(&a.w[hAWNCursor], nodes)
+	var r Recovery
+	a.returnUnfindableNodes(&r)
+	for i, c := range cases {
+		got := atomic.LoadUint64(a.awnNode(uint32(i+1)).owner) == returnedNode
+		if got != c.back {
+			t.Errorf("node %d (%s): given back %v, want %v", i+1, c.why, got, c.back)
+		}
+	}
+	if r.Nodes != 1 {
+		t.Errorf("Recovery.Nodes = %d, want 1", r.Nodes)
+	}
+}
+
+// TestTicketSurrogateGivingUpVoidsTheNode: a surrogate taking a dead
+// ticket-awn waiter's turn, whose releaser chose its node (egress negative)
+// but has not set the flag, waits a bounded number of looks, then releases
+// without giving the node back, since that store may still land. Its
+// release withdraws the node from the array, so it marks the node voided
+// first: the sweep would otherwise give back a node a releaser may still
+// write to.
+func TestTicketSurrogateGivingUpVoidsTheNode(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := openTicketAWN(a, 0).(*ticketAWN)
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	// Ticket 0's holder released to ticket 1's node and stalled before the
+	// node's flag; ticket 1's waiter is dead.
+	atomic.StoreUint64(&b[lArrive], 2)
+	atomic.StoreUint64(&b[lDepart], ^uint64(0)) // -1
+	n := a.awnNodes.get()
+	dead := gonePid(t)
+	atomic.StoreUint64(a.awnNode(n).owner, dead)
+	a.stampNode(n, 0, gen)
+	atomic.StoreUint32(a.awnNode(n).mine, 0)
+	atomic.StoreUint32(l.waiters.at(1), n)
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jQueued|adopted, kindTicket, 0, 1, 0, gen)
+	done := false
+	for range ticketFlagLooks + 2 {
+		if done = a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 1, gen); done {
+			break
+		}
+	}
+	if !done {
+		t.Fatal("the surrogate never gave up waiting for the flag")
+	}
+	if egress := l.egress(); pos(egress) != 2 {
+		t.Fatalf("egress %d after the surrogate's release, want ±2", egress)
+	}
+	if nd := atomic.LoadUint32(l.waiters.at(1)); nd != 0 {
+		t.Fatalf("the array still names node %d: the test cannot tell", nd)
+	}
+	var r Recovery
+	a.returnUnfindableNodes(&r)
+	if owner := atomic.LoadUint64(a.awnNode(n).owner); owner != dead|voidedNode {
+		t.Fatalf("node owner %#x: given back or left unmarked, though the stalled releaser may still set its flag", owner)
 	}
 }

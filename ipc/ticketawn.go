@@ -87,11 +87,37 @@ type awnNode struct {
 	owner          *uint64
 }
 
+// Words of a node of the table. Word 0 is ticket-awn's lockIsMine and
+// sleepers, or alock's budget and sleepers; word 2 is alock's link.
+const (
+	nodeOwner = 1 // see nodePool
+	nodeGen   = 3 // the generation of the queue it waits in (alock: its era)
+	nodeLock  = 4 // the index + 1 of the lock it waits on (0: not known)
+)
+
 func (a *Arena) awnNode(n uint32) awnNode {
-	off := a.cfg.awnNodesStart() + int(n-1)*lineWords
+	off := a.nodeOffset(n)
 	mine, sleepers := wait.Halves(&a.w[off])
-	return awnNode{mine: mine, sleepers: sleepers, owner: &a.w[off+1]}
+	return awnNode{mine: mine, sleepers: sleepers, owner: &a.w[off+nodeOwner]}
 }
+
+func (a *Arena) nodeOffset(n uint32) int { return a.cfg.awnNodesStart() + int(n-1)*lineWords }
+
+// stampNode records, before a waiter makes node n findable, the lock and
+// generation whose queue it is to wait in. Recover's sweep gives back a
+// node that its dead owner never made findable, but only if that queue has
+// not been reset since: a reset leaves releasers of the old queue that may
+// still write to the nodes they saw in it.
+func (a *Arena) stampNode(n uint32, index int, gen uint64) {
+	off := a.nodeOffset(n)
+	atomic.StoreUint64(&a.w[off+nodeLock], uint64(index)+1)
+	atomic.StoreUint64(&a.w[off+nodeGen], gen)
+}
+
+// testHookUnfindable, set only by tests, runs as a ticket-awn or alock
+// waiter holds node n, stamped but not yet findable by recovery (not in
+// the lock's array, not in the waiter's journal entry).
+var testHookUnfindable func(n uint32)
 
 // nodePool hands this process's ticket-awn and alock nodes to waiters.
 // Nodes come from the file's table and then circulate within the process,
@@ -120,6 +146,10 @@ const (
 	// idleNode, or'ed into the owner's pid, marks a node in its process's
 	// pool. Pids fit in 22 bits.
 	idleNode = uint64(1) << 62
+	// voidedNode, or'ed into a dead owner's pid, marks a node that a
+	// releaser may still write to although no array names it any more (a
+	// surrogate gave up waiting for that store): it is never given back.
+	voidedNode = uint64(1) << 61
 )
 
 // get returns a node, or 0 when the table is used up.
@@ -210,7 +240,7 @@ func (p *nodePool) returnAll() {
 // again. A pid reused by another process reads as live, which only keeps
 // the dead one's nodes out of reach.
 func processGone(pid uint64) bool {
-	if pid == 0 || pid >= idleNode {
+	if pid == 0 || pid >= voidedNode {
 		return false
 	}
 	if err := unix.Kill(int(pid), 0); errors.Is(err, unix.ESRCH) {
@@ -320,6 +350,10 @@ func (l *ticketAWN) wait(t int64, gen uint64, node *uint32, w *waiter) outcome {
 	nd := l.a.awnNodes.get()
 	if nd == 0 {
 		return l.waitEgress(t, gen, w, mine) // table used up
+	}
+	l.a.stampNode(nd, l.index, gen)
+	if testHookUnfindable != nil {
+		testHookUnfindable(nd)
 	}
 	atomic.StoreUint32(l.a.awnNode(nd).mine, 0)
 	atomic.StoreUint32(l.waiters.at(t), nd)
