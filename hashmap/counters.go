@@ -17,6 +17,16 @@ import (
 // (of one that closed the map or died) counts on from where it stopped, so
 // the sum over the slots is the total since the map was created.
 
+// ledgersPerSlot is the count of a process's ledger words: one per
+// segment lock, and as many fast ledgers after them in files with them
+// (segment.Layout.FastLedgers).
+func ledgersPerSlot(segments int64, fast bool) int {
+	if fast {
+		return int(2 * segments)
+	}
+	return int(segments)
+}
+
 // countersPerSlot is the size of a process's own counters: a hit and a
 // miss count per segment, in files with statistics.
 func countersPerSlot(segments int64, stats bool) int {

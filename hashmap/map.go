@@ -31,7 +31,14 @@ type Map struct {
 	opts     Options
 	readOnly bool
 	gate     inflight.Gate // calls in progress, and whether Close has begun (see enter)
-	closing  sync.Mutex    // held by Close until the file is let go
+	// fastPuts: Put tries segment.TryOverwrite before it counts itself in
+	// with the gate. That fast path keeps its lock in the fast ledgers,
+	// which Close waits on instead (Table.CloseFastPaths), so it needs
+	// neither the gate's two locked instructions nor the ledger's four.
+	// Set once the slot is joined, in files with fast ledgers, for plain
+	// maps whose writers do not queue locally.
+	fastPuts bool
+	closing  sync.Mutex // held by Close until the file is let go
 
 	lockLayout lockLayout
 	lockTable  *LockTable
@@ -81,7 +88,7 @@ func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
-	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: int(l.Segments),
+	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
 		Counters: countersPerSlot(l.Segments, l.Stats)}
 	if l, err = segment.NewLayout(params, reg.Off+reg.Bytes(), !o.NoChecksums); err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
@@ -159,7 +166,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		// holds; the registry's size does not depend on where it starts
 		// (and a wrong count makes DecodeLayout below fail).
 		if segs, ok := segment.RecordSegments(rec); ok {
-			regBytes = registry.Layout{Slots: regSlots, Ledgers: int(segs), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
 		}
 	}
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
@@ -204,7 +211,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	if m.admin != nil {
 		tb.SetAdminLock(adminLock{m})
 	}
-	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: int(l.Segments), Counters: countersPerSlot(l.Segments, l.Stats)}
+	regLayout := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats)}
 	if regSlots > 0 && o.ReadOnly {
 		// Read-only: no slot (a slot is written), but Check can still
 		// see who died with the map open.
@@ -271,6 +278,12 @@ func (m *Map) join(l registry.Layout) error {
 		inherited = a.ReleaseInherited(m.lockTable.algorithm)
 	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
+	if m.layout.FastLedgers {
+		// Join left them zero: FastEmpty.
+		segs := int(m.layout.Segments)
+		m.table.SetFastLedgers(func(i int) *uint64 { return reg.Ledger(slot, segs+i) })
+		m.fastPuts = !m.layout.Cache && !m.opts.QueueWritersLocally
+	}
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
 	// A process dead before we joined (we may have taken its slot), or one
 	// that died since we looked and whose slot Join gave us, or episodes
@@ -356,6 +369,7 @@ func (m *Map) Close() error {
 	if !m.gate.Close() { // waits for the calls in progress
 		return nil
 	}
+	m.table.CloseFastPaths() // and for Puts on the fast path, which the gate does not count
 	m.lockTable.close()
 	if m.reg != nil {
 		_ = m.reg.Leave() // closing the file drops its lock anyway
@@ -578,6 +592,9 @@ func (m *Map) Put(key, value []byte) error {
 	h := keyhash.Inline(key)
 	if h == 0 {
 		h = xxhash.Sum64(key)
+	}
+	if m.fastPuts && m.table.For(h).TryOverwrite(h, key, value) {
+		return nil // see fastPuts
 	}
 	c, err := m.enter(h, true)
 	if err != nil {

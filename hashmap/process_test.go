@@ -145,7 +145,9 @@ func TestHelperProcess(t *testing.T) {
 			testhook.OnStep = func() {
 				pc, _, _, _ := runtime.Caller(3) // OnStep, Step, testStep, then the step's function
 				name := strings.TrimPrefix(runtime.FuncForPC(pc).Name(), "github.com/sharedmap/sharedmap/segment.")
-				if inRewrite := name == "(*Segment).saveUndo" || name == "(*Segment).rewriteInPlace"; inRewrite != rewrites {
+				inRewrite := name == "(*Segment).saveUndo" || name == "(*Segment).rewriteInPlace" ||
+					name == "(*Segment).takeFast" || name == "(*Segment).releaseFast"
+				if inRewrite != rewrites {
 					return
 				}
 				if steps++; steps == at {

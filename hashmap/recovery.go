@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sharedmap/sharedmap/ipc"
+	"github.com/sharedmap/sharedmap/rwulock"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -137,6 +138,9 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 		ledgers := func(dst []uint64) []uint64 {
 			for _, slot := range live {
 				dst = append(dst, loadLedger(m.reg.Ledger(slot, i)))
+				if m.layout.FastLedgers {
+					dst = append(dst, rwulock.FastAsLedger(loadLedger(m.reg.Ledger(slot, int(m.layout.Segments)+i))))
+				}
 			}
 			return dst
 		}

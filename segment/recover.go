@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,46 @@ import (
 func (tb *Table) SetLedgers(ledger func(i int) *uint64) {
 	for i := range tb.segs {
 		tb.segs[i].lock.SetLedger(ledger(i))
+	}
+}
+
+// SetFastLedgers gives each segment lock of this table a fast ledger word
+// in this process's registry slot (fast(i) for segment i), for
+// TryOverwrite (see rwulock.FastNext). Like SetLedgers, call it before any
+// operation; the words must be FastEmpty. Without it TryOverwrite does
+// nothing.
+func (tb *Table) SetFastLedgers(fast func(i int) *uint64) {
+	for i := range tb.segs {
+		tb.segs[i].fast = fast(i)
+	}
+}
+
+// CloseFastPaths ends TryOverwrite in this process for good, waiting for
+// the calls under way to finish with the file: it marks each fast ledger
+// FastClosed once it is back to FastEmpty (those calls never wait, so
+// this is short), and a call that begins after finds it so, or sees the
+// closing flag, and does nothing. Close calls it before the file goes.
+func (tb *Table) CloseFastPaths() {
+	tb.closing.Store(true)
+	for i := range tb.segs {
+		p := tb.segs[i].fast
+		if p == nil {
+			continue
+		}
+		for {
+			v := atomic.LoadUint64(p)
+			switch v & rwulock.FastStateMask {
+			case rwulock.FastClosed:
+			case rwulock.FastAcquiring, rwulock.FastHeld, rwulock.FastReleasing:
+				runtime.Gosched() // a call under way
+				continue
+			default:
+				if !atomic.CompareAndSwapUint64(p, v, rwulock.FastNext(v, rwulock.FastClosed)) {
+					continue
+				}
+			}
+			break
+		}
 	}
 }
 

@@ -65,6 +65,13 @@ type Layout struct {
 	Undo     bool
 	UndoOff  int64
 	UndoSize int64
+	// FastLedgers: every process has a second ledger word per segment lock
+	// in its registry slot, for Put's fast path (see
+	// Segment.TryOverwrite); its registry is that much larger (the layers
+	// above size it: RecordHasFastLedgers). An older build, which rejects
+	// the flag, would take those holds for a dead process's. Maps created
+	// by this version always have them.
+	FastLedgers bool
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -98,6 +105,7 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	}
 	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo)
 	l.MoveCounters = err == nil
+	l.FastLedgers = err == nil
 	return l, err
 }
 
@@ -246,6 +254,9 @@ func (l *Layout) fields() []*int64 {
 	if l.Undo {
 		flags |= flagUndo
 	}
+	if l.FastLedgers {
+		flags |= flagFastLedgers
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -261,6 +272,7 @@ const (
 	flagStats        = 4
 	flagMoveCounters = 8 // only with flagStats
 	flagUndo         = 16
+	flagFastLedgers  = 32
 )
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
@@ -284,7 +296,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
 		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
@@ -301,6 +313,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}
 	want.MoveCounters = v[2]&flagMoveCounters != 0
+	want.FastLedgers = v[2]&flagFastLedgers != 0
 	got := want
 	gf, wf := got.fields(), want.fields()
 	for i := 6; i < n; i++ {
@@ -336,6 +349,15 @@ func RecordSegments(b []byte) (int64, bool) {
 	}
 	n := int64(binary.LittleEndian.Uint64(b[off:]))
 	return n, n > 0 && n <= 1<<30
+}
+
+// RecordHasFastLedgers reads from a layout record whether the file has
+// fast ledgers (Layout.FastLedgers), without checking the rest, as
+// RecordHasStats does.
+func RecordHasFastLedgers(b []byte) bool {
+	off := len(layoutMagic) + 8*2
+	return len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic &&
+		binary.LittleEndian.Uint64(b[off:])&flagFastLedgers != 0
 }
 
 // RecordHasStats reads from a layout record whether the file has

@@ -52,7 +52,8 @@ type Table struct {
 	segs       []Segment
 	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
-	queueLocal bool // writers of one segment in this process queue on Segment.local first
+	queueLocal bool        // writers of one segment in this process queue on Segment.local first
+	closing    atomic.Bool // CloseFastPaths has begun
 
 	// recoverAfterTimeout, if set, repairs what dead processes left in a
 	// segment whose lock wait timed out, and reports whether a second wait
@@ -199,6 +200,7 @@ type Segment struct {
 	seq     *uint64 // modification sequence: odd while a writer changes the segment
 	entries *uint64
 	tiers   *uint64
+	fast    *uint64 // this process's fast ledger of the lock (see SetFastLedgers); nil: none
 
 	// Cache maps.
 	hand             *uint64 // the CLOCK hand: a position over the chain's slots
