@@ -210,6 +210,11 @@ type Arena struct {
 	journals   *journals // every process's episode journal; nil without SetJournals
 	owner      uint32    // this process's journal slot + 1 (0 without journals): TTAS owner ids
 	surrogates bool      // a goroutine is finishing adopted episodes (guarded by mu)
+	// steps serializes the surrogate's steps with Reset: a step that has
+	// seen a dead episode's turn come and then releases must not straddle
+	// a Reset, or its release lands in the lock's new generation (on a
+	// ticket lock, after a new holder: two holders).
+	steps sync.Mutex
 	// surrogateKicks counts startSurrogate calls (guarded by mu): the
 	// surrogate stops only if none came since it last looked.
 	surrogateKicks uint64

@@ -105,6 +105,11 @@ func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 // bump of the generation and its stores.
 var testHookResetBumped func()
 
+// testHookResetBeforeClear, set only by tests, runs in Reset after it has
+// freed the lock (Depart or egress stored) and before it clears the
+// ticket-awn array.
+var testHookResetBeforeClear func()
+
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
 // waiting for the lock, and is only correct when no live process is inside
@@ -132,6 +137,10 @@ func (a *Arena) ResetAs(index int, algorithm string) error {
 			return err
 		}
 	}
+	// Between the surrogate's steps (see Arena.steps): a step after the
+	// Reset sees the new generation and leaves the lock alone.
+	a.steps.Lock()
+	defer a.steps.Unlock()
 	a.reset(index, algorithm)
 	return nil
 }
@@ -169,6 +178,9 @@ func (a *Arena) reset(index int, algorithm string) {
 		}
 		atomic.StoreUint64(&b[lWord], 0)
 		atomic.StoreUint64(&b[lRestrict], 0)
+		if testHookResetBeforeClear != nil {
+			testHookResetBeforeClear()
+		}
 		a.awnArray(index).clear()
 	}
 	// An alock needs the generation alone: its tail words carry the

@@ -531,7 +531,10 @@ func (a *Arena) driveAdopted() int {
 			// it. Freeing it here too could count it free twice.
 			continue
 		}
-		if a.stepAdopted(e, s) {
+		a.steps.Lock() // see Arena.steps
+		over := a.stepAdopted(e, s)
+		a.steps.Unlock()
+		if over {
 			a.free(e)
 		} else {
 			left++
@@ -778,6 +781,9 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		// case sets the flag), not a queued one it would call done, past a
 		// waiter that then waits for good. The holder word is cleared
 		// first, so no releasing entry leaves it set.
+		if testHookTicketTurn != nil {
+			testHookTicketTurn()
+		}
 		atomic.StoreUint64(l.holder, 0)
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 		l.release()
@@ -815,6 +821,10 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 	}
 	return true
 }
+
+// testHookTicketTurn, set only by tests, runs in a surrogate's step for a
+// dead ticket-awn episode whose turn has come, before it releases.
+var testHookTicketTurn func()
 
 // testHookTicketFlag, set only by tests, runs in a surrogate's step for a
 // dead ticket-awn releaser that chose a node handover, after it read

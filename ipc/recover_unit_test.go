@@ -1144,3 +1144,90 @@ func TestTicketSurrogateGivingUpVoidsTheNode(t *testing.T) {
 		t.Fatalf("node owner %#x: given back or left unmarked, though the stalled releaser may still set its flag", owner)
 	}
 }
+
+// TestResetWaitsForTheSurrogatesStep: a Reset while the surrogate is in
+// the middle of taking a dead episode's turn (it has seen its turn come
+// and not yet released) must not let that release land in the lock's new
+// generation. Here a dead ticket-awn holder is adopted; the surrogate
+// stops between seeing egress reach its ticket and releasing; Reset frees
+// the lock and a new holder takes it. The surrogate's stale release then
+// read egress afresh and moved it past the new holder's ticket: the next
+// TryLock got in beside the holder. (It is how `mapctl recover
+// --reset-locks` runs: the open adopts the dead's episodes and starts the
+// surrogate, then Reset.)
+func TestResetWaitsForTheSurrogatesStep(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer closeWithin(t, a, 5*time.Second)
+	m, err := a.Mutex("ticket-awn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a.lockBody(0)
+	// Ticket 0 is held by the dead process (slot 1).
+	atomic.StoreUint64(&b[lArrive], 1)
+	atomic.StoreUint64(&b[lHolder], 1)
+	dead := entry{journals[1][:journalEntryWords]}
+	dead.set(jQueued, kindTicket, 0, 0, 0, atomic.LoadUint64(&b[lGen]))
+
+	inTurn, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookTicketTurn = func() {
+		once.Do(func() { close(inTurn); <-proceed })
+	}
+	defer func() { testHookTicketTurn = nil }()
+	if _, err := a.Recover("ticket-awn", func(slot int) bool { return slot == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inTurn:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the surrogate never took the dead holder's turn")
+	}
+	resetDone := make(chan error, 1)
+	go func() { resetDone <- a.Reset(0) }()
+	held := false
+	select {
+	case err := <-resetDone:
+		// Reset did not wait for the step: the lock is free in the new
+		// generation while the surrogate is about to release.
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.TryLock() {
+			t.Fatal("lock not free after Reset")
+		}
+		held = true
+		close(proceed)
+	case <-time.After(200 * time.Millisecond):
+		close(proceed)
+		if err := <-resetDone; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !held {
+		if err := m.LockTimeout(time.Second); err != nil {
+			t.Fatalf("after Reset: %v", err)
+		}
+	}
+	// Let the surrogate finish its step.
+	if !testutil.WaitFor(5*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.surrogates
+	}) {
+		t.Fatal("the surrogate never stopped")
+	}
+	if m.TryLock() {
+		t.Fatalf("a second holder got the lock (egress %d, ingress %d): the surrogate released into the new generation",
+			int64(atomic.LoadUint64(&b[lDepart])), atomic.LoadUint64(&b[lArrive]))
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LockTimeout(time.Second); err != nil {
+		t.Fatalf("the lock after the holder's Unlock: %v", err)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -53,6 +53,11 @@ func (s crState) arrival() uint64 { return uint64(s) >> crSeatBits & crTicketMas
 func (s crState) serving() uint64 { return uint64(s) >> crServeShift }
 func (s crState) passive() bool   { return s.arrival() != s.serving() }
 
+// queued reports whether passive ticket t is drawn and not yet served.
+func (s crState) queued(t uint64) bool {
+	return (t-s.serving())&crTicketMask < (s.arrival()-s.serving())&crTicketMask
+}
+
 // restricted wraps a FIFO lock of the same body with concurrency restriction.
 type restricted struct {
 	inner Mutex
@@ -243,6 +248,10 @@ func (l *restricted) nextArrival(s uint64) uint64 {
 	return s&^(crTicketMask<<crSeatBits) | (crState(s).arrival()+1)&crTicketMask<<crSeatBits
 }
 
+// testHookPassiveLook, set only by tests, runs in waitPassive at each look,
+// before it reads the state word.
+var testHookPassiveLook func()
+
 // waitPassive waits until ticket t is served, then until a seat is free or
 // its patience runs out, and takes the seat; a pass (the turn of a waiter
 // that timed out) moves the queue on without taking one.
@@ -250,10 +259,21 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 	sl := l.passiveSlot(t)
 	var headSince time.Time
 	for {
-		if atomic.LoadUint64(l.gen) != gen {
-			return reset
+		if testHookPassiveLook != nil {
+			testHookPassiveLook()
 		}
 		s := atomic.LoadUint64(l.state)
+		if !crState(s).queued(t) {
+			// Voided: a Reset zeroed the word, or a waiter or surrogate
+			// that had not yet seen one took this number's turn in the
+			// new queue. Queue again. The ticket's place decides, not the
+			// generation: a waiter that read the new generation may hold a
+			// ticket drawn from the word before the Reset zeroed it, and
+			// one that read the old generation may have drawn its ticket
+			// after, in the new queue; waiting on the first, or giving up
+			// the second, leaves a ticket nobody serves or passes on.
+			return reset
+		}
 		if crState(s).serving() == t {
 			if headSince.IsZero() {
 				headSince = time.Now()

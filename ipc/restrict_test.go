@@ -204,3 +204,146 @@ func TestTryLockNeverOverflowsTheSeatCount(t *testing.T) {
 	}
 	_ = m.Unlock()
 }
+
+// TestRestrictionResetVoidsStalePassiveTickets: a passive waiter (ticket
+// 0) reads the generation and is preempted; a Reset (recovery after the
+// holder died) zeroes the state word; in the new generation a holder takes
+// the seat and the next arrival queues with passive ticket 0 again. The
+// stale waiter then reads the state word, finds "its" ticket 0 served and
+// (its handle counting two seats) a seat free, and takes that turn: serving
+// moves to 1. Before, the new waiter, whose ticket 0 would never be served
+// again, waited until its LockTimeout (a Lock, forever). Now a waiter whose
+// ticket is no longer between serving and arrival queues again. (The inner
+// lock keeps the two holders apart either way.)
+func TestRestrictionResetVoidsStalePassiveTickets(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour // heads enter only on a free seat
+	defer func() { crPatience = saved }()
+	a := newMemoryArena(t, Config{Slots: 64, Locks: 1})
+	defer closeWithin(t, a, 5*time.Second)
+	open := func() *restricted {
+		m, err := a.Mutex("hapax-cr", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := m.(*restricted)
+		l.seats = 1
+		return l
+	}
+	hN, hS := open(), open()
+	hN.Lock() // its process then dies holding it (and its seat)
+
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	testHookPassiveLook = func() {
+		if once.CompareAndSwap(false, true) {
+			close(paused)
+			<-resume
+		}
+	}
+	defer func() { testHookPassiveLook = nil }()
+	errS := make(chan error, 1)
+	go func() { // the stale waiter: passive ticket 0, stopped before it looks at the state word
+		err := hS.LockTimeout(5 * time.Second)
+		if err == nil {
+			err = hS.Unlock()
+		}
+		errS <- err
+	}()
+	<-paused
+
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	hN.Lock() // the new generation's holder: its seat
+	errP := make(chan error, 1)
+	go func() { // the new generation's passive ticket
+		err := hN.LockTimeout(2 * time.Second)
+		if err == nil {
+			err = hN.Unlock()
+		}
+		errP <- err
+	}()
+	if !testutil.WaitFor(5*time.Second, func() bool {
+		s := crState(atomic.LoadUint64(hN.state))
+		return s.arrival()-s.serving() == 1
+	}) {
+		t.Fatal("the new arrival did not queue passively")
+	}
+	hS.seats = 2 // the stale waiter's handle sees a free seat
+	close(resume)
+	if !testutil.WaitFor(5*time.Second, func() bool { return crState(atomic.LoadUint64(hN.state)).seated() == 2 }) {
+		t.Fatal("the stale waiter took no seat") // its own, or the new waiter's turn's
+	}
+	if err := hN.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errP; err != nil {
+		s := crState(atomic.LoadUint64(hN.state))
+		t.Errorf("the new generation's passive waiter: %v (serving %d, arrival %d, seated %d)", err, s.serving(), s.arrival(), s.seated())
+	}
+	if err := <-errS; err != nil {
+		t.Errorf("the stale waiter, after queueing again: %v", err)
+	}
+}
+
+// TestRestrictionTicketDrawnInAReset: a passive waiter reads the
+// generation a Reset has just moved and draws passive ticket 0 from the
+// state word the Reset has yet to zero. Its generation being current, it
+// then took ticket 0's turn in the zeroed word, which left the word
+// serving 1 with arrival 0: the next passive waiter drew ticket 0 and was
+// never served (until its LockTimeout; a Lock, forever). Now the first
+// waiter, its ticket not between serving and arrival, queues again.
+func TestRestrictionTicketDrawnInAReset(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour // heads enter only on a free seat
+	defer func() { crPatience = saved }()
+	a := newMemoryArena(t, Config{Slots: 64, Locks: 1})
+	defer closeWithin(t, a, 5*time.Second)
+	m, err := a.Mutex("hapax-cr", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*restricted)
+	l.seats = 1
+	m.Lock() // its process then dies holding it (and its seat)
+
+	lockUnlock := func(ch chan<- error) {
+		err := m.LockTimeout(2 * time.Second)
+		if err == nil {
+			err = m.Unlock()
+		}
+		ch <- err
+	}
+	errW := make(chan error, 1)
+	testHookResetBumped = func() {
+		testHookResetBumped = nil
+		go lockUnlock(errW) // the new generation, the old word: a passive ticket
+		if !testutil.WaitFor(5*time.Second, func() bool { return crState(atomic.LoadUint64(l.state)).arrival() == 1 }) {
+			t.Error("the waiter did not draw a passive ticket")
+		}
+	}
+	defer func() { testHookResetBumped = nil }()
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errW; err != nil {
+		s := crState(atomic.LoadUint64(l.state))
+		t.Fatalf("the waiter that drew its ticket in the Reset: %v (serving %d, arrival %d, seated %d)", err, s.serving(), s.arrival(), s.seated())
+	}
+
+	m.Lock() // a holder and a passive waiter of the new generation
+	drawn := crState(atomic.LoadUint64(l.state)).arrival()
+	errP := make(chan error, 1)
+	go lockUnlock(errP)
+	if !testutil.WaitFor(5*time.Second, func() bool { return crState(atomic.LoadUint64(l.state)).arrival() != drawn }) {
+		t.Fatal("the next arrival did not queue passively")
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errP; err != nil {
+		s := crState(atomic.LoadUint64(l.state))
+		t.Fatalf("the next passive waiter: %v (serving %d, arrival %d, seated %d)", err, s.serving(), s.arrival(), s.seated())
+	}
+}

@@ -407,15 +407,24 @@ func (l *ticketAWN) waitEgress(t int64, gen uint64, w *waiter, ready func(int64)
 	return granted
 }
 
-// waitNode waits for the releaser of t-1 to set the node's lockIsMine.
+// waitNode waits for the releaser of t-1 to set the node's lockIsMine, or
+// to hand over through egress (+t): a Reset clears the array after it has
+// freed the lock, and may so erase the node of a waiter of the new
+// generation after it was published, which its releaser then does not
+// see. (egress +t is never the releaser's choice of a node handover, so
+// the node is not written after.) That releaser does not wake the node:
+// the waiter sees egress on its next nap.
 func (l *ticketAWN) waitNode(t int64, gen uint64, node uint32, w *waiter) outcome {
 	nd := l.a.awnNode(node)
 	for atomic.LoadUint32(nd.mine) == 0 {
+		if l.egress() == t {
+			return granted
+		}
 		if atomic.LoadUint64(l.gen) != gen {
 			return reset
 		}
 		l.paceTicket(w, t)
-		if w.await(nd.mine, nd.sleepers, func() bool { return atomic.LoadUint32(nd.mine) != 0 }) == expired {
+		if w.await(nd.mine, nd.sleepers, func() bool { return atomic.LoadUint32(nd.mine) != 0 || l.egress() == t }) == expired {
 			return timedOut
 		}
 	}

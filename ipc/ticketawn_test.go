@@ -276,3 +276,74 @@ func TestTicketRestartGrantsNoStaleTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTicketAWNResetClearSparesNewWaiters: Reset clears the waiting array
+// after it has freed the lock, so arrivals of the new generation can come
+// in between: ticket I takes the lock, I+1 waits on egress, and I+2, far
+// back, publishes its node and waits on it. The clear then erases that
+// node, the releaser of I+1 finds no node and hands over through egress
+// (+I+2), and the waiter on its node must still see that: it waited on
+// the node alone, until its LockTimeout, and a Lock forever, with the
+// lock held by nobody.
+func TestTicketAWNResetClearSparesNewWaiters(t *testing.T) {
+	a := newMemoryArena(t, Config{Slots: 4, Locks: 1}) // arrays of 16 waiters
+	defer closeWithin(t, a, 5*time.Second)
+	m, err := a.Mutex("ticket-awn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*ticketAWN)
+	m.Lock() // ticket 0: its process then dies holding it
+
+	errB, errC := make(chan error, 1), make(chan error, 1)
+	var far int64
+	testHookResetBeforeClear = func() {
+		testHookResetBeforeClear = nil
+		ingress := int64(atomic.LoadUint64(l.arrive))
+		if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
+			t.Errorf("first Lock after the Reset freed the lock: %v", err)
+			return
+		}
+		go func() { // ticket I+1: next, waits on egress
+			err := m.LockTimeout(5 * time.Second)
+			if err == nil {
+				err = m.Unlock()
+			}
+			errB <- err
+		}()
+		if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(l.arrive)) == ingress+2 }) {
+			t.Error("ticket I+1 not drawn")
+			return
+		}
+		far = ingress + 2
+		go func() { // ticket I+2: far back, waits on its node
+			err := m.LockTimeout(2 * time.Second)
+			if err == nil {
+				err = m.Unlock()
+			}
+			errC <- err
+		}()
+		if !testutil.WaitFor(5*time.Second, func() bool {
+			nd := atomic.LoadUint32(l.waiters.at(far))
+			return nd != 0 && atomic.LoadUint32(l.a.awnNode(nd).sleepers) != 0
+		}) {
+			t.Error("ticket I+2 did not publish its node and sleep on it")
+		}
+	}
+	defer func() { testHookResetBeforeClear = nil }()
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if err := m.Unlock(); err != nil { // ticket I releases: I+1 holds, then releases to I+2
+		t.Fatal(err)
+	}
+	if err := <-errB; err != nil {
+		t.Fatalf("ticket I+1: %v", err)
+	}
+	if err := <-errC; err != nil {
+		t.Fatalf("ticket %d, whose node the Reset's clear erased after it was published: %v (egress %d)", far, err, l.egress())
+	}
+}
