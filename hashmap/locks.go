@@ -18,6 +18,11 @@ var ErrNoSuchLock = errors.New("sharedmap: no such lock in the map's lock table"
 // process has it open.
 var ErrNotAlone = errors.New("sharedmap: other processes have the map open")
 
+// ErrResetBusy: LockTable.Reset waited the map's LockTimeout for a write
+// of this process to let go of the map's own lock, in vain. Nothing was
+// reset.
+var ErrResetBusy = errors.New("sharedmap: a write of this process holds the map's own lock")
+
 // The lock record follows the segment layout record in the header. Files
 // written before it existed have none: they open with an empty lock table.
 const lockRecordMagic = "SMLOCKS1"
@@ -177,9 +182,11 @@ func (t *LockTable) close() {
 // queued for good: recovery releases only what processes that died held,
 // and Check reads no lock words. It needs the map to itself: it holds the
 // registry's recovery lock, so no process opens the map meanwhile, and
-// returns an error matching ErrNotAlone if another process has it open. No
-// goroutine of this process may hold or wait for any of the locks while it
-// runs.
+// returns an error matching ErrNotAlone if another process has it open. It
+// waits, up to the map's LockTimeout, for a write of this process that
+// holds the map's own lock (linking an overflow tier) to let it go, and
+// fails with ErrResetBusy if it does not. No goroutine of this process may
+// hold or wait for any lock of the table while it runs.
 func (t *LockTable) Reset() (int, error) {
 	m := t.m
 	c, err := m.enterAny(true)
@@ -214,6 +221,16 @@ func (t *LockTable) Reset() (int, error) {
 	if len(pids) > 0 {
 		return 0, fmt.Errorf("reset the locks of %s: %w (pids %v)", m.Path(), ErrNotAlone, pids)
 	}
+	// Writes of this process hold the map's own lock in adminLock, which
+	// holds adminLocal too: forcing the lock free under one would let a
+	// second write in beside it, and both link the same tier.
+	for deadline := time.Now().Add(m.opts.LockTimeout); !m.adminLocal.TryLock(); {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("reset the locks of %s: %w", m.Path(), ErrResetBusy)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer m.adminLocal.Unlock()
 	n := t.Len() + 1 // and the map's own, lock 0 of the arena
 	for i := range n {
 		if err := t.arena.Reset(i); err != nil {

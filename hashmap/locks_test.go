@@ -372,3 +372,36 @@ func TestLockTableReset(t *testing.T) {
 		})
 	}
 }
+
+// TestLockTableResetWaitsForTheMapsOwnLock: a write of this process that
+// holds the map's own lock (as linking an overflow tier does) keeps
+// LockTable.Reset from forcing it free: Reset waits for it, and fails with
+// ErrResetBusy after LockTimeout if it stays held. Before, Reset freed it
+// under the write, and a second write got it too (a reviewing helper's
+// repro: both would link the same tier).
+func TestLockTableResetWaitsForTheMapsOwnLock(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, Locks: 1, LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	admin := adminLock{m}
+	admin.Lock()
+	if _, err := m.Locks().Reset(); !errors.Is(err, ErrResetBusy) {
+		t.Fatalf("Reset under a held map lock: %v, want ErrResetBusy", err)
+	}
+	if m.admin.TryLock() {
+		t.Fatal("the map's own lock was free for a second holder after Reset")
+	}
+	released := make(chan error)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		released <- admin.Unlock()
+	}()
+	if n, err := m.Locks().Reset(); err != nil || n != 2 {
+		t.Fatalf("Reset once the write let go: %d, %v; want 2 locks", n, err)
+	}
+	if err := <-released; err != nil {
+		t.Fatalf("the write's Unlock: %v", err)
+	}
+}

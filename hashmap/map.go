@@ -52,6 +52,7 @@ type Map struct {
 	atOpen     Recovery           // what Open repaired of processes that died before it
 	mended     []string           // headers Open rewrote from the file's layout (Recovery.Mended)
 	admin      ipc.Mutex          // the map's own lock, arena lock 0; nil in files without a lock table
+	adminLocal sync.Mutex         // held with admin by this process's writers (adminLock), so that LockTable.Reset can wait for them
 }
 
 // FileSize is the size of the file Open would create for opts (nil: the

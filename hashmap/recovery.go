@@ -202,11 +202,18 @@ func (m *Map) waitInTurns(l ipc.Mutex, d time.Duration, closable, recovering boo
 }
 
 // adminLock is the map's admin lock as the segment table takes it, inside
-// calls that Close waits for.
+// calls that Close waits for. It holds adminLocal too, for LockTable.Reset.
 type adminLock struct{ m *Map }
 
-func (a adminLock) Lock()         { _ = a.m.waitInTurns(a.m.admin, -1, false, true) }
-func (a adminLock) Unlock() error { return a.m.admin.Unlock() }
+func (a adminLock) Lock() {
+	a.m.adminLocal.Lock()
+	_ = a.m.waitInTurns(a.m.admin, -1, false, true)
+}
+
+func (a adminLock) Unlock() error {
+	defer a.m.adminLocal.Unlock()
+	return a.m.admin.Unlock()
+}
 
 // recoverAfterTimeout is the segment table's hook for a lock wait on
 // segment seg that timed out: it repairs what dead processes left there
