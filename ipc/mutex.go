@@ -108,7 +108,7 @@ var testHookResetBumped func()
 // testHookResetBeforeClear, set only by tests, runs in Reset after it has
 // freed the lock (Depart or egress stored) and before it clears the
 // ticket-awn array.
-var testHookResetBeforeClear func()
+var testHookResetBeforeClear atomic.Pointer[func()] // atomic: goroutines of other tests' arenas may read it
 
 // Reset forces lock index back to free and makes every goroutine waiting on
 // it queue again. It is for recovery after a process died holding or
@@ -178,8 +178,8 @@ func (a *Arena) reset(index int, algorithm string) {
 		}
 		atomic.StoreUint64(&b[lWord], 0)
 		atomic.StoreUint64(&b[lRestrict], 0)
-		if testHookResetBeforeClear != nil {
-			testHookResetBeforeClear()
+		if hook := testHookResetBeforeClear.Load(); hook != nil {
+			(*hook)()
 		}
 		a.awnArray(index).clear()
 	}

@@ -488,8 +488,8 @@ func (a *Arena) startSurrogate() {
 			kicks := a.surrogateKicks
 			a.mu.Unlock()
 			if a.driveAdopted() == 0 {
-				if testHookSurrogateIdle != nil {
-					testHookSurrogateIdle()
+				if hook := testHookSurrogateIdle.Load(); hook != nil {
+					(*hook)()
 				}
 				// Done, unless a Recover adopted more since our look and,
 				// seeing us running, left them to us.
@@ -510,7 +510,7 @@ func (a *Arena) startSurrogate() {
 
 // testHookSurrogateIdle, set only by tests, runs when the surrogate has
 // found nothing left to drive, before it decides to stop.
-var testHookSurrogateIdle func()
+var testHookSurrogateIdle atomic.Pointer[func()]
 
 // surrogateLook is how often the surrogate looks at the queues it waits in.
 const surrogateLook = 100 * time.Microsecond
@@ -781,8 +781,8 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		// case sets the flag), not a queued one it would call done, past a
 		// waiter that then waits for good. The holder word is cleared
 		// first, so no releasing entry leaves it set.
-		if testHookTicketTurn != nil {
-			testHookTicketTurn()
+		if hook := testHookTicketTurn.Load(); hook != nil {
+			(*hook)()
 		}
 		atomic.StoreUint64(l.holder, 0)
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
@@ -824,7 +824,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 
 // testHookTicketTurn, set only by tests, runs in a surrogate's step for a
 // dead ticket-awn episode whose turn has come, before it releases.
-var testHookTicketTurn func()
+var testHookTicketTurn atomic.Pointer[func()] // atomic: surrogates of other tests' arenas may read it
 
 // testHookTicketFlag, set only by tests, runs in a surrogate's step for a
 // dead ticket-awn releaser that chose a node handover, after it read

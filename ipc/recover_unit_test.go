@@ -1015,13 +1015,16 @@ func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
 	voided(0)
 	injected := make(chan struct{})
 	var once sync.Once
-	testHookSurrogateIdle = func() {
+	// Atomic: surrogates of earlier tests' arenas, never closed, may
+	// still read it (the race detector caught one).
+	idle := func() {
 		once.Do(func() {
 			voided(1)
 			a.startSurrogate() // as Recover does after adopting
 			close(injected)
 		})
 	}
+	testHookSurrogateIdle.Store(&idle)
 	stopped := func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -1029,7 +1032,7 @@ func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
 	}
 	defer func() {
 		testutil.WaitFor(5*time.Second, stopped) // before the hook goes: the surrogate reads it
-		testHookSurrogateIdle = nil
+		testHookSurrogateIdle.Store(nil)
 	}()
 	a.startSurrogate()
 	<-injected
@@ -1171,10 +1174,11 @@ func TestResetWaitsForTheSurrogatesStep(t *testing.T) {
 
 	inTurn, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	testHookTicketTurn = func() {
+	turn := func() {
 		once.Do(func() { close(inTurn); <-proceed })
 	}
-	defer func() { testHookTicketTurn = nil }()
+	testHookTicketTurn.Store(&turn)
+	defer testHookTicketTurn.Store(nil)
 	if _, err := a.Recover("ticket-awn", func(slot int) bool { return slot == 0 }); err != nil {
 		t.Fatal(err)
 	}

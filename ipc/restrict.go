@@ -250,7 +250,7 @@ func (l *restricted) nextArrival(s uint64) uint64 {
 
 // testHookPassiveLook, set only by tests, runs in waitPassive at each look,
 // before it reads the state word.
-var testHookPassiveLook func()
+var testHookPassiveLook atomic.Pointer[func()] // atomic: substitutes of other tests' arenas may read it
 
 // waitPassive waits until ticket t is served, then until a seat is free or
 // its patience runs out, and takes the seat; a pass (the turn of a waiter
@@ -259,8 +259,8 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 	sl := l.passiveSlot(t)
 	var headSince time.Time
 	for {
-		if testHookPassiveLook != nil {
-			testHookPassiveLook()
+		if hook := testHookPassiveLook.Load(); hook != nil {
+			(*hook)()
 		}
 		s := atomic.LoadUint64(l.state)
 		if !crState(s).queued(t) {

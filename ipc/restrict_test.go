@@ -235,13 +235,14 @@ func TestRestrictionResetVoidsStalePassiveTickets(t *testing.T) {
 
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
-	testHookPassiveLook = func() {
+	look := func() {
 		if once.CompareAndSwap(false, true) {
 			close(paused)
 			<-resume
 		}
 	}
-	defer func() { testHookPassiveLook = nil }()
+	testHookPassiveLook.Store(&look)
+	defer testHookPassiveLook.Store(nil)
 	errS := make(chan error, 1)
 	go func() { // the stale waiter: passive ticket 0, stopped before it looks at the state word
 		err := hS.LockTimeout(5 * time.Second)

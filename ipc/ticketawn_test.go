@@ -297,8 +297,9 @@ func TestTicketAWNResetClearSparesNewWaiters(t *testing.T) {
 
 	errB, errC := make(chan error, 1), make(chan error, 1)
 	var far int64
-	testHookResetBeforeClear = func() {
-		testHookResetBeforeClear = nil
+	var beforeClear func()
+	beforeClear = func() {
+		testHookResetBeforeClear.Store(nil)
 		ingress := int64(atomic.LoadUint64(l.arrive))
 		if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
 			t.Errorf("first Lock after the Reset freed the lock: %v", err)
@@ -330,7 +331,8 @@ func TestTicketAWNResetClearSparesNewWaiters(t *testing.T) {
 			t.Error("ticket I+2 did not publish its node and sleep on it")
 		}
 	}
-	defer func() { testHookResetBeforeClear = nil }()
+	testHookResetBeforeClear.Store(&beforeClear)
+	defer testHookResetBeforeClear.Store(nil)
 	if err := a.Reset(0); err != nil {
 		t.Fatal(err)
 	}
