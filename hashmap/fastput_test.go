@@ -170,3 +170,41 @@ func keyHash(key []byte) uint64 {
 	}
 	return xxhash.Sum64(key)
 }
+
+// TestFilesWithoutFastLedgersStillWork: a file created before fast ledgers
+// (no layout flag, one ledger per segment in each registry slot) opens, says
+// so in its stats, and its Puts take the general path's fast path with the
+// ledger. (TestKilledAtChosenSteps kills writers on such a file too.)
+func TestFilesWithoutFastLedgersStillWork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	testCreateWithoutFastLedgers = true
+	m, err := Open(path, &Options{Entries: 1000})
+	testCreateWithoutFastLedgers = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Stats().FastLedgers || m.fastPuts {
+		t.Fatal("a file created without fast ledgers reads as having them")
+	}
+	key := []byte("key")
+	for _, v := range []string{"first", "again"} {
+		if err := m.Put(key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := m.Get(key); err != nil || !bytes.Equal(v, []byte("again")) {
+		t.Fatalf("Get: %q, %v", v, err)
+	}
+	// The ledger kept the overwrite's lock: it moved, and ends settled,
+	// holding nothing.
+	ledger := m.reg.Ledger(m.reg.Self(), int(keyHash(key)&m.segMask))
+	if held, settled := rwulock.LedgerHolds(atomic.LoadUint64(ledger)); atomic.LoadUint64(ledger) == 0 || !settled || held != 0 {
+		t.Fatalf("ledger %#x after the overwrites: want moved, settled, nothing held", atomic.LoadUint64(ledger))
+	}
+}

@@ -89,13 +89,19 @@ func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
+	l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
 	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
 		Counters: countersPerSlot(l.Segments, l.Stats)}
 	if l, err = segment.NewLayout(params, reg.Off+reg.Bytes(), !o.NoChecksums); err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
+	l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
 	return l, locks, reg, nil
 }
+
+// testCreateWithoutFastLedgers, set only by tests, makes Open create files
+// as builds before fast ledgers did.
+var testCreateWithoutFastLedgers bool
 
 // Open opens the map at path, creating it (sized by opts) if the file does
 // not exist or is empty (as os.CreateTemp leaves it). nil opts means all

@@ -477,11 +477,22 @@ func checkKillAcks(t *testing.T, m *Map, acks []uint64, writers int) (newerInFli
 // short). A move without its journal is caught by the in-process segment
 // tests, which stop at every step.
 func TestKilledAtChosenSteps(t *testing.T) {
+	t.Run("fast-ledgers", func(t *testing.T) { killedAtChosenSteps(t, true) })
+	// A file from before fast ledgers: Put's fast path keeps its lock in the ledger.
+	t.Run("no-fast-ledgers", func(t *testing.T) { killedAtChosenSteps(t, false) })
+}
+
+func killedAtChosenSteps(t *testing.T, fastLedgers bool) {
 	path := filepath.Join(t.TempDir(), "m")
 	// One writer's 64 keys on a map sized for them: it compacts all the time.
+	testCreateWithoutFastLedgers = !fastLedgers
 	m, err := Open(path, &Options{Entries: killKeys, AverageKeySize: 8, AverageValueSize: 40, Segments: 1, MaxBloatFactor: 1})
+	testCreateWithoutFastLedgers = false
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.Stats().FastLedgers != fastLedgers {
+		t.Fatalf("the map has fast ledgers: %v, want %v", m.Stats().FastLedgers, fastLedgers)
 	}
 	m.Close()
 	acks := killAcks(t, path+".acks")

@@ -192,6 +192,11 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	} else {
 		fmt.Fprintf(w, "Undo records: no (a process killed while rewriting a value in place loses that key)\n")
 	}
+	if st.FastLedgers {
+		fmt.Fprintf(w, "Fast ledgers: yes (Put's fast path keeps its lock in one word of its own)\n")
+	} else {
+		fmt.Fprintf(w, "Fast ledgers: no (a file from before them: Put's fast path pays the ledger's and the in-flight count's atomics)\n")
+	}
 	fmt.Fprintf(w, "Read only: %v\n", st.ReadOnly)
 	fmt.Fprintf(w, "Resident in this process: %s, %s of it in 2 MiB pages\n", humanBytes(st.Resident), humanBytes(st.HugePageBytes))
 }
