@@ -286,9 +286,14 @@ func (m *Map) join(l registry.Layout) error {
 	}
 	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
 	if m.layout.FastLedgers {
-		// Join left them zero: FastEmpty.
+		// Join left them zero, FastEmpty; they start at a version of
+		// their own (rwulock.FastSeed).
+		self, err := reg.Slot(slot)
+		if err != nil {
+			return err
+		}
 		segs := int(m.layout.Segments)
-		m.table.SetFastLedgers(func(i int) *uint64 { return reg.Ledger(slot, segs+i) })
+		m.table.SetFastLedgers(func(i int) *uint64 { return reg.Ledger(slot, segs+i) }, rwulock.FastSeed(self.Generation))
 		m.fastPuts = !m.layout.Cache && !m.opts.QueueWritersLocally
 	}
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
@@ -600,7 +605,10 @@ func (m *Map) Put(key, value []byte) error {
 	if h == 0 {
 		h = xxhash.Sum64(key)
 	}
-	if m.fastPuts && m.table.For(h).TryOverwrite(h, key, value) {
+	// Not once Close has begun (the gate closed): such a call returns
+	// ErrClosed. One that checked before is a call already running, which
+	// CloseFastPaths waits for.
+	if m.fastPuts && !m.gate.Closed() && m.table.For(h).TryOverwrite(h, key, value) {
 		return nil // see fastPuts
 	}
 	c, err := m.enter(h, true)

@@ -40,6 +40,17 @@ const (
 	fastVersion uint64 = 8
 )
 
+// FastSeed is the FastEmpty value a fast ledger starts at for the
+// process that took its registry slot as the slot's generation-th owner
+// (its generation, unique to each Join). A goroutine of the slot's last
+// owner may still CAS from a FastEmpty value it loaded before its Map
+// closed (takeFast loads, checks closing, then CASes): were versions to
+// start at 0 with every owner, as Join leaves them, that CAS would take the
+// new owner's word whenever both had made as many changes, leaving it
+// unsettled, for good if the old process exits first. Owners' values
+// differ while each makes fewer than 2^37 changes.
+func FastSeed(generation uint64) uint64 { return generation << 40 }
+
 // FastNext is fast ledger word v moved to state, with its version one more.
 func FastNext(v, state uint64) uint64 { return v&^FastStateMask + fastVersion | state }
 

@@ -26,12 +26,14 @@ func (tb *Table) SetLedgers(ledger func(i int) *uint64) {
 
 // SetFastLedgers gives each segment lock of this table a fast ledger word
 // in this process's registry slot (fast(i) for segment i), for
-// TryOverwrite (see rwulock.FastNext). Like SetLedgers, call it before any
-// operation; the words must be FastEmpty. Without it TryOverwrite does
-// nothing.
-func (tb *Table) SetFastLedgers(fast func(i int) *uint64) {
+// TryOverwrite (see rwulock.FastNext), and starts each at seed, a
+// FastEmpty value no earlier owner of the slot reached (see
+// rwulock.FastSeed). Like SetLedgers, call it before any operation.
+// Without it TryOverwrite does nothing.
+func (tb *Table) SetFastLedgers(fast func(i int) *uint64, seed uint64) {
 	for i := range tb.segs {
 		tb.segs[i].fast = fast(i)
+		atomic.StoreUint64(tb.segs[i].fast, seed)
 	}
 }
 

@@ -225,6 +225,10 @@ func (s *Segment) overwrite(hash uint64, key, value []byte, fast bool) bool {
 		if held, ok = s.takeFast(); !ok {
 			return false
 		}
+		// A panic before releaseFast (a fault on the file's pages under
+		// debug.SetPanicOnFault, as mapctl runs) must not leave the fast
+		// ledger held: CloseFastPaths would wait for it for good.
+		defer s.abandonFast(&held)
 	} else if !s.lock.TryWriteLockFair() {
 		return false
 	}
@@ -237,6 +241,7 @@ func (s *Segment) overwrite(hash uint64, key, value []byte, fast bool) bool {
 	}
 	if fast {
 		s.releaseFast(held)
+		held = 0
 	} else {
 		_ = s.lock.WriteUnlock()
 	}
@@ -275,6 +280,18 @@ func (s *Segment) takeFast() (uint64, bool) {
 	held := rwulock.FastNext(acquiring, rwulock.FastHeld)
 	offheap.StoreExclusive(p, held)
 	return held, true
+}
+
+// abandonFast, deferred by overwrite, ends the fast ledger's hold of a
+// call that panicked with the write lock (*held non-zero): the lock word
+// keeps the write lock and the fast ledger no longer accounts for it, so
+// the lock, over data perhaps half changed, reads as a dead process's and
+// the next recovery pass takes it over and repairs the segment; and Close
+// does not wait for it.
+func (s *Segment) abandonFast(held *uint64) {
+	if *held != 0 {
+		offheap.StoreExclusive(s.fast, rwulock.FastNext(atomic.LoadUint64(s.fast), rwulock.FastEmpty))
+	}
 }
 
 // releaseFast releases the write lock takeFast took; held is the fast
