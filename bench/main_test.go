@@ -49,3 +49,36 @@ func TestScriptKeysAreTheDrawnKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsDecideByPerRunMedians: results.md's targets come from the
+// per-run figures (each run's sample of one store against the same run's
+// of the other), their median deciding, and a target whose cells the run
+// left out is left out.
+func TestTargetsDecideByPerRunMedians(t *testing.T) {
+	var r results
+	r.init()
+	ds := datasets[0].name
+	// Three runs: sharedmap's Put against the map's Set is 0.4x, 0.6x and
+	// 0.45x: median 0.45x, met. The ratio of the medians, 300 ns against
+	// 500, would say 0.6x, unmet: the runs' noise, which moves both stores
+	// of a run together, would decide it.
+	for i, p := range [][2]float64{{200, 500}, {300, 500}, {450, 1000}} {
+		r.add("sharedmap", ds, "put-uniform-g1", i, p[0], 0)
+		r.add("rwmutex-map", ds, "put-uniform-g1", i, p[1], 2)
+		r.add("sharedmap", ds, "get-uniform-g1", i, 100, 0)
+		r.add("lmdb", ds, "get-uniform-g1", i, 480, 1) // 4.8x: unmet
+	}
+	out := r.targets()
+	for _, want := range []string{
+		"| Put at most half the map's Set, 1 goroutine | 0.45x its time (0.40-0.60), met |",
+		"| Get 5x faster than an LMDB read transaction | 4.80x (4.80-4.80), unmet |",
+		"| zero allocations per operation (Get and Put, 1 goroutine) | 0.00 allocs/op (0.00-0.00), met |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("targets lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "two reader processes") || strings.Contains(out, "2 goroutines") {
+		t.Errorf("targets show cells the run left out:\n%s", out)
+	}
+}

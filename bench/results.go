@@ -165,6 +165,7 @@ func (r *results) write(dir string) error {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(r.targets())
 	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked); full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
 	b.WriteString("Every cell: ")
 	b.WriteString(strings.Join(r.order, ", "))
@@ -173,6 +174,95 @@ func (r *results) write(dir string) error {
 		return err
 	}
 	return r.chart(filepath.Join(dir, "chart.png"))
+}
+
+// A target of the issue: want says whether a per-run figure meets it.
+type target struct {
+	name   string
+	figure func(r *results, ds string, run int) (float64, bool) // the figure of run number run
+	unit   string                                               // how the figure reads: "x its time", "x"
+	want   func(float64) bool
+}
+
+// ratio is the figure of store a's cell ca over store b's cell cb in the
+// same run (the k-th sample of each: the runs interleave the stores).
+func ratio(a, ca, b, cb string) func(r *results, ds string, run int) (float64, bool) {
+	return func(r *results, ds string, run int) (float64, bool) {
+		x, y := r.cells[a][ds][ca], r.cells[b][ds][cb]
+		if run >= len(x) || run >= len(y) || y[run].ns == 0 {
+			return 0, false
+		}
+		return x[run].ns / y[run].ns, true
+	}
+}
+
+// targets are the issue's performance targets, as the per-run figures
+// that decide them.
+var targets = []target{
+	{"Get no slower than the RWMutex map, 1 goroutine", ratio("sharedmap", "get-uniform-g1", "rwmutex-map", "get-uniform-g1"), "x its time", func(x float64) bool { return x <= 1 }},
+	{"Get 5x faster than an LMDB read transaction", ratio("lmdb", "get-uniform-g1", "sharedmap", "get-uniform-g1"), "x", func(x float64) bool { return x >= 5 }},
+	{"Put at most half the map's Set, 1 goroutine", ratio("sharedmap", "put-uniform-g1", "rwmutex-map", "put-uniform-g1"), "x its time", func(x float64) bool { return x <= 0.5 }},
+	{"Put at most half the map's Set, 2 goroutines", ratio("sharedmap", "put-uniform-g2", "rwmutex-map", "put-uniform-g2"), "x its time", func(x float64) bool { return x <= 0.5 }},
+	{"Put 3x faster than an LMDB write transaction", ratio("lmdb", "put-uniform-g1", "sharedmap", "put-uniform-g1"), "x", func(x float64) bool { return x >= 3 }},
+	{"two reader processes 1.8x one's throughput", ratio("sharedmap", "get-uniform-p1", "sharedmap", "get-uniform-p2"), "x", func(x float64) bool { return x >= 1.8 }},
+	{"zero allocations per operation (Get and Put, 1 goroutine)", func(r *results, ds string, run int) (float64, bool) {
+		g, p := r.cells["sharedmap"][ds]["get-uniform-g1"], r.cells["sharedmap"][ds]["put-uniform-g1"]
+		if run >= len(g) || run >= len(p) {
+			return 0, false
+		}
+		return max(g[run].allocs, p[run].allocs), true
+	}, " allocs/op", func(x float64) bool { return x < 0.005 }}, // the count is the whole process's: the harness's own few allocations show as fractions of an op
+}
+
+// targets writes the issue's targets as this run decides them: the median
+// of the per-run figures, their range, and whether the median meets the
+// target. Targets whose cells the run left out (-stores, -cells) are left
+// out.
+func (r *results) targets() string {
+	var b strings.Builder
+	b.WriteString("## Targets\n\nThe issue's targets, decided by the median of the per-run figures (each run's figure from the stores' samples of that run; range over the runs in brackets).\n\n| target |")
+	var shown []string
+	for _, d := range datasets {
+		if r.hasDataset(d.name) {
+			shown = append(shown, d.name)
+			fmt.Fprintf(&b, " %s |", d.name)
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(shown)) + "\n")
+	rows := 0
+	for _, t := range targets {
+		line := "| " + t.name + " |"
+		seen := false
+		for _, ds := range shown {
+			var xs []float64
+			for run := 0; ; run++ {
+				x, ok := t.figure(r, ds, run)
+				if !ok {
+					break
+				}
+				xs = append(xs, x)
+			}
+			if len(xs) == 0 {
+				line += " - |"
+				continue
+			}
+			seen = true
+			m := median(xs)
+			verdict := "unmet"
+			if t.want(m) {
+				verdict = "met"
+			}
+			line += fmt.Sprintf(" %.2f%s (%.2f-%.2f), %s |", m, t.unit, slices.Min(xs), slices.Max(xs), verdict)
+		}
+		if seen {
+			b.WriteString(line + "\n")
+			rows++
+		}
+	}
+	if rows == 0 {
+		return ""
+	}
+	return b.String() + "\n"
 }
 
 // keyModeText says in results.md where the run's keys came from (-keys).
