@@ -207,6 +207,10 @@ func (a *Arena) voidDeadNode(node uint32) {
 //     old queue that may still write to a node they saw there, so nodes of
 //     voided queues are kept, as are unstamped ones (drawn by a binary from
 //     before stamps, or killed before stamping);
+//   - it is not marked nodeInArray: a ticket-awn node withdrawn from the
+//     array by anyone but its granted waiter or a surrogate that saw the
+//     flag store land (a Reset's clear, a surrogate that gave up waiting)
+//     may still get a releaser's late flag store;
 //   - no array entry, alock tail or alock journal entry (in any phase, of
 //     any process) names it: a named node is the other recovery steps'
 //     (returnRetiredNodes, the surrogate's stepTicket), which know when
@@ -240,8 +244,8 @@ func (a *Arena) returnUnfindableNodes(r *Recovery) {
 		}
 		off := a.nodeOffset(node)
 		lock1, gen := atomic.LoadUint64(&a.w[off+nodeLock]), atomic.LoadUint64(&a.w[off+nodeGen])
-		if lock1 == 0 || lock1 > uint64(a.cfg.Locks) {
-			continue
+		if lock1&nodeInArray != 0 || lock1 == 0 || lock1 > uint64(a.cfg.Locks) {
+			continue // perhaps still reachable from a releaser that read the array
 		}
 		index := int(lock1 - 1)
 		if atomic.LoadUint64(&a.lockBody(index)[lGen]) != gen {
@@ -775,6 +779,16 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			a.voidDeadNode(node)
 			node = 0
 		}
+		owner := uint64(0)
+		if node != 0 {
+			// Safe to reuse once withdrawn: the sweep may give it back
+			// should this surrogate die before giving it back below. Its
+			// owner is read while the array names it: once withdrawn,
+			// another process's sweep may give it back first and a
+			// waiter take it, so the give-back below expects this value.
+			owner = atomic.LoadUint64(a.awnNode(node).owner)
+			a.markNodeInArray(node, false)
+		}
 		// Releasing, in the journal before the release, as Unlock does: a
 		// surrogate killed between the release's egress store and its flag
 		// store leaves an entry the next survivor finishes (the jReleasing
@@ -787,8 +801,8 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		atomic.StoreUint64(l.holder, 0)
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 		l.release()
-		if node != 0 {
-			a.returnDeadNode(node)
+		if node != 0 && inUseByGone(owner) {
+			atomic.CompareAndSwapUint64(a.awnNode(node).owner, owner, returnedNode)
 		}
 		return true
 	case jReleasing:

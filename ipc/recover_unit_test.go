@@ -1235,3 +1235,227 @@ func TestResetWaitsForTheSurrogatesStep(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSweepKeepsANodeAResetClearErased: a ticket-awn Reset frees the lock
+// (egress := ingress) before it clears the array, and waiters of the new
+// generation may queue in between. One far back publishes its node, the
+// releaser of the ticket before it reads that node from the array and
+// stores egress -t, and stalls before the node's flag; the clear then
+// erases the node, and its waiter dies. Nothing names the node, its stamp
+// is of the current generation, its owner is gone: the sweep must still
+// keep it, since the stalled releaser's flag store may land at any time
+// (the surrogate, finding no node in the array, releases without waiting
+// for that store and cannot void the node).
+func TestSweepKeepsANodeAResetClearErased(t *testing.T) {
+	a, journals := newJournaledArenaOf(t, Config{Slots: 4, Locks: 1, AWNNodes: 1}, nil, nil)
+	m, err := a.Mutex("ticket-awn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.(*ticketAWN)
+	dead := gonePid(t)
+	m.Lock() // ticket 0: its holder "dies"; the Reset frees the lock
+
+	stall, stalled := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookBetweenStores = func() {
+		if l.egress() < 0 { // a node handover: stop before the flag store
+			once.Do(func() { close(stalled); <-stall })
+		}
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(stall)
+		}
+		closeWithin(t, a, 5*time.Second)
+		testHookBetweenStores = nil
+	}()
+
+	var node uint32
+	var far int64
+	errB := make(chan error, 1)
+	var beforeClear func()
+	beforeClear = func() {
+		testHookResetBeforeClear.Store(nil)
+		ingress := int64(atomic.LoadUint64(l.arrive))
+		gen := atomic.LoadUint64(l.gen)                    // the new generation
+		if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
+			t.Errorf("first Lock after the Reset freed the lock: %v", err)
+			return
+		}
+		go func() { // ticket I+1: next, waits on egress; its release stalls
+			err := m.LockTimeout(5 * time.Second)
+			if err == nil {
+				err = m.Unlock()
+			}
+			errB <- err
+		}()
+		if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(l.arrive)) == ingress+2 }) {
+			t.Error("ticket I+1 not drawn")
+			return
+		}
+		// Ticket I+2, of another process, far back: its entry, then its
+		// wait, which publishes its node; the process dies waiting (the
+		// wait times out, and nothing runs after it).
+		far = ingress + 2
+		atomic.AddUint64(l.arrive, 1)
+		entry{journals[1][:journalEntryWords]}.set(jQueued, kindTicket, 0, uint64(far), 0, gen)
+		w := newWaiter(20 * time.Millisecond)
+		if o := l.wait(far, gen, &node, &w); o != timedOut || node == 0 || atomic.LoadUint32(l.waiters.at(far)) != node {
+			t.Errorf("ticket I+2's wait: outcome %v, node %d: the test cannot tell", o, node)
+			return
+		}
+		if err := m.Unlock(); err != nil { // I+1 holds, and releases to I+2's node
+			t.Error(err)
+			return
+		}
+		select {
+		case <-stalled:
+		case <-time.After(5 * time.Second):
+			t.Error("ticket I+1's release never chose the node")
+		}
+	}
+	testHookResetBeforeClear.Store(&beforeClear)
+	defer testHookResetBeforeClear.Store(nil)
+	if err := a.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if nd := atomic.LoadUint32(l.waiters.at(far)); nd != 0 || l.egress() != -far {
+		t.Fatalf("array %d, egress %d: the test cannot tell", nd, l.egress())
+	}
+	atomic.StoreUint64(a.awnNode(node).owner, dead) // its process dies
+	r, err := a.Recover("ticket-awn", func(slot int) bool { return slot == 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := atomic.LoadUint64(a.awnNode(node).owner)
+	reused := false
+	if owner == returnedNode && a.awnNodes.get() == node {
+		atomic.StoreUint32(a.awnNode(node).mine, 0) // a new waiter, about to publish it
+		reused = true
+	}
+	released = true
+	close(stall)
+	if err := <-errB; err != nil {
+		t.Fatalf("ticket I+1: %v", err)
+	}
+	if owner == returnedNode {
+		t.Fatalf("the sweep gave node %d back (%+v) while ticket %d's releaser had yet to set its flag; drawn again: %v, whose flag that late store set to %d with no handover",
+			node, r, far-1, reused, atomic.LoadUint32(a.awnNode(node).mine))
+	}
+}
+
+// TestSurrogateGivingUpVoidsANodeWhosePidWasReused: as
+// TestTicketSurrogateGivingUpVoidsTheNode, but the dead waiter's pid has
+// been taken by another process when the surrogate gives up waiting for the
+// stalled releaser's flag store. The node is still the dead waiter's, and
+// that store may still land: once the other process is gone too, the sweep
+// must not give it back.
+func TestSurrogateGivingUpVoidsANodeWhosePidWasReused(t *testing.T) {
+	a, journals := newJournaledArena(t, 1, nil, nil)
+	defer a.Close()
+	l := openTicketAWN(a, 0).(*ticketAWN)
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Skipf("cannot start a process to take the pid: %v", err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	// Ticket 0 holds, 1 is next; ticket 2's waiter publishes its node in
+	// its wait, which ends there: its process dies.
+	atomic.StoreUint64(&b[lArrive], 3)
+	var n uint32
+	w := newWaiter(20 * time.Millisecond)
+	if o := l.wait(2, gen, &n, &w); o != timedOut || n == 0 || atomic.LoadUint32(l.waiters.at(2)) != n {
+		t.Fatalf("ticket 2's wait: outcome %v, node %d: the test cannot tell", o, n)
+	}
+	// Its pid is now another process's. Ticket 1's holder released to the
+	// node (egress -2) and stalled before its flag.
+	atomic.StoreUint64(a.awnNode(n).owner, uint64(other.Process.Pid))
+	atomic.StoreUint64(&b[lDepart], ^uint64(1)) // -2
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jQueued|adopted, kindTicket, 0, 2, 0, gen)
+	done := false
+	for range ticketFlagLooks + 2 {
+		if done = a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 2, gen); done {
+			break
+		}
+	}
+	if !done || atomic.LoadUint32(l.waiters.at(2)) != 0 {
+		t.Fatal("the surrogate never gave up waiting for the flag: the test cannot tell")
+	}
+	_ = other.Process.Kill() // the process that took the pid exits too
+	_ = other.Wait()
+	var r Recovery
+	a.returnUnfindableNodes(&r)
+	if owner := atomic.LoadUint64(a.awnNode(n).owner); owner == returnedNode {
+		t.Fatalf("node %d given back, though the stalled releaser may still set its flag", n)
+	}
+}
+
+// TestSurrogateReturnsOnlyTheNodeItWithdrew: a surrogate that takes a dead
+// ticket-awn waiter's turn gives the node back after its release has
+// withdrawn it from the array. In between, the node is named nowhere, so
+// another process's Recover may sweep it back first, and a waiter drawing
+// it may publish it in another lock's array and die there. The surrogate's
+// give-back must not then take that waiter's node, which its array still
+// names (its own surrogate hands it over later, and a new waiter would
+// share it meanwhile).
+func TestSurrogateReturnsOnlyTheNodeItWithdrew(t *testing.T) {
+	a, journals := newJournaledArenaOf(t, Config{Slots: 4, Locks: 2, AWNNodes: 1}, nil, nil)
+	l := openTicketAWN(a, 0).(*ticketAWN)
+	other := openTicketAWN(a, 1).(*ticketAWN)
+	b := a.lockBody(0)
+	gen := atomic.LoadUint64(&b[lGen])
+	deadW, deadQ := gonePid(t), gonePid(t)
+	if deadW == deadQ {
+		t.Skip("two children had the same pid")
+	}
+	// Ticket 0 holds, 1 is next; ticket 2's waiter publishes its node in
+	// its wait, which ends there: its process dies. Ticket 1's holder then
+	// released to the node, and the flag store landed.
+	atomic.StoreUint64(&b[lArrive], 3)
+	var n uint32
+	w := newWaiter(20 * time.Millisecond)
+	if o := l.wait(2, gen, &n, &w); o != timedOut || n == 0 {
+		t.Fatalf("ticket 2's wait: outcome %v, node %d: the test cannot tell", o, n)
+	}
+	atomic.StoreUint64(a.awnNode(n).owner, deadW)
+	atomic.StoreUint64(&b[lDepart], ^uint64(1)) // -2
+	atomic.StoreUint32(a.awnNode(n).mine, 1)
+	e := entry{journals[0][:journalEntryWords]}
+	e.set(jQueued|adopted, kindTicket, 0, 2, 0, gen)
+
+	const farQ = 7
+	var swept Recovery
+	var once sync.Once
+	testHookBetweenStores = func() { // in the surrogate's release, the node withdrawn
+		once.Do(func() {
+			a.returnUnfindableNodes(&swept) // another process's Recover
+			q := a.awnNodes.get()           // a waiter of lock 1 draws it
+			if q != n {
+				return
+			}
+			a.stampNode(q, 1, atomic.LoadUint64(&a.lockBody(1)[lGen]))
+			atomic.StoreUint32(a.awnNode(q).mine, 0)
+			atomic.StoreUint32(other.waiters.at(farQ), q)
+			atomic.StoreUint64(a.awnNode(q).owner, deadQ) // and dies waiting
+		})
+	}
+	defer func() { testHookBetweenStores = nil }()
+	if !a.stepTicket(e, atomic.LoadUint64(&e.w[0]), 0, 2, gen) {
+		t.Fatal("the surrogate did not take the turn")
+	}
+	if swept.Nodes != 1 || atomic.LoadUint32(other.waiters.at(farQ)) != n {
+		t.Fatalf("swept %+v, lock 1's array %d: the test cannot tell", swept, atomic.LoadUint32(other.waiters.at(farQ)))
+	}
+	if owner := atomic.LoadUint64(a.awnNode(n).owner); owner != deadQ {
+		t.Fatalf("node %d, which lock 1's array names for a dead waiter, has owner %#x: the surrogate of lock 0 gave it back", n, owner)
+	}
+	a.Close()
+}

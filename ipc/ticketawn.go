@@ -92,8 +92,27 @@ type awnNode struct {
 const (
 	nodeOwner = 1 // see nodePool
 	nodeGen   = 3 // the generation of the queue it waits in (alock: its era)
-	nodeLock  = 4 // the index + 1 of the lock it waits on (0: not known)
+	nodeLock  = 4 // the index + 1 of the lock it waits on (0: not known), and nodeInArray
 )
+
+// nodeInArray, or'ed into a node's lock word, marks a ticket-awn node its
+// waiter may have published in the lock's array and that nobody has found
+// safe to reuse since: its waiter, granted, or the surrogate that released
+// its turn after the flag store landed (or the releaser chose egress),
+// clears it. A node can leave the array without that (a Reset's clear
+// erases the node of a waiter of the new generation, whose releaser may
+// have read it before; a surrogate that gave up waiting for the flag),
+// and then a releaser may still set its flag: Recover's sweep keeps it.
+const nodeInArray = uint64(1) << 32
+
+func (a *Arena) markNodeInArray(n uint32, in bool) {
+	w := &a.w[a.nodeOffset(n)+nodeLock]
+	v := atomic.LoadUint64(w) &^ nodeInArray
+	if in {
+		v |= nodeInArray
+	}
+	atomic.StoreUint64(w, v)
+}
 
 func (a *Arena) awnNode(n uint32) awnNode {
 	off := a.nodeOffset(n)
@@ -316,7 +335,9 @@ func (l *ticketAWN) acquired(t int64, node uint32) {
 		// Withdraw the node from the array before it can be reused: an
 		// array entry naming a node then means its waiter has not been
 		// handed the lock, which recovery relies on to finish a release
-		// whose process died between its two stores.
+		// whose process died between its two stores. Granted, no releaser
+		// writes the node any more.
+		l.a.markNodeInArray(node, false)
 		atomic.CompareAndSwapUint32(l.waiters.at(t), node, 0)
 		l.a.awnNodes.put(node)
 	}
@@ -356,6 +377,7 @@ func (l *ticketAWN) wait(t int64, gen uint64, node *uint32, w *waiter) outcome {
 		testHookUnfindable(nd)
 	}
 	atomic.StoreUint32(l.a.awnNode(nd).mine, 0)
+	l.a.markNodeInArray(nd, true)
 	atomic.StoreUint32(l.waiters.at(t), nd)
 	*node = nd
 	if atomic.LoadUint64(l.gen) != gen {
