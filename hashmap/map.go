@@ -605,10 +605,12 @@ func (m *Map) Put(key, value []byte) error {
 	if h == 0 {
 		h = xxhash.Sum64(key)
 	}
+	seg := m.table.For(h)
 	// Not once Close has begun (the gate closed): such a call returns
 	// ErrClosed. One that checked before is a call already running, which
 	// CloseFastPaths waits for.
-	if m.fastPuts && !m.gate.Closed() && m.table.For(h).TryOverwrite(h, key, value) {
+	tried := m.fastPuts && !m.gate.Closed()
+	if tried && seg.TryOverwrite(h, key, value) {
 		return nil // see fastPuts
 	}
 	c, err := m.enter(h, true)
@@ -616,7 +618,11 @@ func (m *Map) Put(key, value []byte) error {
 		return err
 	}
 	defer c.Leave()
-	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
+	if tried {
+		_, err = seg.PutAfterTry(h, key, value, m.expiry(m.opts.DefaultTTL))
+	} else {
+		_, err = seg.PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
+	}
 	return err
 }
 

@@ -117,6 +117,19 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 	if mode == Replace && !s.tb.geom.cache && !s.tb.queueLocal && s.tryOverwrite(hash, key, value) {
 		return false, nil
 	}
+	return s.put(hash, key, value, expiry, mode)
+}
+
+// PutAfterTry is PutExpiring with Replace for a caller whose TryOverwrite
+// of the same key and value just failed: it goes straight to the general
+// path, which the fast path's probe would only repeat (an insert, a value
+// that needs more chunks, the lock held).
+func (s *Segment) PutAfterTry(hash uint64, key, value []byte, expiry int64) (inserted bool, err error) {
+	return s.put(hash, key, value, expiry, Replace)
+}
+
+// put is PutExpiring's general path: the preview, then the update lock.
+func (s *Segment) put(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
 	if err := s.checkSize(key, value); err != nil {
 		return false, err
 	}
@@ -179,7 +192,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 // every case tryOverwrite does, and also when the table has no fast
 // ledgers (SetFastLedgers), is closing, or another goroutine of this
 // process is on the fast path of this segment: the caller then takes
-// Put's general path, which tries tryOverwrite first.
+// Put's general path (PutAfterTry).
 func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	if s.fast == nil || s.tb.geom.cache || s.tb.queueLocal {
 		return false
