@@ -27,6 +27,12 @@ func ledgersPerSlot(segments int64, fast bool) int {
 	return int(segments)
 }
 
+// fastLedger is the fast ledger of segment i in registry slot slot: after
+// the slot's ledgers, in files with fast ledgers.
+func (m *Map) fastLedger(slot, i int) *uint64 {
+	return m.reg.Ledger(slot, int(m.layout.Segments)+i)
+}
+
 // countersPerSlot is the size of a process's own counters: a hit and a
 // miss count per segment, in files with statistics.
 func countersPerSlot(segments int64, stats bool) int {

@@ -40,8 +40,7 @@ func stopInFastPath(t *testing.T, fn string, step int) (stopped, proceed chan st
 
 // fastLedger is this process's fast ledger of key's segment.
 func fastLedger(m *Map, key []byte) *uint64 {
-	i := int(keyHash(key) & m.segMask)
-	return m.reg.Ledger(m.reg.Self(), int(m.layout.Segments)+i)
+	return m.fastLedger(m.reg.Self(), int(keyHash(key)&m.segMask))
 }
 
 // TestPutOverwritesOnTheFastPath: a Put that rewrites a present key's value

@@ -85,17 +85,20 @@ func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
 	// The registry's size depends on the count of segments (a ledger and
 	// counters per segment in every slot), and the segments' offset on the
 	// registry's size: a first layout gives the count.
-	l, err := segment.NewLayout(params, offheap.HeaderSize+locks.bytes, !o.NoChecksums)
+	layoutAt := func(off int64) (segment.Layout, error) {
+		l, err := segment.NewLayout(params, off, !o.NoChecksums)
+		l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
+		return l, err
+	}
+	l, err := layoutAt(offheap.HeaderSize + locks.bytes)
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
-	l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
 	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
 		Counters: countersPerSlot(l.Segments, l.Stats)}
-	if l, err = segment.NewLayout(params, reg.Off+reg.Bytes(), !o.NoChecksums); err != nil {
+	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
-	l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
 	return l, locks, reg, nil
 }
 
@@ -292,8 +295,7 @@ func (m *Map) join(l registry.Layout) error {
 		if err != nil {
 			return err
 		}
-		segs := int(m.layout.Segments)
-		m.table.SetFastLedgers(func(i int) *uint64 { return reg.Ledger(slot, segs+i) }, rwulock.FastSeed(self.Generation))
+		m.table.SetFastLedgers(func(i int) *uint64 { return m.fastLedger(slot, i) }, rwulock.FastSeed(self.Generation))
 		m.fastPuts = !m.layout.Cache && !m.opts.QueueWritersLocally
 	}
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)

@@ -139,7 +139,7 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 			for _, slot := range live {
 				dst = append(dst, loadLedger(m.reg.Ledger(slot, i)))
 				if m.layout.FastLedgers {
-					dst = append(dst, rwulock.FastAsLedger(loadLedger(m.reg.Ledger(slot, int(m.layout.Segments)+i))))
+					dst = append(dst, rwulock.FastAsLedger(loadLedger(m.fastLedger(slot, i))))
 				}
 			}
 			return dst

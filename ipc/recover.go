@@ -301,9 +301,15 @@ func (a *Arena) namedNodes() map[uint32]bool {
 // that is gone. A node pooled idle, given back, or owned by a live process
 // (a damaged entry naming someone else's node) is left alone.
 func (a *Arena) returnDeadNode(node uint32) bool {
-	owner := a.awnNode(node).owner
-	o := atomic.LoadUint64(owner)
-	return inUseByGone(o) && atomic.CompareAndSwapUint64(owner, o, returnedNode)
+	return a.returnDeadNodeOf(node, atomic.LoadUint64(a.awnNode(node).owner))
+}
+
+// returnDeadNodeOf is returnDeadNode for a caller that read the node's
+// owner word, o, earlier: it gives the node back only if the word still
+// says o, so a node given back and taken by another waiter since is left
+// to that waiter.
+func (a *Arena) returnDeadNodeOf(node uint32, o uint64) bool {
+	return inUseByGone(o) && atomic.CompareAndSwapUint64(a.awnNode(node).owner, o, returnedNode)
 }
 
 // dropForeignEntries frees the entries of this process's adopted ones and
@@ -801,8 +807,8 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 		atomic.StoreUint64(l.holder, 0)
 		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
 		l.release()
-		if node != 0 && inUseByGone(owner) {
-			atomic.CompareAndSwapUint64(a.awnNode(node).owner, owner, returnedNode)
+		if node != 0 {
+			a.returnDeadNodeOf(node, owner)
 		}
 		return true
 	case jReleasing:
