@@ -1278,21 +1278,9 @@ func TestSweepKeepsANodeAResetClearErased(t *testing.T) {
 	var beforeClear func()
 	beforeClear = func() {
 		testHookResetBeforeClear.Store(nil)
-		ingress := int64(atomic.LoadUint64(l.arrive))
-		gen := atomic.LoadUint64(l.gen)                    // the new generation
-		if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
-			t.Errorf("first Lock after the Reset freed the lock: %v", err)
-			return
-		}
-		go func() { // ticket I+1: next, waits on egress; its release stalls
-			err := m.LockTimeout(5 * time.Second)
-			if err == nil {
-				err = m.Unlock()
-			}
-			errB <- err
-		}()
-		if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(l.arrive)) == ingress+2 }) {
-			t.Error("ticket I+1 not drawn")
+		gen := atomic.LoadUint64(l.gen)                // the new generation
+		ingress, ok := holdAndQueueNext(t, m, l, errB) // ticket I+1's release stalls
+		if !ok {
 			return
 		}
 		// Ticket I+2, of another process, far back: its entry, then its

@@ -300,20 +300,8 @@ func TestTicketAWNResetClearSparesNewWaiters(t *testing.T) {
 	var beforeClear func()
 	beforeClear = func() {
 		testHookResetBeforeClear.Store(nil)
-		ingress := int64(atomic.LoadUint64(l.arrive))
-		if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
-			t.Errorf("first Lock after the Reset freed the lock: %v", err)
-			return
-		}
-		go func() { // ticket I+1: next, waits on egress
-			err := m.LockTimeout(5 * time.Second)
-			if err == nil {
-				err = m.Unlock()
-			}
-			errB <- err
-		}()
-		if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(l.arrive)) == ingress+2 }) {
-			t.Error("ticket I+1 not drawn")
+		ingress, ok := holdAndQueueNext(t, m, l, errB)
+		if !ok {
 			return
 		}
 		far = ingress + 2
@@ -348,4 +336,29 @@ func TestTicketAWNResetClearSparesNewWaiters(t *testing.T) {
 	if err := <-errC; err != nil {
 		t.Fatalf("ticket %d, whose node the Reset's clear erased after it was published: %v (egress %d)", far, err, l.egress())
 	}
+}
+
+// holdAndQueueNext, run by a test while a Reset of ticket-awn lock l (m)
+// has freed the lock and not yet cleared its array, takes ticket I, the
+// one the Reset freed, and has a goroutine draw ticket I+1, which waits on
+// egress and then sends the error of its Lock and Unlock to next. It
+// returns I, or false once it has reported why not.
+func holdAndQueueNext(t *testing.T, m Mutex, l *ticketAWN, next chan<- error) (int64, bool) {
+	ingress := int64(atomic.LoadUint64(l.arrive))
+	if err := m.LockTimeout(time.Second); err != nil { // ticket I: the lock is free
+		t.Errorf("first Lock after the Reset freed the lock: %v", err)
+		return 0, false
+	}
+	go func() { // ticket I+1: next, waits on egress
+		err := m.LockTimeout(5 * time.Second)
+		if err == nil {
+			err = m.Unlock()
+		}
+		next <- err
+	}()
+	if !testutil.WaitFor(5*time.Second, func() bool { return int64(atomic.LoadUint64(l.arrive)) == ingress+2 }) {
+		t.Error("ticket I+1 not drawn")
+		return 0, false
+	}
+	return ingress, true
 }
