@@ -17,3 +17,9 @@ func PrefetchForWrite(b []byte)
 //
 //go:noescape
 func PrefetchWords(read, write1, write2 *uint64)
+
+// PrefetchWordsForWrite asks the CPU to fetch the cache lines of a and b
+// for writing, and returns without waiting: a hint, as PrefetchWords.
+//
+//go:noescape
+func PrefetchWordsForWrite(a, b *uint64)

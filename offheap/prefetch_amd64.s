@@ -27,3 +27,11 @@ TEXT ·PrefetchWords(SB), NOSPLIT, $0-24
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x09 // PREFETCHW (CX)
 	RET
+
+// func PrefetchWordsForWrite(a, b *uint64)
+TEXT ·PrefetchWordsForWrite(SB), NOSPLIT, $0-16
+	MOVQ	a+0(FP), AX
+	MOVQ	b+8(FP), BX
+	BYTE	$0x0F; BYTE $0x0D; BYTE $0x08 // PREFETCHW (AX)
+	BYTE	$0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
+	RET
