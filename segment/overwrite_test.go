@@ -163,9 +163,15 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 		newValue func(tb *Table, old []byte) []byte // the rewrite
 		moves    bool                               // the rewrite relocates the entry
 		grows    bool                               // it takes the free chunks after its run
+		ledger   bool                               // TryOverwrite, with a fast ledger: the record staged
 	}
 	for _, c := range []setup{
 		{name: "fast-path", newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)) }},
+		{name: "fast-ledger-path", ledger: true, newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)) }},
+		// A value that needs fewer chunks than the run has: the header
+		// staged on the guess that the run is as long as the value needs
+		// is staged again with the run's length.
+		{name: "fast-ledger-path-shorter", ledger: true, newValue: func(_ *Table, old []byte) []byte { return []byte("short") }},
 		{name: "general-path", local: true, newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)-3) }},
 		{name: "grown", local: true, grows: true, newValue: func(tb *Table, old []byte) []byte {
 			return bytes.Repeat([]byte{'n'}, len(old)+int(tb.layout.ChunkSize))
@@ -204,6 +210,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 				}
 				old := model[string(k)]
 				nv := c.newValue(tb, old)
+				before, _, _ := s.find(hashOf(k), k)
 				all := tb.region.Bytes(0, tb.region.Len())
 				var snapshot []byte
 				n := 0
@@ -213,8 +220,22 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 					}
 				}
 				s.lock.SetLedger(new(uint64)) // the process that dies
+				if c.ledger {
+					fast := new(uint64)
+					tb.SetFastLedgers(func(int) *uint64 { return fast }, 0)
+				}
 				relocations := tb.Relocations.Load()
-				_, err := s.Put(hashOf(k), k, nv, Replace)
+				var err error
+				if c.ledger {
+					if chunks := tb.chunksFor(len(k), len(nv)); chunks == tb.chunksFor(len(k), len(old)) == (c.name == "fast-ledger-path-shorter") {
+						t.Fatalf("the new value takes %d chunks: the test lost its point", chunks)
+					}
+					if !s.TryOverwrite(hashOf(k), k, nv) {
+						t.Fatal("TryOverwrite declined")
+					}
+				} else {
+					_, err = s.Put(hashOf(k), k, nv, Replace)
+				}
 				testhook.OnStep = nil
 				if err != nil {
 					t.Fatal(err)
@@ -242,6 +263,12 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 				got, found, err := s.Get(hashOf(k), k, nil)
 				if err != nil || !found || (!bytes.Equal(got, old) && !bytes.Equal(got, nv)) {
 					t.Fatalf("step %d: after recovery %s = %q, found %v, %v; want its old value or its new one (recovery: %+v)", step, k, got, found, err, rep)
+				}
+				// A rewrite in place keeps its run, and so does its repair
+				// (not the rebuild after it, which frees what no entry
+				// covers).
+				if loc, _, _ := s.find(hashOf(k), k); !c.moves && !c.grows && (loc.chunk != before.chunk || loc.nch != before.nch) {
+					t.Fatalf("step %d: after recovery the entry is at chunk %d with %d chunks, was at %d with %d", step, loc.chunk, loc.nch, before.chunk, before.nch)
 				}
 				model[string(k)] = got
 				checkTable(t, tb, model)

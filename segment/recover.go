@@ -75,7 +75,7 @@ type Recovered struct {
 	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
 	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
-	Restored bool            // an in-place rewrite cut short was undone: its entry has its old value again
+	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
 

@@ -103,19 +103,29 @@ func prefetchTail(entry []byte) {
 	}
 }
 
+// entryHead is an entry's header as the two little-endian words it is
+// stored as: the key and value lengths, then the run's chunk count and the
+// checksum. Kept in registers and stored a word at a time: built as a
+// byte array by 4-byte stores and copied out by a 16-byte load, it cost a
+// failed store-to-load forwarding on every Put.
+type entryHead struct{ lengths, chunksAndSum uint64 }
+
 // entryHeader encodes the header of an entry holding key and value in a run
 // of nch chunks, checksum included. It reads only the caller's slices, so
 // writers compute it outside the write lock, except where taking the run
 // made them modify already (a compaction or an eviction).
-func (tb *Table) entryHeader(nch int64, key, value []byte) [entryHeaderSize]byte {
-	var h [entryHeaderSize]byte
-	binary.LittleEndian.PutUint32(h[ehKeyLen:], uint32(len(key)))
-	binary.LittleEndian.PutUint32(h[ehValueLen:], uint32(len(value)))
-	binary.LittleEndian.PutUint32(h[ehChunks:], uint32(nch))
+func (tb *Table) entryHeader(nch int64, key, value []byte) entryHead {
+	h := entryHead{lengths: uint64(uint32(len(key))) | uint64(uint32(len(value)))<<32, chunksAndSum: uint64(uint32(nch))}
 	if tb.layout.Checksums {
-		binary.LittleEndian.PutUint32(h[ehChecksum:], entryChecksum(h[:ehChecksum], key, value))
+		h.chunksAndSum |= uint64(headChecksum(h.lengths, uint32(nch), key, value)) << 32
 	}
 	return h
+}
+
+// store writes h at the start of b, the entry's bytes.
+func (h *entryHead) store(b []byte) {
+	binary.LittleEndian.PutUint64(b[ehKeyLen:], h.lengths)
+	binary.LittleEndian.PutUint64(b[ehChunks:], h.chunksAndSum)
 }
 
 // entryBytes is the entry at chunk c with a key of klen bytes and value,
@@ -127,26 +137,28 @@ func (tb *Table) entryBytes(t *tier, c, klen int64, value []byte) []byte {
 }
 
 // writeEntry stores a whole entry (header, key, value) at chunk c.
-func (tb *Table) writeEntry(t *tier, c int64, h *[entryHeaderSize]byte, key, value []byte) {
+func (tb *Table) writeEntry(t *tier, c int64, h *entryHead, key, value []byte) {
 	e := tb.entryBytes(t, c, int64(len(key)), value)
-	copy(e, h[:])
+	h.store(e)
 	copy(e[entryHeaderSize:], key)
 	copy(e[entryHeaderSize+len(key):], value)
 }
 
 // rewriteInPlace stores header h and value over the entry at byte off of
-// the tiers area, whose key (of klen bytes) stays where it is, after
-// saving the bytes it overwrites in the undo record (see saveUndo) if save.
-// The caller holds the write lock with the sequence odd (seq), has checked
-// that value fits the entry's run and, if save, that the record holds the
-// entry.
-func (s *Segment) rewriteInPlace(off int64, h *[entryHeaderSize]byte, klen int64, value []byte, seq uint64, save bool) {
+// the tiers area, whose key (of klen bytes) stays where it is, with the
+// undo record used as rec says. The caller holds the write lock with the
+// sequence odd (seq), has checked that value fits the entry's run and,
+// unless rec is unsaved, that the record holds the entry.
+func (s *Segment) rewriteInPlace(off int64, h *entryHead, klen int64, value []byte, seq uint64, rec record) {
 	b := s.tb.tierBytes
 	v := off + entryHeaderSize + klen
-	if save {
+	switch rec {
+	case saveOld:
 		s.saveUndo(off, v-off+int64(len(value)), seq)
+	case staged:
+		s.nameStaged(off)
 	}
-	copy(b[off:off+entryHeaderSize], h[:])
+	h.store(b[off : off+entryHeaderSize])
 	testStep()
 	// In two halves, so that tests can stop a writer in the middle of the
 	// value (a death leaves it torn anywhere).
@@ -164,10 +176,26 @@ func (s *Segment) rewriteInPlace(off int64, h *[entryHeaderSize]byte, klen int64
 // mean "not computed".
 func entryChecksum(head, key, value []byte) uint32 {
 	if len(head) == ehChecksum {
-		if sum, ok := keyhash.Entry(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value); ok {
-			return checksumOf(sum)
-		}
+		return headChecksum(binary.LittleEndian.Uint64(head), binary.LittleEndian.Uint32(head[8:]), key, value)
 	}
+	return streamChecksum(head, key, value)
+}
+
+// headChecksum is entryChecksum of the header whose first 12 bytes are
+// lengths and chunks, as little-endian words.
+func headChecksum(lengths uint64, chunks uint32, key, value []byte) uint32 {
+	if sum, ok := keyhash.Entry(lengths, chunks, key, value); ok {
+		return checksumOf(sum)
+	}
+	var head [ehChecksum]byte
+	binary.LittleEndian.PutUint64(head[:], lengths)
+	binary.LittleEndian.PutUint32(head[8:], chunks)
+	return streamChecksum(head[:], key, value)
+}
+
+// streamChecksum is entryChecksum computed over copies of head, key and
+// value, or streamed through a digest when they are long.
+func streamChecksum(head, key, value []byte) uint32 {
 	var sum uint64
 	switch n := len(head) + len(key) + len(value); {
 	case n <= smallChecksumBytes:

@@ -9,15 +9,30 @@ import (
 // An entry rewritten in place (a Put whose value fits the entry's run) is
 // torn if its writer dies in the middle of the copy: its checksum fails,
 // and recovery, which cannot tell the old value from the new, used to drop
-// the key. So the writer first saves the bytes it is about to overwrite in
-// the segment's undo record, under the write lock with the sequence odd,
-// and clears the record before the sequence is even again. A recoverer that
-// finds the record naming the odd sequence it still finds puts the bytes
-// back: the key keeps its old value, as if the Put had not begun. The
-// record is the segment's own, so the copy goes to lines the segment's
-// writers reuse. Entries too large for it are moved instead where a free
-// run is at hand, which leaves the old copy whole until the slot is
-// swapped, and otherwise rewritten unsaved (see replace).
+// the key. So under the write lock the writer first puts in the segment's
+// undo record a copy of the bytes that belong where it is about to write,
+// then names the place, with the sequence odd, and clears the record before
+// the sequence is even again. A recoverer that finds the record naming the
+// odd sequence it still finds copies the bytes to that place: a whole
+// entry, whatever the writer had stored when it died. Put's general path
+// (replace) saves the bytes it overwrites (saveUndo): the key keeps its old
+// value, as if the Put had not begun. Put's fast path copies in the bytes
+// it will write (stageRewrite): the key gets its new value, as if the Put
+// had finished; it does so before it knows where the entry is, while the
+// entry's lines are on their way, where saving the old bytes has to wait
+// for them. The record is the segment's own, so the copy goes to lines the
+// segment's writers reuse. Entries too large for it are moved instead
+// where a free run is at hand, which leaves the old copy whole until the
+// slot is swapped, and otherwise rewritten unsaved (see replace).
+
+// A record says what rewriteInPlace does with the undo record.
+type record int
+
+const (
+	unsaved record = iota // nothing: the file has no records, or the entry is too large for one
+	saveOld               // save the bytes it overwrites first (saveUndo)
+	staged                // name the place of the bytes stageRewrite put in (nameStaged)
+)
 
 // undoHolds reports whether the undo record can save n bytes, so that an
 // entry whose rewrite stores n bytes may be rewritten in place. Files
@@ -55,6 +70,50 @@ func (s *Segment) saveUndo(off, n int64, seq uint64) {
 	// The name last: a record is complete once it names where it goes.
 	offheap.StoreExclusive(&s.undoHead[udAt], uint64(off)+1)
 	testStep()
+}
+
+// stageRewrite puts in the undo record the bytes a rewrite in place of
+// key's entry with header h and value stores (header, key and value, as
+// saveUndo would save them) for the odd sequence seq, but names no place:
+// the record stays inactive until nameStaged. It does nothing in files
+// without records, or if the entry is too large for the record (the
+// caller then does not rewrite in place: undoHolds). Caller holds the
+// write lock, the sequence even.
+func (s *Segment) stageRewrite(h *entryHead, key, value []byte, seq uint64) {
+	n := entryHeaderSize + len(key) + len(value)
+	if s.undoHead == nil || int64(n) > s.tb.undoCap {
+		return
+	}
+	if atomic.LoadUint64(&s.undoHead[udAt]) != 0 {
+		// Damage, as in saveUndo.
+		offheap.StoreExclusive(&s.undoHead[udAt], 0)
+	}
+	d := s.undoData[:n]
+	h.store(d)
+	copy(d[entryHeaderSize:], key)
+	copy(d[entryHeaderSize+len(key):], value)
+	s.undoHead[udLen] = uint64(n)
+	s.undoHead[udSeq] = seq
+	testStep()
+}
+
+// restageHeader replaces the header stageRewrite put in the record, for a
+// caller that found the entry's run to be of another length than it
+// guessed.
+func (s *Segment) restageHeader(h *entryHead) {
+	if s.undoHead != nil {
+		h.store(s.undoData[:entryHeaderSize])
+	}
+}
+
+// nameStaged activates the record stageRewrite filled: from here a death
+// leaves the staged bytes to be copied to byte off of the tiers area. The
+// caller has made the sequence the odd one it staged them for.
+func (s *Segment) nameStaged(off int64) {
+	if s.undoHead != nil {
+		offheap.StoreExclusive(&s.undoHead[udAt], uint64(off)+1)
+		testStep()
+	}
 }
 
 // clearUndo ends the rewrite saveUndo began, before the sequence is even.

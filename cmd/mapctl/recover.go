@@ -126,7 +126,7 @@ Examples:
 		for _, s := range rep.Segments {
 			fmt.Fprintf(e.stdout, "segment %d: released %+v", s.Segment, s.Orphans)
 			if s.Restored {
-				fmt.Fprintf(e.stdout, "; a rewrite it cut short undone (that key has its old value)")
+				fmt.Fprintf(e.stdout, "; a rewrite it cut short put right from the undo record (that key has, whole, its old value or the one being written)")
 			}
 			if s.Rebuilt {
 				fmt.Fprintf(e.stdout, "; rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d stray chunks freed", s.Kept, s.Dropped, s.Doubled, s.Freed)
