@@ -399,6 +399,14 @@ func (s *Segment) countLocked(field int) {
 	}
 }
 
+// uncountLocked takes back a countLocked of the counter at offset field,
+// with the same lock held.
+func (s *Segment) uncountLocked(field int) {
+	if s.counters != nil && !s.tb.readOnly {
+		offheap.AddExclusive(&s.counters[field/8], ^uint64(0))
+	}
+}
+
 // countMove counts a compaction or a relocation in this process's counter
 // local and, in files that keep them, at offset field of the segment's line.
 func (s *Segment) countMove(local *atomic.Int64, field int) {

@@ -201,6 +201,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	done := atomic.LoadUint64(s.seq) == seq // else a writer came between
 	if done {
 		s.rewriteLocked(at, &h, key, value, seq, saveOld)
+		s.countLocked(stPuts)
 	}
 	_ = s.lock.WriteUnlock()
 	return done
@@ -247,6 +248,9 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	// The undo record's copy now, while the probe's lines are on their way
 	// (see record).
 	s.stageRewrite(&h, key, value, seq+1)
+	// Counted now too, and taken back if the Put goes elsewhere: the
+	// counter's line is then written while the probe waits, not after.
+	s.countLocked(stPuts)
 	at, nch, done := s.probeOverwrite(hash, key, value)
 	if done {
 		if nch != fits {
@@ -254,6 +258,8 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 			s.restageHeader(&h)
 		}
 		s.rewriteLocked(at, &h, key, value, seq, staged)
+	} else {
+		s.uncountLocked(stPuts)
 	}
 	s.releaseFast(held)
 	held = 0
@@ -295,13 +301,11 @@ func (s *Segment) probeOverwrite(hash uint64, key, value []byte) (at, nch uint64
 
 // rewriteLocked stores header h and value over the entry at byte at of the
 // tiers area, found by probeOverwrite, with the undo record used as rec
-// says, and counts the Put. The caller holds the write lock, and the
-// sequence is seq (even).
+// says. The caller holds the write lock, and the sequence is seq (even).
 func (s *Segment) rewriteLocked(at uint64, h *entryHead, key, value []byte, seq uint64, rec record) {
 	offheap.AddExclusive(s.seq, 1)
 	s.rewriteInPlace(int64(at), h, int64(len(key)), value, seq+1, rec)
 	offheap.AddExclusive(s.seq, 1)
-	s.countLocked(stPuts)
 }
 
 // takeFast takes the write lock if it is free and nobody waits, keeping
