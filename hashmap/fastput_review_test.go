@@ -181,3 +181,59 @@ func TestFastLedgerValuesDoNotRepeatAcrossSlotOwners(t *testing.T) {
 		t.Fatalf("a stale CAS from the slot's previous owner (value %#x) took the new owner's fast ledger", stale)
 	}
 }
+
+// TestFaultInTheFastProbeLeavesTheLockFree: the fast path probes under the
+// write lock, so a fault there (the entry's page unreadable, under
+// debug.SetPanicOnFault) unwinds with the lock held before anything
+// changed. It must release it, and take back the Put's count: left
+// write-locked, as a fault in the rewrite leaves it, every writer of the
+// segment waited LockTimeout for a recovery pass.
+func TestFaultInTheFastProbeLeavesTheLockFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 1000, Segments: 1, LockTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	key, old := []byte("fault-key-0001"), bytes.Repeat([]byte("o"), 40)
+	if err := m.Put(key, old); err != nil {
+		t.Fatal(err)
+	}
+	data := m.file.Region.Bytes(0, m.file.Region.Len())
+	tiers := int(m.layout.TiersOff)
+	at := bytes.Index(data[tiers:], append(append([]byte{}, key...), old...))
+	if at < 0 {
+		t.Fatal("entry not found in the tiers area")
+	}
+	page := (tiers + at) &^ (os.Getpagesize() - 1)
+	if err := unix.Mprotect(data[page:page+os.Getpagesize()], unix.PROT_NONE); err != nil {
+		t.Skipf("mprotect: %v", err)
+	}
+	puts := m.Stats().Puts
+	faulted := make(chan any, 1)
+	go func() {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() { faulted <- recover() }()
+		_ = m.Put(key, bytes.Repeat([]byte("n"), 40))
+	}()
+	r := <-faulted
+	if err := unix.Mprotect(data[page:page+os.Getpagesize()], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	if r == nil {
+		t.Fatal("the Put of an unreadable entry did not fault")
+	}
+	seg := m.table.Segment(0)
+	if st := seg.Lock().State(); !st.Free() || seg.Seq()&1 != 0 {
+		t.Fatalf("after a fault in the probe: lock %v, sequence %d; want free and even", st, seg.Seq())
+	}
+	if got := m.Stats().Puts; got != puts {
+		t.Errorf("Puts %d after the faulted Put, was %d", got, puts)
+	}
+	if err := m.Put(key, bytes.Repeat([]byte("x"), 40)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Get(key); err != nil || !bytes.Equal(v, bytes.Repeat([]byte("x"), 40)) {
+		t.Fatalf("after the next Put: %q, %v", v, err)
+	}
+}

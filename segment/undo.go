@@ -116,7 +116,8 @@ func (s *Segment) nameStaged(off int64) {
 	}
 }
 
-// clearUndo ends the rewrite saveUndo began, before the sequence is even.
+// clearUndo ends the rewrite saveUndo or nameStaged began, before the
+// sequence is even.
 func (s *Segment) clearUndo() {
 	if s.undoHead != nil {
 		offheap.StoreExclusive(&s.undoHead[udAt], 0)

@@ -219,8 +219,9 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 // That took 4-5% off a Put over 1M keys (in-process, alternating runs);
 // what it adds is the lock's three locked instructions to a Put that
 // inserts, and the look's wait to the time the lock is held. It reports
-// false, having changed nothing, in every case tryOverwrite does (but a
-// writer coming between, which the lock excludes), and also when the table
+// false, having changed nothing but the idle undo record's bytes (see
+// stageRewrite), in every case tryOverwrite does (but a writer coming
+// between, which the lock excludes), and also when the table
 // has no fast ledgers (SetFastLedgers), is closing, or another goroutine of
 // this process is on the fast path of this segment: the caller then takes
 // Put's general path (PutAfterTry).
@@ -236,7 +237,8 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	// A panic before releaseFast (a fault on the file's pages under
 	// debug.SetPanicOnFault, as mapctl runs) must not leave the fast
 	// ledger held: CloseFastPaths would wait for it for good.
-	defer s.abandonFast(&held)
+	phase := fastLocked
+	defer s.endFastOnPanic(&held, &phase)
 	// Even under the write lock unless a writer died mid-change, and then
 	// the segment waits for recovery.
 	seq := atomic.LoadUint64(s.seq)
@@ -245,18 +247,19 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 		held = 0
 		return false
 	}
-	// The undo record's copy now, while the probe's lines are on their way
-	// (see record).
-	s.stageRewrite(&h, key, value, seq+1)
-	// Counted now too, and taken back if the Put goes elsewhere: the
-	// counter's line is then written while the probe waits, not after.
+	// Counted now, and taken back if the Put goes elsewhere: the counter's
+	// line is then written while the probe waits, not after.
 	s.countLocked(stPuts)
+	phase = fastCounted
+	// The undo record's copy now too (see record).
+	s.stageRewrite(&h, key, value, seq+1)
 	at, nch, done := s.probeOverwrite(hash, key, value)
 	if done {
 		if nch != fits {
 			h = s.tb.entryHeader(int64(nch), key, value)
 			s.restageHeader(&h)
 		}
+		phase = fastChanging
 		s.rewriteLocked(at, &h, key, value, seq, staged)
 	} else {
 		s.uncountLocked(stPuts)
@@ -264,6 +267,35 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	s.releaseFast(held)
 	held = 0
 	return done
+}
+
+// The phases of TryOverwrite, for endFastOnPanic.
+const (
+	fastLocked   = iota // the write lock taken, nothing changed
+	fastCounted         // the Put counted; the undo record perhaps staged, not named
+	fastChanging        // the rewrite begun: the record perhaps named, the data changing
+)
+
+// endFastOnPanic, deferred by TryOverwrite, ends a call that panicked with
+// the write lock held (*held non-zero), as a fault on the file's pages
+// does. Before any change (a fault in the probe, say) it takes the count
+// back and releases the lock: the segment is as it was. Once the rewrite
+// has begun it abandons the fast ledger's hold: the lock word keeps the
+// write lock and the fast ledger no longer accounts for it, so the lock,
+// over data perhaps half changed, reads as a dead process's and the next
+// recovery pass takes it over and repairs the segment; and Close does not
+// wait for it.
+func (s *Segment) endFastOnPanic(held *uint64, phase *int) {
+	switch {
+	case *held == 0:
+	case *phase == fastChanging:
+		offheap.StoreExclusive(s.fast, rwulock.FastNext(atomic.LoadUint64(s.fast), rwulock.FastEmpty))
+	default:
+		if *phase == fastCounted {
+			s.uncountLocked(stPuts)
+		}
+		s.releaseFast(*held)
+	}
 }
 
 // prepareOverwrite starts an overwrite: it requests the lines the probe
@@ -340,18 +372,6 @@ func (s *Segment) takeFast() (uint64, bool) {
 	held := rwulock.FastNext(acquiring, rwulock.FastHeld)
 	offheap.StoreExclusive(p, held)
 	return held, true
-}
-
-// abandonFast, deferred by overwrite, ends the fast ledger's hold of a
-// call that panicked with the write lock (*held non-zero): the lock word
-// keeps the write lock and the fast ledger no longer accounts for it, so
-// the lock, over data perhaps half changed, reads as a dead process's and
-// the next recovery pass takes it over and repairs the segment; and Close
-// does not wait for it.
-func (s *Segment) abandonFast(held *uint64) {
-	if *held != 0 {
-		offheap.StoreExclusive(s.fast, rwulock.FastNext(atomic.LoadUint64(s.fast), rwulock.FastEmpty))
-	}
 }
 
 // releaseFast releases the write lock takeFast took; held is the fast
