@@ -47,8 +47,8 @@
 // A completed write survives the death of any process; it reaches the
 // disk when the kernel writes the page back, or at Sync. A process killed
 // in the middle of a write leaves that key with its old value or its new
-// one: a value rewritten in place is first saved in its segment's undo
-// record, which recovery puts back (see Options.NoUndo). After a machine
+// one: a value rewritten in place goes through its segment's undo record,
+// from which recovery makes the entry whole (see Options.NoUndo). After a machine
 // crash, Check finds entries torn by a partial write-back and Repair
 // removes them (see Sync and Repair).
 //

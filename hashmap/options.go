@@ -44,9 +44,10 @@ type Options struct {
 	// creating; it saves a hash of each written entry.
 	NoChecksums bool
 	// NoUndo creates the map without undo records. By default a Put that
-	// rewrites a value in place first saves the bytes it overwrites in its
-	// segment's undo record, so that a process killed in the middle of the
-	// rewrite leaves the key with its old value, which recovery puts back
+	// rewrites a value in place first copies into its segment's undo
+	// record either the bytes it overwrites or those it is about to write,
+	// so that a process killed in the middle of the rewrite leaves the key
+	// whole, which recovery sees to: with its old value or its new one
 	// (values larger than twice the average entry, or 4 KiB, are moved
 	// instead when their segment has a free run for them, and otherwise
 	// rewritten unsaved). Without records that key is lost instead (its entry is torn, and

@@ -44,10 +44,10 @@ package segment
 //	40     8    relocations    moving a value that outgrew its run (under the write lock); likewise
 //	48     16   reserved
 //
-// Undo record of a segment (UndoSize bytes, at UndoOff + i*UndoSize): the
-// bytes of an entry being rewritten in place, saved first (see
-// Segment.saveUndo). Written under the segment's write lock, read by
-// recovery.
+// Undo record of a segment (UndoSize bytes, at UndoOff + i*UndoSize): bytes
+// that belong at the place it names while an entry is rewritten in place,
+// the entry's old bytes or its new ones (see record). Written under the
+// segment's write lock, read by recovery, which copies them to that place.
 //
 //	offset size              field
 //	0      8                 at: where the saved bytes go, as a byte offset into the tiers area + 1; 0 = no rewrite under way

@@ -40,7 +40,7 @@ Examples:
 		fs.Float64Var(&o.MaxBloatFactor, "bloat", hashmap.DefaultMaxBloatFactor, "how far past --entries the map may grow before puts fail (at least 1)")
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
 		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
-		fs.BoolVar(&o.NoUndo, "no-undo", false, "do not save values before rewriting them in place: such puts take 5-11% less time, but a process killed in the middle of one loses that key")
+		fs.BoolVar(&o.NoUndo, "no-undo", false, "no undo records, through which values rewritten in place go: such puts take 5-11% less time, but a process killed in the middle of one loses that key")
 		return o
 	},
 	run: runCreate,

@@ -188,7 +188,7 @@ func printStats(w io.Writer, st hashmap.Stats) {
 		fmt.Fprintf(w, "Cache: evictions %d, expired entries reclaimed %d\n", st.Evictions, st.Expired)
 	}
 	if st.UndoRecords {
-		fmt.Fprintf(w, "Undo records: yes (a process killed while rewriting a value leaves the old one)\n")
+		fmt.Fprintf(w, "Undo records: yes (a process killed while rewriting a value leaves the old one or the new one, whole)\n")
 	} else {
 		fmt.Fprintf(w, "Undo records: no (a process killed while rewriting a value in place loses that key)\n")
 	}
