@@ -20,7 +20,7 @@ type Params struct {
 	// a full segment evicts (CLOCK) instead of failing with ErrFull.
 	Cache bool
 	// NoUndo makes the map without undo records (see Layout.Undo): values
-	// rewritten in place are not saved first.
+	// rewritten in place do not go through one first.
 	NoUndo bool
 }
 
@@ -57,10 +57,10 @@ type Layout struct {
 	// damage). Maps created by this version always do.
 	MoveCounters bool
 	// Undo: each segment has an undo record of UndoSize bytes (at UndoOff),
-	// where a value rewritten in place is saved first, so that a writer
-	// killed in the middle of the rewrite leaves the old value for
-	// recovery to put back, not a torn entry that it drops (see
-	// Segment.saveUndo). Maps created by this version always do; in older
+	// into which a writer copies, before it rewrites an entry in place, the
+	// bytes it overwrites or those it will write, so that a writer killed
+	// in the middle of the rewrite leaves a whole entry for recovery to
+	// copy back, old or new, not a torn one that it drops (see record). Maps created by this version always do; in older
 	// files an in-place rewrite cut short loses the key.
 	Undo     bool
 	UndoOff  int64
@@ -161,10 +161,7 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 
 	// Chunks: about 8 per average entry, so internal fragmentation stays
 	// under an eighth; entries of other sizes take more or fewer chunks.
-	avgEntry := int64(entryHeaderSize + p.AverageKeySize + p.AverageValueSize)
-	if p.Cache {
-		avgEntry += metaSize
-	}
+	avgEntry := l.averageEntry()
 	l.expectedValue = min(avgEntry-entryHeaderSize-int64(p.AverageKeySize), maxLinesAhead*64)
 	l.ChunkSize = 16
 	for l.ChunkSize*8 < avgEntry && l.ChunkSize < 1<<16 {
@@ -367,4 +364,14 @@ func RecordHasStats(b []byte) bool {
 	off := len(layoutMagic) + 8*2
 	return len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic &&
 		binary.LittleEndian.Uint64(b[off:])&flagStats != 0
+}
+
+// averageEntry is the bytes of an entry of the average sizes the map was
+// made for.
+func (l *Layout) averageEntry() int64 {
+	n := int64(entryHeaderSize + l.Params.AverageKeySize + l.Params.AverageValueSize)
+	if l.Params.Cache {
+		n += metaSize
+	}
+	return n
 }
