@@ -48,7 +48,10 @@
 // disk when the kernel writes the page back, or at Sync. A process killed
 // in the middle of a write leaves that key with its old value or its new
 // one: a value rewritten in place goes through its segment's undo record,
-// from which recovery makes the entry whole (see Options.NoUndo). After a machine
+// from which recovery makes the entry whole (see Options.NoUndo). The same
+// holds for a write that did not return because it panicked on a fault of
+// the file's pages (a program running with debug.SetPanicOnFault, as
+// mapctl does): it may be found done after the next recovery. After a machine
 // crash, Check finds entries torn by a partial write-back and Repair
 // removes them (see Sync and Repair).
 //
