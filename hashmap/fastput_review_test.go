@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/rwulock"
 )
 
@@ -185,7 +188,7 @@ func TestFastLedgerValuesDoNotRepeatAcrossSlotOwners(t *testing.T) {
 // TestFaultInTheFastProbeLeavesTheLockFree: the fast path probes under the
 // write lock, so a fault there (the entry's page unreadable, under
 // debug.SetPanicOnFault) unwinds with the lock held before anything
-// changed. It must release it, and take back the Put's count: left
+// changed. It must release it, and leave the Put uncounted: left
 // write-locked, as a fault in the rewrite leaves it, every writer of the
 // segment waited LockTimeout for a recovery pass.
 func TestFaultInTheFastProbeLeavesTheLockFree(t *testing.T) {
@@ -235,5 +238,47 @@ func TestFaultInTheFastProbeLeavesTheLockFree(t *testing.T) {
 	}
 	if v, err := m.Get(key); err != nil || !bytes.Equal(v, bytes.Repeat([]byte("x"), 40)) {
 		t.Fatalf("after the next Put: %q, %v", v, err)
+	}
+}
+
+// TestPutsCounterNeverGoesDown: a Put that tries the fast path and goes
+// on to the general one (an insert into a full map here, which fails) is
+// not counted while it looks. It was, and taken back when the fast path
+// declined: Stats().Puts, exported as a Prometheus counter, went down, and
+// a death in between left a Put counted that never happened.
+func TestPutsCounterNeverGoesDown(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 64, Segments: 1, MaxBloatFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	value := bytes.Repeat([]byte("v"), 32)
+	i := 0
+	for ; ; i++ {
+		if err := m.Put(fmt.Appendf(nil, "k%05d", i), value); err != nil {
+			if !errors.Is(err, ErrFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	before := m.Stats().Puts
+	during, staged := int64(-1), false
+	testhook.OnStep = func() {
+		pc, _, _, _ := runtime.Caller(3)
+		if strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".stageRewrite") && !staged {
+			staged, during = true, m.Stats().Puts
+		}
+	}
+	err = m.Put(fmt.Appendf(nil, "k%05d", i+1000), value)
+	testhook.OnStep = nil
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("the insert into the full map: %v, want ErrFull", err)
+	}
+	if !staged {
+		t.Fatal("the Put did not try the fast path: the test lost its point")
+	}
+	if after := m.Stats().Puts; during != before || after != before {
+		t.Errorf("Puts went %d -> %d -> %d over a Put that failed", before, during, after)
 	}
 }

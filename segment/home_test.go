@@ -48,8 +48,8 @@ func TestHomeRunsLieInTheTier(t *testing.T) {
 			t.Errorf("%+v: lookups request up to byte %d of a %d-byte home run", p, g.homeLast+8, g.homeBytes)
 		}
 		// Put requests a large value's first home run to its end at most.
-		if g.homeTail != 0 && 128+g.homeTail > g.homeBytes {
-			t.Errorf("%+v: Put requests up to byte %d of a %d-byte home run", p, 128+g.homeTail, g.homeBytes)
+		if g.homeTail != 0 && 64+g.homeTail > g.homeBytes {
+			t.Errorf("%+v: Put requests up to byte %d of a %d-byte home run", p, 64+g.homeTail, g.homeBytes)
 		}
 	}
 }

@@ -164,6 +164,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 		moves    bool                               // the rewrite relocates the entry
 		grows    bool                               // it takes the free chunks after its run
 		ledger   bool                               // TryOverwrite, with a fast ledger: the record staged
+		large    bool                               // values of many lines (600 bytes)
 	}
 	for _, c := range []setup{
 		{name: "fast-path", newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)) }},
@@ -171,6 +172,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 		// A value that needs fewer chunks than the run has: the header
 		// staged on the guess that the run is as long as the value needs
 		// is staged again with the run's length.
+		{name: "fast-ledger-path-large", ledger: true, large: true, newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)) }},
 		{name: "fast-ledger-path-shorter", ledger: true, newValue: func(_ *Table, old []byte) []byte { return []byte("short") }},
 		{name: "general-path", local: true, newValue: func(_ *Table, old []byte) []byte { return bytes.Repeat([]byte{'n'}, len(old)-3) }},
 		{name: "grown", local: true, grows: true, newValue: func(tb *Table, old []byte) []byte {
@@ -183,12 +185,16 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			deaths, restored := 0, 0
 			for step := 1; ; step++ {
-				tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 1})
+				valueSize := 40
+				if c.large {
+					valueSize = 600
+				}
+				tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: valueSize, MaxBloatFactor: 1, Segments: 1})
 				tb.SetLocalQueue(c.local)
 				s := tb.Segment(0)
 				model := map[string][]byte{}
 				for i := range 20 {
-					k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'o'}, 30+i)
+					k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'o'}, valueSize-10+i)
 					if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
 						t.Fatal(err)
 					}

@@ -95,7 +95,7 @@ type geometry struct {
 	homeRuns   uint64
 	homeBytes  uint64 // of a home run
 	homeLast   uint64 // the last word of a home run lookups request: within its first two lines
-	homeTail   uint64 // bytes of a first home run past its first 128 that Put requests too, up to an average entry's end (0: none)
+	homeTail   uint64 // bytes of a first home run past its first 64 that Put requests too, up to an average entry's end (0: none; see homeTail)
 }
 
 // homeByte is where, within a tier's entry space, the home run of an entry
@@ -141,7 +141,7 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	// binaries: 0.91x the time). Lookups do not do this: a Get took 1.07-
 	// 1.10x the time, in whatever order it requested them.
 	if g.homeTail != 0 {
-		offheap.PrefetchForWrite(tb.tierBytes[first+128 : first+128+g.homeTail])
+		offheap.PrefetchForWrite(tb.tierBytes[first+64 : first+64+g.homeTail])
 	}
 }
 
@@ -166,7 +166,21 @@ func newGeometry(l *Layout) geometry {
 		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache,
 		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize),
 		homeLast: uint64(min(l.homeChunks*l.ChunkSize, 128) - 8),
-		homeTail: uint64(max(min(l.homeChunks*l.ChunkSize, l.averageEntry(), prefetchMax)-128, 0))}
+		homeTail: homeTail(l.homeChunks*l.ChunkSize, l.averageEntry())}
+}
+
+// homeTail is the length of a home run's part that requestPutLines
+// requests beyond its first 64 bytes: up to an average entry's end (at
+// most prefetchMax), for runs and entries longer than the two lines the
+// probe requests anyway. It starts at byte 64, not 128: a run that does
+// not start on a line's boundary (runs of 96 bytes, say) has a line
+// between its first and its last 128 bytes' that the probe's requests
+// miss.
+func homeTail(homeBytes, averageEntry int64) uint64 {
+	if n := min(homeBytes, averageEntry, prefetchMax); n > 128 {
+		return uint64(n - 64)
+	}
+	return 0
 }
 
 // Locker is an exclusive lock shared by every process that maps the file.
@@ -406,14 +420,6 @@ func (s *Segment) count(field int, n uint64) {
 func (s *Segment) countLocked(field int) {
 	if s.counters != nil && !s.tb.readOnly {
 		offheap.AddExclusive(&s.counters[field/8], 1)
-	}
-}
-
-// uncountLocked takes back a countLocked of the counter at offset field,
-// with the same lock held.
-func (s *Segment) uncountLocked(field int) {
-	if s.counters != nil && !s.tb.readOnly {
-		offheap.AddExclusive(&s.counters[field/8], ^uint64(0))
 	}
 }
 

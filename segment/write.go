@@ -230,6 +230,15 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 		return false
 	}
 	fits, h := s.prepareOverwrite(hash, key, value)
+	if s.counters != nil {
+		// The Puts counter's line, which a Put that finds its entry
+		// writes: requested now, it comes while the probe waits. (The
+		// count itself waits for the probe: counted before it and taken
+		// back when the Put went elsewhere, it showed readers of the
+		// statistics a counter that went down.)
+		c := &s.counters[stPuts/8]
+		offheap.PrefetchWordsForWrite(c, c)
+	}
 	held, ok := s.takeFast()
 	if !ok {
 		return false
@@ -237,8 +246,8 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	// A panic before releaseFast (a fault on the file's pages under
 	// debug.SetPanicOnFault, as mapctl runs) must not leave the fast
 	// ledger held: CloseFastPaths would wait for it for good.
-	phase := fastLocked
-	defer s.endFastOnPanic(&held, &phase)
+	changing := false
+	defer s.endFastOnPanic(&held, &changing)
 	// Even under the write lock unless a writer died mid-change, and then
 	// the segment waits for recovery.
 	seq := atomic.LoadUint64(s.seq)
@@ -247,10 +256,6 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 		held = 0
 		return false
 	}
-	// Counted now, and taken back if the Put goes elsewhere: the counter's
-	// line is then written while the probe waits, not after.
-	s.countLocked(stPuts)
-	phase = fastCounted
 	// The undo record's copy now too (see record).
 	s.stageRewrite(&h, key, value, seq+1)
 	at, nch, done := s.probeOverwrite(hash, key, value)
@@ -259,41 +264,31 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 			h = s.tb.entryHeader(int64(nch), key, value)
 			s.restageHeader(&h)
 		}
-		phase = fastChanging
+		s.countLocked(stPuts)
+		changing = true
 		s.rewriteLocked(at, &h, key, value, seq, staged)
-	} else {
-		s.uncountLocked(stPuts)
 	}
 	s.releaseFast(held)
 	held = 0
 	return done
 }
 
-// The phases of TryOverwrite, for endFastOnPanic.
-const (
-	fastLocked   = iota // the write lock taken, nothing changed
-	fastCounted         // the Put counted; the undo record perhaps staged, not named
-	fastChanging        // the rewrite begun: the record perhaps named, the data changing
-)
-
 // endFastOnPanic, deferred by TryOverwrite, ends a call that panicked with
 // the write lock held (*held non-zero), as a fault on the file's pages
-// does. Before any change (a fault in the probe, say) it takes the count
-// back and releases the lock: the segment is as it was. Once the rewrite
-// has begun it abandons the fast ledger's hold: the lock word keeps the
-// write lock and the fast ledger no longer accounts for it, so the lock,
-// over data perhaps half changed, reads as a dead process's and the next
-// recovery pass takes it over and repairs the segment; and Close does not
-// wait for it.
-func (s *Segment) endFastOnPanic(held *uint64, phase *int) {
+// does. Before any change (a fault in the probe, say) it releases the
+// lock: the segment is as it was. Once the rewrite has begun (*changing)
+// it abandons the fast ledger's hold: the lock word keeps the write lock
+// and the fast ledger no longer accounts for it, so the lock, over data
+// perhaps half changed, reads as a dead process's and the next recovery
+// pass takes it over and repairs the segment; and Close does not wait for
+// it. The Put stays counted then: recovery completes it from the staged
+// record (a file without records drops the torn entry instead).
+func (s *Segment) endFastOnPanic(held *uint64, changing *bool) {
 	switch {
 	case *held == 0:
-	case *phase == fastChanging:
+	case *changing:
 		offheap.StoreExclusive(s.fast, rwulock.FastNext(atomic.LoadUint64(s.fast), rwulock.FastEmpty))
 	default:
-		if *phase == fastCounted {
-			s.uncountLocked(stPuts)
-		}
 		s.releaseFast(*held)
 	}
 }
