@@ -80,11 +80,32 @@ func (c cell) String() string {
 	return fmt.Sprintf("%s-%s-%s%d", c.workload.name, dist, unit, c.workers)
 }
 
+// Where results go unless -out says: a full run's files are the ones the
+// README quotes and the repository keeps, and a narrowed run (a profile, an
+// A/B of one cell) must not replace them.
+const (
+	fullRunDir    = "results"
+	partialRunDir = "results/partial"
+)
+
+// outDir is the directory a run writes to: out if given, else fullRunDir
+// for a run of every store, dataset and cell, partialRunDir for one
+// narrowed by any of the filters.
+func outDir(out, stores, datasets, cells string) string {
+	switch {
+	case out != "":
+		return out
+	case stores != "" || datasets != "" || cells != "":
+		return partialRunDir
+	}
+	return fullRunDir
+}
+
 func main() {
 	var (
 		duration  = flag.Duration("duration", time.Second, "measuring time per cell")
 		runs      = flag.Int("runs", 5, "runs per cell; medians are reported")
-		out       = flag.String("out", "results", "directory for results.md and chart.png")
+		out       = flag.String("out", "", "directory for results.md and chart.png (default "+fullRunDir+", or "+partialRunDir+" for a run narrowed by -stores, -datasets or -cells, so that it does not replace the full run's files)")
 		only      = flag.String("stores", "", "comma-separated stores to run (default all)")
 		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
 		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
@@ -111,6 +132,7 @@ func main() {
 	if *workerArg != "" {
 		os.Exit(runWorker(*workerArg))
 	}
+	*out = outDir(*out, *only, *onlyData, *onlyCells)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatal(err)
 	}

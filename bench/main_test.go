@@ -82,3 +82,22 @@ func TestTargetsDecideByPerRunMedians(t *testing.T) {
 		t.Errorf("targets show cells the run left out:\n%s", out)
 	}
 }
+
+// A narrowed run must not replace the full run's files: the README's
+// profile command once overwrote results.md with one store's one cell.
+func TestNarrowedRunsWriteElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		out, stores, datasets, cells, want string
+	}{
+		{"", "", "", "", fullRunDir},
+		{"", "sharedmap", "", "", partialRunDir},
+		{"", "", "1M-64B", "", partialRunDir},
+		{"", "", "", "put-uniform-g1", partialRunDir},
+		{"/tmp/x", "sharedmap", "", "", "/tmp/x"},
+		{"results", "sharedmap", "", "", "results"},
+	} {
+		if got := outDir(tc.out, tc.stores, tc.datasets, tc.cells); got != tc.want {
+			t.Errorf("outDir(%q, %q, %q, %q) = %q, want %q", tc.out, tc.stores, tc.datasets, tc.cells, got, tc.want)
+		}
+	}
+}

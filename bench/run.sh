@@ -6,7 +6,8 @@
 # results.md (the table), chart.png, raw.txt (Go benchmark format; feed it to
 # benchstat). Extra arguments go to the benchmark, e.g. -runs 3 -duration 500ms
 # or -stores sharedmap,lmdb -datasets 1M-64B; BENCH_OUT names another
-# directory for a partial run's files (default results).
+# directory for the run's files (default results, or results/partial for a
+# run narrowed by -stores, -datasets or -cells).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -32,7 +33,13 @@ trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
 
-out=${BENCH_OUT:-results}
+# A run narrowed by -stores, -datasets or -cells writes to results/partial
+# unless BENCH_OUT says otherwise: the full run's files stay as they are.
+out=results
+for arg in "$@"; do
+	case $arg in -stores* | --stores* | -datasets* | --datasets* | -cells* | --cells*) out=results/partial ;; esac
+done
+out=${BENCH_OUT:-$out}
 mkdir -p "$out"
 go build -o "$work/bench" .
 # raw.txt is replaced only by a run that measured something: not by -h or
