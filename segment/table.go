@@ -172,10 +172,10 @@ func newGeometry(l *Layout) geometry {
 // homeTail is the length of a home run's part that requestPutLines
 // requests beyond its first 64 bytes: up to an average entry's end (at
 // most prefetchMax), for runs and entries longer than the two lines the
-// probe requests anyway. It starts at byte 64, not 128: a run that does
-// not start on a line's boundary (runs of 96 bytes, say) has a line
-// between its first and its last 128 bytes' that the probe's requests
-// miss.
+// probe requests anyway. It starts at byte 64, not 128: the probe requests
+// the lines of bytes 0 and homeLast, and in a run that starts mid-line
+// (every other run of 160 or 224 bytes) the line between those two begins
+// before byte 128.
 func homeTail(homeBytes, averageEntry int64) uint64 {
 	if n := min(homeBytes, averageEntry, prefetchMax); n > 128 {
 		return uint64(n - 64)
