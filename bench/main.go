@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -88,13 +89,15 @@ const (
 	partialRunDir = "results/partial"
 )
 
-// outDir is the directory a run writes to: out if given, else fullRunDir
-// for a run of every store, dataset and cell, partialRunDir for one
-// narrowed by any of the filters.
-func outDir(out, stores, datasets, cells string) string {
+// outDir is the directory a run writes to: out (-out) if given, else env
+// (BENCH_OUT) if set, else fullRunDir for a run of every store, dataset and
+// cell, partialRunDir for one narrowed by any of the filters.
+func outDir(out, env, stores, datasets, cells string) string {
 	switch {
 	case out != "":
 		return out
+	case env != "":
+		return env
 	case stores != "" || datasets != "" || cells != "":
 		return partialRunDir
 	}
@@ -105,7 +108,7 @@ func main() {
 	var (
 		duration  = flag.Duration("duration", time.Second, "measuring time per cell")
 		runs      = flag.Int("runs", 5, "runs per cell; medians are reported")
-		out       = flag.String("out", "", "directory for results.md and chart.png (default "+fullRunDir+", or "+partialRunDir+" for a run narrowed by -stores, -datasets or -cells, so that it does not replace the full run's files)")
+		out       = flag.String("out", "", "directory for results.md, chart.png and raw.txt (default $BENCH_OUT if set, else "+fullRunDir+", or "+partialRunDir+" for a run narrowed by -stores, -datasets or -cells, so that it does not replace the full run's files)")
 		only      = flag.String("stores", "", "comma-separated stores to run (default all)")
 		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
 		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
@@ -132,7 +135,7 @@ func main() {
 	if *workerArg != "" {
 		os.Exit(runWorker(*workerArg))
 	}
-	*out = outDir(*out, *only, *onlyData, *onlyCells)
+	*out = outDir(*out, os.Getenv("BENCH_OUT"), *only, *onlyData, *onlyCells)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatal(err)
 	}
@@ -173,6 +176,11 @@ func main() {
 	if err := res.write(*out); err != nil {
 		fatal(err)
 	}
+	dir, err := filepath.Abs(*out)
+	if err != nil {
+		dir = *out
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", strings.Join([]string{filepath.Join(dir, "results.md"), "chart.png", "raw.txt"}, ", "))
 }
 
 // checkNames rejects a name in -stores, -datasets or -cells that names
@@ -368,15 +376,17 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 			return fmt.Errorf("%s: %w", c, err)
 		}
 		ns := float64(elapsed.Nanoseconds()) / float64(max(ops, 1))
+		line := fmt.Sprintf("BenchmarkStore/%s/%s/%s %d %.1f ns/op", spec.name, d.name, c, ops, ns)
 		if c.procs {
 			// Allocations are counted in this process only, and the work
 			// was the workers': there is no figure to print.
 			allocs = math.NaN()
-			fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op\n", spec.name, d.name, c, ops, ns)
 		} else {
-			fmt.Printf("BenchmarkStore/%s/%s/%s %d %.1f ns/op %.2f allocs/op\n", spec.name, d.name, c, ops, ns, allocs)
+			line += fmt.Sprintf(" %.2f allocs/op", allocs)
 		}
+		fmt.Println(line)
 		res.add(spec.name, d.name, c.String(), run, ns, allocs)
+		res.raw = append(res.raw, line)
 	}
 	return nil
 }

@@ -87,17 +87,20 @@ func TestTargetsDecideByPerRunMedians(t *testing.T) {
 // profile command once overwrote results.md with one store's one cell.
 func TestNarrowedRunsWriteElsewhere(t *testing.T) {
 	for _, tc := range []struct {
-		out, stores, datasets, cells, want string
+		out, env, stores, datasets, cells, want string
 	}{
-		{"", "", "", "", fullRunDir},
-		{"", "sharedmap", "", "", partialRunDir},
-		{"", "", "1M-64B", "", partialRunDir},
-		{"", "", "", "put-uniform-g1", partialRunDir},
-		{"/tmp/x", "sharedmap", "", "", "/tmp/x"},
-		{"results", "sharedmap", "", "", "results"},
+		{"", "", "", "", "", fullRunDir},
+		{"", "", "sharedmap", "", "", partialRunDir},
+		{"", "", "", "1M-64B", "", partialRunDir},
+		{"", "", "", "", "put-uniform-g1", partialRunDir},
+		{"/tmp/x", "", "sharedmap", "", "", "/tmp/x"},
+		{"results", "", "sharedmap", "", "", "results"},
+		{"", "/tmp/env", "sharedmap", "", "", "/tmp/env"},
+		{"", "/tmp/env", "", "", "", "/tmp/env"},
+		{"/tmp/x", "/tmp/env", "", "", "", "/tmp/x"},
 	} {
-		if got := outDir(tc.out, tc.stores, tc.datasets, tc.cells); got != tc.want {
-			t.Errorf("outDir(%q, %q, %q, %q) = %q, want %q", tc.out, tc.stores, tc.datasets, tc.cells, got, tc.want)
+		if got := outDir(tc.out, tc.env, tc.stores, tc.datasets, tc.cells); got != tc.want {
+			t.Errorf("outDir(%q, %q, %q, %q, %q) = %q, want %q", tc.out, tc.env, tc.stores, tc.datasets, tc.cells, got, tc.want)
 		}
 	}
 }

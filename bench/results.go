@@ -35,6 +35,7 @@ type results struct {
 	hits    map[string]map[string]float64
 	skipped map[string]string
 	order   []string // cells in first-seen order
+	raw     []string // every sample as a line of Go benchmark format, for raw.txt
 }
 
 func (r *results) init() {
@@ -110,6 +111,10 @@ func storeNames() []string {
 var headline = []string{"get-uniform-g1", "getmany-uniform-g1", "get-zipf-g1", "put-uniform-g1", "putmany-uniform-g1", "mix95-uniform-g1", "mix50-uniform-g1",
 	"get-uniform-g2", "put-uniform-g2", "mix95-zipf-g2", "get-uniform-p2", "put-uniform-p2"}
 
+// write writes the run's files to dir: results.md (the tables and the
+// targets), chart.png and raw.txt (every sample, for benchstat). A run
+// that ends early (a bad flag, a fatal error) writes none of them, so the
+// files of the last whole run stay.
 func (r *results) write(dir string) error {
 	var b strings.Builder
 	host, _ := os.Hostname()
@@ -171,6 +176,10 @@ func (r *results) write(dir string) error {
 	b.WriteString(strings.Join(r.order, ", "))
 	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	raw := strings.Join(r.raw, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "raw.txt"), []byte(raw), 0o644); err != nil {
 		return err
 	}
 	return r.chart(filepath.Join(dir, "chart.png"))

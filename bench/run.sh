@@ -33,19 +33,8 @@ trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
 
-# A run narrowed by -stores, -datasets or -cells writes to results/partial
-# unless BENCH_OUT says otherwise: the full run's files stay as they are.
-out=results
-for arg in "$@"; do
-	case $arg in -stores* | --stores* | -datasets* | --datasets* | -cells* | --cells*) out=results/partial ;; esac
-done
-out=${BENCH_OUT:-$out}
-mkdir -p "$out"
 go build -o "$work/bench" .
-# raw.txt is replaced only by a run that measured something: not by -h or
-# a bad flag, nor by a run that failed part way.
-BENCH_REDIS_SOCKET="$sock" "$work/bench" -out "$out" "$@" | tee "$work/raw.txt"
-[ -s "$work/raw.txt" ] || exit 0
-mv "$work/raw.txt" "$out/raw.txt"
-case $out in /*) ;; *) out="$(pwd)/$out" ;; esac
-echo "wrote $out/results.md, chart.png and raw.txt" >&2
+# The benchmark decides where its files go (-out or BENCH_OUT, else
+# results, or results/partial for a run narrowed by -stores, -datasets or
+# -cells) and writes them only when the run ends whole.
+BENCH_REDIS_SOCKET="$sock" "$work/bench" "$@"
