@@ -177,8 +177,14 @@ func TestFastPathsAgreeWithFind(t *testing.T) {
 				home := uint64(tag) & l.slotMask
 				for j := uint64(0); j < next()%4; j++ {
 					slot := uint64(tag)<<32 | (edge(uint64(l.Chunks))+1)&0xffffffff
-					if next()%3 == 0 {
+					switch next() % 4 {
+					case 0:
 						slot = next()
+					case 1:
+						// Its own tag and any chunk number: one beyond the
+						// tier sends an unchecked load out of it (caught with
+						// -tags sharedmap_checked).
+						slot = uint64(tag)<<32 | next()&0xffffffff
 					}
 					if next()%4 == 0 {
 						slot |= refBit

@@ -64,9 +64,11 @@ type Table struct {
 	// indexes them directly instead of building a tier view per call.
 	tierBytes []byte
 	tierWords []uint64
-	segWords  []uint64 // the segment headers, for the same reason
-	geom      geometry // the layout's figures Get needs, as it needs them
-	undoCap   int64    // bytes an undo record holds (see Segment.saveUndo)
+	segWords  []uint64     // the segment headers, for the same reason
+	tierSpan  offheap.Span // the tiers area again, for TryGet alone (see offheap.Span)
+	segSpan   offheap.Span // the segment headers, likewise
+	geom      geometry     // the layout's figures Get needs, as it needs them
+	undoCap   int64        // bytes an undo record holds (see Segment.saveUndo)
 
 	// Cache maps: the clock expiry times are compared with, and buffers
 	// for building stored values (expiry prefix + value) without
@@ -260,6 +262,8 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
 	tb.segWords = r.Uint64s(l.SegmentsOff, l.Segments*segmentHeaderSize/8)
+	tb.tierSpan = r.Span(l.TiersOff, tiersLen)
+	tb.segSpan = r.Span(l.SegmentsOff, l.Segments*segmentHeaderSize)
 	tb.geom = newGeometry(&tb.layout)
 	tb.segs = make([]Segment, l.Segments)
 	for i := range tb.segs {
