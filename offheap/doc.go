@@ -19,7 +19,11 @@
 // uses unsafe, so the layers above never do pointer arithmetic on shared
 // memory themselves. Offsets read from the file are untrusted: use
 // [Region.Slice], which returns a [*RangeError], and keep [Region.Bytes]
-// and the word accessors for offsets derived from a validated layout.
+// and the word accessors for offsets derived from a validated layout. The
+// one exception is [Span], whose loads skip Go's bounds checks for a
+// lookup that checks every offset it follows itself; built with the
+// sharedmap_checked tag (CI's checked test stage and every fuzz target)
+// it checks them again.
 //
 // Opening never panics on any file content and never writes to a file that
 // fails validation: a foreign, truncated, extended, damaged or newer-format
