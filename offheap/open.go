@@ -123,7 +123,9 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	case opts.Create:
 		flags |= os.O_CREATE
 	}
-	fd, err := os.OpenFile(path, flags, 0o644)
+	// O_NONBLOCK: opening a named pipe would otherwise wait for a writer
+	// (or reader) for good; on a regular file it changes nothing.
+	fd, err := os.OpenFile(path, flags|unix.O_NONBLOCK, 0o644)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -138,7 +140,27 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 			fd.Close()
 		}
 	}()
+	if st, err := fd.Stat(); err != nil {
+		return fail(pathless(err))
+	} else if !st.Mode().IsRegular() {
+		return fail(fmt.Errorf("%w: a %s, not a regular file", ErrNotSharedMap, fileKind(st.Mode())))
+	}
 	return openLocked(fd, path, &opts)
+}
+
+// fileKind names what a file that is not a regular one is, for errors.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDir != 0:
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // openLocked takes the creation lock on fd and opens or creates the file

@@ -384,3 +384,46 @@ func TestFallocateError(t *testing.T) {
 		t.Errorf("EIO = %v", err)
 	}
 }
+
+// A path that is not a regular file is refused at once, whatever the
+// options: a named pipe used to make Open wait for a writer for good, and
+// a device to fail later with a puzzling error (truncate: invalid
+// argument, or "not initialized" for /dev/null).
+func TestSpecialFilesRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/null", dir} {
+		for name, o := range map[string]OpenOptions{
+			"create":    createOpts(),
+			"open":      {},
+			"read-only": {ReadOnly: true},
+		} {
+			done := make(chan error, 1)
+			go func() {
+				f, err := Open(path, o)
+				if err == nil {
+					f.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				var fe *FileError
+				if !errors.As(err, &fe) {
+					t.Errorf("%s (%s): %v, want a *FileError", path, name, err)
+				}
+				if path != dir && !errors.Is(err, ErrNotSharedMap) {
+					t.Errorf("%s (%s): %v, want ErrNotSharedMap", path, name, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s (%s): Open still waiting after 10 s", path, name)
+			}
+		}
+	}
+	if st, err := os.Stat(fifo); err != nil || st.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("the named pipe was changed: %v, %v", st, err)
+	}
+}
