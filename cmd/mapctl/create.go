@@ -83,8 +83,9 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 			reserved = fmt.Sprintf(", %s of it on disk now", humanBytes(sys.Blocks*512))
 		}
 	}
-	fmt.Fprintf(e.stdout, "created %s%s: sized for %d entries (up to x%g), %d segments, file size %s%s\n",
-		kind, path, st.Capacity, st.MaxBloatFactor, st.Segments, humanBytes(st.FileSize), reserved)
+	fmt.Fprintf(e.stdout, "created %s%s: sized for %d %s (up to x%g), %d %s, file size %s%s\n",
+		kind, path, st.Capacity, plural(st.Capacity, "entry", "entries"), st.MaxBloatFactor,
+		st.Segments, plural(st.Segments, "segment", "segments"), humanBytes(st.FileSize), reserved)
 	return exitOK
 }
 

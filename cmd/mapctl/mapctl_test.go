@@ -1048,3 +1048,13 @@ func TestRecoverResetLocks(t *testing.T) {
 		t.Fatalf("recover --reset-locks: %d %q %q", c, o, e)
 	}
 }
+
+// TestCreateSaysOneSegment: create's summary agrees in number with a map
+// of one segment.
+func TestCreateSaysOneSegment(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "one.map")
+	c, o, e := mapctl(t, "", "create", p, "--entries", "100")
+	if c != 0 || !strings.Contains(o, " 1 segment,") {
+		t.Fatalf("create of one segment: %d %q %q", c, o, e)
+	}
+}
