@@ -100,7 +100,7 @@ Example:
 		fs.IntVar(&o.goroutines, "goroutines", 1, "goroutines per worker process")
 		fs.IntVar(&o.cs, "cs", 1, "shared PRNG steps inside the critical section")
 		fs.IntVar(&o.ncs, "ncs", 500, "mean private PRNG steps outside it (randomized 0..2x)")
-		fs.IntVar(&o.slots, "slots", ipc.DefaultSlots, "waiting array slots (a power of two; small values force collisions)")
+		fs.IntVar(&o.slots, "slots", ipc.DefaultSlots, fmt.Sprintf("waiting array slots (a power of two; 0 means the default, %d; small values force collisions)", ipc.DefaultSlots))
 		fs.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per algorithm")
 		fs.StringVar(&o.alockBudgets, "alock-budgets", fmt.Sprintf("%d,%d", ipc.DefaultALockBudgetHome, ipc.DefaultALockBudgetRemote),
 			"alock handovers within a cohort before it yields: home,others (worker 0 is the home)")

@@ -1058,3 +1058,12 @@ func TestCreateSaysOneSegment(t *testing.T) {
 		t.Fatalf("create of one segment: %d %q %q", c, o, e)
 	}
 }
+
+// TestLockbenchHelpSaysSlotsZero: --slots 0 runs with the default array,
+// which the help has to say, since no power of two is 0.
+func TestLockbenchHelpSaysSlotsZero(t *testing.T) {
+	_, o, _ := mapctl(t, "", "lockbench", "--help")
+	if want := fmt.Sprintf("0 means the default, %d", ipc.DefaultSlots); !strings.Contains(o, want) {
+		t.Errorf("lockbench --help does not say %q: %q", want, o)
+	}
+}
