@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -34,6 +37,11 @@ Loading stops at the first error (for example "map is full": create the map
 with more --entries or a larger --bloat), exiting with status 3 and telling
 how many entries were stored before it. A progress line is drawn on stderr
 when stderr is a terminal. Prints "loaded N entries" at the end.
+
+Each line read is stored before load waits for more input, so a reader of
+the map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
+SIGTERM) stores every line read so far, says after which line it stopped,
+and exits with status 3.
 
 In a cache map the loaded entries never expire unless --ttl gives them a
 time to live (dump does not write expiry times).
@@ -105,8 +113,39 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 		p.update(read, loaded)
 		return nil
 	}
+	// An interrupt (Ctrl-C, SIGTERM) stores what was parsed, closes the map
+	// (so that no process reads as having died with it open) and says how
+	// far the load got. The loop holds mu but while it waits for input,
+	// and it never waits with entries unstored (see hasLine), so the
+	// handler, once it holds mu, finds the map idle and nothing lost.
+	var mu sync.Mutex
+	mu.Lock()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		mu.Lock()
+		err := flush()
+		p.done()
+		m.Close()
+		if err == nil {
+			err = fmt.Errorf("interrupted after %s line %d: stored %d entries; the lines after it were not read", fileName(args[1]), line, loaded)
+		}
+		os.Exit(e.fail(c, err))
+	}()
 	for {
+		// Entries wait in the batch only while more lines are at hand: a
+		// slow stream's lines are stored as they come, not 64 at a time.
+		if len(keys) > 0 && !hasLine(r) {
+			if err := flush(); err != nil {
+				p.done()
+				return e.fail(c, err)
+			}
+		}
+		mu.Unlock()
 		text, rerr := r.ReadBytes('\n')
+		mu.Lock()
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			text = nil // a line cut short by the failed read is not an entry
 		}
@@ -153,6 +192,13 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "loaded %d entries\n", loaded)
 	return exitOK
+}
+
+// hasLine reports whether r holds a whole line already, so that reading it
+// will not wait for input.
+func hasLine(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // loadBatch is how many entries load stores with one PutMany call, and
