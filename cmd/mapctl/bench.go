@@ -84,7 +84,7 @@ Example:
 		fs.IntVar(&o.KeySize, "key-size", 16, "bytes in a key (at least 8)")
 		fs.IntVar(&o.ValueSize, "value-size", 64, "bytes in a value (at least 8)")
 		fs.IntVar(&o.procs, "procs", 1, "worker processes")
-		fs.IntVar(&o.Goroutines, "goroutines", 1, "goroutines per worker process")
+		fs.IntVar(&o.Goroutines, "goroutines", 1, fmt.Sprintf("goroutines per worker process (at most %d)", maxDemoGoroutines))
 		fs.IntVar(&o.Reads, "reads", 95, "percent of operations that are reads; the rest are Puts")
 		fs.IntVar(&o.Batch, "batch", 1, "keys a call: above 1, reads go through GetMany and writes through PutMany")
 		fs.StringVar(&o.keys, "keys", "uniform", "key distribution: uniform or zipf")
@@ -143,6 +143,8 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, "--procs and --goroutines must be at least 1")
 	case o.procs >= maxWorkerProcs:
 		return e.usageError(c, tooManyProcs)
+	case o.Goroutines > maxDemoGoroutines:
+		return e.usageError(c, fmt.Sprintf("--goroutines must be at most %d (a worker process starts them all at once)", maxDemoGoroutines))
 	case o.Reads < 0 || o.Reads > 100:
 		return e.usageError(c, "--reads is a percentage, 0 to 100")
 	case o.Batch < 1 || o.Batch > maxBenchBatch:
@@ -169,6 +171,11 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	path := filepath.Join(dir, "bench.map")
 	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize,
 		MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)})
+	if errors.Is(err, hashmap.ErrBadOptions) {
+		// As in create: flags no map can have are a usage error. The
+		// temporary path is left out, since it is gone when this prints.
+		return e.usageError(c, "--entries, --key-size and --value-size: "+strings.TrimPrefix(err.Error(), "open "+path+": "))
+	}
 	if err != nil {
 		return e.fail(c, err)
 	}

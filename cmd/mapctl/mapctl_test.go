@@ -1067,3 +1067,20 @@ func TestLockbenchHelpSaysSlotsZero(t *testing.T) {
 		t.Errorf("lockbench --help does not say %q: %q", want, o)
 	}
 }
+
+// TestBenchBadParamsAreUsageErrors: bench refuses what create refuses, and
+// goroutine counts demo refuses, as usage errors before any work.
+func TestBenchBadParamsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--entries", "1000000000000"},
+		{"bench", "--goroutines", "1000000"},
+	} {
+		c, o, e := mapctl(t, "", args...)
+		if c != exitUsage || o != "" || !strings.Contains(e, "usage") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and a usage message", args, c, o, e)
+		}
+		if strings.Contains(e, "sharedmap-bench-") {
+			t.Errorf("%q names the temporary directory, gone by now: %q", args, e)
+		}
+	}
+}
