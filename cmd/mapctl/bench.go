@@ -196,6 +196,12 @@ func runBench(e *env, c *command, opts any, args []string) int {
 			o.procs, o.Goroutines, o.Reads, o.keys, o.Duration)
 	}
 	reports, err := runBenchWorkers(ctx, self, path, o)
+	if ctx.Err() != nil {
+		// Whatever failed on the way (a worker killed, one not started)
+		// is the interrupt's doing, and the context's "context canceled"
+		// would only repeat it.
+		return e.fail(c, errors.New("interrupted"))
+	}
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -409,7 +415,8 @@ func fillBenchMap(ctx context.Context, m *hashmap.Map, cfg *benchConfig, w io.Wr
 }
 
 // runBenchWorkers starts the workers, waits until every one has opened the
-// map, lets them all go at once and collects their reports.
+// map, lets them all go at once and collects their reports. When ctx ends
+// it kills them and returns what that made fail: the caller checks ctx.
 func runBenchWorkers(ctx context.Context, self, path string, o *benchOpts) ([]benchReport, error) {
 	cfg, err := json.Marshal(o.benchConfig)
 	if err != nil {
@@ -491,9 +498,6 @@ func runBenchWorkers(ctx context.Context, self, path string, o *benchOpts) ([]be
 		}()
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
-	}
 	return reports, errors.Join(errs...)
 }
 

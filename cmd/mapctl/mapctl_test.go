@@ -1084,3 +1084,39 @@ func TestBenchBadParamsAreUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchInterruptedSaysSo: an interrupted bench says "interrupted",
+// not the context's "context canceled".
+func TestBenchInterruptedSaysSo(t *testing.T) {
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"bench", "--entries", "1000", "--duration", "1m", "--dir", t.TempDir()}, strings.NewReader(""), pw, &stderr)
+		pw.Close()
+	}()
+	// The second line comes after bench has taken SIGINT over, which keeps
+	// the signal from ending this test binary.
+	b := make([]byte, 1)
+	for n := 0; n < 2; {
+		if _, err := pr.Read(b); err != nil {
+			t.Fatalf("bench ended before its second line: %v: %s", err, stderr.String())
+		}
+		if b[0] == '\n' {
+			n++
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	time.Sleep(200 * time.Millisecond) // into the run, past the workers' start
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-done:
+		if got := stderr.String(); c != exitError || got != "mapctl: bench: interrupted\n" {
+			t.Errorf("interrupted bench: exit %d, stderr %q; want exit %d and just \"interrupted\"", c, got, exitError)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("bench still running 30 s after SIGINT")
+	}
+}
