@@ -1120,3 +1120,53 @@ func TestBenchInterruptedSaysSo(t *testing.T) {
 		t.Fatal("bench still running 30 s after SIGINT")
 	}
 }
+
+// TestStatsHelpListsTheJSONKeys: the keys stats --help lists are those of
+// stats --json, in its order, so that a new Stats field cannot go
+// undocumented again (fast_ledgers did).
+func TestStatsHelpListsTheJSONKeys(t *testing.T) {
+	p := newMap(t)
+	_, help, _ := mapctl(t, "", "stats", "--help")
+	help = strings.Join(strings.Fields(help), " ") // the list wraps
+	_, list, ok := strings.Cut(help, "with the keys ")
+	list, _, ok2 := strings.Cut(list, " (and per_segment")
+	if !ok || !ok2 {
+		t.Fatalf(`stats --help has no "with the keys ... (and per_segment" list: %q`, help)
+	}
+	var documented []string
+	for _, w := range strings.Fields(strings.ReplaceAll(list, ",", " ")) {
+		if w != "and" {
+			documented = append(documented, w)
+		}
+	}
+	jsonKeys := func(args ...string) []string {
+		t.Helper()
+		c, o, e := mapctl(t, "", args...)
+		if c != 0 {
+			t.Fatalf("%q: %d %q", args, c, e)
+		}
+		dec := json.NewDecoder(strings.NewReader(o))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			t.Fatalf("%q printed %q, not a JSON object", args, o)
+		}
+		var keys []string
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatalf("%q: %v in %q", args, err, o)
+			}
+			keys = append(keys, tok.(string))
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%q: %v in %q", args, err, o)
+			}
+		}
+		return keys
+	}
+	if got := jsonKeys("stats", "--json", p); strings.Join(got, " ") != strings.Join(documented, " ") {
+		t.Errorf("stats --json keys:\n  %s\nstats --help lists:\n  %s", strings.Join(got, " "), strings.Join(documented, " "))
+	}
+	if got, want := jsonKeys("stats", "--json", "--segments", p), append(documented, "per_segment"); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("stats --json --segments keys:\n  %s\nwant:\n  %s", strings.Join(got, " "), strings.Join(want, " "))
+	}
+}

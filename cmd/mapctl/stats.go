@@ -32,10 +32,13 @@ var statsCmd = &command{
 as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
-moves_counted, locks, lock_algorithm, cache, counters, hits, misses, puts, deletes,
-evictions, expired, lock_waits, lock_timeouts, undo_records, read_only, resident,
-huge_page_bytes and path (and per_segment, a list of the same counters for
-each segment, with --segments).
+moves_counted, locks, lock_algorithm, cache, counters, undo_records,
+fast_ledgers, hits, misses, puts, deletes, evictions, expired, lock_waits,
+lock_timeouts, read_only, resident, huge_page_bytes and path (and
+per_segment, a list of the same counters for each segment, with --segments).
+
+undo_records is false for a map created with --no-undo, and fast_ledgers
+false for a file from before Put's fast path had a lock word of its own.
 
 resident is how much of the file this command mapped in (the segment
 headers and first tiers), and huge_page_bytes how much of that came in
