@@ -1170,3 +1170,25 @@ func TestStatsHelpListsTheJSONKeys(t *testing.T) {
 		t.Errorf("stats --json --segments keys:\n  %s\nwant:\n  %s", strings.Join(got, " "), strings.Join(want, " "))
 	}
 }
+
+// TestStatsWatchUsage: --count with --watch 0s asks for an interval (the
+// flag was given), and --segments, which --watch lines cannot carry, is
+// refused with --watch rather than ignored.
+func TestStatsWatchUsage(t *testing.T) {
+	p := newMap(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stats", p, "--watch", "0s", "--count", "2"}, "give --watch an interval of at least 10ms"},
+		{[]string{"stats", p, "--watch", "10ms", "--count", "1", "--json", "--segments"}, "--segments works only without --watch"},
+	} {
+		c, o, e := mapctl(t, "", tc.args...)
+		if c != exitUsage || o != "" || !strings.Contains(e, tc.want) || !strings.Contains(e, "usage: ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, c, o, e, tc.want)
+		}
+	}
+	if c, o, e := mapctl(t, "", "stats", p, "--watch", "10ms", "--count", "2", "--json"); c != 0 || strings.Count(o, "\n") != 2 {
+		t.Errorf("stats --watch 10ms --count 2 --json: %d %q %q", c, o, e)
+	}
+}

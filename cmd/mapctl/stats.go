@@ -53,7 +53,8 @@ before the counters report "counters": false and zeros.
 
 With --watch INTERVAL it prints one line every INTERVAL, with the operations
 per second since the previous line, until interrupted or --count lines
-(with --json, one JSON object per line).
+(with --json, one JSON object per line, without per-segment rates: --segments
+is refused with --watch). --watch 0s is the default: print once.
 
 Counters are read without locks: while other processes write, they are a
 close estimate. Opens the map read-only.
@@ -64,8 +65,8 @@ Examples:
 	flags: func(fs *flag.FlagSet) any {
 		o := &statsOpts{}
 		fs.BoolVar(&o.json, "json", false, "print JSON instead of text")
-		fs.BoolVar(&o.segments, "segments", false, "with --json: add per_segment, each segment's counters")
-		fs.DurationVar(&o.watch, "watch", 0, "print a line of rates every INTERVAL (e.g. 1s) until interrupted")
+		fs.BoolVar(&o.segments, "segments", false, "with --json and no --watch: add per_segment, each segment's counters")
+		fs.DurationVar(&o.watch, "watch", 0, "print a line of rates every INTERVAL (e.g. 1s, at least 10ms) until interrupted; 0: print once")
 		fs.IntVar(&o.count, "count", 0, "with --watch: stop after this many lines (0: never)")
 		return o
 	},
@@ -81,10 +82,15 @@ Examples:
 			return e.usageError(c, "--count must be 0 or more")
 		}
 		if o.count > 0 && o.watch == 0 {
-			return e.usageError(c, "--count counts --watch lines: give --watch too")
+			// --watch 0s is the default, no watching: ask for an interval,
+			// not for the flag, which may well have been given.
+			return e.usageError(c, "--count counts --watch lines: give --watch an interval of at least 10ms")
 		}
 		if o.segments && !o.json {
 			return e.usageError(c, "--segments adds per_segment to the JSON: give --json too")
+		}
+		if o.segments && o.watch > 0 {
+			return e.usageError(c, "--segments works only without --watch: --watch lines have no per-segment rates")
 		}
 		m, err := openExisting(args[0], true)
 		if err != nil {
