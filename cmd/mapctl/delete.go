@@ -26,10 +26,10 @@ Example:
 		defer m.Close()
 		existed, err := m.Delete([]byte(args[1]))
 		if err != nil {
-			return e.fail(c, fmt.Errorf("key %q: %w", args[1], err))
+			return e.fail(c, fmt.Errorf("key %s: %w", quoteShort(args[1]), err))
 		}
 		if !existed {
-			return e.fail(c, fmt.Errorf("key %q: %w", args[1], hashmap.ErrNotFound))
+			return e.fail(c, fmt.Errorf("key %s: %w", quoteShort(args[1]), hashmap.ErrNotFound))
 		}
 		return exitOK
 	},

@@ -289,7 +289,7 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 				k := ownKey(p, g, i)
 				if v, err := m.Get(k); err != nil || !bytes.Equal(v, ownValue(k)) {
 					if missing++; missing <= 5 {
-						problem("key %s = %q, %v; want %q", k, v, err, ownValue(k))
+						problem("key %s = %s, %v; want %q", k, quoteShort(string(v)), err, ownValue(k))
 					}
 					continue
 				}

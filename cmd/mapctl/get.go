@@ -24,7 +24,7 @@ Example:
 		defer m.Close()
 		v, err := m.Get([]byte(args[1]))
 		if err != nil {
-			return e.fail(c, fmt.Errorf("key %q: %w", args[1], err))
+			return e.fail(c, fmt.Errorf("key %s: %w", quoteShort(args[1]), err))
 		}
 		v = append(v, '\n')
 		if _, err := e.stdout.Write(v); err != nil {

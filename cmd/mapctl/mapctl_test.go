@@ -1192,3 +1192,23 @@ func TestStatsWatchUsage(t *testing.T) {
 		t.Errorf("stats --watch 10ms --count 2 --json: %d %q %q", c, o, e)
 	}
 }
+
+// TestLongKeyShortenedInErrors: an error about a 100 KB key quotes its
+// first bytes and says how long it is, rather than echoing all of it.
+func TestLongKeyShortenedInErrors(t *testing.T) {
+	p := newMap(t)
+	key := strings.Repeat("k", 100_000)
+	for _, args := range [][]string{{"put", p, key, "v"}, {"get", p, key}, {"delete", p, key}} {
+		c, _, e := mapctl(t, "", args...)
+		if c == 0 || len(e) > 1000 || !strings.Contains(e, `"`+key[:maxQuoted]+`"… (100000 bytes)`) {
+			t.Errorf("%s of a 100 KB key: exit %d, stderr of %d bytes, %.300q", args[0], c, len(e), e)
+		}
+	}
+	// A cut inside a character backs up to its start.
+	if got, want := quoteShort(strings.Repeat("k", maxQuoted-1)+"é"+"tail"), `"`+strings.Repeat("k", maxQuoted-1)+`"… (69 bytes)`; got != want {
+		t.Errorf("quoteShort cutting é: %s, want %s", got, want)
+	}
+	if got := quoteShort("short\n"); got != `"short\n"` {
+		t.Errorf("quoteShort of a short key: %s", got)
+	}
+}

@@ -45,7 +45,7 @@ Examples:
 			err = m.Put([]byte(args[1]), []byte(args[2]))
 		}
 		if err != nil {
-			return e.fail(c, fmt.Errorf("key %q: %w", args[1], err))
+			return e.fail(c, fmt.Errorf("key %s: %w", quoteShort(args[1]), err))
 		}
 		return exitOK
 	},
