@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/sharedmap/sharedmap/hashmap"
 )
 
 // maxQuoted is how many bytes of a key or value an error message quotes:
@@ -24,4 +28,21 @@ func quoteShort(s string) string {
 		cut--
 	}
 	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
+}
+
+// cliText is err's message with the hashmap.Options fields that hashmap's
+// messages name replaced by the mapctl flags that set them: someone at
+// the command line never wrote MaxBloatFactor or DefaultTTL.
+func cliText(err error) string {
+	s := err.Error()
+	if errors.Is(err, hashmap.ErrFull) {
+		s = strings.ReplaceAll(s, "more entries or a larger MaxBloatFactor", "more --entries or a larger --bloat")
+	}
+	if errors.Is(err, hashmap.ErrNotCache) {
+		s = strings.ReplaceAll(s, hashmap.ErrNotCache.Error(), "the map was not created as a cache (mapctl create --cache)")
+		// Open's wording for Options.DefaultTTL, which load --ttl sets.
+		s = strings.ReplaceAll(s, "DefaultTTL without Cache: ", "--ttl: ")
+		s = strings.ReplaceAll(s, "DefaultTTL: ", "--ttl: ")
+	}
+	return s
 }

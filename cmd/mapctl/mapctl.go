@@ -264,7 +264,7 @@ func (e *env) wantArgs(c *command, args []string, n int) bool {
 
 // fail reports err: exit status 1 for a missing key, 3 otherwise.
 func (e *env) fail(c *command, err error) int {
-	fmt.Fprintf(e.stderr, "mapctl: %s: %v\n", c.name, err)
+	fmt.Fprintf(e.stderr, "mapctl: %s: %s\n", c.name, cliText(err))
 	if errors.Is(err, hashmap.ErrNotFound) {
 		return exitNotFound
 	}

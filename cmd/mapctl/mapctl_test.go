@@ -1212,3 +1212,32 @@ func TestLongKeyShortenedInErrors(t *testing.T) {
 		t.Errorf("quoteShort of a short key: %s", got)
 	}
 }
+
+// TestErrorsNameFlags: errors that hashmap words with Options fields
+// (MaxBloatFactor, Cache, DefaultTTL) name the flags that set them.
+func TestErrorsNameFlags(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "full.map")
+	if c, _, e := mapctl(t, "", "create", full, "--entries", "4", "--key-size", "4", "--value-size", "4"); c != 0 {
+		t.Fatalf("create: %q", e)
+	}
+	var lines strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&lines, "key%d\tvalue\n", i)
+	}
+	p := newMap(t)
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{lines.String(), []string{"load", full, "-"}, "more --entries or a larger --bloat"},
+		{"", []string{"put", full, "one", "more"}, "more --entries or a larger --bloat"},
+		{"", []string{"put", "--ttl", "1m", p, "k", "v"}, "not created as a cache (mapctl create --cache)"},
+		{"k\tv\n", []string{"load", "--ttl", "1m", p, "-"}, "--ttl: the map was not created as a cache (mapctl create --cache)"},
+	} {
+		c, _, e := mapctl(t, tc.stdin, tc.args...)
+		if c != exitError || !strings.Contains(e, tc.want) || strings.Contains(e, "MaxBloatFactor") || strings.Contains(e, "Options.") || strings.Contains(e, "DefaultTTL") {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q, no Options field", tc.args, c, e, exitError, tc.want)
+		}
+	}
+}
