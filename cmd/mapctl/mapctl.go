@@ -114,6 +114,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 	return status
 }
 
+// helpCmd is help itself, for "mapctl help help": it is no entry of
+// commands(), since runArgs answers it before any lookup.
+var helpCmd = &command{
+	name:    "help",
+	args:    "[COMMAND]",
+	summary: "show this help, or a command's",
+	help: `Without COMMAND, lists the commands. With one, prints its arguments, flags,
+exit status and an example, as "mapctl COMMAND --help" does.
+
+Examples:
+  mapctl help
+  mapctl help create`,
+}
+
 // runArgs is run with its output wrapped.
 func (e *env) runArgs(args []string) int {
 	stdout, stderr := e.stdout, e.stderr
@@ -126,6 +140,11 @@ func (e *env) runArgs(args []string) int {
 		if len(args) > 1 && args[0] == "help" {
 			if c := lookup(args[1]); c != nil {
 				e.commandHelp(c, stdout)
+				return exitOK
+			}
+			switch args[1] {
+			case "help", "-h", "-help", "--help":
+				e.commandHelp(helpCmd, stdout)
 				return exitOK
 			}
 			fmt.Fprintf(stderr, "mapctl: help: unknown command %q (run \"mapctl help\" for the list)\n", args[1])

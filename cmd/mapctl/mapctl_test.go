@@ -1241,3 +1241,14 @@ func TestErrorsNameFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpHelp: help, which "mapctl help" lists, has a help of its own
+// like every other command.
+func TestHelpHelp(t *testing.T) {
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}, {"help", "-h"}} {
+		c, o, e := mapctl(t, "", args...)
+		if c != 0 || !strings.Contains(o, "usage: mapctl help") || !strings.Contains(o, "Example") || !strings.Contains(o, "Exit status") || e != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want help's usage and exit 0", args, c, o, e)
+		}
+	}
+}
