@@ -1,0 +1,165 @@
+// Command floor measures what this machine's memory allows a lookup, so
+// that a target in ns per operation can be judged against the machine
+// rather than against the code:
+//
+//   - chase: one dependent load after another at random over a region of
+//     huge pages, the latency a lookup that waits for each miss pays;
+//   - copy: a value of 64 B or 1 KiB copied from a random place, each
+//     copy independent of the last (the CPU overlaps them), and the same
+//     after a random slot word that names the place (one hop first);
+//   - window: one random load per iteration followed by a chain of
+//     register-only steps: while an iteration is short the CPU overlaps
+//     the next iterations' misses with this one's, and past a length its
+//     reorder window cannot hold, each iteration pays a whole miss.
+//
+// Figures are medians of -runs runs. README.md quotes them for the AMD
+// EPYC VM. Run it with: cd bench && go run ./floor
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+func main() {
+	sizeMiB := flag.Int("size", 512, "MiB of memory to read from, mapped with transparent huge pages")
+	runs := flag.Int("runs", 5, "runs per figure; the median is printed with the range")
+	flag.Parse()
+	if *sizeMiB < 64 || *runs < 1 {
+		fmt.Fprintln(os.Stderr, "floor: -size must be at least 64 (MiB, beyond the caches) and -runs at least 1")
+		os.Exit(2)
+	}
+	size := *sizeMiB << 20
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE) // advisory
+	for i := range mem {
+		mem[i] = byte(i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	fmt.Printf("%d MiB, %d runs a figure, median (min-max)\n\n", *sizeMiB, *runs)
+
+	fmt.Println(report("chase: dependent random load", *runs, chase(mem, rng)))
+	for _, n := range []int{64, 1024} {
+		fmt.Println(report(fmt.Sprintf("copy: independent random %d B", n), *runs, randomCopy(mem, rng, n, false)))
+		fmt.Println(report(fmt.Sprintf("copy: random slot, then its %d B", n), *runs, randomCopy(mem, rng, n, true)))
+	}
+	fmt.Println("\nwindow: one random load and N register-only steps (about 4 instructions each, 15 more for the loop) an iteration")
+	for _, blocks := range []int{0, 1, 2, 3, 4, 5, 6, 8, 12, 16} {
+		fmt.Println(report(fmt.Sprintf("  N = %3d", 10*blocks), *runs, window(mem, rng, blocks)))
+	}
+}
+
+// report runs measure runs times and formats its ns per operation.
+func report(what string, runs int, measure func() float64) string {
+	ns := make([]float64, runs)
+	for i := range ns {
+		ns[i] = measure()
+	}
+	slices.Sort(ns)
+	return fmt.Sprintf("%-40s %7.1f ns (%.1f-%.1f)", what, ns[len(ns)/2], ns[0], ns[len(ns)-1])
+}
+
+// chase links every 64-byte line of mem into one random cycle and returns
+// a measurement of a walk along it.
+func chase(mem []byte, rng *rand.Rand) func() float64 {
+	lines := len(mem) / 64
+	order := rng.Perm(lines)
+	for i, l := range order {
+		next := order[(i+1)%lines]
+		*(*uint64)(unsafe.Pointer(&mem[l*64])) = uint64(next * 64)
+	}
+	const steps = 5 << 20
+	return func() float64 {
+		at := uint64(order[0] * 64)
+		start := time.Now()
+		for range steps {
+			at = *(*uint64)(unsafe.Pointer(&mem[at]))
+		}
+		sink += at
+		return float64(time.Since(start).Nanoseconds()) / steps
+	}
+}
+
+// randomCopy returns a measurement of copies of n bytes from random
+// 1 KiB-aligned places; viaSlot first reads a random word of a 32 MiB
+// slot table on the heap that names the place, as a hash table's lookup
+// reads its slot before its entry.
+func randomCopy(mem []byte, rng *rand.Rand, n int, viaSlot bool) func() float64 {
+	blocks := len(mem) / 1024
+	script := make([]uint32, 1<<20)
+	for i := range script {
+		script[i] = uint32(rng.IntN(blocks))
+	}
+	slots := make([]uint32, 8<<20)
+	for i := range slots {
+		slots[i] = uint32(rng.IntN(blocks))
+	}
+	dst := make([]byte, 0, n)
+	const ops = 2 << 20
+	return func() float64 {
+		start := time.Now()
+		for j := range ops {
+			b := script[j&(len(script)-1)]
+			if viaSlot {
+				b = slots[int(b)&(len(slots)-1)]
+			}
+			off := int(b) * 1024
+			dst = append(dst[:0], mem[off:off+n]...)
+			sink += uint64(dst[0])
+		}
+		return float64(time.Since(start).Nanoseconds()) / ops
+	}
+}
+
+// window returns a measurement of iterations of one random load and
+// blocks of ten register-only steps that do not depend on it.
+func window(mem []byte, rng *rand.Rand, blocks int) func() float64 {
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
+	script := make([]uint32, 1<<20)
+	for i := range script {
+		script[i] = uint32(rng.IntN(len(words)))
+	}
+	return func() float64 { return windowRun(words, script, blocks) }
+}
+
+// windowRun is window's loop, in a function of its own so that nothing of
+// a closure's stays live in it.
+func windowRun(words []uint64, script []uint32, blocks int) float64 {
+	const ops = 4 << 20
+	var acc uint64
+	start := time.Now()
+	for j := range ops {
+		v := words[script[j&(len(script)-1)]]
+		x := uint64(j)
+		for range blocks {
+			x = fiveSteps(fiveSteps(x))
+		}
+		acc += v + x
+	}
+	sink += acc
+	return float64(time.Since(start).Nanoseconds()) / ops
+}
+
+// fiveSteps is five dependent register-only steps (a copy, a rotate, an
+// add and a xor each), small enough for Go to inline.
+func fiveSteps(x uint64) uint64 {
+	x = bits.RotateLeft64(x, 7) ^ (x + 1)
+	x = bits.RotateLeft64(x, 11) ^ (x + 2)
+	x = bits.RotateLeft64(x, 15) ^ (x + 3)
+	x = bits.RotateLeft64(x, 19) ^ (x + 4)
+	return bits.RotateLeft64(x, 23) ^ (x + 5)
+}
+
+// sink keeps the measured loads from being optimized away.
+var sink uint64
