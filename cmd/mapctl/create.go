@@ -27,7 +27,9 @@ With --cache the map is a cache: entries may carry a time to live (mapctl
 put --ttl), and a full map evicts the entries read least recently (CLOCK,
 per segment) instead of failing. Each value then takes 8 bytes more.
 
-PATH must not exist yet. Prints the number of segments and the file size.
+PATH must not exist yet, or be an empty file (a create that failed, on a
+full disk say, leaves its empty file behind: create again over it, or
+remove it). Prints the number of segments and the file size.
 
 Examples:
   mapctl create /dev/shm/store.map --entries 1000000 --key-size 16 --value-size 64

@@ -43,7 +43,8 @@ false for a file from before Put's fast path had a lock word of its own.
 resident is how much of the file this command mapped in (the segment
 headers and first tiers), and huge_page_bytes how much of that came in
 2 MiB pages: nonzero when the file's page cache holds 2 MiB folios, which
-is what makes random lookups cheap (see Options.NoHugePages).
+is what makes random lookups cheap (a map opened with the library's
+Options.NoHugePages asks for none).
 
 The counters (hits, misses, puts, deletes, evictions, expired, lock waits
 and timeouts) are kept in the file by every process that opens the map for
