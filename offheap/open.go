@@ -123,9 +123,17 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	case opts.Create:
 		flags |= os.O_CREATE
 	}
-	// O_NONBLOCK: opening a named pipe would otherwise wait for a writer
-	// (or reader) for good; on a regular file it changes nothing.
-	fd, err := os.OpenFile(path, flags|unix.O_NONBLOCK, 0o644)
+	// Something other than a regular file is refused before it is opened:
+	// opening a named pipe waits for a writer (or reader) for good, and
+	// opening a device may do something (a tape rewinds). O_NONBLOCK would
+	// spare the wait but also change a regular file's open: one that
+	// conflicts with a lease (Samba's oplocks, NFS delegations) would fail
+	// with EAGAIN instead of waiting for the lease to break. The fstat
+	// after opening catches a path replaced in between.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fail(fmt.Errorf("%w: a %s, not a regular file", ErrNotSharedMap, fileKind(st.Mode())))
+	}
+	fd, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

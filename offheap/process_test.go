@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // helperCmd runs the test binary as a helper process in role (see
@@ -69,6 +71,26 @@ func TestHelperProcess(t *testing.T) {
 		}
 		_, err := Open(path, o)
 		testutil.Report("error %v (did not die at %q)", err, at)
+	case "lease":
+		// A read lease on the file, as Samba's oplocks and NFS delegations
+		// hold: an open for writing breaks it, waiting until it is given
+		// up, here at the SIGIO that says so.
+		fd, err := os.Open(path)
+		if err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		broken := make(chan os.Signal, 1)
+		signal.Notify(broken, syscall.SIGIO)
+		if _, err := unix.FcntlInt(fd.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+			testutil.Report("nolease %v", err)
+			return
+		}
+		testutil.Report("leased")
+		<-broken
+		_, err = unix.FcntlInt(fd.Fd(), unix.F_SETLEASE, unix.F_UNLCK)
+		testutil.Report("released %v", err)
+		time.Sleep(time.Hour)
 	default:
 		t.Fatalf("unknown helper role %q", role)
 	}
@@ -254,5 +276,43 @@ func TestCreatorKilledAtEachStep(t *testing.T) {
 			t.Fatalf("%s: created=%v size=%d", step, f.Created(), f.Size())
 		}
 		f.Close()
+	}
+}
+
+// TestOpenWaitsOutALease: another process holds a read lease on the file
+// (as a Samba or NFS server may). An Open for writing waits for the lease
+// to break, as open(2) does, rather than failing with EAGAIN, which an
+// open with O_NONBLOCK (briefly used to refuse named pipes) did.
+func TestOpenWaitsOutALease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leased")
+	mustOpen(t, path, createOpts()).Close()
+	cmd := helperCmd("lease", path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	sc := bufio.NewScanner(out)
+	for !strings.HasPrefix(sc.Text(), "@ leased") {
+		if !sc.Scan() {
+			t.Fatalf("helper exited before taking its lease: %v", sc.Err())
+		}
+		if strings.HasPrefix(sc.Text(), "@ nolease") {
+			t.Skipf("no lease here: %s", sc.Text())
+		}
+	}
+	f, err := Open(path, OpenOptions{})
+	if err != nil {
+		t.Fatalf("Open of a leased file: %v", err)
+	}
+	f.Close()
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "@ released <nil>") {
+		t.Errorf("the lease holder said %q, want it released", sc.Text())
 	}
 }
