@@ -52,13 +52,14 @@ func (s Span) Load64(off uint64) uint64 {
 
 // Word64 returns the 8-byte aligned word at off, for sync/atomic.
 func (s Span) Word64(off uint64) *uint64 {
+	p := unsafe.Add(s.base, uintptr(off))
 	if spanChecks {
 		s.check(off, 8)
-		if off%8 != 0 {
+		if uintptr(p)%8 != 0 {
 			panic("sharedmap: assertion failed: span word not 8-aligned")
 		}
 	}
-	return (*uint64)(unsafe.Add(s.base, uintptr(off)))
+	return (*uint64)(p)
 }
 
 // Uint64 reads the 8 bytes at off, aligned or not, as a word in the

@@ -50,13 +50,14 @@ func TestCheckedSpanPanicsOutOfRange(t *testing.T) {
 	r := mapTemp(t, 8192)
 	s := r.Span(4096, 64)
 	for name, access := range map[string]func(){
-		"Load64 past the end":       func() { s.Load64(64) },
-		"Word64 straddling the end": func() { s.Word64(60) },
-		"Word64 not aligned":        func() { s.Word64(4) },
-		"Uint64 straddling the end": func() { s.Uint64(57) },
-		"Bytes past the end":        func() { s.Bytes(60, 5) },
-		"Bytes at a huge offset":    func() { s.Bytes(1<<63, 1) },
-		"Bytes of a huge length":    func() { s.Bytes(8, 1<<63) },
+		"Load64 past the end":                   func() { s.Load64(64) },
+		"Word64 straddling the end":             func() { s.Word64(60) },
+		"Word64 not aligned":                    func() { s.Word64(4) },
+		"Word64 of a span that starts mid-word": func() { s.Sub(4, 32).Word64(8) },
+		"Uint64 straddling the end":             func() { s.Uint64(57) },
+		"Bytes past the end":                    func() { s.Bytes(60, 5) },
+		"Bytes at a huge offset":                func() { s.Bytes(1<<63, 1) },
+		"Bytes of a huge length":                func() { s.Bytes(8, 1<<63) },
 	} {
 		mustPanic(t, name, access)
 	}

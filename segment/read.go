@@ -172,11 +172,11 @@ const (
 // of the key's segment without a lock and calls nothing before the value's
 // copy (but to compare keys longer than 16 bytes or shorter than 8).
 //
-// Its probe is probeHome's, written out over the table's Spans: as a call,
-// with Go's bounds check on every load, it cost a Get 0.95x the time it
-// takes now (1M keys of 16 bytes, 64-byte values, 14 alternating pairs of
-// bench binaries on an AMD EPYC VM; 402 instructions a Get then, 283 now,
-// counted with callgrind). The copy makes two probes to keep in step:
+// Its probe is probeHome's, written out over the table's Spans: a Get
+// takes 0.96x the time it took when it called probeHome, whose every load
+// Go bounds-checked (1M keys of 16 bytes, 64-byte and 1 KiB values, 16 and
+// 10 alternating pairs of bench binaries on an AMD EPYC VM; 402
+// instructions a Get then, 315 now, counted with callgrind). The copy makes two probes to keep in step:
 // TestFastPathsAgreeWithFind holds both to find's answers over thousands
 // of damaged tiers, and with -tags sharedmap_checked (CI runs the package's
 // tests and every fuzz target so) a load outside the tiers area panics
