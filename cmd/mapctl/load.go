@@ -40,8 +40,8 @@ when stderr is a terminal. Prints "loaded N entries" at the end.
 
 Each line read is stored before load waits for more input, so a reader of
 the map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
-SIGTERM) stores every line read so far, says after which line it stopped,
-and exits with status 3.
+SIGTERM) stores every line parsed so far, says after which line it
+stopped, and exits with status 3; a second one ends load at once.
 
 In a cache map the loaded entries never expire unless --ttl gives them a
 time to live (dump does not write expiry times).
@@ -65,6 +65,12 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	if ttl < 0 {
 		return e.usageError(c, "--ttl must not be negative (0: entries never expire)")
 	}
+	// Interrupts are caught before the map is opened, and let go only after
+	// it is closed (defers run last first): an interrupt in between would
+	// leave the map looking abandoned by a dead process.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	m, err := openExistingWith(args[0], &hashmap.Options{DefaultTTL: ttl})
 	if err != nil {
 		return e.fail(c, err)
@@ -117,20 +123,26 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	// (so that no process reads as having died with it open) and says how
 	// far the load got. The loop holds mu but while it waits for input,
 	// and it never waits with entries unstored (see hasLine), so the
-	// handler, once it holds mu, finds the map idle and nothing lost.
+	// handler, once it holds mu, finds the map idle and nothing lost. A
+	// second interrupt, while the handler waits for a lock, say, ends the
+	// process at once: the handler lets interrupts go first.
 	var mu sync.Mutex
 	mu.Lock()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		<-sigs
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		signal.Stop(sigs)
 		mu.Lock()
 		err := flush()
 		p.done()
 		m.Close()
 		if err == nil {
-			err = fmt.Errorf("interrupted after %s line %d: stored %d entries; the lines after it were not read", fileName(args[1]), line, loaded)
+			err = fmt.Errorf("interrupted after %s line %d: stored %d entries; the lines after it were not stored", fileName(args[1]), line, loaded)
 		}
 		os.Exit(e.fail(c, err))
 	}()
