@@ -131,7 +131,7 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	// with EAGAIN instead of waiting for the lease to break. The fstat
 	// after opening catches a path replaced in between.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: a %s, not a regular file", ErrNotSharedMap, fileKind(st.Mode())))
+		return fail(notRegular(st.Mode()))
 	}
 	fd, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
@@ -151,24 +151,26 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	if st, err := fd.Stat(); err != nil {
 		return fail(pathless(err))
 	} else if !st.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: a %s, not a regular file", ErrNotSharedMap, fileKind(st.Mode())))
+		return fail(notRegular(st.Mode()))
 	}
 	return openLocked(fd, path, &opts)
 }
 
-// fileKind names what a file that is not a regular one is, for errors.
-func fileKind(m fs.FileMode) string {
+// notRegular is Open's error for a path whose file, of mode m, is not a
+// regular one, naming what it is.
+func notRegular(m fs.FileMode) error {
+	kind := "special file"
 	switch {
 	case m&fs.ModeDir != 0:
-		return "directory"
+		kind = "directory"
 	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
+		kind = "named pipe"
 	case m&fs.ModeSocket != 0:
-		return "socket"
+		kind = "socket"
 	case m&fs.ModeDevice != 0:
-		return "device"
+		kind = "device"
 	}
-	return "special file"
+	return fmt.Errorf("%w: a %s, not a regular file", ErrNotSharedMap, kind)
 }
 
 // openLocked takes the creation lock on fd and opens or creates the file

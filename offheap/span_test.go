@@ -17,9 +17,6 @@ func TestSpanReadsWhatTheRegionHolds(t *testing.T) {
 		b[i] = byte(i*7 + 3)
 	}
 	s := r.Span(4096, 1024)
-	if s.Len() != 1024 {
-		t.Fatalf("Len %d, want 1024", s.Len())
-	}
 	if s.Word64(8) != r.Uint64(4096+8) {
 		t.Fatal("Word64(8) is not the region's word at 4104")
 	}
@@ -41,8 +38,22 @@ func TestSpanReadsWhatTheRegionHolds(t *testing.T) {
 	mustPanic(t, "Span beyond the region", func() { r.Span(8000, 200) })
 }
 
+// The range test a checked build puts before every Span access: tested
+// in every build, since only the accessors' calls of it are compiled out.
+func TestSpanRangeCheck(t *testing.T) {
+	s := mapTemp(t, 8192).Span(4096, 64)
+	for _, r := range [][2]uint64{{64, 1}, {60, 5}, {65, 0}, {1 << 63, 1}, {8, 1 << 63}, {^uint64(0), 2}} {
+		mustPanic(t, "check out of range", func() { s.check(r[0], r[1]) })
+	}
+	for _, r := range [][2]uint64{{0, 64}, {60, 4}, {64, 0}, {0, 0}} {
+		s.check(r[0], r[1]) // in range: no panic
+	}
+}
+
 // Built with -tags sharedmap_checked (as the fuzz targets and CI's checked
-// run are), a Span access outside it panics instead of reading beyond.
+// run are), a Span access outside it panics instead of reading beyond. The
+// skip is the default build's: there the accessors do not check, by
+// design (see Span), and CI runs this package with the tag too.
 func TestCheckedSpanPanicsOutOfRange(t *testing.T) {
 	if !spanChecks {
 		t.Skip("Span checks only with -tags sharedmap_checked")

@@ -176,11 +176,11 @@ const (
 // takes 0.96x the time it took when it called probeHome, whose every load
 // Go bounds-checked (1M keys of 16 bytes, 64-byte and 1 KiB values, 16 and
 // 10 alternating pairs of bench binaries on an AMD EPYC VM; 402
-// instructions a Get then, 315 now, counted with callgrind). The copy makes two probes to keep in step:
-// TestFastPathsAgreeWithFind holds both to find's answers over thousands
-// of damaged tiers, and with -tags sharedmap_checked (CI runs the package's
-// tests and every fuzz target so) a load outside the tiers area panics
-// instead of reading beyond it. Every offset it follows is checked as
+// instructions a Get then, 315 now, counted with callgrind). The copy
+// makes two probes to keep in step: TestFastPathsAgreeWithFind holds both
+// to find's answers over thousands of damaged tiers, and with -tags
+// sharedmap_checked (CI runs the package's tests and every fuzz target so)
+// a load outside the tier panics instead of reading beyond it. Every offset it follows is checked as
 // probeHome checks it, before the load: a slot's chunk against the tier's
 // chunks, an entry's run and lengths against the tier's end. It reads
 // through a Span of the key's tier alone, so that in a checked build a
