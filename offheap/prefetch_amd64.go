@@ -10,6 +10,15 @@ package offheap
 //go:noescape
 func PrefetchForWrite(b []byte)
 
+// PrefetchForRead asks the CPU to fetch b's cache lines for reading
+// (PREFETCHT0) and returns without waiting: a hint, as PrefetchForWrite. A
+// reader that knows where a long value probably lies (a lookup, its key's
+// home run) starts its lines while it waits for the line that says where
+// the value is, instead of requesting them only as its copy reaches them.
+//
+//go:noescape
+func PrefetchForRead(b []byte)
+
 // PrefetchWords asks the CPU to fetch read's cache line for reading and the
 // lines of write1 and write2 for writing, and returns without waiting: a
 // hint. Unlike a load whose result goes unused, a prefetch leaves the

@@ -35,3 +35,19 @@ TEXT ·PrefetchWordsForWrite(SB), NOSPLIT, $0-16
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x08 // PREFETCHW (AX)
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
 	RET
+
+// func PrefetchForRead(b []byte)
+TEXT ·PrefetchForRead(SB), NOSPLIT, $0-24
+	MOVQ	b_base+0(FP), AX
+	MOVQ	b_len+8(FP), CX
+	TESTQ	CX, CX
+	JEQ	readdone
+	LEAQ	(AX)(CX*1), DX
+	ANDQ	$~63, AX
+readloop:
+	PREFETCHT0	(AX)
+	ADDQ	$64, AX
+	CMPQ	AX, DX
+	JB	readloop
+readdone:
+	RET

@@ -6,6 +6,10 @@ package offheap
 // returns without waiting; a hint. On this architecture it does nothing.
 func PrefetchForWrite(b []byte) {}
 
+// PrefetchForRead asks the CPU to fetch b's cache lines for reading and
+// returns without waiting; a hint. On this architecture it does nothing.
+func PrefetchForRead(b []byte) {}
+
 // PrefetchWords asks the CPU to fetch the words' cache lines; a hint. On
 // this architecture it does nothing.
 func PrefetchWords(read, write1, write2 *uint64) {}

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestPrefetchForWriteChangesNothing: the hint returns, and leaves every
+// TestPrefetchForWriteChangesNothing: the hints (PrefetchForWrite and
+// PrefetchForRead) return, and leaves every
 // byte as it was, for empty, unaligned and odd-length ranges, up to the
 // mapping's last byte. (The instruction is hand-encoded: a wrong byte could
 // make it a store, or the loop run off its range or never end.)
@@ -17,12 +18,17 @@ func TestPrefetchForWriteChangesNothing(t *testing.T) {
 		all[i] = byte(i*7 + 3)
 	}
 	want := bytes.Clone(all)
-	PrefetchForWrite(nil)
-	for _, c := range [][2]int{{0, 0}, {5, 0}, {0, 1}, {63, 2}, {1, 1023}, {100, 4096}, {0, size}, {size - 1, 1}, {size - 200, 200}} {
-		PrefetchForWrite(all[c[0] : c[0]+c[1]])
-	}
-	PrefetchForWrite(make([]byte, 70)) // the Go heap too
-	if !bytes.Equal(all, want) {
-		t.Fatal("PrefetchForWrite changed the mapping's bytes")
+	for _, hint := range []struct {
+		name     string
+		prefetch func([]byte)
+	}{{"PrefetchForWrite", PrefetchForWrite}, {"PrefetchForRead", PrefetchForRead}} {
+		hint.prefetch(nil)
+		for _, c := range [][2]int{{0, 0}, {5, 0}, {0, 1}, {63, 2}, {1, 1023}, {100, 4096}, {0, size}, {size - 1, 1}, {size - 200, 200}} {
+			hint.prefetch(all[c[0] : c[0]+c[1]])
+		}
+		hint.prefetch(make([]byte, 70)) // the Go heap too
+		if !bytes.Equal(all, want) {
+			t.Fatalf("%s changed the mapping's bytes", hint.name)
+		}
 	}
 }

@@ -132,15 +132,24 @@ func TestFastPathsReportDamage(t *testing.T) {
 // with find, the lookup under the usual rules: when the fast paths answer
 // at all, they must answer as find does, and never where find reports
 // corruption. The junk is biased to the edges (0, the bounds, 2^32-1), and
-// keys of every length class sameKey treats apart.
+// keys of every length class sameKey treats apart. Values of 300 bytes on
+// average make TryGet request a home run's later lines too (homeTail),
+// which a checked build checks lie in the tier.
 func TestFastPathsAgreeWithFind(t *testing.T) {
 	trials := 40000
 	if testing.Short() {
 		trials = 5000
 	}
-	for _, cache := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
-			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 2, Segments: 2, Cache: cache})
+	for _, c := range []struct {
+		cache bool
+		value int
+	}{{false, 16}, {true, 16}, {false, 300}} {
+		cache := c.cache
+		t.Run(fmt.Sprintf("cache=%v,value=%d", cache, c.value), func(t *testing.T) {
+			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: c.value, MaxBloatFactor: 2, Segments: 2, Cache: cache})
+			if (c.value > 64) != (tb.geom.homeTail != 0) {
+				t.Fatalf("values of %d bytes: homeTail %d", c.value, tb.geom.homeTail)
+			}
 			l := &tb.layout
 			rng := uint64(12345)
 			next := func() uint64 { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng }
