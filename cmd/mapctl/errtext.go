@@ -21,13 +21,34 @@ func quoteShort(s string) string {
 	if len(s) <= maxQuoted {
 		return strconv.Quote(s)
 	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:shownBytes(s)], len(s))
+}
+
+// shownBytes is how much of s, longer than maxQuoted, an error shows: up to
+// maxQuoted bytes, backed up to the start of a character, so that the cut
+// does not show the first bytes of one as \x escapes.
+func shownBytes(s string) int {
 	cut := maxQuoted
-	// Back up to the start of a character, so that the cut does not show
-	// the first bytes of one as \x escapes.
 	for cut > maxQuoted-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
+	return cut
+}
+
+// shortenWords cuts every space-separated word of msg longer than
+// maxQuoted bytes to its first bytes and its length, as quoteShort does: the
+// flag package's errors repeat the argument they reject whole, and a 100 KB
+// argument that starts with "-" (a key meant to go after "--") would fill
+// the terminal.
+func shortenWords(msg string) string {
+	words := strings.Split(msg, " ")
+	for i, w := range words {
+		if len(w) <= maxQuoted {
+			continue
+		}
+		words[i] = fmt.Sprintf("%s… (%d bytes)", w[:shownBytes(w)], len(w))
+	}
+	return strings.Join(words, " ")
 }
 
 // cliText is err's message with the hashmap.Options fields that hashmap's

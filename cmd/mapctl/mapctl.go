@@ -169,7 +169,7 @@ func (e *env) runArgs(args []string) int {
 		return exitOK
 	}
 	if err != nil {
-		msg := err.Error()
+		msg := shortenWords(err.Error())
 		if strings.HasPrefix(msg, "flag provided but not defined") && strings.Contains(c.args, "KEY") {
 			msg += ` (a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args + `)`
 		}

@@ -1204,6 +1204,14 @@ func TestLongKeyShortenedInErrors(t *testing.T) {
 			t.Errorf("%s of a 100 KB key: exit %d, stderr of %d bytes, %.300q", args[0], c, len(e), e)
 		}
 	}
+	// The flag package's errors name the argument they reject: a long one
+	// that starts with "-" is cut the same way.
+	for _, args := range [][]string{{"get", p, "-" + key}, {"create", p, "--entries", key}, {"stats", p, "--json=" + key}} {
+		c, _, e := mapctl(t, "", args...)
+		if c != exitUsage || len(e) > 1000 || !strings.Contains(e, " bytes)") {
+			t.Errorf("%s with a 100 KB flag argument: exit %d, stderr of %d bytes, %.300q", args[0], c, len(e), e)
+		}
+	}
 	// A cut inside a character backs up to its start.
 	if got, want := quoteShort(strings.Repeat("k", maxQuoted-1)+"é"+"tail"), `"`+strings.Repeat("k", maxQuoted-1)+`"… (69 bytes)`; got != want {
 		t.Errorf("quoteShort cutting é: %s, want %s", got, want)
