@@ -23,8 +23,10 @@
 // read/write/update lock word in the file (Chronicle Map's, see rwulock).
 // Delete and Compute take the segment's update lock and upgrade to write
 // only while they modify; Put does too, except that a Put whose value fits
-// the entry's place looks without a lock and then takes the write lock
-// directly, validating its look by the segment's modification sequence.
+// the entry's place takes the write lock directly, in one change of the
+// lock word when nobody holds or waits for it, and looks for the entry
+// under it (or, in a file without fast ledgers, looks first without a lock
+// and validates its look by the segment's modification sequence).
 // Get takes no lock at all: it reads optimistically and validates with the
 // sequence, falling back to the read lock when writers keep interfering.
 // Every completed write is visible to every later Get in any process.
