@@ -27,8 +27,8 @@ var ErrResetBusy = errors.New("sharedmap: a write of this process holds the map'
 // written before it existed have none: they open with an empty lock table.
 const lockRecordMagic = "SMLOCKS1"
 
-// lockLayout places the ipc arena right after the header; the segments
-// follow it. Arena lock 0 is the map's own admin lock, application lock i
+// lockLayout places the ipc arena right after the header; the process
+// registry follows it, then the segments' areas (docs/FORMAT.md). Arena lock 0 is the map's own admin lock, application lock i
 // is arena lock i+1.
 type lockLayout struct {
 	locks     int // application locks

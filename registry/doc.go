@@ -26,7 +26,8 @@
 //	8                     8              slots
 //	16                    8              ledgers per slot
 //	24                    8              generation: bumped by every claim
-//	32                    32             reserved
+//	32                    8              counter words per slot
+//	40                    24             reserved
 //	64 + i*SlotSize       SlotSize       slot i:
 //	    0                 8              state: 0 free, 1 in use
 //	    8                 8              pid
@@ -36,6 +37,7 @@
 //	    40                24             reserved
 //	    64                1024           lock-episode journal (ipc.Arena.SetJournals)
 //	    1088              ledgers*8      ledger words
+//	    1088 + ledgers*8  counters*8     counter words (the process's own statistics)
 //
 // The OFD lock of slot i is on its first byte; the recovery lock is on byte
 // 8 of the area (the slots word, which never changes).

@@ -2,7 +2,9 @@ package segment
 
 // This file holds everything the segment package keeps in shared memory.
 //
-// The file, after offheap's header page (HeaderSize bytes):
+// The file, after offheap's header page (HeaderSize bytes) and the areas
+// hashmap places before GlobalOff (the lock arena and the process
+// registry; docs/FORMAT.md has the whole file):
 //
 //	offset            size              area
 //	GlobalOff         globalSize (4096) global state
@@ -15,7 +17,7 @@ package segment
 //
 //	offset size field            written by               guarded by
 //	0      8    extraTiersUsed   Put that links a tier    atomic CAS (bounded by Tiers-Segments)
-//	8      8    reserved
+//	8      4088 reserved: zeros (CheckGlobal)
 //
 // Segment header (64 bytes, one cache line, at SegmentsOff + i*64):
 //
@@ -25,7 +27,7 @@ package segment
 //	12     4    reserved
 //	16     8    seq       writers: odd while modifying  write lock; read optimistically by Get
 //	24     8    entries   inserts and deletes           update lock (atomic, read by Len)
-//	32     8    tiers     linking a tier                update lock (atomic, read by Stats)
+//	32     8    tiers     linking a tier (overflow tiers in the chain)  update lock (atomic, read by Stats)
 //	40     8    hand      cache maps: the CLOCK hand     write lock
 //	48     8    evicted   cache maps: entries evicted    write lock (atomic, read by Stats)
 //	56     8    expired   cache maps: expired entries    write lock (atomic, read by Stats)
@@ -89,7 +91,7 @@ package segment
 //	0        4      key length
 //	4        4      value length
 //	8        4      chunks in the run
-//	12       4      checksum (low 32 bits of XXH64 over lengths, key and value; 0 = not computed)
+//	12       4      checksum (low 32 bits of XXH64 over bytes 0-11, key and value, 1 for 0; 0 = not computed)
 //	16       klen   key
 //	16+klen  vlen   value; in cache maps its first 8 bytes are the expiry
 //	                (Unix nanoseconds, 0 = never), and the caller's value follows

@@ -147,9 +147,10 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	}
 	l.segmentBits = uint(bits.TrailingZeros64(uint64(l.Segments)))
 
-	// A segment's first tier is sized for the 99.999th percentile of a
-	// Poisson count around the mean (mean + 4.3 sd), so that few segments
-	// ever need an overflow tier.
+	// A segment's first tier is sized a little beyond the 99.999th
+	// percentile of a Poisson count around the mean (mean + 4.5 sd, where
+	// that percentile is about 4.3 sd), so that few segments ever need an
+	// overflow tier.
 	mean := float64(p.Entries) / float64(l.Segments)
 	perTier := int64(math.Ceil(mean+4.5*math.Sqrt(mean))) + 8
 	l.MaxTierEntries = perTier
