@@ -12,7 +12,7 @@ import (
 // the offsets and sizes the header is written with.
 func TestFormatDocMatchesHeader(t *testing.T) {
 	d, f := formatdoc.Load(t, ".."), formatdoc.F
-	d.Expect(t, "3.1 File header", []formatdoc.Row{
+	d.Expect(t, "3.1 File header", "Written once by the creator", []formatdoc.Row{
 		f(hdrMagic, "8", "magic"), f(hdrVersion, "4", "version"), f(hdrEndian, "4", "endian"),
 		f(hdrState, "4", "state"), f(hdrHeaderSize, "4", "headerSize"), f(hdrFileSize, "8", "fileSize"),
 		f(hdrDataOffset, "8", "dataOffset"), f(hdrCreated, "8", "createdNano"), f(hdrPID, "4", "creatorPID"),

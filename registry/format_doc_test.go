@@ -12,10 +12,12 @@ import (
 // the offsets the area header and the slots are written with.
 func TestFormatDocMatchesRegistry(t *testing.T) {
 	d, f := formatdoc.Load(t, ".."), formatdoc.F
-	d.Expect(t, "3.4 Process registry", []formatdoc.Row{
+	d.Expect(t, "3.4 Process registry", "Area header", []formatdoc.Row{
 		f(0, "8", fmt.Sprintf("magic `%q`", magic)), f(hSlots, "8", "slots"), f(hLedgers, "8", "ledger words per slot"),
 		f(hGeneration, "8", "generation"), f(hCounters, "8", "counter words per slot"),
 		f(hCounters+8, strconv.Itoa(areaHeaderSize-hCounters-8), "reserved"),
+	})
+	d.Expect(t, "3.4 Process registry", "Slot i is at", []formatdoc.Row{
 		f(sState, "8", "state"), f(sPID, "8", "pid"), f(sStartTicks, "8", "process start time"),
 		f(sGeneration, "8", "generation at claim"), f(sClaimedAt, "8", "claimed at"),
 		f(sClaimedAt+8, strconv.Itoa(sJournal-sClaimedAt-8), "reserved"),

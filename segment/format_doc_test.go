@@ -17,26 +17,28 @@ import (
 // be the code's.
 func TestFormatDocMatchesLayout(t *testing.T) {
 	d, f := formatdoc.Load(t, ".."), formatdoc.F
-	d.Expect(t, "3.6 Segment header", []formatdoc.Row{
+	d.Expect(t, "3.6 Segment header", "", []formatdoc.Row{
 		f(shLock, "8", "lock word"), f(shSleepers, "4", "sleepers"), f(shSeq, "8", "seq"),
 		f(shEntries, "8", "entries"), f(shTiers, "8", "overflow tiers"), f(shHand, "8", "cache maps: CLOCK hand"),
 		f(shEvicted, "8", "cache maps: entries evicted"), f(shExpired, "8", "cache maps: expired"),
 	})
-	d.Expect(t, "3.7 Segment counters", []formatdoc.Row{
+	d.Expect(t, "3.7 Segment counters", "", []formatdoc.Row{
 		f(stPuts, "8", "puts"), f(stDeletes, "8", "deletes"), f(stLockWaits, "8", "lockWaits"),
 		f(stLockTimeouts, "8", "lockTimeouts"), f(stCompactions, "8", "compactions"), f(stRelocations, "8", "relocations"),
 	})
-	d.Expect(t, "3.8 Undo record", []formatdoc.Row{
+	d.Expect(t, "3.8 Undo record", "Source: `segment/undo.go`", []formatdoc.Row{
 		f(udAt*8, "8", "at"), f(udSeq*8, "8", "seq"), f(udLen*8, "8", "len"),
 		f(undoHeaderSize, fmt.Sprintf("UndoSize - %d", undoHeaderSize), "data"),
 	})
-	d.Expect(t, "3.9 Tier", []formatdoc.Row{
+	d.Expect(t, "3.9 Tier", "", []formatdoc.Row{
 		f(0, strconv.Itoa(tierHeaderSize), "tier header"), f(tierHeaderSize, "8 x Slots", "hash lookup slots"),
+	})
+	d.Expect(t, "3.9 Tier", "Tier header", []formatdoc.Row{
 		f(thNext, "8", "next"), f(thEntries, "8", "entries"), f(thLowestFree, "8", "lowestFree"),
 		f(thUsedChunks, "8", "usedChunks"), f(thOwner, "8", "owner"), f(thOrder, "8", "order"),
 		f(thMove, "8", "move journal"), f(thMoveDone, "8", "moveDone"),
 	})
-	d.Expect(t, "3.10 Entry", []formatdoc.Row{
+	d.Expect(t, "3.10 Entry", "Source: `segment/layout.go`", []formatdoc.Row{
 		f(ehKeyLen, "4", "key length"), f(ehValueLen, "4", "stored value length"), f(ehChunks, "4", "chunks in the run"),
 		f(ehChecksum, "4", "checksum"), f(entryHeaderSize, "klen", "key"),
 	})
