@@ -170,13 +170,16 @@ const (
 // instruction: it returns dst extended by the value and Found, dst and
 // Absent, or dst and Unsure when Get must answer. It reads the first tier
 // of the key's segment without a lock and calls nothing before the value's
-// copy (but to compare keys longer than 16 bytes or shorter than 8).
+// copy but the request of a long value's lines (offheap.PrefetchForRead,
+// in layouts with a homeTail) and the compare of keys longer than 16
+// bytes or shorter than 8.
 //
 // Its probe is probeHome's, written out over the table's Spans: a Get
 // takes 0.96x the time it took when it called probeHome, whose every load
 // Go bounds-checked (1M keys of 16 bytes, 64-byte and 1 KiB values, 16 and
 // 10 alternating pairs of bench binaries on an AMD EPYC VM; 402
-// instructions a Get then, 315 now, counted with callgrind). The copy
+// instructions a Get then, 315 after, counted with callgrind, before the
+// long value's request was added). The copy
 // makes two probes to keep in step: TestFastPathsAgreeWithFind holds both
 // to find's answers over thousands of damaged tiers, and with -tags
 // sharedmap_checked (CI runs the package's tests and every fuzz target so)

@@ -97,7 +97,7 @@ type geometry struct {
 	homeRuns   uint64
 	homeBytes  uint64 // of a home run
 	homeLast   uint64 // the last word of a home run lookups request: within its first two lines
-	homeTail   uint64 // bytes of a first home run past its first 64 that Put requests too, up to an average entry's end (0: none; see homeTail)
+	homeTail   uint64 // bytes of a first home run past its first 64 that Put and TryGet request too, up to an average entry's end (0: none; see homeTail)
 }
 
 // homeByte is where, within a tier's entry space, the home run of an entry
@@ -175,8 +175,8 @@ func newGeometry(l *Layout) geometry {
 		homeTail: homeTail(l.homeChunks*l.ChunkSize, l.averageEntry())}
 }
 
-// homeTail is the length of a home run's part that requestPutLines
-// requests beyond its first 64 bytes: up to an average entry's end (at
+// homeTail is the length of a home run's part that requestPutLines and
+// TryGet request beyond its first 64 bytes: up to an average entry's end (at
 // most prefetchMax), for runs and entries longer than the two lines the
 // probe requests anyway. It starts at byte 64, not 128: the probe requests
 // the lines of bytes 0 and homeLast, and in a run that starts mid-line
