@@ -35,21 +35,42 @@ func shownBytes(s string) int {
 	return cut
 }
 
-// shortenWords cuts every space-separated word of msg longer than
-// maxQuoted bytes to its first bytes and its length, as quoteShort does: the
-// flag package's errors repeat the argument they reject whole, and a 100 KB
-// argument that starts with "-" (a key meant to go after "--") would fill
-// the terminal.
-func shortenWords(msg string) string {
-	words := strings.Split(msg, " ")
-	for i, w := range words {
-		if len(w) <= maxQuoted {
+// shortenArgs replaces in msg, a flag error, every argument of args longer
+// than maxQuoted bytes (whole, without its dashes, or either side of its
+// "=", as the flag package quotes or names them) by its first bytes and its
+// length, as quoteShort does: the flag package's errors repeat the argument
+// they reject whole, and a 100 KB argument that starts with "-" (a key
+// meant to go after "--") would fill the terminal. What is left longer
+// than maxMessage bytes, which no argument accounts for, is cut.
+func shortenArgs(msg string, args []string) string {
+	for _, a := range args {
+		if len(a) <= maxQuoted {
 			continue
 		}
-		words[i] = fmt.Sprintf("%s… (%d bytes)", w[:shownBytes(w)], len(w))
+		name := strings.TrimLeft(a, "-")
+		parts := []string{a, name}
+		if n, v, ok := strings.Cut(name, "="); ok {
+			parts = append(parts, n, v)
+		}
+		for _, p := range parts {
+			if len(p) > maxQuoted {
+				msg = strings.ReplaceAll(msg, strconv.Quote(p), quoteShort(p))
+			}
+		}
+		for _, p := range parts {
+			if len(p) > maxQuoted {
+				msg = strings.ReplaceAll(msg, p, fmt.Sprintf("%s… (%d bytes)", p[:shownBytes(p)], len(p)))
+			}
+		}
 	}
-	return strings.Join(words, " ")
+	if len(msg) > maxMessage {
+		msg = fmt.Sprintf("%s… (a message of %d bytes)", strings.ToValidUTF8(msg[:maxMessage], ""), len(msg))
+	}
+	return msg
 }
+
+// maxMessage is the most of a flag error shortenArgs leaves.
+const maxMessage = 512
 
 // cliText is err's message with the hashmap.Options fields that hashmap's
 // messages name replaced by the mapctl flags that set them: someone at

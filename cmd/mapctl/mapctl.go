@@ -147,7 +147,7 @@ func (e *env) runArgs(args []string) int {
 				e.commandHelp(helpCmd, stdout)
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "mapctl: help: unknown command %q (run \"mapctl help\" for the list)\n", args[1])
+			fmt.Fprintf(stderr, "mapctl: help: unknown command %s (run \"mapctl help\" for the list)\n", quoteShort(args[1]))
 			return exitUsage
 		}
 		e.mainUsage(stdout)
@@ -155,7 +155,7 @@ func (e *env) runArgs(args []string) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(stderr, "mapctl: unknown command %q (run \"mapctl help\" for the list)\n", args[0])
+		fmt.Fprintf(stderr, "mapctl: unknown command %s (run \"mapctl help\" for the list)\n", quoteShort(args[0]))
 		return exitUsage
 	}
 	fs := newFlagSet(c)
@@ -169,7 +169,7 @@ func (e *env) runArgs(args []string) int {
 		return exitOK
 	}
 	if err != nil {
-		msg := shortenWords(err.Error())
+		msg := shortenArgs(err.Error(), args[1:])
 		if strings.HasPrefix(msg, "flag provided but not defined") && strings.Contains(c.args, "KEY") {
 			msg += ` (a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args + `)`
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -1205,11 +1206,18 @@ func TestLongKeyShortenedInErrors(t *testing.T) {
 		}
 	}
 	// The flag package's errors name the argument they reject: a long one
-	// that starts with "-" is cut the same way.
-	for _, args := range [][]string{{"get", p, "-" + key}, {"create", p, "--entries", key}, {"stats", p, "--json=" + key}} {
+	// that starts with "-" is cut the same way, one word or many, and so
+	// is a long unknown command.
+	spaced := strings.Repeat("k ", 50_000)
+	hundredKB := regexp.MustCompile(`… \(10000[01] bytes\)`) // the argument's own length, said
+	for _, args := range [][]string{
+		{"get", p, "-" + key}, {"create", p, "--entries", key}, {"stats", p, "--json=" + key},
+		{"get", p, "-" + spaced}, {"create", p, "--entries", spaced}, {"stats", p, "--json=" + spaced},
+		{key}, {"help", key},
+	} {
 		c, _, e := mapctl(t, "", args...)
-		if c != exitUsage || len(e) > 1000 || !strings.Contains(e, " bytes)") {
-			t.Errorf("%s with a 100 KB flag argument: exit %d, stderr of %d bytes, %.300q", args[0], c, len(e), e)
+		if c != exitUsage || len(e) > 1000 || !hundredKB.MatchString(e) {
+			t.Errorf("%.20q with a 100 KB argument: exit %d, stderr of %d bytes, %.300q", args[0], c, len(e), e)
 		}
 	}
 	// A cut inside a character backs up to its start.
