@@ -143,7 +143,7 @@ func TestFastPathsAgreeWithFind(t *testing.T) {
 	for _, c := range []struct {
 		cache bool
 		value int
-	}{{false, 16}, {true, 16}, {false, 300}} {
+	}{{false, 16}, {true, 16}, {false, 300}, {true, 300}} {
 		cache := c.cache
 		t.Run(fmt.Sprintf("cache=%v,value=%d", cache, c.value), func(t *testing.T) {
 			tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: c.value, MaxBloatFactor: 2, Segments: 2, Cache: cache})
