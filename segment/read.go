@@ -424,14 +424,18 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 // that overlaps consecutive lookups the loads cost more than they saved
 // (see Table.Get). An entry that starts late in its line covers one line
 // more than one that starts early, which is why this counts lines rather
-// than always requesting the second.
+// than always requesting the second. It requests them with prefetches, not
+// loads: loads of a 1 KiB value's 16 lines for each of a batch's keys held
+// the CPU's reorder window, and GetMany took 0.915x the time with
+// prefetches (100k keys of 1 KiB values, 16 alternating pairs of bench
+// binaries, `-cells getmany-uniform-g1`; 1.00x with 64 B values, 18 pairs).
 func (tb *Table) requestEntryLines(at, klen int64) {
 	end := at + entryHeaderSize + klen + tb.layout.expectedValue
-	if limit := int64(len(tb.tierWords)) * 8; end > limit {
+	if limit := int64(len(tb.tierBytes)); end > limit {
 		end = limit
 	}
-	for line := (at | 63) + 1; line < end; line += 64 {
-		_ = atomic.LoadUint64(&tb.tierWords[line/8])
+	if first := (at | 63) + 1; first < end {
+		offheap.PrefetchForRead(tb.tierBytes[first:end])
 	}
 }
 
