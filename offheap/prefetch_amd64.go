@@ -19,6 +19,16 @@ func PrefetchForWrite(b []byte)
 //go:noescape
 func PrefetchForRead(b []byte)
 
+// PrefetchWordsForRead asks the CPU to fetch the cache lines of four words
+// for reading (PREFETCHT0) and returns without waiting: a hint. A lookup
+// names with it the lines of its key's home runs, which it wants on their
+// way with the slot's: requested by loads, as before, a Get took about 1.05x
+// the time (see segment.Table.TryGet). On other architectures it loads the
+// words, which requests their lines too.
+//
+//go:noescape
+func PrefetchWordsForRead(a, b, c, d *uint64)
+
 // PrefetchWords asks the CPU to fetch read's cache line for reading and the
 // lines of write1 and write2 for writing, and returns without waiting: a
 // hint. Unlike a load whose result goes unused, a prefetch leaves the

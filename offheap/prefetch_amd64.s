@@ -51,3 +51,15 @@ readloop:
 	JB	readloop
 readdone:
 	RET
+
+// func PrefetchWordsForRead(a, b, c, d *uint64)
+TEXT ·PrefetchWordsForRead(SB), NOSPLIT, $0-32
+	MOVQ	a+0(FP), AX
+	PREFETCHT0	(AX)
+	MOVQ	b+8(FP), AX
+	PREFETCHT0	(AX)
+	MOVQ	c+16(FP), AX
+	PREFETCHT0	(AX)
+	MOVQ	d+24(FP), AX
+	PREFETCHT0	(AX)
+	RET

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestPrefetchForWriteChangesNothing: the hints (PrefetchForWrite and
-// PrefetchForRead) return, and leaves every
+// TestPrefetchForWriteChangesNothing: the hints (PrefetchForWrite,
+// PrefetchForRead, PrefetchWordsForRead) return, and leaves every
 // byte as it was, for empty, unaligned and odd-length ranges, up to the
 // mapping's last byte. (The instruction is hand-encoded: a wrong byte could
 // make it a store, or the loop run off its range or never end.)
@@ -30,5 +30,10 @@ func TestPrefetchForWriteChangesNothing(t *testing.T) {
 		if !bytes.Equal(all, want) {
 			t.Fatalf("%s changed the mapping's bytes", hint.name)
 		}
+	}
+	words := r.Uint64s(0, size/8)
+	PrefetchWordsForRead(&words[0], &words[1], &words[len(words)/2], &words[len(words)-1])
+	if !bytes.Equal(all, want) {
+		t.Fatal("PrefetchWordsForRead changed the mapping's bytes")
 	}
 }

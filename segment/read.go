@@ -198,13 +198,15 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	// The tier up to its entry space's end, without the padding after.
 	tier := tb.tierSpan.Sub(base, g.entriesOff+g.chunks<<shift)
 	tag := uint32(hash >> (g.segBits & 63))
-	// The key's home runs (requestHomeRun, written out), on their way with
-	// the slot.
+	// The key's home runs' lines (requestHomeRun's), on their way with the
+	// slot's. By prefetch, not load: a load of a line not yet come holds
+	// its place in the CPU's reorder window until the line comes, a
+	// prefetch leaves at once, and with loads here a Get took 1.06x the
+	// time with 64 B values and 1.04x with 1 KiB (0.946x and 0.969x, 10
+	// alternating pairs of bench binaries each, AMD EPYC VM).
 	first, second := g.entriesOff+g.homeByte(tag), g.entriesOff+g.secondHomeByte(tag)
-	tier.Load64(first &^ 7)
-	tier.Load64((first + g.homeLast) &^ 7)
-	tier.Load64(second &^ 7)
-	tier.Load64((second + g.homeLast) &^ 7)
+	offheap.PrefetchWordsForRead(tier.Word64(first&^7), tier.Word64((first+g.homeLast)&^7),
+		tier.Word64(second&^7), tier.Word64((second+g.homeLast)&^7))
 	if g.homeTail != 0 {
 		// A long value's later lines in its first home run, as a Put
 		// requests them (requestPutLines): otherwise the copy requests
