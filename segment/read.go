@@ -170,9 +170,9 @@ const (
 // instruction: it returns dst extended by the value and Found, dst and
 // Absent, or dst and Unsure when Get must answer. It reads the first tier
 // of the key's segment without a lock and calls nothing before the value's
-// copy but the request of a long value's lines (offheap.PrefetchForRead,
-// in layouts with a homeTail) and the compare of keys longer than 16
-// bytes or shorter than 8.
+// copy but its requests of lines (offheap.PrefetchWordsForRead, and
+// PrefetchForRead in layouts with a homeTail) and the compare of keys
+// longer than 16 bytes or shorter than 8.
 //
 // Its probe is probeHome's, written out over the table's Spans: a Get
 // takes 0.96x the time it took when it called probeHome, whose every load
@@ -201,9 +201,9 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	// The key's home runs' lines (requestHomeRun's), on their way with the
 	// slot's. By prefetch, not load: a load of a line not yet come holds
 	// its place in the CPU's reorder window until the line comes, a
-	// prefetch leaves at once, and with loads here a Get took 1.06x the
-	// time with 64 B values and 1.04x with 1 KiB (0.946x and 0.969x, 10
-	// alternating pairs of bench binaries each, AMD EPYC VM).
+	// prefetch leaves at once: with prefetches a Get took 0.946x the time
+	// with 64 B values and 0.969x with 1 KiB (10 alternating pairs of
+	// bench binaries each, AMD EPYC VM).
 	first, second := g.entriesOff+g.homeByte(tag), g.entriesOff+g.secondHomeByte(tag)
 	offheap.PrefetchWordsForRead(tier.Word64(first&^7), tier.Word64((first+g.homeLast)&^7),
 		tier.Word64(second&^7), tier.Word64((second+g.homeLast)&^7))

@@ -141,11 +141,12 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	// where most entries are: without them its copy's stores waited for
 	// memory at the unlock (1 KiB values, 8 alternating pairs of bench
 	// binaries: 0.91x the time). TryGet requests the same lines for
-	// reading, after its loads of the home runs' first lines: 0.875x a
-	// Get's time (12 pairs, 100k keys of 1 KiB values, AMD EPYC VM).
-	// Requested before those loads, 1.04x; the second home run's too,
-	// 1.18x (8 pairs each, against the first): its lines crowd out the
-	// ones the lookup waits for.
+	// reading, after its request of the home runs' first lines: 0.875x a
+	// Get's time (12 pairs, 100k keys of 1 KiB values, AMD EPYC VM, when
+	// that request was still loads). Requested before it, 1.04x; the
+	// second home run's too, 1.18x (8 pairs each, against the first),
+	// likely because those lines, mostly not needed, delay the ones the
+	// lookup waits for.
 	if g.homeTail != 0 {
 		offheap.PrefetchForWrite(tb.tierBytes[first+64 : first+64+g.homeTail])
 	}
