@@ -54,11 +54,10 @@ func shortenArgs(msg string, args []string) string {
 		}
 		for _, p := range parts {
 			if len(p) > maxQuoted {
+				// Quoted first: a bare replacement inside the quotes
+				// would leave them around a cut that quoteShort puts
+				// outside.
 				msg = strings.ReplaceAll(msg, strconv.Quote(p), quoteShort(p))
-			}
-		}
-		for _, p := range parts {
-			if len(p) > maxQuoted {
 				msg = strings.ReplaceAll(msg, p, fmt.Sprintf("%s… (%d bytes)", p[:shownBytes(p)], len(p)))
 			}
 		}
