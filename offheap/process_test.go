@@ -25,6 +25,21 @@ func helperCmd(role, path string, env ...string) *exec.Cmd {
 	return testutil.Command(role, append([]string{"OFFHEAP_FILE=" + path}, env...)...)
 }
 
+// startHelper starts a helper process in role on path and returns it with
+// a scanner of its output lines; the caller kills and waits for it.
+func startHelper(t *testing.T, role, path string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := helperCmd(role, path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(out)
+}
+
 // TestHelperProcess is not a test: it is the body of the helper processes.
 func TestHelperProcess(t *testing.T) {
 	role := testutil.Role()
@@ -162,14 +177,7 @@ func TestProcessesCreateOnce(t *testing.T) {
 // without Create reports ErrNotReady and one with Create starts over.
 func TestCrashedCreator(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "crash")
-	cmd := helperCmd("hang", path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, sc := startHelper(t, "hang", path)
 	killed := false
 	defer func() {
 		if !killed {
@@ -177,7 +185,6 @@ func TestCrashedCreator(t *testing.T) {
 			_ = cmd.Wait()
 		}
 	}()
-	sc := bufio.NewScanner(out)
 	for !strings.HasPrefix(sc.Text(), "@ initializing") {
 		if !sc.Scan() {
 			t.Fatalf("helper exited before initializing: %v", sc.Err())
@@ -286,19 +293,11 @@ func TestCreatorKilledAtEachStep(t *testing.T) {
 func TestOpenWaitsOutALease(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leased")
 	mustOpen(t, path, createOpts()).Close()
-	cmd := helperCmd("lease", path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, sc := startHelper(t, "lease", path)
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	sc := bufio.NewScanner(out)
 	for !strings.HasPrefix(sc.Text(), "@ leased") {
 		if !sc.Scan() {
 			t.Fatalf("helper exited before taking its lease: %v", sc.Err())
