@@ -107,13 +107,15 @@ func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
 var testCreateWithoutFastLedgers bool
 
 // Open opens the map at path, creating it (sized by opts) if the file does
-// not exist or is empty (as os.CreateTemp leaves it). nil opts means all
+// not exist or is empty (as os.CreateTemp leaves it), or was left
+// half-created by a creator that died (unless opts.NoCreate; with
+// opts.CreateNew only such a file is opened). nil opts means all
 // defaults. When several processes open the same new path at once, exactly
 // one creates it and the others wait for it. Any other file that is not a
 // map is refused (offheap.ErrNotSharedMap) and left as it is.
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := opts.withDefaults()
-	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly {
+	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly && !o.NoCreate {
 		// Refused again below for an existing file that is no cache; said
 		// here too so that a file about to be created is not left behind
 		// as the wrong kind of map.
@@ -130,7 +132,8 @@ func Open(path string, opts *Options) (*Map, error) {
 	}
 	segRecord := want.Encode()
 	f, err := offheap.Open(path, offheap.OpenOptions{
-		Create:      !o.ReadOnly,
+		Create:      !o.ReadOnly && !o.NoCreate,
+		CreateNew:   o.CreateNew,
 		ReadOnly:    o.ReadOnly,
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
@@ -769,7 +772,10 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 // consistent per segment, not across segments. The yielded slices stay
 // valid after the loop. If a segment cannot be read (lock timeout,
 // corruption), iteration stops and the error is stored in *errp, which
-// must not be nil.
+// must not be nil. An entry that fails its checksum (a map created with
+// checksums, the default) is not yielded: the iteration goes on without
+// it, and at its end stores in *errp an error matching ErrCorrupt that
+// counts such entries and names the first (Repair drops them).
 func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, false) }
 
 // RangeView is Range for loops that use each entry at once: the slices it
@@ -792,6 +798,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 		}
 		var arena []byte
 		var ends []int
+		bad, firstBadSegment, firstBad := 0, 0, []byte(nil) // entries failing their checksum
 		if reuse {
 			if b, ok := m.rangeBufs.Get().(*rangeBuf); ok {
 				arena, ends = b.arena, b.ends
@@ -811,11 +818,18 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				*errp = err
 				return
 			}
-			arena, ends, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+			var damaged segment.Damaged
+			arena, ends, damaged, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
 			c.Leave()
 			if err != nil {
 				*errp = err
 				return
+			}
+			if damaged.Count > 0 {
+				if bad == 0 {
+					firstBad, firstBadSegment = damaged.FirstKey, i
+				}
+				bad += damaged.Count
 			}
 			start := 0
 			for j := 0; j+1 < len(ends); j += 2 {
@@ -824,6 +838,10 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				}
 				start = ends[j+1]
 			}
+		}
+		if bad > 0 {
+			*errp = fmt.Errorf("%w: left out %s (the first: segment %d, key %s); Repair drops them",
+				ErrCorrupt, segment.FailingChecksums(bad), firstBadSegment, segment.QuoteKey(firstBad))
 		}
 	}
 }

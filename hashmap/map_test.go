@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 func openTemp(t testing.TB, o *Options) (*Map, string) {
@@ -92,6 +95,48 @@ func TestBasics(t *testing.T) {
 	}
 }
 
+// TestNoCreateAndCreateNew: NoCreate opens only a map that is there,
+// creating nothing; CreateNew only creates, and refuses a file that holds
+// anything.
+func TestNoCreateAndCreateNew(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m")
+	if _, err := Open(path, &Options{NoCreate: true}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("NoCreate on an absent file = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("NoCreate created the file")
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, &Options{NoCreate: true, DefaultTTL: time.Second}); !errors.Is(err, offheap.ErrNotReady) {
+		t.Fatalf("NoCreate on an empty file = %v, want offheap.ErrNotReady", err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != 0 {
+		t.Fatalf("NoCreate wrote the empty file: %v, %v", st, err)
+	}
+	m, err := Open(path, &Options{CreateNew: true, Entries: 1000})
+	if err != nil {
+		t.Fatalf("CreateNew on an empty file: %v", err)
+	}
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if _, err := Open(path, &Options{CreateNew: true, Entries: 1000}); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("CreateNew on a map = %v, want fs.ErrExist", err)
+	}
+	m, err = Open(path, &Options{NoCreate: true})
+	if err != nil {
+		t.Fatalf("NoCreate on a map: %v", err)
+	}
+	defer m.Close()
+	if v, err := m.Get([]byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+}
+
 func TestOptions(t *testing.T) {
 	dir := t.TempDir()
 	for _, o := range []Options{
@@ -102,6 +147,8 @@ func TestOptions(t *testing.T) {
 		{MaxProcesses: -1},
 		{MaxProcesses: 5000},
 		{Entries: 10, Segments: 1 << 20}, // a 20 GB file for 10 entries
+		{CreateNew: true, NoCreate: true},
+		{CreateNew: true, ReadOnly: true},
 	} {
 		if _, err := Open(filepath.Join(dir, "bad"), &o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)

@@ -34,6 +34,17 @@ type Options struct {
 	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
 	// return ErrReadOnly. The file must exist.
 	ReadOnly bool
+	// NoCreate opens only a map that exists: where Open would create one,
+	// it fails instead, with an error matching fs.ErrNotExist for an
+	// absent file and offheap.ErrNotReady for an empty one or one whose
+	// creation did not finish (its creator died). A process that must not
+	// put a map of its own sizing where it expected another's sets it.
+	NoCreate bool
+	// CreateNew creates the map, and fails with an error matching
+	// fs.ErrExist (offheap.ErrExists) when the file exists and is not
+	// empty, a map included: of several processes creating one path at
+	// once, exactly one succeeds.
+	CreateNew bool
 	// Locks is how many application locks the map's lock table holds (see
 	// Map.Locks). Default 0. Fixed at creation.
 	Locks int
@@ -110,6 +121,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 || r.MaxProcesses < 0 || r.DefaultTTL < 0 {
 		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
+	}
+	if r.CreateNew && (r.NoCreate || r.ReadOnly) {
+		return r, fmt.Errorf("%w: CreateNew with NoCreate or ReadOnly", ErrBadOptions)
 	}
 	if r.Entries == 0 {
 		r.Entries = DefaultEntries

@@ -3,6 +3,7 @@ package offheap
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Open reports every problem as a *FileError naming the path and wrapping
@@ -27,7 +28,17 @@ var (
 	// or left half-written by a creator that died) and an Open that may
 	// not initialize it, because it lacks Create or is ReadOnly.
 	ErrNotReady = errors.New("file is not initialized")
+	// ErrExists reports a file that an Open with CreateNew found not
+	// empty. It matches fs.ErrExist too.
+	ErrExists error = existsError{}
 )
+
+// existsError is ErrExists: a sentinel of its own that errors.Is also
+// matches with fs.ErrExist, as the os package's errors for existing files.
+type existsError struct{}
+
+func (existsError) Error() string        { return "file already exists" }
+func (existsError) Is(target error) bool { return target == fs.ErrExist }
 
 // Errors from validating an existing file's header, in the order Open
 // checks them.

@@ -28,6 +28,12 @@ type OpenOptions struct {
 	// says so). An existing ready file is opened as it is; any other file
 	// is refused (ErrNotSharedMap) and left untouched.
 	Create bool
+	// CreateNew, with Create, opens only a file it creates: one that is
+	// absent or empty. A file with anything in it, a map another process
+	// has just created included, is refused with ErrExists and left as it
+	// is. It is checked under the creation lock, so of several processes
+	// creating one path at once exactly one succeeds.
+	CreateNew bool
 	// ReadOnly maps the file PROT_READ, so a stray write faults instead of
 	// corrupting the map. It never writes or creates the file, and cannot be
 	// combined with Create.
@@ -79,6 +85,8 @@ func (o *OpenOptions) check() error {
 	switch {
 	case o.Create && o.ReadOnly:
 		return fmt.Errorf("%w: Create and ReadOnly together (a read-only open never writes the file)", ErrBadOptions)
+	case o.CreateNew && !o.Create:
+		return fmt.Errorf("%w: CreateNew without Create", ErrBadOptions)
 	case o.InitTimeout < 0:
 		return fmt.Errorf("%w: negative InitTimeout %v", ErrBadOptions, o.InitTimeout)
 	case o.Create && (o.Size < HeaderSize+page || o.Size > maxMapSize-page):
@@ -204,6 +212,9 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 			return fail(fmt.Errorf("%w: the file is empty (a creator has not started, or died before writing)", ErrNotReady))
 		}
 		return create(fd, path, o)
+	}
+	if o.CreateNew {
+		return fail(fmt.Errorf("%w: %d bytes in it, and CreateNew opens only an absent or empty file", ErrExists, st.Size()))
 	}
 	if allZero(page) {
 		// A creator writes the header before anything else (see create),

@@ -156,6 +156,7 @@ func TestBadOptions(t *testing.T) {
 		{Create: true, Size: 1 << 62},
 		{Create: true, Size: testSize, Layout: make([]byte, MaxLayoutSize+1)},
 		{Create: true, Size: testSize, InitTimeout: -time.Second},
+		{CreateNew: true, Size: testSize},
 	} {
 		_, err := Open(path, o)
 		var fe *FileError
@@ -319,6 +320,70 @@ func TestConcurrentOpenInProcess(t *testing.T) {
 	wg.Wait()
 	if created.Load() != 1 || inits.Load() != 1 {
 		t.Fatalf("%d opens created, Init ran %d times; want 1 and 1", created.Load(), inits.Load())
+	}
+}
+
+// TestCreateNew: of goroutines creating one path with CreateNew, exactly
+// one succeeds and the others get ErrExists; an empty file is created
+// over, and any other file (a map, one whose creator died, a foreign one)
+// is refused and left as it was.
+func TestCreateNew(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "map")
+	var created, refused atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			o := createOpts()
+			o.CreateNew = true
+			o.Init = func(*Region) error { time.Sleep(10 * time.Millisecond); return nil }
+			f, err := Open(path, o)
+			switch {
+			case err == nil:
+				created.Add(1)
+				f.Close()
+			case errors.Is(err, ErrExists) && errors.Is(err, fs.ErrExist):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 || refused.Load() != 5 {
+		t.Fatalf("%d created, %d refused; want 1 and 5", created.Load(), refused.Load())
+	}
+
+	orig, _ := os.ReadFile(path)
+	initializing := bytes.Clone(orig)
+	binary.LittleEndian.PutUint32(initializing[hdrState:], stateInitializing)
+	for name, data := range map[string][]byte{
+		"empty":        nil,
+		"ready":        orig,
+		"initializing": initializing,
+		"foreign":      []byte("some other program's data"),
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := createOpts()
+		o.CreateNew = true
+		f, err := Open(p, o)
+		if name == "empty" {
+			if err != nil || !f.Created() {
+				t.Errorf("empty file: %v", err)
+			} else {
+				f.Close()
+			}
+			continue
+		}
+		if !errors.Is(err, ErrExists) {
+			t.Errorf("%s: %v, want ErrExists", name, err)
+		}
+		if now, _ := os.ReadFile(p); !bytes.Equal(now, data) {
+			t.Errorf("%s: the refused file changed", name)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -530,16 +532,27 @@ func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 // AppendEntries copies every entry of the segment out, consistently: the key
 // and value bytes are appended to arena, and for each entry two offsets into
 // arena, where its key ends and where its value ends, are appended to ends.
-func (s *Segment) AppendEntries(arena []byte, ends []int) ([]byte, []int, error) {
+// An entry that fails its checksum is left out and counted in damaged:
+// within a consistent copy no writer is midway through it, so that is
+// damage, and its bytes are not the value any Put stored.
+func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, damaged Damaged, err error) {
 	a0, e0 := len(arena), len(ends)
-	err := s.consistentRead("range", func() bool {
+	err = s.consistentRead("range", func() bool {
 		arena, ends = arena[:a0], ends[:e0]
+		damaged = Damaged{}
 		good := true
-		_, err := s.walk(func(k, v []byte) bool {
+		_, err := s.walk(func(t *tier, c int64, k, v []byte) bool {
 			v, live, ok := s.tb.userValue(v)
 			if !ok || !live {
 				good = ok
 				return ok
+			}
+			if _, _, sound := s.tb.validEntry(t, c); !sound {
+				if damaged.Count == 0 {
+					damaged.FirstKey = bytes.Clone(k)
+				}
+				damaged.Count++
+				return true
 			}
 			arena = append(arena, k...)
 			ends = append(ends, len(arena))
@@ -550,16 +563,42 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) ([]byte, []int, error)
 		return err == nil && good
 	})
 	if err != nil {
-		return arena[:a0], ends[:e0], err
+		return arena[:a0], ends[:e0], Damaged{}, err
 	}
-	return arena, ends, nil
+	return arena, ends, damaged, nil
+}
+
+// QuoteKey quotes key for an error message as %q does, cut after 64 bytes
+// with its length said: enough to tell which key it was, where a whole
+// key of megabytes would bury the message.
+func QuoteKey(key []byte) string {
+	const shown = 64
+	if len(key) <= shown {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", key[:shown], len(key))
+}
+
+// FailingChecksums says that n entries fail their checksum, in words.
+func FailingChecksums(n int) string {
+	if n == 1 {
+		return "1 entry that fails its checksum"
+	}
+	return fmt.Sprintf("%d entries that fail their checksum", n)
+}
+
+// Damaged tells of the entries AppendEntries left out because they fail
+// their checksum: how many, and the first one's key.
+type Damaged struct {
+	Count    int
+	FirstKey []byte
 }
 
 // Entries calls fn for every entry of the segment, on a consistent copy
 // taken by AppendEntries: no lock is held while fn runs, so fn may call the
 // map. It stops when fn returns false.
 func (s *Segment) Entries(fn func(key, value []byte) bool) error {
-	arena, ends, err := s.AppendEntries(nil, nil)
+	arena, ends, damaged, err := s.AppendEntries(nil, nil)
 	if err != nil {
 		return err
 	}
@@ -570,12 +609,16 @@ func (s *Segment) Entries(fn func(key, value []byte) bool) error {
 		}
 		start = ends[i+1]
 	}
+	if damaged.Count > 0 {
+		return s.corrupt(s.index, fmt.Sprintf("left out %s (the first: key %s)", FailingChecksums(damaged.Count), QuoteKey(damaged.FirstKey)))
+	}
 	return nil
 }
 
-// walk visits every entry of the chain. It returns errInconsistent (and the
-// tier where it happened) when something cannot be decoded.
-func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
+// walk visits every entry of the chain, telling fn the tier and chunk it
+// starts at too. It returns errInconsistent (and the tier where it
+// happened) when something cannot be decoded.
+func (s *Segment) walk(fn func(t *tier, c int64, key, value []byte) bool) (int64, error) {
 	tb := s.tb
 	l := &tb.layout
 	t := s.index
@@ -591,7 +634,7 @@ func (s *Segment) walk(fn func(key, value []byte) bool) (int64, error) {
 			if !ok {
 				return t, errInconsistent
 			}
-			if !fn(tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen)) {
+			if !fn(&tv, c, tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen)) {
 				return t, nil
 			}
 		}
