@@ -61,12 +61,20 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 	// over; anything else at the path is left alone. A failed creation's
 	// empty file stays: another process may already have it open to create
 	// the map in it, and a removal would leave that map under no name.
-	if st, err := os.Lstat(path); err == nil && !(st.Mode().IsRegular() && st.Size() == 0) {
-		return e.fail(c, fmt.Errorf("%s already exists; remove it first or pick another path", path))
+	// (A symbolic link is followed, as every other command follows it.)
+	exists := fmt.Errorf("%s already exists; remove it first or pick another path", path)
+	if st, err := os.Stat(path); err == nil && !(st.Mode().IsRegular() && st.Size() == 0) {
+		return e.fail(c, exists)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return e.fail(c, err)
 	}
+	// CreateNew checks again under the creation lock: of two creates of
+	// one new path at once, the second finds the first's map there.
+	o.CreateNew = true
 	m, err := hashmap.Open(path, o)
+	if errors.Is(err, os.ErrExist) {
+		return e.fail(c, exists)
+	}
 	if errors.Is(err, hashmap.ErrBadOptions) {
 		return e.usageError(c, err.Error()) // e.g. --segments not a power of two
 	}

@@ -22,6 +22,10 @@ validated by its modification sequence; no lock word is written. Of a
 cache map it writes the live entries without their expiry times: loaded
 back, they never expire unless mapctl load --ttl gives them a time to live.
 
+An entry that fails its checksum (damage: mapctl check lists it) is left
+out, so that a dump loaded back never stores damaged bytes under a fresh
+checksum; the others are written, and dump then exits with status 3.
+
 Example:
   mapctl dump /tmp/m.map | sort > entries.tsv`,
 	run: func(e *env, c *command, _ any, args []string) int {
@@ -51,7 +55,7 @@ Example:
 			return e.fail(c, err)
 		}
 		if rerr != nil {
-			return e.fail(c, fmt.Errorf("after %d entries: %w", n, rerr))
+			return e.fail(c, fmt.Errorf("%d entries written: %w", n, rerr))
 		}
 		return exitOK
 	},

@@ -31,7 +31,9 @@ writes: one entry per line, the key, a tab, the value:
 Inside keys and values a backslash, tab, newline and carriage return are
 written \\, \t, \n and \r; any other backslash sequence is an error. A line
 without a tab is an error naming the line number; empty lines are skipped;
-a trailing \r (CRLF files) is dropped. Lines may be of any length.
+a trailing \r (CRLF files) is dropped. Lines may be of any length. Other
+bytes are stored as they are: a byte-order mark that some editors put at
+the start of a file becomes part of the first key.
 
 Loading stops at the first error (for example "map is full": create the map
 with more --entries or a larger --bloat), exiting with status 3 and telling

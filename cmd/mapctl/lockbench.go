@@ -218,6 +218,10 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 				if err != nil {
 					return e.fail(c, fmt.Errorf("%s at %d processes: %w", algo, n, err))
 				}
+				if r.Ops == 0 {
+					// A fairness of 0 would read as a starved goroutine.
+					return e.fail(c, fmt.Errorf("%s at %d processes: no critical section finished in %v: give a longer --duration", algo, n, o.duration))
+				}
 				runs[i] = append(runs[i], r)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sharedmap/sharedmap/hashmap"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 // Exit statuses.
@@ -98,7 +99,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 			if !ok {
 				panic(r)
 			}
-			fmt.Fprintf(stderr, "mapctl: memory fault at %#x reading or writing the map file: was it truncated, or is its disk full?\n", fault.Addr())
+			who := "mapctl"
+			if len(args) > 0 && lookup(args[0]) != nil {
+				who += ": " + args[0]
+			}
+			fmt.Fprintf(stderr, "%s: memory fault at %#x reading or writing the map file: was it truncated, or is its disk full?\n", who, fault.Addr())
 			status = exitError
 		}
 	}()
@@ -137,7 +142,12 @@ func (e *env) runArgs(args []string) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" {
+		// "mapctl --help create" as "mapctl help create".
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "mapctl: help: one command at most (run \"mapctl help\" for the list)\n")
+			return exitUsage
+		}
+		if len(args) > 1 {
 			if c := lookup(args[1]); c != nil {
 				e.commandHelp(c, stdout)
 				return exitOK
@@ -297,12 +307,22 @@ func openExisting(path string, readOnly bool) (*hashmap.Map, error) {
 }
 
 func openExistingWith(path string, o *hashmap.Options) (*hashmap.Map, error) {
-	if st, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no map at %s (create it with mapctl create)", path)
 	} else if err != nil {
 		return nil, err
-	} else if st.Mode().IsRegular() && st.Size() == 0 {
-		return nil, fmt.Errorf("%s is empty, not a map (create one there with mapctl create)", path)
 	}
-	return hashmap.Open(path, o)
+	// NoCreate: hashmap.Open alone would create a map of its default size
+	// in an empty file, or over one whose creator died, where the user
+	// meant another (a create of 20M entries killed early, say).
+	o.NoCreate = true
+	m, err := hashmap.Open(path, o)
+	if errors.Is(err, offheap.ErrNotReady) {
+		// After waiting for a live creator to finish, as Open does.
+		if st, serr := os.Stat(path); serr == nil && st.Size() == 0 {
+			return nil, fmt.Errorf("%s is empty, not a map (create one there with mapctl create)", path)
+		}
+		return nil, fmt.Errorf("%s is not a map: the process creating it died before finishing (remove it, then run mapctl create)", path)
+	}
+	return m, err
 }

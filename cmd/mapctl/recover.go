@@ -52,14 +52,18 @@ With --reset-locks it first forces every lock of the map's lock table (and
 the map's own lock) free, and makes whatever waits for one queue again: for
 a lock damage to the file left taken or queued for good, which nothing
 here can tell from a lock in use (a Lock that times out on a lock nobody
-holds). It refuses while any other process has the map open.
+holds). It refuses while any other process has the map open for writing
+(one that only reads, as get, dump and stats do, holds no lock).
 
 With --repair it also rebuilds, from their entries, the segments that the
 check finds damaged where no dead process explains it: pages of the file
 torn by a machine crash (see Map.Sync), a stray write. Entries that do not
 decode or fail their checksum are dropped and counted; every other entry is
-kept. Damage elsewhere (the process registry, the lock table) is reported,
-not mended.
+kept. With or without --repair, the headers of the process registry and
+of the lock table, whose sizes the file's header also holds, are rewritten
+from it when damaged (as every process that opens the map for writing
+does); --repair also rewrites registry places that no process could have
+written. Other damage there is reported, not mended.
 
 It is safe while other processes use the map: it only removes what no live
 process accounts for, and never touches a live process's locks; a segment

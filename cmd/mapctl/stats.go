@@ -37,6 +37,10 @@ fast_ledgers, hits, misses, puts, deletes, evictions, expired, lock_waits,
 lock_timeouts, read_only, resident, huge_page_bytes and path (and
 per_segment, a list of the same counters for each segment, with --segments).
 
+entries counts every entry stored: in a cache map, expired ones too until
+their space is reclaimed (by a put or delete of the same key, or by the
+eviction hand when a segment is full); get and dump skip them at once.
+
 undo_records is false for a map created with --no-undo, and fast_ledgers
 false for a file from before Put's fast path had a lock word of its own.
 
