@@ -61,7 +61,9 @@
 //
 //   - Do not fork after Open: the child shares the mapping but not the
 //     process's handle state. Open the map in the child instead.
-//   - Opening the same file twice in one process works (two mappings).
+//   - Opening the same file twice in one process works (two mappings),
+//     but each writable Open takes one of the file's MaxProcesses slots
+//     until Close: share one *Map in a process instead.
 //   - Network filesystems do not keep mappings coherent between machines;
 //     use a local filesystem or /dev/shm.
 //   - A process killed inside Put or Delete leaves its segment's lock held

@@ -56,7 +56,8 @@ var (
 	ErrBadOptions = segment.ErrBadParams
 
 	// ErrTooManyProcesses: Open found every process slot of the file
-	// (Options.MaxProcesses, fixed at creation) taken by a live process.
+	// (Options.MaxProcesses, fixed at creation) taken by a live process's
+	// open Map.
 	// Slots of dead processes are taken back on the way.
 	ErrTooManyProcesses = registry.ErrFull
 

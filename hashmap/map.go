@@ -64,6 +64,9 @@ func FileSize(opts *Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if o.DefaultTTL > 0 && !o.Cache {
+		return 0, fmt.Errorf("DefaultTTL without Cache: %w", ErrNotCache)
+	}
 	l, _, _, err := plan(o)
 	if err != nil {
 		return 0, err

@@ -687,4 +687,9 @@ func TestFileSizeIsTheCreatedFile(t *testing.T) {
 	if _, err := FileSize(&Options{Entries: -1}); err == nil {
 		t.Error("FileSize of a negative Entries: no error")
 	}
+	// Open refuses a DefaultTTL for a map that is no cache: so must the
+	// size of the file it would create.
+	if _, err := FileSize(&Options{DefaultTTL: time.Hour}); !errors.Is(err, ErrNotCache) {
+		t.Errorf("FileSize of DefaultTTL without Cache = %v, want ErrNotCache", err)
+	}
 }

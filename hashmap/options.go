@@ -77,10 +77,12 @@ type Options struct {
 	// 6.18) spare a random Get its page walks; see offheap.OpenOptions.
 	// Set it when writeback in 2 MiB units costs more than that saves.
 	NoHugePages bool
-	// MaxProcesses is how many processes may have the map open for writing
-	// at once (each takes a slot in the file's process registry, which is
-	// how survivors tell which processes died). Default 64. Fixed at
-	// creation.
+	// MaxProcesses is how many open Maps may write to the file at once:
+	// each Open that is not ReadOnly takes a slot in the file's process
+	// registry (which is how survivors tell which processes died) until
+	// Close, so a process that opens the map twice takes two. Open once
+	// per process and share the *Map, which is safe for concurrent use.
+	// Default 64. Fixed at creation.
 	MaxProcesses int
 	// Cache creates the map as a cache: entries may expire (PutWithTTL,
 	// DefaultTTL), and a full segment evicts the entries read least
