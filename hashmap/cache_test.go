@@ -364,7 +364,8 @@ func TestUpdate(t *testing.T) {
 // TestRangeView: RangeView yields what Range does, and a whole iteration
 // allocates next to nothing once its buffer is pooled.
 func TestRangeView(t *testing.T) {
-	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 2000})
+	// Many segments: an allocation per segment shows.
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 2000, Segments: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

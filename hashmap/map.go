@@ -111,9 +111,9 @@ var testCreateWithoutFastLedgers bool
 
 // Open opens the map at path, creating it (sized by opts) if the file does
 // not exist or is empty (as os.CreateTemp leaves it), or was left
-// half-created by a creator that died (unless opts.NoCreate; with
-// opts.CreateNew only such a file is opened). nil opts means all
-// defaults. When several processes open the same new path at once, exactly
+// half-created by a creator that died; opts.NoCreate opens only an existing
+// map, and opts.CreateNew only creates, in an absent or empty file. nil
+// opts means all defaults. When several processes open the same new path at once, exactly
 // one creates it and the others wait for it. Any other file that is not a
 // map is refused (offheap.ErrNotSharedMap) and left as it is.
 func Open(path string, opts *Options) (*Map, error) {
@@ -777,8 +777,12 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 // corruption), iteration stops and the error is stored in *errp, which
 // must not be nil. An entry that fails its checksum (a map created with
 // checksums, the default) is not yielded: the iteration goes on without
-// it, and at its end stores in *errp an error matching ErrCorrupt that
-// counts such entries and names the first (Repair drops them).
+// it, and at its end (or with an error that stops it) stores in *errp an
+// error matching ErrCorrupt that counts such entries and names the first
+// (Repair drops them). A loop that breaks early hears of none. The check
+// hashes every entry: a Range of 200k entries took 1.3-1.5x the time with
+// 64-byte values and 1.3-1.7x with 1 KiB ones (go test, 3 runs of each
+// build taking turns); a map created with NoChecksums skips it.
 func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, false) }
 
 // RangeView is Range for loops that use each entry at once: the slices it
@@ -802,6 +806,21 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 		var arena []byte
 		var ends []int
 		bad, firstBadSegment, firstBad := 0, 0, []byte(nil) // entries failing their checksum
+		// fail ends the iteration with err, and with the damage met so
+		// far, which the end would have reported.
+		damage := func() error {
+			if bad == 0 {
+				return nil
+			}
+			return fmt.Errorf("%w: left out %s (the first: segment %d, key %s); Repair drops them",
+				ErrCorrupt, segment.FailingChecksums(bad), firstBadSegment, segment.QuoteKey(firstBad))
+		}
+		fail := func(err error) {
+			if d := damage(); d != nil {
+				err = errors.Join(err, d)
+			}
+			*errp = err
+		}
 		if reuse {
 			if b, ok := m.rangeBufs.Get().(*rangeBuf); ok {
 				arena, ends = b.arena, b.ends
@@ -818,14 +837,14 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			}
 			c, err := m.enterAny(false) // not across yield: the body may close the map
 			if err != nil {
-				*errp = err
+				fail(err)
 				return
 			}
 			var damaged segment.Damaged
 			arena, ends, damaged, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
 			c.Leave()
 			if err != nil {
-				*errp = err
+				fail(err)
 				return
 			}
 			if damaged.Count > 0 {
@@ -834,17 +853,14 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				}
 				bad += damaged.Count
 			}
-			start := 0
-			for j := 0; j+1 < len(ends); j += 2 {
-				if !yield(arena[start:ends[j]:ends[j]], arena[ends[j]:ends[j+1]:ends[j+1]]) {
+			for j := 0; j+3 < len(ends); j += 4 {
+				if !yield(arena[ends[j]:ends[j+1]:ends[j+1]], arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
 					return
 				}
-				start = ends[j+1]
 			}
 		}
-		if bad > 0 {
-			*errp = fmt.Errorf("%w: left out %s (the first: segment %d, key %s); Repair drops them",
-				ErrCorrupt, segment.FailingChecksums(bad), firstBadSegment, segment.QuoteKey(firstBad))
+		if d := damage(); d != nil {
+			*errp = d
 		}
 	}
 }

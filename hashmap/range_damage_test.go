@@ -14,8 +14,15 @@ import (
 // made by ranging never stores damaged bytes under a fresh checksum. A map
 // without checksums cannot tell, and yields it.
 func TestRangeLeavesOutDamagedEntries(t *testing.T) {
-	for _, noChecksums := range []bool{false, true} {
-		m, path := openTemp(t, &Options{Entries: 1000, NoChecksums: noChecksums})
+	for _, tc := range []struct {
+		noChecksums, cache bool
+		at                 int // where the damage is, from the value's start
+	}{{false, false, 0}, {true, false, 0}, {false, true, 0}, {false, true, -8}} {
+		noChecksums := tc.noChecksums
+		// In a cache map the value follows its expiry (8 bytes, 0 here):
+		// damage there makes the entry look expired, which must not hide
+		// it.
+		m, path := openTemp(t, &Options{Entries: 1000, NoChecksums: noChecksums, Cache: tc.cache})
 		want := map[string]string{"alpha": "first-value", "beta": "VALUE-TO-DAMAGE", "gamma": "third-value"}
 		for k, v := range want {
 			if err := m.Put([]byte(k), []byte(v)); err != nil {
@@ -31,11 +38,11 @@ func TestRangeLeavesOutDamagedEntries(t *testing.T) {
 		if i < 0 {
 			t.Fatal("value not in the file")
 		}
-		b[i] ^= 0x20
+		b[i+tc.at] ^= 0x20
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err = Open(path, nil)
+		m, err = Open(path, &Options{Cache: tc.cache})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -529,33 +529,31 @@ func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 	return found, err
 }
 
-// AppendEntries copies every entry of the segment out, consistently: the key
-// and value bytes are appended to arena, and for each entry two offsets into
-// arena, where its key ends and where its value ends, are appended to ends.
-// An entry that fails its checksum is left out and counted in damaged:
-// within a consistent copy no writer is midway through it, so that is
-// damage, and its bytes are not the value any Put stored.
+// AppendEntries copies every entry of the segment out, consistently: the
+// bytes are appended to arena, and for each entry four offsets into arena,
+// where its key starts and ends and where its value starts and ends, are
+// appended to ends. An entry that fails its checksum is left out and
+// counted in damaged: within a consistent copy no writer is midway through
+// it, so that is damage, and its bytes are not the value any Put stored.
+// The checksums are computed on the copy, after it is taken: inside the
+// read they would lengthen the time a writer can spoil it in, or that
+// writers wait for it under the read lock.
 func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, damaged Damaged, err error) {
 	a0, e0 := len(arena), len(ends)
 	err = s.consistentRead("range", func() bool {
 		arena, ends = arena[:a0], ends[:e0]
-		damaged = Damaged{}
 		good := true
-		_, err := s.walk(func(t *tier, c int64, k, v []byte) bool {
-			v, live, ok := s.tb.userValue(v)
-			if !ok || !live {
-				good = ok
-				return ok
+		// Each entry as its header (for the checksum), key and stored
+		// value (a cache map's with its expiry).
+		_, err := s.walk(func(head, k, v []byte) bool {
+			if _, ok := expiryOf(v); s.tb.layout.Cache && !ok {
+				good = false // too short for its expiry: torn
+				return false
 			}
-			if _, _, sound := s.tb.validEntry(t, c); !sound {
-				if damaged.Count == 0 {
-					damaged.FirstKey = bytes.Clone(k)
-				}
-				damaged.Count++
-				return true
-			}
-			arena = append(arena, k...)
+			arena = append(arena, head...)
 			ends = append(ends, len(arena))
+			arena = append(arena, k...)
+			ends = append(ends, len(arena), len(arena))
 			arena = append(arena, v...)
 			ends = append(ends, len(arena))
 			return true
@@ -565,7 +563,46 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 	if err != nil {
 		return arena[:a0], ends[:e0], Damaged{}, err
 	}
-	return arena, ends, damaged, nil
+	tb := s.tb
+	kept := e0
+	for j := e0; j+3 < len(ends); j += 4 {
+		ks, ke, ve := ends[j], ends[j+1], ends[j+3]
+		k, stored := arena[ks:ke], arena[ke:ve]
+		if head := arena[ks-entryHeaderSize : ks]; tb.layout.Checksums &&
+			binary.LittleEndian.Uint32(head[ehChecksum:]) != entryChecksum(head[:ehChecksum], k, stored) {
+			if damaged.Count == 0 {
+				damaged.FirstKey = bytes.Clone(k)
+			}
+			damaged.Count++
+			continue
+		}
+		v, live, _ := tb.userValue(stored)
+		if !live {
+			continue // expired
+		}
+		ends[kept], ends[kept+1], ends[kept+2], ends[kept+3] = ks, ke, ve-len(v), ve
+		kept += 4
+	}
+	return arena, ends[:kept], damaged, nil
+}
+
+// Entries calls fn for every entry of the segment, on a consistent copy
+// taken by AppendEntries: no lock is held while fn runs, so fn may call the
+// map. It stops when fn returns false.
+func (s *Segment) Entries(fn func(key, value []byte) bool) error {
+	arena, ends, damaged, err := s.AppendEntries(nil, nil)
+	if err != nil {
+		return err
+	}
+	for j := 0; j+3 < len(ends); j += 4 {
+		if !fn(arena[ends[j]:ends[j+1]], arena[ends[j+2]:ends[j+3]]) {
+			return nil
+		}
+	}
+	if damaged.Count > 0 {
+		return s.corrupt(-1, fmt.Sprintf("left out %s (the first: key %s)", FailingChecksums(damaged.Count), QuoteKey(damaged.FirstKey)))
+	}
+	return nil
 }
 
 // QuoteKey quotes key for an error message as %q does, cut after 64 bytes
@@ -594,31 +631,10 @@ type Damaged struct {
 	FirstKey []byte
 }
 
-// Entries calls fn for every entry of the segment, on a consistent copy
-// taken by AppendEntries: no lock is held while fn runs, so fn may call the
-// map. It stops when fn returns false.
-func (s *Segment) Entries(fn func(key, value []byte) bool) error {
-	arena, ends, damaged, err := s.AppendEntries(nil, nil)
-	if err != nil {
-		return err
-	}
-	start := 0
-	for i := 0; i+1 < len(ends); i += 2 {
-		if !fn(arena[start:ends[i]], arena[ends[i]:ends[i+1]]) {
-			return nil
-		}
-		start = ends[i+1]
-	}
-	if damaged.Count > 0 {
-		return s.corrupt(s.index, fmt.Sprintf("left out %s (the first: key %s)", FailingChecksums(damaged.Count), QuoteKey(damaged.FirstKey)))
-	}
-	return nil
-}
-
-// walk visits every entry of the chain, telling fn the tier and chunk it
-// starts at too. It returns errInconsistent (and the tier where it
-// happened) when something cannot be decoded.
-func (s *Segment) walk(fn func(t *tier, c int64, key, value []byte) bool) (int64, error) {
+// walk visits every entry of the chain: its header, key and stored value.
+// It returns errInconsistent (and the tier where it happened) when
+// something cannot be decoded.
+func (s *Segment) walk(fn func(head, key, value []byte) bool) (int64, error) {
 	tb := s.tb
 	l := &tb.layout
 	t := s.index
@@ -634,7 +650,8 @@ func (s *Segment) walk(fn func(t *tier, c int64, key, value []byte) bool) (int64
 			if !ok {
 				return t, errInconsistent
 			}
-			if !fn(&tv, c, tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen)) {
+			off := c * l.ChunkSize
+			if !fn(tv.space[off:off+entryHeaderSize], tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen)) {
 				return t, nil
 			}
 		}

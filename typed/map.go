@@ -421,7 +421,8 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 // the body may call the map). It decodes each entry as it yields it. If a
 // segment cannot be read, or a key or value does not decode, iteration
 // stops and the error is stored in *errp, which must not be nil: check it
-// after the loop. Delete removes entries that do not decode. It reads
+// after the loop. Entries that fail their checksum are left out, and
+// reported at the end, as hashmap.Map.Range does. Delete removes entries that do not decode. It reads
 // through hashmap.Map.RangeView, since each entry is decoded at once, so
 // iterating over numbers allocates next to nothing.
 func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
