@@ -43,7 +43,7 @@ type Options struct {
 	// CreateNew creates the map, and fails with an error matching
 	// fs.ErrExist (offheap.ErrExists) when the file exists and is not
 	// empty, a map included: of several processes creating one path at
-	// once, exactly one succeeds.
+	// once, at most one succeeds (one, unless its creation fails).
 	CreateNew bool
 	// Locks is how many application locks the map's lock table holds (see
 	// Map.Locks). Default 0. Fixed at creation.

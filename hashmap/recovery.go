@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sharedmap/sharedmap/ipc"
-	"github.com/sharedmap/sharedmap/rwulock"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/registry"
+	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )
 
@@ -290,12 +291,53 @@ func (m *Map) Check() ([]Problem, error) {
 				for _, err := range found {
 					out = append(out, Problem{i, err})
 				}
+				// A lock held all this time is a live process's or a dead
+				// one's: say which, as only the dead one's is recover's.
+				if len(found) > 0 && !s.Lock().State().Free() {
+					if holders := m.liveHolders(i); holders != "" {
+						out = append(out, Problem{i, fmt.Errorf("the lock is held by a live process (%s), longer than the lock timeout: busy, or stopped (SIGSTOP, a debugger); check again when it lets go", holders)})
+					}
+				}
 				break
 			}
 			time.Sleep(time.Millisecond) // a writer is at work: look again
 		}
 	}
 	return out, nil
+}
+
+// liveHolders names the processes with the map open whose ledgers account
+// for a hold of segment i's lock (a read, update or write lock, not a
+// wait), or a change to it in flight; "" if none does, or the file has no
+// registry to tell.
+func (m *Map) liveHolders(i int) string {
+	if m.reg == nil {
+		return ""
+	}
+	live, err := m.reg.Live(nil)
+	if err != nil {
+		return ""
+	}
+	holding := func(ledger uint64) bool {
+		held, settled := rwulock.LedgerHolds(ledger)
+		st := rwulock.Decode(held)
+		return st.Readers > 0 || st.Update || st.Write || !settled
+	}
+	var pids []string
+	for _, slot := range live {
+		holds := holding(loadLedger(m.reg.Ledger(slot, i)))
+		if m.layout.FastLedgers {
+			holds = holds || holding(rwulock.FastAsLedger(loadLedger(m.fastLedger(slot, i))))
+		}
+		if holds {
+			who := fmt.Sprintf("slot %d", slot)
+			if sl, err := m.reg.Slot(slot); err == nil {
+				who = fmt.Sprintf("pid %d, slot %d", sl.PID, slot)
+			}
+			pids = append(pids, who)
+		}
+	}
+	return strings.Join(pids, "; ")
 }
 
 // countOf is n with the noun for its number: "1 word", "3 words".

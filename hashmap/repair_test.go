@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,6 +160,46 @@ func TestCheckWhileBusy(t *testing.T) {
 	close(stop)
 	<-done
 	t.Logf("%d passes", passes)
+}
+
+// TestCheckNamesALiveHolder: a lock a live process keeps past the lock
+// timeout (busy, or stopped) is reported with that process named, so that
+// it is not taken for a dead one's, which recover would release.
+func TestCheckNamesALiveHolder(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, Segments: 2, LockTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- m.Compute([]byte("k"), func([]byte, bool) ([]byte, bool) {
+			close(holding)
+			<-release
+			return []byte("v"), true
+		})
+	}()
+	<-holding
+	problems, err := m.Check()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("held by a live process (pid %d, slot ", os.Getpid())
+	var named bool
+	for _, p := range problems {
+		named = named || strings.Contains(p.Err.Error(), want)
+	}
+	if !named {
+		t.Fatalf("Check while a Compute holds its segment: %v; want one naming %q", problems, want)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("Check after the Compute: %v %v", problems, err)
+	}
 }
 
 // TestRepairSaysWithoutRegistry: in a file without a process registry

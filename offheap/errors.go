@@ -14,7 +14,8 @@ import (
 // Errors about the arguments, found before the file is touched.
 var (
 	// ErrBadOptions reports OpenOptions that cannot be used: a size too
-	// small or too large, a layout too long, or Create with ReadOnly.
+	// small or too large, a layout too long, Create with ReadOnly, or
+	// CreateNew without Create.
 	ErrBadOptions = errors.New("invalid open options")
 )
 

@@ -32,7 +32,8 @@ type OpenOptions struct {
 	// absent or empty. A file with anything in it, a map another process
 	// has just created included, is refused with ErrExists and left as it
 	// is. It is checked under the creation lock, so of several processes
-	// creating one path at once exactly one succeeds.
+	// creating one path at once at most one succeeds (one, unless its
+	// creation fails: its half-written file is then refused to the rest).
 	CreateNew bool
 	// ReadOnly maps the file PROT_READ, so a stray write faults instead of
 	// corrupting the map. It never writes or creates the file, and cannot be

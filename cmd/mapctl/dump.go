@@ -6,9 +6,10 @@ import (
 )
 
 var dumpCmd = &command{
-	name:    "dump",
-	args:    "PATH",
-	summary: `write every entry as a "key<TAB>value" line`,
+	readOnly: true,
+	name:     "dump",
+	args:     "PATH",
+	summary:  `write every entry as a "key<TAB>value" line`,
 	help: `Writes every entry of the map PATH to stdout, one per line:
 
   key<TAB>value

@@ -88,11 +88,5 @@ func cliText(err error) string {
 	if errors.Is(err, hashmap.ErrCorrupt) {
 		s = strings.ReplaceAll(s, "; Repair drops them", "; mapctl recover --repair drops them")
 	}
-	if errors.Is(err, hashmap.ErrTimeout) {
-		// A command that only reads cannot release what a dead process
-		// held (it does not write the file), and would wait out every
-		// such lock: say what can.
-		s += " (if a process died holding that lock, mapctl check on the map names it and mapctl recover releases it)"
-	}
 	return s
 }

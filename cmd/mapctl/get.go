@@ -3,9 +3,10 @@ package main
 import "fmt"
 
 var getCmd = &command{
-	name:    "get",
-	args:    "PATH KEY",
-	summary: "print the value stored under KEY (exit 1 if absent)",
+	readOnly: true,
+	name:     "get",
+	args:     "PATH KEY",
+	summary:  "print the value stored under KEY (exit 1 if absent)",
 	help: `Prints the value stored under KEY in the map PATH, as raw bytes followed by
 a newline. If KEY is absent, prints nothing on stdout, a "not found" message
 on stderr, and exits with status 1. Opens PATH read-only: it never

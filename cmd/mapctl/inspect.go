@@ -13,9 +13,10 @@ import (
 const inspectLimit = 64
 
 var inspectCmd = &command{
-	name:    "inspect",
-	args:    "PATH",
-	summary: "print the map's layout and a table of its segments",
+	readOnly: true,
+	name:     "inspect",
+	args:     "PATH",
+	summary:  "print the map's layout and a table of its segments",
 	help: `Prints the map's layout and sizes (as mapctl stats does), then one row per
 segment: its index, entries, tiers (the first one plus chained overflow
 tiers), modification sequence (odd while a writer is inside) and lock state.

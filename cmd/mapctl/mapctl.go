@@ -37,6 +37,9 @@ type command struct {
 	flags   func(fs *flag.FlagSet) any
 	run     func(e *env, c *command, opts any, args []string) int
 	hidden  bool
+	// readOnly: the command opens the map read-only, so it cannot release
+	// what a dead process held (see fail).
+	readOnly bool
 }
 
 // commands lists the subcommands in the order "mapctl help" shows them.
@@ -293,7 +296,14 @@ func (e *env) wantArgs(c *command, args []string, n int) bool {
 
 // fail reports err: exit status 1 for a missing key, 3 otherwise.
 func (e *env) fail(c *command, err error) int {
-	fmt.Fprintf(e.stderr, "mapctl: %s: %s\n", c.name, cliText(err))
+	msg := cliText(err)
+	if errors.Is(err, hashmap.ErrTimeout) && c.readOnly {
+		// A command that only reads cannot release what a dead process
+		// held (it does not write the file): say what can. Writers
+		// release it themselves, so their timeouts are a live holder's.
+		msg += " (if a process died holding that lock, mapctl check names it and mapctl recover releases it)"
+	}
+	fmt.Fprintf(e.stderr, "mapctl: %s: %s\n", c.name, msg)
 	if errors.Is(err, hashmap.ErrNotFound) {
 		return exitNotFound
 	}
@@ -322,7 +332,7 @@ func openExistingWith(path string, o *hashmap.Options) (*hashmap.Map, error) {
 		if st, serr := os.Stat(path); serr == nil && st.Size() == 0 {
 			return nil, fmt.Errorf("%s is empty, not a map (create one there with mapctl create)", path)
 		}
-		return nil, fmt.Errorf("%s is not a map: the process creating it died before finishing (remove it, then run mapctl create)", path)
+		return nil, fmt.Errorf("%s is not a map: its creation did not finish (its creator died or failed, or is only starting: then try again); remove it, then run mapctl create", path)
 	}
 	return m, err
 }

@@ -9,9 +9,10 @@ import (
 )
 
 var checkCmd = &command{
-	name:    "check",
-	args:    "PATH",
-	summary: "verify the whole file read-only; exit 3 if anything is wrong",
+	readOnly: true,
+	name:     "check",
+	args:     "PATH",
+	summary:  "verify the whole file read-only; exit 3 if anything is wrong",
 	help: `Verifies the map PATH without changing it (it is opened read-only): every
 segment's lock word and modification sequence, tier chains, hash slots,
 entries and their checksums, counters, and the process registry (processes

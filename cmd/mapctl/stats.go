@@ -25,9 +25,10 @@ type statsOpts struct {
 }
 
 var statsCmd = &command{
-	name:    "stats",
-	args:    "PATH",
-	summary: "print the map's counters and sizes, once or live",
+	readOnly: true,
+	name:     "stats",
+	args:     "PATH",
+	summary:  "print the map's counters and sizes, once or live",
 	help: `Prints the map's counters and geometry as "Key: value" lines, or with --json
 as one JSON object with the keys entries, capacity, max_bloat_factor,
 segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
@@ -38,8 +39,8 @@ lock_timeouts, read_only, resident, huge_page_bytes and path (and
 per_segment, a list of the same counters for each segment, with --segments).
 
 entries counts every entry stored: in a cache map, expired ones too until
-their space is reclaimed (by a put or delete of the same key, or by the
-eviction hand when a segment is full); get and dump skip them at once.
+their space is reclaimed (by a write of the same key, or by the eviction
+hand when a segment is full); get and dump skip them at once.
 
 undo_records is false for a map created with --no-undo, and fast_ledgers
 false for a file from before Put's fast path had a lock word of its own.
