@@ -39,8 +39,10 @@
 // A lookup in a map larger than the CPU's caches waits for memory two or
 // three times. GetMany, PutMany and DeleteMany take many keys at once and
 // request every key's lines before using the first, so those waits
-// overlap: for random keys, a key took 0.51x a lone Get's time with
-// GetMany in the peer benchmark (bench/), and 0.50x a Put per key over
+// overlap: for random keys, a key took 0.67x a lone Get's time with
+// GetMany in the peer benchmark with 64-byte values (149 against 224 ns,
+// bench/results/amd-0a260da; about a lone Get's with 1 KiB values, whose
+// copy is most of it), and 0.50x a Put per key over
 // the same batches with PutMany in BenchmarkMap. Each key is still read consistently, or written atomically, on
 // its own; a batch is not a transaction.
 //

@@ -495,9 +495,10 @@ func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
 // caller that reuses values across calls and expects misses keeps its
 // buffers elsewhere). It answers what a GetInto per key would, each key
 // read consistently on its own, but it overlaps the lookups' cache misses:
-// for random keys in a map larger than the CPU's caches, a key cost less
-// than half of a lone GetInto in BenchmarkMap (381 against 855 ns). values
-// must be as long as keys.
+// for random keys in a map larger than the CPU's caches, a key cost 0.67x
+// a lone GetInto with 64-byte values in the peer benchmark (149 against
+// 224 ns, bench/results/amd-0a260da; with 1 KiB values, whose copies are
+// most of the time, about the same). values must be as long as keys.
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))

@@ -10,9 +10,13 @@
 // for a sleeping waiter to be scheduled; restriction keeps the circulating
 // set as large as the core count and rotates the others in), cohort locks
 // ("cohort", "cohort-cr": a process's goroutines queue on a local mutex and
-// pass the shared lock among themselves up to a limit), and a
-// test-and-test-and-set word with futex parking ("ttas", the Chronicle Map
-// style baseline). All are thread-oblivious: the context an unlock needs is
+// pass the shared lock among themselves up to a limit), Ticket AWN of
+// Ramalhete and Correia ("ticket-awn": a ticket lock whose waiters far back
+// in the queue each wait on a node of their own), ALock of Nelson-Slivon,
+// Tseng and Palmieri ("alock": the lock's home process and every other
+// process queue as two cohorts, with loads and stores only between them),
+// and a test-and-test-and-set word with futex parking ("ttas", the
+// Chronicle Map style baseline). All are thread-oblivious: the context an unlock needs is
 // kept in the lock body, so any goroutine of any process may release a lock
 // another acquired.
 //
@@ -25,5 +29,5 @@
 // Processes that die holding or queued in a lock are recovered from
 // journals of lock episodes kept in the file (Arena.SetJournals,
 // Arena.Recover): a survivor takes the dead process's turns and releases
-// on its behalf. ticket-awn and alock keep no journal.
+// on its behalf, for every algorithm.
 package ipc
