@@ -115,7 +115,9 @@ func decodeLockLayout(b []byte) (lockLayout, error) {
 // LockTable is the map file's table of cross-process locks, for
 // applications to coordinate across processes: lock i is the same lock in
 // every process that opens the file. Locks are exclusive, and any goroutine
-// may unlock a lock another one locked. Create the map with Options.Locks
+// may unlock a lock another one locked (with the cohort algorithms, one of
+// the holder's process; with alock, one of the holder's cohort: see
+// package ipc). Create the map with Options.Locks
 // and Options.LockAlgorithm. Hold no lock across Close: a lock still held
 // when the Map of its holder is closed stays held until another Open takes
 // that Map's process slot (free slots are taken lowest first), whenever
@@ -309,7 +311,9 @@ func (t *LockTable) TryLock(i int) (bool, error) {
 }
 
 // Unlock releases lock i; it returns an error matching ErrNotLocked when the
-// lock is not held.
+// lock is not held, or (with the cohort algorithms) not held by this
+// process, and one matching ErrHeldElsewhere when an alock is held by the
+// other cohort, which alone may release it.
 func (t *LockTable) Unlock(i int) error {
 	l, c, err := t.lock(i)
 	if err != nil {
@@ -324,3 +328,7 @@ func (t *LockTable) Unlock(i int) error {
 
 // ErrNotLocked: Unlock of a lock that is not held.
 var ErrNotLocked = ipc.ErrNotLocked
+
+// ErrHeldElsewhere: Unlock of a lock held where this process may not
+// release it (an alock held by the other cohort); it stays held.
+var ErrHeldElsewhere = ipc.ErrHeldElsewhere

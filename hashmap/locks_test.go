@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,45 @@ func TestLockTableAcrossProcesses(t *testing.T) {
 			}
 			if got := binary.LittleEndian.Uint64(v); got != procs*goroutines*iters {
 				t.Fatalf("counter %d, want %d: the lock did not exclude", got, procs*goroutines*iters)
+			}
+		})
+	}
+}
+
+// TestUnlockFromAnotherProcess: a thread-oblivious lock held by one
+// process is released by another's Unlock; a cohort lock is not, and
+// Unlock says it may be held by another process; an alock held by its
+// home is not released by another process, which gets ErrHeldElsewhere.
+func TestUnlockFromAnotherProcess(t *testing.T) {
+	for _, alg := range ipc.Algorithms() {
+		algo := alg.Name
+		t.Run(algo, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.map")
+			opts := *helperOpts
+			opts.Locks, opts.LockAlgorithm = 1, algo
+			m, err := Open(path, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if err := m.Locks().Lock(0); err != nil { // this process opened it first: alock's home
+				t.Fatal(err)
+			}
+			lines := testutil.Run(t, helperCmd("unlock-held", path))
+			errorsIn(t, lines)
+			want := "unlock nil trylock true"
+			switch algo {
+			case "cohort", "cohort-cr":
+				want = "unlock not-locked-here trylock false"
+			case "alock":
+				want = "unlock held-elsewhere trylock false"
+			}
+			if len(lines) != 1 || strings.Join(lines[0], " ") != want {
+				t.Fatalf("helper said %q, want %q", lines, want)
+			}
+			err = m.Locks().Unlock(0)
+			if held := want != "unlock nil trylock true"; held && err != nil || !held && !errors.Is(err, ErrNotLocked) {
+				t.Fatalf("the holder's Unlock = %v (the lock still held: %v)", err, held)
 			}
 		})
 	}

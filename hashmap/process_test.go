@@ -180,6 +180,29 @@ func TestHelperProcess(t *testing.T) {
 			time.Sleep(time.Hour) // the test kills it
 		}
 		testutil.Report("done")
+	case "unlock-held": // unlock application lock 0, which another process holds; say how it went, and whether TryLock then takes it
+		err := m.Locks().Unlock(0)
+		class := "other: " + fmt.Sprint(err)
+		switch {
+		case err == nil:
+			class = "nil"
+		case errors.Is(err, ErrHeldElsewhere):
+			class = "held-elsewhere"
+		case errors.Is(err, ErrNotLocked) && strings.Contains(err.Error(), "released only in the process that holds it"):
+			class = "not-locked-here"
+		}
+		ok, err := m.Locks().TryLock(0)
+		if err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		if ok {
+			if err := m.Locks().Unlock(0); err != nil {
+				testutil.Report("error %v", err)
+				return
+			}
+		}
+		testutil.Report("unlock %s trylock %v", class, ok)
 	case "hold-lock": // take application lock 0, say so with key "held", wait to be killed
 		if err := m.Locks().Lock(0); err != nil {
 			testutil.Report("error %v", err)

@@ -537,11 +537,15 @@ func (l *alock) TryLock() bool {
 
 func (l *alock) Unlock() error {
 	h := atomic.SwapUint64(l.holder, 0)
-	if h == 0 || (h&alockHomeEpisode != 0) != l.isHome {
-		if h != 0 {
-			atomic.StoreUint64(l.holder, h) // another cohort's episode: not ours to end
-		}
+	if h == 0 {
 		return ErrNotLocked
+	}
+	if (h&alockHomeEpisode != 0) != l.isHome {
+		atomic.StoreUint64(l.holder, h) // another cohort's episode: not ours to end
+		if l.isHome {
+			return fmt.Errorf("%w: alock %d is held by a process other than its home, and only those release it", ErrHeldElsewhere, l.index)
+		}
+		return fmt.Errorf("%w: alock %d is held by its home process, and only that process releases it", ErrHeldElsewhere, l.index)
 	}
 	q, ok := l.queuedFor(h &^ alockHomeEpisode)
 	if !ok {

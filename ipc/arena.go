@@ -18,6 +18,10 @@ var (
 	// ErrNotLocked: Unlock found the lock free or not held by this
 	// episode's context (a double unlock, or an unlock without a lock).
 	ErrNotLocked = errors.New("ipc: unlock of a lock that is not held")
+	// ErrHeldElsewhere: Unlock found the lock held where this algorithm
+	// does not let this process release it (alock: by the other cohort;
+	// see the package doc). The lock stays held.
+	ErrHeldElsewhere = errors.New("ipc: the lock is held where this process may not release it")
 	// ErrUnknownAlgorithm: a name that Algorithms does not list.
 	ErrUnknownAlgorithm = errors.New("ipc: unknown lock algorithm")
 	// ErrBadConfig: an arena configuration or lock index out of range.

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,7 +172,9 @@ func (l *cohort) TryLock() bool {
 
 func (l *cohort) Unlock() error {
 	if !l.rec.held.CompareAndSwap(true, false) {
-		return ErrNotLocked
+		// Whether another process holds it, this one cannot tell: its
+		// record is that process's.
+		return fmt.Errorf("%w by this process (a cohort lock is released only in the process that holds it)", ErrNotLocked)
 	}
 	return l.release()
 }

@@ -16,9 +16,12 @@
 // Tseng and Palmieri ("alock": the lock's home process and every other
 // process queue as two cohorts, with loads and stores only between them),
 // and a test-and-test-and-set word with futex parking ("ttas", the
-// Chronicle Map style baseline). All are thread-oblivious: the context an unlock needs is
-// kept in the lock body, so any goroutine of any process may release a lock
-// another acquired.
+// Chronicle Map style baseline). All but three are thread-oblivious: the
+// context an unlock needs is kept in the lock body, so any goroutine of any
+// process may release a lock another acquired. The cohort locks keep their
+// local half in each process, so only a goroutine of the holding process
+// may release one (elsewhere Unlock says ErrNotLocked); alock only one of
+// the holder's cohort, the home process or the others (ErrHeldElsewhere).
 //
 // Waiting is polite on machines with fewer cores than waiters: a short spin
 // with a pause hint, a few OS yields, then a timed futex sleep on a 32-bit

@@ -23,7 +23,9 @@ type Mutex interface {
 	// TryLock takes the lock only if it is free, without waiting.
 	TryLock() bool
 	// Unlock releases the lock. It returns ErrNotLocked when it can tell the
-	// lock is not held (it cannot tell whose it is).
+	// lock is not held (it cannot tell whose it is), and ErrHeldElsewhere
+	// when it is held where this algorithm does not let this process
+	// release it (see the package doc: cohort locks and alock).
 	Unlock() error
 }
 
