@@ -52,7 +52,11 @@ type Options struct {
 	// ipc.Algorithms(). Default "hapax-cr". Fixed at creation.
 	LockAlgorithm string
 	// NoChecksums skips the per-entry checksum (on by default) when
-	// creating; it saves a hash of each written entry.
+	// creating; it saves a hash of each written entry. The checksum is
+	// what recovery, Check, Repair and Range tell a damaged entry by (a
+	// page torn by a machine crash, a stray write); Get and the other
+	// lookups do not verify it, for speed, and return such an entry's
+	// bytes as they are.
 	NoChecksums bool
 	// NoUndo creates the map without undo records. By default a Put that
 	// rewrites a value in place first copies into its segment's undo
