@@ -31,8 +31,8 @@
 // no process has changed or removed a value of its segment since it was
 // read, and it has not expired), so a process never returns a value older
 // than a write it has observed complete. BenchmarkNearCache measured a
-// JSON value of seven fields at 10.9 µs per Get without it and 0.66 µs
-// with it. Values it returns are shared: treat them as read-only.
+// JSON value of seven fields at 4.6 µs per Get without it and 0.26 µs
+// with it (medians of 5, 2026-11-27). Values it returns are shared: treat them as read-only.
 //
 // # Concurrency
 //
