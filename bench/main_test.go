@@ -41,12 +41,36 @@ func TestScriptKeysAreTheDrawnKeys(t *testing.T) {
 		if (s.keys != nil) != (mode == keysScript) {
 			t.Fatalf("-keys %s: script key bytes present = %v", mode, s.keys != nil)
 		}
-		for j := range scriptLen {
+		for j := range s.idx {
 			k := s.key(keys, j)
 			if string(k) != string(keys[s.idx[j]]) || cap(k) != keySize {
 				t.Fatalf("-keys %s: operation %d has key %q (cap %d), want %q", mode, j, k, cap(k), keys[s.idx[j]])
 			}
 		}
+	}
+}
+
+// TestUniformScriptsCoverTheKeys: a uniform script draws nearly every key
+// of its dataset, so that a store is measured on the whole working set,
+// not on the part a short script happens to go round.
+func TestUniformScriptsCoverTheKeys(t *testing.T) {
+	for _, n := range []int{1000, 100_000, 1_000_000} {
+		if l := scriptLen(n); l < 4*n || l&(l-1) != 0 {
+			t.Fatalf("scriptLen(%d) = %d: want a power of two of at least %d", n, l, 4*n)
+		}
+	}
+	keys := makeKeys(100_000)
+	s := newScript(keys, cell{workload: workloads[0], workers: 1}, 3)
+	seen := make([]bool, len(keys))
+	covered := 0
+	for _, i := range s.idx {
+		if !seen[i] {
+			seen[i] = true
+			covered++
+		}
+	}
+	if share := float64(covered) / float64(len(keys)); share < 0.97 {
+		t.Fatalf("a uniform script over %d keys draws %.1f%% of them", len(keys), share*100)
 	}
 }
 
