@@ -367,10 +367,13 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 		var ops uint64
 		var allocs float64
 		var elapsed time.Duration
+		hitRatio := -1.0 // not counted: a cell without Gets, or the workers'
 		if c.procs {
 			ops, elapsed, err = runProcesses(spec, d, dir, c, cellDur, st)
 		} else {
-			ops, allocs, elapsed, err = runGoroutines(st, d, keys, c, cellDur)
+			var t tally
+			t, allocs, elapsed, err = runGoroutines(st, d, keys, c, cellDur)
+			ops, hitRatio = t.ops, t.hitRatio()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", c, err)
@@ -383,6 +386,10 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 			allocs = math.NaN()
 		} else {
 			line += fmt.Sprintf(" %.2f allocs/op", allocs)
+		}
+		if hitRatio >= 0 {
+			line += fmt.Sprintf(" %.3f hits/get", hitRatio)
+			res.addCellHits(spec.name, d.name, c.String(), hitRatio)
 		}
 		fmt.Println(line)
 		res.add(spec.name, d.name, c.String(), run, ns, allocs)
@@ -486,37 +493,56 @@ func (s *script) key(keys [][]byte, j int) []byte {
 	return keys[s.idx[j]]
 }
 
-// work runs the script on st, round and round, until stop; it returns its
-// ops.
-func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (uint64, error) {
+// tally is what a worker did: operations, and of its Gets how many found
+// their key. Every key was loaded, so a miss is a key the store lost (a
+// cache evicting or dropping), and a cell whose Gets miss measures misses.
+type tally struct{ ops, gets, hits uint64 }
+
+func (t *tally) add(o tally) { t.ops, t.gets, t.hits = t.ops+o.ops, t.gets+o.gets, t.hits+o.hits }
+
+// hitRatio is hits over gets, or -1 for a cell without Gets.
+func (t tally) hitRatio() float64 {
+	if t.gets == 0 {
+		return -1
+	}
+	return float64(t.hits) / float64(t.gets)
+}
+
+// work runs the script on st, round and round, until stop.
+func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (tally, error) {
 	if w.batch > 0 {
 		return workBatches(st, d, keys, s, w, stop)
 	}
 	dst := make([]byte, 0, d.valueSize)
 	val := newValueBuf(d.valueSize)
-	var ops uint64
+	var t tally
 	for j := 0; !stop.Load(); {
 		for range 64 {
 			i := int(s.idx[j])
 			if s.get[j] {
 				var err error
-				if dst, _, err = st.Get(dst[:0], s.key(keys, j)); err != nil {
-					return ops, err
+				var found bool
+				if dst, found, err = st.Get(dst[:0], s.key(keys, j)); err != nil {
+					return t, err
+				}
+				t.gets++
+				if found {
+					t.hits++
 				}
 			} else if err := st.Put(s.key(keys, j), valueFor(val, i)); err != nil {
-				return ops, err
+				return t, err
 			}
-			ops++
+			t.ops++
 			j = (j + 1) & s.mask
 		}
 	}
-	return ops, nil
+	return t, nil
 }
 
 // workBatches is work for batched Gets: batch keys of the script a call,
 // through the store's batch read when it has one (batchGetter), else a
 // loop of Gets.
-func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (uint64, error) {
+func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic.Bool) (tally, error) {
 	batch := w.batch
 	if w.getPct == 0 {
 		return workPutBatches(st, d, keys, s, batch, stop)
@@ -529,23 +555,29 @@ func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop 
 	for i := range vs {
 		vs[i] = make([]byte, 0, d.valueSize)
 	}
-	var ops uint64
+	var t tally
 	for j := 0; !stop.Load(); {
 		for i := range ks {
 			ks[i] = s.key(keys, j)
 			j = (j + 1) & s.mask
 		}
 		if err := bg.GetMany(ks, vs); err != nil {
-			return ops, err
+			return t, err
 		}
-		ops += uint64(batch)
+		for _, v := range vs {
+			if v != nil {
+				t.hits++
+			}
+		}
+		t.ops += uint64(batch)
+		t.gets += uint64(batch)
 	}
-	return ops, nil
+	return t, nil
 }
 
 // workPutBatches is workBatches for Puts: each batch's values in buffers
 // of their own, since a batch write may keep them until it commits.
-func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *atomic.Bool) (uint64, error) {
+func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, stop *atomic.Bool) (tally, error) {
 	bp, ok := st.(batchPutter)
 	if !ok {
 		bp = loopPutter{st}
@@ -554,7 +586,7 @@ func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, sto
 	for i := range vs {
 		vs[i] = newValueBuf(d.valueSize)
 	}
-	var ops uint64
+	var t tally
 	for j := 0; !stop.Load(); {
 		for i := range ks {
 			idx := int(s.idx[j])
@@ -562,17 +594,17 @@ func workPutBatches(st store, d dataset, keys [][]byte, s script, batch int, sto
 			j = (j + 1) & s.mask
 		}
 		if err := bp.PutMany(ks, vs); err != nil {
-			return ops, err
+			return t, err
 		}
-		ops += uint64(batch)
+		t.ops += uint64(batch)
 	}
-	return ops, nil
+	return t, nil
 }
 
-func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration) (uint64, float64, time.Duration, error) {
+func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration) (tally, float64, time.Duration, error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	counts := make([]uint64, c.workers)
+	counts := make([]tally, c.workers)
 	errs := make([]error, c.workers)
 	scripts := make([]script, c.workers)
 	for g := range scripts {
@@ -593,16 +625,16 @@ func runGoroutines(st store, d dataset, keys [][]byte, c cell, dur time.Duration
 	wg.Wait()
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&m1)
-	var ops uint64
+	var t tally
 	for _, n := range counts {
-		ops += n
+		t.add(n)
 	}
 	for _, err := range errs {
 		if err != nil {
-			return 0, 0, 0, err
+			return tally{}, 0, 0, err
 		}
 	}
-	return ops, float64(m1.Mallocs-m0.Mallocs) / float64(max(ops, 1)), elapsed, nil
+	return t, float64(m1.Mallocs-m0.Mallocs) / float64(max(t.ops, 1)), elapsed, nil
 }
 
 // workerGrace is how long beyond its cell's duration a worker process may
@@ -748,12 +780,12 @@ func runWorker(arg string) int {
 	var stop atomic.Bool
 	start := time.Now()
 	time.AfterFunc(dur, func() { stop.Store(true) })
-	n, err := work(st, d, keys, s, w, &stop)
+	t, err := work(st, d, keys, s, w, &stop)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("%d %d\n", n, time.Since(start).Nanoseconds())
+	fmt.Printf("%d %d\n", t.ops, time.Since(start).Nanoseconds())
 	return 0
 }
 

@@ -128,3 +128,24 @@ func TestNarrowedRunsWriteElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingHitsNamesLossyCells: results.md names every cell whose Gets
+// missed in some run, with its lowest hit ratio, and says so when none did.
+func TestMissingHitsNamesLossyCells(t *testing.T) {
+	var r results
+	r.init()
+	if got := r.missingHits(); !strings.Contains(got, "Every Get") {
+		t.Fatalf("no cells: %q", got)
+	}
+	r.addCellHits("fastcache", "1M-64B", "mix95-uniform-g1", 0.5)
+	r.addCellHits("fastcache", "1M-64B", "mix95-uniform-g1", 0.098)
+	r.addCellHits("fastcache", "1M-64B", "mix95-uniform-g1", 0.3)
+	r.addCellHits("sharedmap", "1M-64B", "get-uniform-g1", 1)
+	got := r.missingHits()
+	if !strings.Contains(got, "fastcache 1M-64B mix95-uniform-g1 0.098") || strings.Contains(got, "sharedmap") {
+		t.Fatalf("missingHits = %q", got)
+	}
+	if tl := (tally{ops: 10, gets: 0}); tl.hitRatio() != -1 {
+		t.Fatalf("hit ratio of a cell without Gets = %v", tl.hitRatio())
+	}
+}
