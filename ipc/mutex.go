@@ -104,7 +104,7 @@ func (a *Arena) Mutex(algorithm string, index int) (Mutex, error) {
 }
 
 // testHookResetBumped, set only by tests, runs in Reset between its first
-// bump of the generation and its stores.
+// bump of the generation (and Depart's store) and its other stores.
 var testHookResetBumped func()
 
 // testHookResetBeforeClear, set only by tests, runs in Reset after it has
@@ -162,7 +162,25 @@ func (a *Arena) reset(index int, algorithm string) {
 	if isALock {
 		nextALockGeneration(b)
 	} else {
+		// Depart := Arrive as Arrive was before the bump, stored right
+		// after it. A waiter that sees the bump queues again behind the
+		// last arrival; with Arrive read after the bump (until 2026-11-27),
+		// a waiter that swapped it first had its own arrival covered by
+		// the store and waited for a predecessor that never departs, until
+		// its timeout: 1 run in 5 of TestTidexResetGrantsNoStaleWaiter under
+		// qemu. What is left: an arrival of its own between this load and
+		// the bump that then sees the bump before the store also queues
+		// again, and whoever queued behind its first place waits so; a
+		// window of two instructions, which only holding arrivals off
+		// during a Reset would close.
+		arrived := atomic.LoadUint64(&b[lArrive])
 		atomic.AddUint64(&b[lGen], 1)
+		atomic.StoreUint64(&b[lHolder], 0)
+		if algorithm == "ticket-awn" {
+			freeTickets(b)
+		} else {
+			atomic.StoreUint64(&b[lDepart], arrived)
+		}
 	}
 	if testHookResetBumped != nil {
 		testHookResetBumped()
@@ -172,12 +190,6 @@ func (a *Arena) reset(index int, algorithm string) {
 		// Its holder word only if nobody was granted the lock since.
 		atomic.CompareAndSwapUint64(&b[lHolder], holder, 0)
 	} else {
-		atomic.StoreUint64(&b[lHolder], 0)
-		if algorithm == "ticket-awn" {
-			freeTickets(b)
-		} else {
-			atomic.StoreUint64(&b[lDepart], atomic.LoadUint64(&b[lArrive]))
-		}
 		atomic.StoreUint64(&b[lWord], 0)
 		atomic.StoreUint64(&b[lRestrict], 0)
 		if hook := testHookResetBeforeClear.Load(); hook != nil {
