@@ -807,15 +807,14 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 		}
 		var arena []byte
 		var ends []int
-		bad, firstBadSegment, firstBad := 0, 0, []byte(nil) // entries failing their checksum
+		var bad segment.Damaged // entries failing their checksum
 		// fail ends the iteration with err, and with the damage met so
 		// far, which the end would have reported.
 		damage := func() error {
-			if bad == 0 {
+			if bad.Count == 0 {
 				return nil
 			}
-			return fmt.Errorf("%w: left out %s (the first: segment %d, key %s); Repair drops them",
-				ErrCorrupt, segment.FailingChecksums(bad), firstBadSegment, segment.QuoteKey(firstBad))
+			return fmt.Errorf("%w: %v; Repair drops them", ErrCorrupt, bad)
 		}
 		fail := func(err error) {
 			if d := damage(); d != nil {
@@ -850,10 +849,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				return
 			}
 			if damaged.Count > 0 {
-				if bad == 0 {
-					firstBad, firstBadSegment = damaged.FirstKey, i
-				}
-				bad += damaged.Count
+				bad.Add(damaged)
 			}
 			for j := 0; j+3 < len(ends); j += 4 {
 				if !yield(arena[ends[j]:ends[j+1]:ends[j+1]], arena[ends[j+2]:ends[j+3]:ends[j+3]]) {

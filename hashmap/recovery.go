@@ -138,10 +138,7 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 	for _, i := range only {
 		ledgers := func(dst []uint64) []uint64 {
 			for _, slot := range live {
-				dst = append(dst, loadLedger(m.reg.Ledger(slot, i)))
-				if m.layout.FastLedgers {
-					dst = append(dst, rwulock.FastAsLedger(loadLedger(m.fastLedger(slot, i))))
-				}
+				dst = m.appendLedgers(dst, slot, i)
 			}
 			return dst
 		}
@@ -306,6 +303,17 @@ func (m *Map) Check() ([]Problem, error) {
 	return out, nil
 }
 
+// appendLedgers appends what registry slot's process accounts for on
+// segment i's lock: its ledger and, in files with them, its fast ledger
+// read as one.
+func (m *Map) appendLedgers(dst []uint64, slot, i int) []uint64 {
+	dst = append(dst, loadLedger(m.reg.Ledger(slot, i)))
+	if m.layout.FastLedgers {
+		dst = append(dst, rwulock.FastAsLedger(loadLedger(m.fastLedger(slot, i))))
+	}
+	return dst
+}
+
 // liveHolders names the processes with the map open whose ledgers account
 // for a hold of segment i's lock (a read, update or write lock, not a
 // wait), or a change to it in flight; "" if none does, or the file has no
@@ -324,12 +332,10 @@ func (m *Map) liveHolders(i int) string {
 		return st.Readers > 0 || st.Update || st.Write || !settled
 	}
 	var pids []string
+	var ledgers []uint64
 	for _, slot := range live {
-		holds := holding(loadLedger(m.reg.Ledger(slot, i)))
-		if m.layout.FastLedgers {
-			holds = holds || holding(rwulock.FastAsLedger(loadLedger(m.fastLedger(slot, i))))
-		}
-		if holds {
+		ledgers = m.appendLedgers(ledgers[:0], slot, i)
+		if slices.ContainsFunc(ledgers, holding) {
 			who := fmt.Sprintf("slot %d", slot)
 			if sl, err := m.reg.Slot(slot); err == nil {
 				who = fmt.Sprintf("pid %d, slot %d", sl.PID, slot)

@@ -568,10 +568,9 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 	for j := e0; j+3 < len(ends); j += 4 {
 		ks, ke, ve := ends[j], ends[j+1], ends[j+3]
 		k, stored := arena[ks:ke], arena[ke:ve]
-		if head := arena[ks-entryHeaderSize : ks]; tb.layout.Checksums &&
-			binary.LittleEndian.Uint32(head[ehChecksum:]) != entryChecksum(head[:ehChecksum], k, stored) {
+		if !tb.checksumHolds(arena[ks-entryHeaderSize:ks], k, stored) {
 			if damaged.Count == 0 {
-				damaged.FirstKey = bytes.Clone(k)
+				damaged.Segment, damaged.FirstKey = s.index, bytes.Clone(k)
 			}
 			damaged.Count++
 			continue
@@ -600,15 +599,15 @@ func (s *Segment) Entries(fn func(key, value []byte) bool) error {
 		}
 	}
 	if damaged.Count > 0 {
-		return s.corrupt(-1, fmt.Sprintf("left out %s (the first: key %s)", FailingChecksums(damaged.Count), QuoteKey(damaged.FirstKey)))
+		return s.corrupt(-1, damaged.String())
 	}
 	return nil
 }
 
-// QuoteKey quotes key for an error message as %q does, cut after 64 bytes
+// quoteKey quotes key for an error message as %q does, cut after 64 bytes
 // with its length said: enough to tell which key it was, where a whole
 // key of megabytes would bury the message.
-func QuoteKey(key []byte) string {
+func quoteKey(key []byte) string {
 	const shown = 64
 	if len(key) <= shown {
 		return fmt.Sprintf("%q", key)
@@ -616,19 +615,30 @@ func QuoteKey(key []byte) string {
 	return fmt.Sprintf("%q… (%d bytes)", key[:shown], len(key))
 }
 
-// FailingChecksums says that n entries fail their checksum, in words.
-func FailingChecksums(n int) string {
-	if n == 1 {
-		return "1 entry that fails its checksum"
-	}
-	return fmt.Sprintf("%d entries that fail their checksum", n)
-}
-
 // Damaged tells of the entries AppendEntries left out because they fail
-// their checksum: how many, and the first one's key.
+// their checksum: how many, and where the first was.
 type Damaged struct {
 	Count    int
-	FirstKey []byte
+	Segment  int64  // of the first
+	FirstKey []byte // of the first
+}
+
+// Add counts d's entries in with those of a later segment.
+func (d *Damaged) Add(later Damaged) {
+	if d.Count == 0 {
+		*d = later
+		return
+	}
+	d.Count += later.Count
+}
+
+// String says what was left out, for an error message.
+func (d Damaged) String() string {
+	what := fmt.Sprintf("%d entries that fail their checksum", d.Count)
+	if d.Count == 1 {
+		what = "1 entry that fails its checksum"
+	}
+	return fmt.Sprintf("left out %s (the first: segment %d, key %s)", what, d.Segment, quoteKey(d.FirstKey))
 }
 
 // walk visits every entry of the chain: its header, key and stored value.

@@ -524,14 +524,17 @@ func (tb *Table) validEntry(t *tier, c int64) (key []byte, nch int64, ok bool) {
 		return nil, 0, false
 	}
 	key = tb.entryKey(t, c, klen)
-	if tb.layout.Checksums {
-		off := c * tb.layout.ChunkSize
-		stored := binary.LittleEndian.Uint32(t.space[off+ehChecksum:])
-		if stored != entryChecksum(t.space[off:off+ehChecksum], key, tb.entryValue(t, c, klen, vlen)) {
-			return nil, 0, false
-		}
+	off := c * tb.layout.ChunkSize
+	if !tb.checksumHolds(t.space[off:off+entryHeaderSize], key, tb.entryValue(t, c, klen, vlen)) {
+		return nil, 0, false
 	}
 	return key, nch, true
+}
+
+// checksumHolds reports whether an entry's header, key and stored value
+// agree with the checksum in the header (always, in a map without them).
+func (tb *Table) checksumHolds(head, key, stored []byte) bool {
+	return !tb.layout.Checksums || binary.LittleEndian.Uint32(head[ehChecksum:]) == entryChecksum(head[:ehChecksum], key, stored)
 }
 
 // Check verifies segment s without taking its lock or writing anything,
