@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -113,6 +114,7 @@ func main() {
 		onlyData  = flag.String("datasets", "", "comma-separated datasets to run (default all: 1M-64B,100k-1KiB)")
 		onlyCells = flag.String("cells", "", "comma-separated cells to run, e.g. get-uniform-g1,put-uniform-p2 (default all)")
 		workerArg = flag.String("worker", "", "internal: run as a worker process")
+		footArg   = flag.String("footprint", "", "internal: measure one store's footprint in this process")
 		profile   = flag.String("cpuprofile", "", "write a CPU profile of this process for the whole run (loads included; the worker processes of p cells are not in it) to this file, for go tool pprof; narrow the run with -stores and -cells")
 	)
 	flag.StringVar(&keyMode, "keys", keysScript, "where each operation's key comes from: "+
@@ -134,6 +136,9 @@ func main() {
 	}
 	if *workerArg != "" {
 		os.Exit(runWorker(*workerArg))
+	}
+	if *footArg != "" {
+		os.Exit(runFootprint(*footArg))
 	}
 	*out = outDir(*out, os.Getenv("BENCH_OUT"), *only, *onlyData, *onlyCells)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -325,30 +330,27 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 	defer st.Close()
 	// Load phase: every key, in index order, into the fresh store.
 	runtime.GC()
-	buf := newValueBuf(d.valueSize)
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
-	if bl, ok := st.(batchLoader); ok {
-		err = bl.LoadBatch(keys, func(i int) []byte { return valueFor(buf, i) })
-	} else {
-		for i, k := range keys {
-			if err = st.Put(k, valueFor(buf, i)); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("load: %w", err)
+	if err := load(st, d, keys); err != nil {
+		return err
 	}
 	loadNs := float64(time.Since(start).Nanoseconds()) / float64(len(keys))
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
-	gcStart := time.Now()
-	runtime.GC()
-	gcMs := float64(time.Since(gcStart).Microseconds()) / 1000
 	res.addStatic(spec.name, d.name, run, staticFigures{loadNs: loadNs,
-		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys)), gcMs: gcMs, rssMB: rssMB(), hugeMB: hugeMB()})
+		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys))})
+	if run == 0 {
+		// In a process of its own: in this one the heap holds what
+		// earlier stores left, and off-heap caches keep their freed
+		// chunks for the next store to reuse.
+		fp, err := measureFootprint(spec, d)
+		if err != nil {
+			return fmt.Errorf("footprint: %w", err)
+		}
+		res.addFootprint(spec.name, d.name, fp)
+	}
 	if dr, ok := st.(dropper); ok {
 		res.addDropped(spec.name, d.name, dr.Dropped())
 	}
@@ -799,6 +801,128 @@ func runWorker(arg string) int {
 func storeDir() string { return os.Getenv("BENCH_DIR") }
 
 func rssMB() float64 { return procMB("/proc/self/status", "VmRSS") }
+
+// load puts every key, in index order, into the fresh store st: through
+// its batch write if it has one, as a user loading it would.
+func load(st store, d dataset, keys [][]byte) error {
+	buf := newValueBuf(d.valueSize)
+	var err error
+	if bl, ok := st.(batchLoader); ok {
+		err = bl.LoadBatch(keys, func(i int) []byte { return valueFor(buf, i) })
+	} else {
+		for i, k := range keys {
+			if err = st.Put(k, valueFor(buf, i)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	return nil
+}
+
+// footprint is what holding a loaded store costs a process.
+type footprint struct {
+	// memMB is what opening and loading the store added to the resident
+	// set (freed heap given back to the OS before and after), plus a
+	// server's resident memory; hugeMB is how much of that is in huge
+	// pages.
+	memMB, hugeMB float64
+	// gcMs is a full collection's time with the store loaded less its
+	// time just before the store was opened, the key set on the heap both
+	// times.
+	gcMs float64
+}
+
+func (f footprint) String() string { return fmt.Sprintf("%g %g %g", f.memMB, f.hugeMB, f.gcMs) }
+
+// measureFootprint loads a fresh store of spec with dataset d in a new
+// process (this program with -footprint) and returns what it measured.
+func measureFootprint(spec storeSpec, d dataset) (footprint, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return footprint{}, err
+	}
+	cmd := exec.Command(self, "-footprint", spec.name+","+d.name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the run
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return footprint{}, err
+	}
+	var f footprint
+	if _, err := fmt.Sscan(string(out), &f.memMB, &f.hugeMB, &f.gcMs); err != nil {
+		return footprint{}, fmt.Errorf("footprint process said %q: %w", out, err)
+	}
+	return f, nil
+}
+
+// runFootprint is the process measureFootprint starts: it loads a fresh
+// store of the store and dataset arg names ("store,dataset") and prints
+// its footprint.
+func runFootprint(arg string) int {
+	name, dsName, _ := strings.Cut(arg, ",")
+	i := slices.IndexFunc(stores, func(s storeSpec) bool { return s.name == name })
+	j := slices.IndexFunc(datasets, func(d dataset) bool { return d.name == dsName })
+	if i < 0 || j < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -footprint: unknown store or dataset", arg)
+		return 2
+	}
+	spec, d := stores[i], datasets[j]
+	dir, err := os.MkdirTemp(storeDir(), "sharedmap-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	storeDirs.Lock()
+	storeDirs.m = map[string]bool{dir: true} // an interrupted run's Ctrl-C reaches this process too
+	storeDirs.Unlock()
+	keys := makeKeys(d.keys)
+	debug.FreeOSMemory()
+	rss0, huge0 := rssMB(), hugeMB()
+	gc0 := timedGC()
+	st, err := spec.open(dir, d)
+	if err == nil {
+		err = load(st, d, keys)
+	}
+	var f footprint
+	if err == nil {
+		f.gcMs = timedGC() - gc0
+		debug.FreeOSMemory()
+		f.memMB, f.hugeMB = rssMB()-rss0, hugeMB()-huge0
+		if sm, ok := st.(serverMemory); ok {
+			var server float64
+			if server, err = sm.ServerMB(); err == nil {
+				f.memMB += server
+			}
+		}
+	}
+	if st != nil {
+		st.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	runtime.KeepAlive(keys)
+	fmt.Println(f)
+	return 0
+}
+
+// timedGC is the time of a forced full collection, in ms: the least of
+// three, since one collection of a small heap can take a few ms more than
+// the next on a busy VM.
+func timedGC() float64 {
+	least := math.Inf(1)
+	for range 3 {
+		start := time.Now()
+		runtime.GC()
+		least = min(least, float64(time.Since(start).Microseconds())/1000)
+	}
+	return least
+}
 
 // hugeMB is how much of the process is mapped with huge pages: its heap
 // (AnonHugePages) and its file mappings (FilePmdMapped, ShmemPmdMapped).

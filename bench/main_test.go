@@ -149,3 +149,29 @@ func TestMissingHitsNamesLossyCells(t *testing.T) {
 		t.Fatalf("hit ratio of a cell without Gets = %v", tl.hitRatio())
 	}
 }
+
+// A store that failed one run has no sample for it: its later samples must
+// still be paired with the other stores' samples of their own runs, not of
+// the run at the same position.
+func TestRatiosPairSamplesByRun(t *testing.T) {
+	var r results
+	r.init()
+	const ds, c = "1M-64B", "get-uniform-g1"
+	for run, ns := range []float64{100, 200, 300} {
+		r.add("sharedmap", ds, c, run, ns, 0)
+	}
+	r.add("lmdb", ds, c, 0, 500, 0) // run 1 failed
+	r.add("lmdb", ds, c, 2, 1500, 0)
+	f := ratio("lmdb", c, "sharedmap", c)
+	for run, want := range map[int]float64{0: 5, 2: 5} {
+		if x, ok := f(&r, ds, run); !ok || x != want {
+			t.Errorf("run %d: ratio %v %v, want %v", run, x, ok, want)
+		}
+	}
+	if _, ok := f(&r, ds, 1); ok {
+		t.Errorf("run 1: a ratio from a run lmdb has no sample of")
+	}
+	if x, ok := r.medianRatio("lmdb", ds, c); !ok || x != 5 {
+		t.Errorf("medianRatio = %v %v, want 5 (by position it would be 500/100 and 1500/200)", x, ok)
+	}
+}

@@ -23,15 +23,23 @@ import (
 )
 
 type staticFigures struct {
-	loadNs, loadAllocs, gcMs, rssMB, hugeMB float64
+	loadNs, loadAllocs float64
 }
 
-type sample struct{ ns, allocs float64 }
+// sample is one run's figures of one cell; run is the run's number, by
+// which a store's sample is paired with another store's of the same run (a
+// store that failed a run has no sample for it, so positions would pair
+// samples of different runs).
+type sample struct {
+	run        int
+	ns, allocs float64
+}
 
 // results holds every run's figures, by store, dataset and cell.
 type results struct {
 	cells   map[string]map[string]map[string][]sample // store, dataset, cell
 	static  map[string]map[string][]staticFigures
+	foot    map[string]map[string]footprint
 	dropped map[string]map[string]uint64
 	hits    map[string]map[string]float64
 	// cellHits: store, dataset, cell, the lowest share of a run's Gets in
@@ -45,6 +53,7 @@ type results struct {
 func (r *results) init() {
 	r.cells = map[string]map[string]map[string][]sample{}
 	r.static = map[string]map[string][]staticFigures{}
+	r.foot = map[string]map[string]footprint{}
 	r.dropped = map[string]map[string]uint64{}
 	r.hits = map[string]map[string]float64{}
 	r.cellHits = map[string]map[string]map[string]float64{}
@@ -58,12 +67,12 @@ func nested[T any](m map[string]map[string]T, a, b string) map[string]T {
 	return m[a]
 }
 
-func (r *results) add(st, ds, c string, _ int, ns, allocs float64) {
+func (r *results) add(st, ds, c string, run int, ns, allocs float64) {
 	byDS := nested(r.cells, st, ds)
 	if byDS[ds] == nil {
 		byDS[ds] = map[string][]sample{}
 	}
-	byDS[ds][c] = append(byDS[ds][c], sample{ns, allocs})
+	byDS[ds][c] = append(byDS[ds][c], sample{run, ns, allocs})
 	if !slices.Contains(r.order, c) {
 		r.order = append(r.order, c)
 	}
@@ -74,7 +83,8 @@ func (r *results) addStatic(st, ds string, _ int, f staticFigures) {
 	m[ds] = append(m[ds], f)
 }
 
-func (r *results) addDropped(st, ds string, n uint64) { nested(r.dropped, st, ds)[ds] = n }
+func (r *results) addFootprint(st, ds string, f footprint) { nested(r.foot, st, ds)[ds] = f }
+func (r *results) addDropped(st, ds string, n uint64)      { nested(r.dropped, st, ds)[ds] = n }
 func (r *results) addHitRatio(st, ds string, x float64) {
 	nested(r.hits, st, ds)[ds] = x
 }
@@ -158,7 +168,7 @@ func (r *results) write(dir string) error {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# sharedmap against its peers\n\nMeasured %s on %s: %d CPUs (%s), %s, %s/%s. ",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "ns/op is wall time over all operations of all workers (g2: 2 goroutines, p2: 2 processes on one file), median of the runs; (xN) is the ratio to sharedmap in the same run set. allocs/op counts the whole process. File-backed stores (sharedmap, bbolt, LMDB) live in %s. %s\n\n", storeDirName(), keyModeText())
+	fmt.Fprintf(&b, "ns/op is wall time over all operations of all workers (g2: 2 goroutines, p2: 2 processes on one file), median of the runs; (xN) is the median over the runs of the ratio to sharedmap's time in the same run. allocs/op counts the whole process. File-backed stores (sharedmap, bbolt, LMDB) live in %s. %s\n\n", storeDirName(), keyModeText())
 	for _, d := range datasets {
 		if !r.hasDataset(d.name) {
 			continue
@@ -167,7 +177,7 @@ func (r *results) write(dir string) error {
 		for _, c := range headline {
 			fmt.Fprintf(&b, " %s |", c)
 		}
-		b.WriteString(" allocs/op (get, put g1) | load ns/key | process RSS MB after load | of it in huge pages | full GC ms | hits after load |\n|---|")
+		b.WriteString(" allocs/op (get, put g1) | load ns/key | memory MB | of it in huge pages | full GC ms | hits after load |\n|---|")
 		b.WriteString(strings.Repeat("---:|", len(headline)+6) + "\n")
 		for _, st := range storeNames() {
 			if r.cells[st][d.name] == nil {
@@ -183,9 +193,8 @@ func (r *results) write(dir string) error {
 					b.WriteString(" - |")
 					continue
 				}
-				base, _, bok := r.medianNs("sharedmap", d.name, c)
-				if bok && st != "sharedmap" {
-					fmt.Fprintf(&b, " %s (x%.2f) |", fmtNs(ns), ns/base)
+				if x, ok := r.medianRatio(st, d.name, c); ok && st != "sharedmap" {
+					fmt.Fprintf(&b, " %s (x%.2f) |", fmtNs(ns), x)
 				} else {
 					fmt.Fprintf(&b, " %s |", fmtNs(ns))
 				}
@@ -196,21 +205,25 @@ func (r *results) write(dir string) error {
 				}
 				return "-" // not in this run (-cells)
 			}
-			var load, gc, rss, huge []float64
+			var load []float64
 			for _, f := range r.static[st][d.name] {
-				load, gc, rss, huge = append(load, f.loadNs), append(gc, f.gcMs), append(rss, f.rssMB), append(huge, f.hugeMB)
+				load = append(load, f.loadNs)
+			}
+			fp := "- | - | -" // the first run's store failed before its footprint
+			if f, ok := r.foot[st][d.name]; ok {
+				fp = fmt.Sprintf("%.0f | %.0f | %.1f", f.memMB, f.hugeMB, max(f.gcMs, 0))
 			}
 			hit := fmt.Sprintf("%.3f", r.hits[st][d.name])
 			if n, ok := r.dropped[st][d.name]; ok {
 				hit += fmt.Sprintf(" (%d sets dropped)", n)
 			}
-			fmt.Fprintf(&b, " %s, %s | %s | %.0f | %.0f | %.1f | %s |\n", allocs("get-uniform-g1"), allocs("put-uniform-g1"), fmtNs(median(load)), median(rss), median(huge), median(gc), hit)
+			fmt.Fprintf(&b, " %s, %s | %s | %s | %s |\n", allocs("get-uniform-g1"), allocs("put-uniform-g1"), fmtNs(median(load)), fp, hit)
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString(r.targets())
 	b.WriteString(r.missingHits())
-	b.WriteString("Process RSS includes the key set and whatever heap earlier stores of the run left behind, so compare it only loosely; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked); full GC is a forced runtime.GC() with the store loaded, which is where on-heap stores pay.\n\n")
+	b.WriteString("Memory is what opening and loading the store added to the resident set of a fresh process that did nothing else (freed heap given back to the OS before and after; a file-backed store's mapped pages count, the page cache its writes went through does not), plus, for Redis, the server's resident memory; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked). Full GC is what a forced runtime.GC() took with the store loaded less what it took just before opening it, the same key set on the heap both times (the least of three each; 0 where the difference is below noise): the collector's cost of the store, which is where on-heap stores pay. Both measured once per store and dataset.\n\n")
 	b.WriteString("Every cell: ")
 	b.WriteString(strings.Join(r.order, ", "))
 	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
@@ -232,16 +245,57 @@ type target struct {
 	want   func(float64) bool
 }
 
+// sampleOf is store st's sample of cell c in run number run, if it has one.
+func (r *results) sampleOf(st, ds, c string, run int) (sample, bool) {
+	for _, s := range r.cells[st][ds][c] {
+		if s.run == run {
+			return s, true
+		}
+	}
+	return sample{}, false
+}
+
+// runs is how many runs the results hold samples of (the highest run
+// number plus one).
+func (r *results) runs() int {
+	n := 0
+	for _, byDS := range r.cells {
+		for _, byCell := range byDS {
+			for _, ss := range byCell {
+				for _, s := range ss {
+					n = max(n, s.run+1)
+				}
+			}
+		}
+	}
+	return n
+}
+
 // ratio is the figure of store a's cell ca over store b's cell cb in the
-// same run (the k-th sample of each: the runs interleave the stores).
+// same run (the runs interleave the stores, so the two were measured
+// minutes apart at most).
 func ratio(a, ca, b, cb string) func(r *results, ds string, run int) (float64, bool) {
 	return func(r *results, ds string, run int) (float64, bool) {
-		x, y := r.cells[a][ds][ca], r.cells[b][ds][cb]
-		if run >= len(x) || run >= len(y) || y[run].ns == 0 {
+		x, xok := r.sampleOf(a, ds, ca, run)
+		y, yok := r.sampleOf(b, ds, cb, run)
+		if !xok || !yok || y.ns == 0 {
 			return 0, false
 		}
-		return x[run].ns / y[run].ns, true
+		return x.ns / y.ns, true
 	}
+}
+
+// medianRatio is the median over the runs of store st's time in cell c
+// over sharedmap's in the same run, and whether any run had both.
+func (r *results) medianRatio(st, ds, c string) (float64, bool) {
+	f := ratio(st, c, "sharedmap", c)
+	var xs []float64
+	for run := range r.runs() {
+		if x, ok := f(r, ds, run); ok {
+			xs = append(xs, x)
+		}
+	}
+	return median(xs), len(xs) > 0
 }
 
 // targets are the performance targets, as the per-run figures
@@ -254,11 +308,12 @@ var targets = []target{
 	{"Put 3x faster than an LMDB write transaction", ratio("lmdb", "put-uniform-g1", "sharedmap", "put-uniform-g1"), "x", func(x float64) bool { return x >= 3 }},
 	{"two reader processes 1.8x one's throughput", ratio("sharedmap", "get-uniform-p1", "sharedmap", "get-uniform-p2"), "x", func(x float64) bool { return x >= 1.8 }},
 	{"zero allocations per operation (Get and Put, 1 goroutine)", func(r *results, ds string, run int) (float64, bool) {
-		g, p := r.cells["sharedmap"][ds]["get-uniform-g1"], r.cells["sharedmap"][ds]["put-uniform-g1"]
-		if run >= len(g) || run >= len(p) {
+		g, gok := r.sampleOf("sharedmap", ds, "get-uniform-g1", run)
+		p, pok := r.sampleOf("sharedmap", ds, "put-uniform-g1", run)
+		if !gok || !pok {
 			return 0, false
 		}
-		return max(g[run].allocs, p[run].allocs), true
+		return max(g.allocs, p.allocs), true
 	}, " allocs/op", func(x float64) bool { return x < 0.005 }}, // the count is the whole process's: the harness's own few allocations show as fractions of an op
 }
 
@@ -283,12 +338,10 @@ func (r *results) targets() string {
 		seen := false
 		for _, ds := range shown {
 			var xs []float64
-			for run := 0; ; run++ {
-				x, ok := t.figure(r, ds, run)
-				if !ok {
-					break
+			for run := range r.runs() {
+				if x, ok := t.figure(r, ds, run); ok {
+					xs = append(xs, x)
 				}
-				xs = append(xs, x)
 			}
 			if len(xs) == 0 {
 				line += " - |"

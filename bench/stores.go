@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +78,11 @@ func (l loopGetter) GetMany(keys, values [][]byte) error {
 	}
 	return nil
 }
+
+// serverMemory is implemented by a store whose data lives in another
+// process (Redis): that process's resident memory, in MB, which the
+// harness adds to its own growth.
+type serverMemory interface{ ServerMB() (float64, error) }
 
 // dropper reports how many sets a lossy store dropped.
 type dropper interface{ Dropped() uint64 }
@@ -553,6 +560,22 @@ func (s *redisStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
 	return nil
 }
 func (s *redisStore) Close() error { return s.c.Close() }
+
+// ServerMB is redis-server's resident memory (INFO's used_memory_rss),
+// data and server alike: the memory a user pays for the store.
+func (s *redisStore) ServerMB() (float64, error) {
+	info, err := s.c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for l := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory_rss:"); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			return n / (1 << 20), err
+		}
+	}
+	return 0, errors.New("redis INFO memory: no used_memory_rss")
+}
 
 // errSkip marks a store that cannot run here; the table says why.
 type errSkip string
