@@ -296,7 +296,7 @@ func (tb *Table) probeHome(index, hash uint64, key []byte) (slotAt, slot, v, vle
 	tag := uint32(hash >> (g.segBits & 63))
 	// The key's home runs, where its entry is unless others took them
 	// first, are on their way with the slot.
-	tb.requestHomeRun(index, tag)
+	tb.prefetchHomeRun(index, tag)
 	n := uint64(len(key))
 	shift := g.chunkShift & 63
 	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
