@@ -341,16 +341,6 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 	runtime.ReadMemStats(&m1)
 	res.addStatic(spec.name, d.name, run, staticFigures{loadNs: loadNs,
 		loadAllocs: float64(m1.Mallocs-m0.Mallocs) / float64(len(keys))})
-	if run == 0 {
-		// In a process of its own: in this one the heap holds what
-		// earlier stores left, and off-heap caches keep their freed
-		// chunks for the next store to reuse.
-		fp, err := measureFootprint(spec, d)
-		if err != nil {
-			return fmt.Errorf("footprint: %w", err)
-		}
-		res.addFootprint(spec.name, d.name, fp)
-	}
 	if dr, ok := st.(dropper); ok {
 		res.addDropped(spec.name, d.name, dr.Dropped())
 	}
@@ -396,6 +386,17 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 		fmt.Println(line)
 		res.add(spec.name, d.name, c.String(), run, ns, allocs)
 		res.raw = append(res.raw, line)
+	}
+	if run == 0 {
+		// In a process of its own (in this one the heap holds what
+		// earlier stores left, and off-heap caches keep their freed
+		// chunks for the next store to reuse), after the cells, so that
+		// they start right after this store's load as before.
+		fp, err := measureFootprint(spec, d)
+		if err != nil {
+			return fmt.Errorf("footprint: %w", err)
+		}
+		res.addFootprint(spec.name, d.name, fp)
 	}
 	return nil
 }
