@@ -13,6 +13,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -124,7 +125,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -keys %q: want %s or %s\n", keyMode, keysScript, keysTable)
 		os.Exit(2)
 	}
-	if *workerArg == "" {
+	if *workerArg == "" && *footArg == "" {
+		// Workers and footprint processes use directories the run made,
+		// which the run removes.
 		removeStoreDirsOnSignal()
 	}
 	if err := checkNames(*only, *onlyData, *onlyCells); err != nil {
@@ -306,10 +309,12 @@ func removeStoreDirsOnSignal() {
 	}()
 }
 
-func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run int, dur time.Duration) error {
-	dir, err := os.MkdirTemp(storeDir(), "sharedmap-bench-")
+// newStoreDir makes a directory for a store's files, removed on SIGINT or
+// SIGTERM until done is called, which removes it.
+func newStoreDir() (dir string, done func(), err error) {
+	dir, err = os.MkdirTemp(storeDir(), "sharedmap-bench-")
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	storeDirs.Lock()
 	if storeDirs.m == nil {
@@ -317,12 +322,39 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 	}
 	storeDirs.m[dir] = true
 	storeDirs.Unlock()
-	defer func() {
+	return dir, func() {
 		storeDirs.Lock()
 		delete(storeDirs.m, dir)
 		storeDirs.Unlock()
 		os.RemoveAll(dir)
-	}()
+	}, nil
+}
+
+// measureStore measures run number run of store spec with dataset d: its
+// cells, then its footprint in a process of its own (in this one the heap
+// holds what earlier stores left, and off-heap caches keep their freed
+// chunks for the next store to reuse), with this run's store closed and
+// removed by then, so that the two copies do not share the machine.
+func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run int, dur time.Duration) error {
+	if err := measureCells(res, spec, d, keys, run, dur); err != nil {
+		return err
+	}
+	fp, err := measureFootprint(spec, d)
+	if err != nil {
+		return fmt.Errorf("footprint: %w", err)
+	}
+	res.addFootprint(spec.name, d.name, fp)
+	return nil
+}
+
+// measureCells loads a fresh store of spec with dataset d and runs its
+// cells.
+func measureCells(res *results, spec storeSpec, d dataset, keys [][]byte, run int, dur time.Duration) error {
+	dir, done, err := newStoreDir()
+	if err != nil {
+		return err
+	}
+	defer done()
 	st, err := spec.open(dir, d)
 	if err != nil {
 		return err
@@ -386,17 +418,6 @@ func measureStore(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 		fmt.Println(line)
 		res.add(spec.name, d.name, c.String(), run, ns, allocs)
 		res.raw = append(res.raw, line)
-	}
-	if run == 0 {
-		// In a process of its own (in this one the heap holds what
-		// earlier stores left, and off-heap caches keep their freed
-		// chunks for the next store to reuse), after the cells, so that
-		// they start right after this store's load as before.
-		fp, err := measureFootprint(spec, d)
-		if err != nil {
-			return fmt.Errorf("footprint: %w", err)
-		}
-		res.addFootprint(spec.name, d.name, fp)
 	}
 	return nil
 }
@@ -832,71 +853,86 @@ type footprint struct {
 	memMB, hugeMB float64
 	// gcMs is a full collection's time with the store loaded less its
 	// time just before the store was opened, the key set on the heap both
-	// times.
-	gcMs float64
+	// times (the least of several each); gcNoiseMs is how far apart the
+	// collections before the open were, below which gcMs says nothing.
+	gcMs, gcNoiseMs float64
 }
 
-func (f footprint) String() string { return fmt.Sprintf("%g %g %g", f.memMB, f.hugeMB, f.gcMs) }
+func (f footprint) String() string {
+	return fmt.Sprintf("%g %g %g %g", f.memMB, f.hugeMB, f.gcMs, f.gcNoiseMs)
+}
+
+// footprintDeadline bounds a footprint process: the slowest store here
+// loads in seconds.
+const footprintDeadline = 5 * time.Minute
 
 // measureFootprint loads a fresh store of spec with dataset d in a new
-// process (this program with -footprint) and returns what it measured.
+// process (this program with -footprint), in a directory this process
+// makes and removes (so that a stopped run removes it too), and returns
+// what that process measured.
 func measureFootprint(spec storeSpec, d dataset) (footprint, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return footprint{}, err
 	}
-	cmd := exec.Command(self, "-footprint", spec.name+","+d.name)
+	dir, done, err := newStoreDir()
+	if err != nil {
+		return footprint{}, err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), footprintDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, "-footprint", strings.Join([]string{spec.name, d.name, dir}, ","))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the run
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return footprint{}, fmt.Errorf("footprint process killed after %v", footprintDeadline)
+	}
 	if err != nil {
 		return footprint{}, err
 	}
 	var f footprint
-	if _, err := fmt.Sscan(string(out), &f.memMB, &f.hugeMB, &f.gcMs); err != nil {
+	if _, err := fmt.Sscan(string(out), &f.memMB, &f.hugeMB, &f.gcMs, &f.gcNoiseMs); err != nil {
 		return footprint{}, fmt.Errorf("footprint process said %q: %w", out, err)
 	}
 	return f, nil
 }
 
 // runFootprint is the process measureFootprint starts: it loads a fresh
-// store of the store and dataset arg names ("store,dataset") and prints
-// its footprint.
+// store of the store and dataset arg names ("store,dataset,dir", the store's
+// files in dir) and prints its footprint.
 func runFootprint(arg string) int {
-	name, dsName, _ := strings.Cut(arg, ",")
-	i := slices.IndexFunc(stores, func(s storeSpec) bool { return s.name == name })
-	j := slices.IndexFunc(datasets, func(d dataset) bool { return d.name == dsName })
+	f := strings.Split(arg, ",")
+	if len(f) != 3 {
+		fmt.Fprintln(os.Stderr, "bench: -footprint: want store,dataset,dir, not", arg)
+		return 2
+	}
+	i := slices.IndexFunc(stores, func(s storeSpec) bool { return s.name == f[0] })
+	j := slices.IndexFunc(datasets, func(d dataset) bool { return d.name == f[1] })
 	if i < 0 || j < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -footprint: unknown store or dataset", arg)
 		return 2
 	}
-	spec, d := stores[i], datasets[j]
-	dir, err := os.MkdirTemp(storeDir(), "sharedmap-bench-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	storeDirs.Lock()
-	storeDirs.m = map[string]bool{dir: true} // an interrupted run's Ctrl-C reaches this process too
-	storeDirs.Unlock()
+	spec, d, dir := stores[i], datasets[j], f[2]
 	keys := makeKeys(d.keys)
 	debug.FreeOSMemory()
 	rss0, huge0 := rssMB(), hugeMB()
-	gc0 := timedGC()
+	gcLeast, gcMost := timedGC()
 	st, err := spec.open(dir, d)
 	if err == nil {
 		err = load(st, d, keys)
 	}
-	var f footprint
+	var fp footprint
 	if err == nil {
-		f.gcMs = timedGC() - gc0
+		loaded, _ := timedGC()
+		fp.gcMs, fp.gcNoiseMs = loaded-gcLeast, gcMost-gcLeast
 		debug.FreeOSMemory()
-		f.memMB, f.hugeMB = rssMB()-rss0, hugeMB()-huge0
+		fp.memMB, fp.hugeMB = rssMB()-rss0, hugeMB()-huge0
 		if sm, ok := st.(serverMemory); ok {
 			var server float64
 			if server, err = sm.ServerMB(); err == nil {
-				f.memMB += server
+				fp.memMB += server
 			}
 		}
 	}
@@ -908,22 +944,25 @@ func runFootprint(arg string) int {
 		return 1
 	}
 	runtime.KeepAlive(keys)
-	fmt.Println(f)
+	fmt.Println(fp)
 	return 0
 }
 
-// timedGC is the time of a forced full collection, in ms: the least of
-// three, since one collection of a small heap can take a few ms more than
-// the next on a busy VM.
-func timedGC() float64 {
-	least := math.Inf(1)
-	for range 3 {
+// timedGC times gcRounds forced full collections and returns the least
+// and the most, in ms: one collection of a small heap can take a few ms
+// more than the next on a busy VM.
+func timedGC() (least, most float64) {
+	least = math.Inf(1)
+	for range gcRounds {
 		start := time.Now()
 		runtime.GC()
-		least = min(least, float64(time.Since(start).Microseconds())/1000)
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		least, most = min(least, ms), max(most, ms)
 	}
-	return least
+	return least, most
 }
+
+const gcRounds = 5
 
 // hugeMB is how much of the process is mapped with huge pages: its heap
 // (AnonHugePages) and its file mappings (FilePmdMapped, ShmemPmdMapped).

@@ -175,3 +175,22 @@ func TestRatiosPairSamplesByRun(t *testing.T) {
 		t.Errorf("medianRatio = %v %v, want 5 (by position it would be 500/100 and 1500/200)", x, ok)
 	}
 }
+
+// A store with nothing on the Go heap must not show the VM's noise as its
+// collector cost: its GC figure reads as below the spread measured before
+// its open.
+func TestFootprintGCBelowNoise(t *testing.T) {
+	var r results
+	r.init()
+	for _, f := range []footprint{{memMB: 148, gcMs: 1.8, gcNoiseMs: 3.9}, {memMB: 150, gcMs: -1.5, gcNoiseMs: 2}, {memMB: 149, gcMs: 0.2, gcNoiseMs: 2.5}} {
+		r.addFootprint("sharedmap", "1M-64B", f)
+	}
+	for _, f := range []footprint{{memMB: 171, gcMs: 44.2, gcNoiseMs: 2}, {memMB: 170, gcMs: 45, gcNoiseMs: 3}} {
+		r.addFootprint("rwmutex-map", "1M-64B", f)
+	}
+	for st, want := range map[string]string{"sharedmap": "149 | 0 | < 2.5", "rwmutex-map": "170 | 0 | 44.6", "lmdb": "- | - | -"} {
+		if got := r.footprintCells(st, "1M-64B"); got != want {
+			t.Errorf("%s: %q, want %q", st, got, want)
+		}
+	}
+}

@@ -39,7 +39,7 @@ type sample struct {
 type results struct {
 	cells   map[string]map[string]map[string][]sample // store, dataset, cell
 	static  map[string]map[string][]staticFigures
-	foot    map[string]map[string]footprint
+	foot    map[string]map[string][]footprint
 	dropped map[string]map[string]uint64
 	hits    map[string]map[string]float64
 	// cellHits: store, dataset, cell, the lowest share of a run's Gets in
@@ -53,7 +53,7 @@ type results struct {
 func (r *results) init() {
 	r.cells = map[string]map[string]map[string][]sample{}
 	r.static = map[string]map[string][]staticFigures{}
-	r.foot = map[string]map[string]footprint{}
+	r.foot = map[string]map[string][]footprint{}
 	r.dropped = map[string]map[string]uint64{}
 	r.hits = map[string]map[string]float64{}
 	r.cellHits = map[string]map[string]map[string]float64{}
@@ -83,8 +83,31 @@ func (r *results) addStatic(st, ds string, _ int, f staticFigures) {
 	m[ds] = append(m[ds], f)
 }
 
-func (r *results) addFootprint(st, ds string, f footprint) { nested(r.foot, st, ds)[ds] = f }
-func (r *results) addDropped(st, ds string, n uint64)      { nested(r.dropped, st, ds)[ds] = n }
+func (r *results) addFootprint(st, ds string, f footprint) {
+	m := nested(r.foot, st, ds)
+	m[ds] = append(m[ds], f)
+}
+
+// footprintCells is the memory, huge pages and full GC columns of store st
+// with dataset ds: medians over the runs; a GC figure no larger than the
+// spread of the collections timed before the store was opened reads as
+// below that spread.
+func (r *results) footprintCells(st, ds string) string {
+	fs := r.foot[st][ds]
+	if len(fs) == 0 {
+		return "- | - | -" // no run of this store measured one: stderr says why
+	}
+	var mem, huge, gc, noise []float64
+	for _, f := range fs {
+		mem, huge, gc, noise = append(mem, f.memMB), append(huge, f.hugeMB), append(gc, f.gcMs), append(noise, f.gcNoiseMs)
+	}
+	gcText := fmt.Sprintf("%.1f", median(gc))
+	if n := median(noise); median(gc) <= n {
+		gcText = fmt.Sprintf("< %.1f", n)
+	}
+	return fmt.Sprintf("%.0f | %.0f | %s", median(mem), median(huge), gcText)
+}
+func (r *results) addDropped(st, ds string, n uint64) { nested(r.dropped, st, ds)[ds] = n }
 func (r *results) addHitRatio(st, ds string, x float64) {
 	nested(r.hits, st, ds)[ds] = x
 }
@@ -209,10 +232,7 @@ func (r *results) write(dir string) error {
 			for _, f := range r.static[st][d.name] {
 				load = append(load, f.loadNs)
 			}
-			fp := "- | - | -" // the first run's store failed before its footprint
-			if f, ok := r.foot[st][d.name]; ok {
-				fp = fmt.Sprintf("%.0f | %.0f | %.1f", f.memMB, f.hugeMB, max(f.gcMs, 0))
-			}
+			fp := r.footprintCells(st, d.name)
 			hit := fmt.Sprintf("%.3f", r.hits[st][d.name])
 			if n, ok := r.dropped[st][d.name]; ok {
 				hit += fmt.Sprintf(" (%d sets dropped)", n)
@@ -223,7 +243,7 @@ func (r *results) write(dir string) error {
 	}
 	b.WriteString(r.targets())
 	b.WriteString(r.missingHits())
-	b.WriteString("Memory is what opening and loading the store added to the resident set of a fresh process that did nothing else (freed heap given back to the OS before and after; a file-backed store's mapped pages count, the page cache its writes went through does not), plus, for Redis, the server's resident memory; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked). Full GC is what a forced runtime.GC() took with the store loaded less what it took just before opening it, the same key set on the heap both times (the least of three each; 0 where the difference is below noise): the collector's cost of the store, which is where on-heap stores pay. Both measured once per store and dataset.\n\n")
+	b.WriteString("Memory is what opening and loading the store added to the resident set of a fresh process that did nothing else (freed heap given back to the OS before and after; a file-backed store's mapped pages count, the page cache its writes went through does not), plus, for Redis, the server's resident memory; of it in huge pages counts the heap's transparent huge pages and file mappings mapped with 2 MiB pages (sharedmap asks for them; the others get what the kernel gives unasked). Full GC is what a forced runtime.GC() took with the store loaded less what it took just before opening it, the same key set on the heap both times (the least of five each): the collector's cost of the store, which is where on-heap stores pay; \"< N\" where it was no more than N, the spread of the five before the open, which is this machine's noise. Both measured after each run's cells, medians over the runs.\n\n")
 	b.WriteString("Every cell: ")
 	b.WriteString(strings.Join(r.order, ", "))
 	b.WriteString(" (all in the raw output, in Go benchmark format).\n")
