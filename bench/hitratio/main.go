@@ -258,7 +258,7 @@ func openSharedmap(budget int64, valueSize int, dir string) (c cache, note strin
 	if err != nil {
 		return nil, "", err
 	}
-	return &sharedCache{m: m, path: path}, fmt.Sprintf(" (sized for %d entries)", lo), nil
+	return &sharedCache{m: m, path: path, sized: lo}, "", nil
 }
 
 func opts(entries, valueSize int) *hashmap.Options {
@@ -267,9 +267,10 @@ func opts(entries, valueSize int) *hashmap.Options {
 }
 
 type sharedCache struct {
-	m    *hashmap.Map
-	path string
-	buf  []byte
+	m     *hashmap.Map
+	path  string
+	buf   []byte
+	sized int // the Entries its file was sized for
 }
 
 func (c *sharedCache) get(k []byte) bool {
@@ -282,6 +283,14 @@ func (c *sharedCache) put(k, v []byte) {
 		fail(err)
 	}
 }
+
+// note says how many entries the map was sized for and how many it held
+// at the end: a cache map keeps per-segment headroom, and holds more than
+// its Entries once full.
+func (c *sharedCache) note() string {
+	return fmt.Sprintf(" (sized for %d entries, held %d at the end)", c.sized, c.m.Len())
+}
+
 func (c *sharedCache) close() {
 	fmt.Fprintf(os.Stderr, "sharedmap held %d entries at the end (%d evicted)\n", c.m.Len(), c.m.Stats().Evictions)
 	c.m.Close()
