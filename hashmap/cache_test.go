@@ -32,7 +32,7 @@ func (c *testClock) Advance(d time.Duration) {
 
 // TestCacheTTL: entries expire at their TTL, for this handle and for
 // another opened on the same file; DefaultTTL applies to Put, PutIfAbsent
-// and Compute; bad TTLs and TTLs on plain maps are refused.
+// and the entries Compute creates; bad TTLs and TTLs on plain maps are refused.
 func TestCacheTTL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cache")
 	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
@@ -517,5 +517,66 @@ func TestCachePutThatGrowsNeverFull(t *testing.T) {
 	}
 	if p, err := m.Check(); err != nil || len(p) != 0 {
 		t.Errorf("Check: %v, %v", p, err)
+	}
+}
+
+// TestComputeKeepsExpiry: Compute and Update change a live entry's value
+// and keep its expiry, as a counter in a fixed window needs (they used to
+// store it with the DefaultTTL of the calling process, so that a 0 made a
+// one-minute counter permanent); an entry they create lives DefaultTTL.
+func TestComputeKeepsExpiry(t *testing.T) {
+	for _, defaultTTL := range []time.Duration{0, time.Hour} {
+		clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+		m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 100, Cache: true, DefaultTTL: defaultTTL, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		incr := func(old []byte, found bool) ([]byte, bool) { return append(old, 'x'), true }
+		for _, k := range []string{"computed", "updated"} {
+			if err := m.PutWithTTL([]byte(k), nil, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			clock.Advance(10 * time.Second)
+			if err := m.Compute([]byte("computed"), incr); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Update([]byte("updated"), func(old []byte, found bool) ([]byte, bool, error) {
+				v, keep := incr(old, found)
+				return v, keep, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Compute([]byte("created"), incr); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"computed", "updated"} {
+			if v, err := m.Get([]byte(k)); err != nil || string(v) != "xxx" {
+				t.Fatalf("DefaultTTL %v: %s after 30 s: %q, %v", defaultTTL, k, v, err)
+			}
+		}
+		clock.Advance(31 * time.Second) // 61 s after the PutWithTTL of 1 minute
+		for _, k := range []string{"computed", "updated"} {
+			if v, err := m.Get([]byte(k)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("DefaultTTL %v: %s outlived its minute: %q, %v", defaultTTL, k, v, err)
+			}
+		}
+		clock.Advance(2 * time.Hour)
+		_, err = m.Get([]byte("created"))
+		if gone := errors.Is(err, ErrNotFound); gone != (defaultTTL != 0) {
+			t.Errorf("DefaultTTL %v: the entry Compute created, 2 h later: %v", defaultTTL, err)
+		}
+		m.Close()
+	}
+}
+
+// A negative option's error names it: it used to print every field of
+// Options and leave the reader to find the one at fault.
+func TestNegativeOptionNamed(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Cache: true, DefaultTTL: -time.Second})
+	if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "DefaultTTL must not be negative") || strings.Contains(err.Error(), "Entries") {
+		t.Fatalf("Open with DefaultTTL -1s: %v", err)
 	}
 }

@@ -724,6 +724,10 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 //
 // fn runs under the lock of the key's segment: keep it short, and do not
 // call the map from it (it would wait for itself until LockTimeout).
+//
+// In a cache map an entry Compute changes keeps its expiry (a counter of
+// requests in a fixed window stays in its window), and one it creates lives
+// for DefaultTTL; PutWithTTL sets a new expiry.
 func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Compute with a nil function", ErrBadOptions)
@@ -741,7 +745,8 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 // current value (found false if absent) in a buffer valid only while fn
 // runs (copy what you keep; the value fn returns may be a slice of it),
 // and returns the new value and keep, as for Compute, or an error: then
-// nothing is written, and Update returns that error.
+// nothing is written, and Update returns that error. In a cache map an entry
+// it changes keeps its expiry, as with Compute.
 func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Update with a nil function", ErrBadOptions)

@@ -2,6 +2,7 @@ package hashmap
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sharedmap/sharedmap/ipc"
@@ -90,12 +91,17 @@ type Options struct {
 	MaxProcesses int
 	// Cache creates the map as a cache: entries may expire (PutWithTTL,
 	// DefaultTTL), and a full segment evicts the entries read least
-	// recently (CLOCK, per segment) instead of failing with ErrFull. Puts
+	// recently (CLOCK, per segment) instead of failing with ErrFull. A read
+	// counts when it marks the entry: Get, GetInto and GetMany through a
+	// writable handle do; a ReadOnly handle cannot write the
+	// mark, and Contains and a PutIfAbsent that finds the key do not, so
+	// keys read only through those age as if unread. Puts
 	// are synchronous: a Put that returns nil is stored, until it expires
 	// or is evicted. Fixed at creation; each value takes 8 more bytes.
 	Cache bool
-	// DefaultTTL is how long entries that Put, PutMany, PutIfAbsent,
-	// Compute and Update store in a cache map live; 0 means until evicted.
+	// DefaultTTL is how long entries that Put, PutMany and PutIfAbsent
+	// store in a cache map live, and those that Compute and Update create
+	// (an entry they change keeps its expiry); 0 means until evicted.
 	// Open refuses it (ErrNotCache) for a map that is not a cache. A choice of this
 	// process; others may differ.
 	DefaultTTL time.Duration
@@ -125,8 +131,19 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Entries < 0 || r.AverageKeySize < 0 || r.AverageValueSize < 0 || r.MaxBloatFactor < 0 || r.Segments < 0 || r.LockTimeout < 0 || r.Locks < 0 || r.MaxProcesses < 0 || r.DefaultTTL < 0 {
-		return r, fmt.Errorf("%w: negative values are not allowed (%+v)", ErrBadOptions, r)
+	var negative []string
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{{"Entries", r.Entries < 0}, {"AverageKeySize", r.AverageKeySize < 0}, {"AverageValueSize", r.AverageValueSize < 0},
+		{"MaxBloatFactor", r.MaxBloatFactor < 0}, {"Segments", r.Segments < 0}, {"LockTimeout", r.LockTimeout < 0},
+		{"Locks", r.Locks < 0}, {"MaxProcesses", r.MaxProcesses < 0}, {"DefaultTTL", r.DefaultTTL < 0}} {
+		if f.neg {
+			negative = append(negative, f.name)
+		}
+	}
+	if len(negative) > 0 {
+		return r, fmt.Errorf("%w: %s must not be negative", ErrBadOptions, strings.Join(negative, ", "))
 	}
 	if r.CreateNew && (r.NoCreate || r.ReadOnly) {
 		return r, fmt.Errorf("%w: CreateNew with NoCreate or ReadOnly", ErrBadOptions)

@@ -1045,8 +1045,9 @@ func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found boo
 }
 
 // ComputeExpiring is Compute with an expiry time (Unix nanoseconds, 0 =
-// never) for the stored value of a cache map; other maps ignore it. An
-// expired entry is absent to fn.
+// never) for a value it stores in a cache map where the key was absent (or
+// had expired, which fn also sees as absent); a live entry keeps its own
+// expiry. Other maps ignore it.
 func (s *Segment) ComputeExpiring(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, bool)) error {
 	return s.update(hash, key, expiry, true, func(old []byte, found bool) ([]byte, Outcome) {
 		value, keep := fn(old, found)
@@ -1068,7 +1069,8 @@ const (
 
 // Update runs fn on the current value of key under the segment's update
 // lock and does what it decides. old is a copy in a pooled buffer, valid
-// only during fn; the value fn returns may alias it.
+// only during fn; the value fn returns may alias it. expiry is as
+// ComputeExpiring's: for an entry it creates.
 func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []byte, found bool) ([]byte, Outcome)) error {
 	return s.update(hash, key, expiry, false, fn)
 }
@@ -1089,8 +1091,14 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 	var oldBuf *[]byte
 	live := false
 	if found {
+		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
 		var v []byte
-		v, live, _ = s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+		v, live, _ = s.tb.userValue(stored)
+		if live && s.tb.layout.Cache {
+			// A live entry keeps its expiry, as a counter in a fixed
+			// window must: expiry applies to the entry fn creates.
+			expiry, _ = expiryOf(stored)
+		}
 		switch {
 		case live && ownCopy:
 			old = append([]byte(nil), v...)

@@ -43,10 +43,13 @@ type Map[K, V any] struct {
 // the pool do not allocate.
 type scratch struct{ key, val []byte }
 
-// New wraps m; the Map does not own it, so closing m stays the caller's job
-// and other wrappers (with other codecs, say for a different key space)
-// may share it. keys and values must not be nil, and must be the codecs
-// every other process uses for this map.
+// New wraps m; the Map does not own it, so closing m stays the caller's job,
+// and another wrapper with the same codecs (NewCached's, say) may share it.
+// keys and values must not be nil, and must be the codecs every other
+// process and wrapper uses for this map: wrappers with other codecs on one
+// map share one key space (an 8-byte String key is the same key as some
+// Int64 key, and overwrites it) and Range stops with ErrDecode at the
+// other's entries. Keep two kinds of keys in two maps.
 func New[K, V any](m *hashmap.Map, keys Codec[K], values Codec[V]) *Map[K, V] {
 	return &Map[K, V]{m: m, keys: keys, values: values}
 }
@@ -387,7 +390,8 @@ func (t *Map[K, V]) DeleteMany(keys []K) (int, error) {
 // returns an error matching ErrDecode; when the value fn returns does not
 // encode, Compute returns that error. Either way nothing is written
 // (hashmap.Map.Update gives up). For fixed-width numbers Compute allocates
-// nothing.
+// nothing. In a cache map an entry it changes keeps its expiry, and one it
+// creates lives for the map's DefaultTTL (see hashmap.Map.Compute).
 func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 	if fn == nil {
 		return fmt.Errorf("compute: %w: a nil function", hashmap.ErrBadOptions)
