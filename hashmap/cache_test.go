@@ -580,3 +580,29 @@ func TestNegativeOptionNamed(t *testing.T) {
 		t.Fatalf("Open with DefaultTTL -1s: %v", err)
 	}
 }
+
+// TestContainsProtectsFromEviction: a key that Contains keeps looking at
+// survives a full cache's evictions, as one that Get reads does (Contains
+// did not mark the entry, and the key went within 1,412 puts in a
+// reviewing helper's run).
+func TestContainsProtectsFromEviction(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 512, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1, Segments: 1, Cache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Put([]byte("hot"), []byte("H")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		if ok, err := m.Contains([]byte("hot")); err != nil || !ok {
+			t.Fatalf("after %d puts (%d evictions): Contains(hot) = %v, %v", i, m.Stats().Evictions, ok, err)
+		}
+		if err := m.Put(fmt.Appendf(nil, "k%d", i), make([]byte, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Stats().Evictions == 0 {
+		t.Fatal("no evictions: the test did not test eviction")
+	}
+}

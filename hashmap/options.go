@@ -92,10 +92,10 @@ type Options struct {
 	// Cache creates the map as a cache: entries may expire (PutWithTTL,
 	// DefaultTTL), and a full segment evicts the entries read least
 	// recently (CLOCK, per segment) instead of failing with ErrFull. A read
-	// counts when it marks the entry: Get, GetInto and GetMany through a
-	// writable handle do; a ReadOnly handle cannot write the
-	// mark, and Contains and a PutIfAbsent that finds the key do not, so
-	// keys read only through those age as if unread. Puts
+	// counts when it marks the entry: Get, GetInto, GetMany and Contains
+	// through a writable handle do; a ReadOnly handle cannot write the
+	// mark, and a PutIfAbsent that finds the key does not, so keys read
+	// only through those age as if unread. Puts
 	// are synchronous: a Put that returns nil is stored, until it expires
 	// or is evicted. Fixed at creation; each value takes 8 more bytes.
 	Cache bool

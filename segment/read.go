@@ -522,6 +522,10 @@ func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 		if found {
 			_, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
 			found = live
+			if live {
+				// A look counts as a read for eviction, as Get's does.
+				s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+			}
 			return good
 		}
 		return ok
