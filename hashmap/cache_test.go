@@ -606,3 +606,24 @@ func TestContainsProtectsFromEviction(t *testing.T) {
 		t.Fatal("no evictions: the test did not test eviction")
 	}
 }
+
+// TestNoExpiry: PutWithTTL with NoExpiry stores an entry that outlives
+// any DefaultTTL, and a TTL of 0 is refused with a message that names it.
+func TestNoExpiry(t *testing.T) {
+	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+	m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 100, Cache: true, DefaultTTL: time.Minute, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.PutWithTTL([]byte("k"), []byte("v"), 0); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "NoExpiry") {
+		t.Fatalf("PutWithTTL 0: %v", err)
+	}
+	if err := m.PutWithTTL([]byte("k"), []byte("v"), NoExpiry); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * 365 * 24 * time.Hour)
+	if v, err := m.Get([]byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("a NoExpiry entry 100 years on: %q, %v", v, err)
+	}
+}

@@ -635,10 +635,14 @@ func (m *Map) Put(key, value []byte) error {
 	return err
 }
 
+// NoExpiry, as PutWithTTL's ttl, stores an entry that never expires (it
+// may still be evicted), whatever the map's DefaultTTL.
+const NoExpiry = time.Duration(math.MaxInt64)
+
 // PutWithTTL is Put for a cache map, with an entry that expires ttl from
 // now: from then on no process sees it, and its space is reclaimed when
-// needed. ttl must be positive; ErrNotCache on a map created without
-// Options.Cache.
+// needed. ttl must be positive (NoExpiry: never); ErrNotCache on a map
+// created without Options.Cache.
 func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
 	h := xxhash.Sum64(key)
 	c, err := m.enter(h, true)
@@ -650,9 +654,13 @@ func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
 		return ErrNotCache
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: TTL %v must be positive", ErrBadOptions, ttl)
+		return fmt.Errorf("%w: TTL %v must be positive (hashmap.NoExpiry for an entry that never expires)", ErrBadOptions, ttl)
 	}
-	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
+	expiry := m.expiry(ttl)
+	if ttl == NoExpiry {
+		expiry = 0
+	}
+	_, err = m.table.For(h).PutExpiring(h, key, value, expiry, segment.Replace)
 	return err
 }
 

@@ -187,7 +187,11 @@ func TestDecodeWrongLength(t *testing.T) {
 			if !errors.As(err, &de) || de.Type != c.name || de.Len != n || de.Want != c.size {
 				t.Fatalf("%s: Decode of %d bytes: %#v, want a DecodeError naming the type and both lengths", c.name, n, err)
 			}
-			want := fmt.Sprintf("typed: cannot decode %s from %d bytes (want %d)", c.name, n, c.size)
+			unit := "bytes"
+			if n == 1 {
+				unit = "byte"
+			}
+			want := fmt.Sprintf("typed: cannot decode %s from %d %s (want %d)", c.name, n, unit, c.size)
 			if err.Error() != want {
 				t.Errorf("%s: message %q, want %q", c.name, err, want)
 			}

@@ -25,7 +25,11 @@ type DecodeError struct {
 
 // Error reads "typed: cannot decode T from N bytes (want W): cause".
 func (e *DecodeError) Error() string {
-	s := fmt.Sprintf("typed: cannot decode %s from %d bytes", e.Type, e.Len)
+	unit := "bytes"
+	if e.Len == 1 {
+		unit = "byte"
+	}
+	s := fmt.Sprintf("typed: cannot decode %s from %d %s", e.Type, e.Len, unit)
 	if e.Want > 0 && e.Len != e.Want {
 		s += fmt.Sprintf(" (want %d)", e.Want)
 	}

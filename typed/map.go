@@ -36,6 +36,9 @@ type Map[K, V any] struct {
 	scratch sync.Pool                    // of *scratch; per Map, so it is freed with the Map
 	batches sync.Pool                    // of *batch, for GetMany and PutMany
 	near    atomic.Pointer[nearCache[V]] // nil: no near-cache (see NewCached)
+	// closedHits and closedMisses are the near-cache's counts when Close
+	// ended it, for NearStats.
+	closedHits, closedMisses atomic.Uint64
 }
 
 // scratch is the pair of buffers one call encodes its key and value into
@@ -328,10 +331,10 @@ func (t *Map[K, V]) PutWithTTL(k K, v V, ttl time.Duration) error {
 	s := t.getScratch()
 	defer t.putScratch(s)
 	if err := t.encodeKey(s, k); err != nil {
-		return fmt.Errorf("put: %w", err)
+		return fmt.Errorf("put with TTL: %w", err)
 	}
 	if err := t.encodeValue(s, v); err != nil {
-		return fmt.Errorf("put: %w", err)
+		return fmt.Errorf("put with TTL: %w", err)
 	}
 	return t.m.PutWithTTL(s.key, s.val, ttl)
 }

@@ -95,11 +95,12 @@ func (t *Map[K, V]) getNear(n *nearCache[V], s *scratch) (V, error) {
 }
 
 // NearStats reports the near-cache's hits (values served without reading
-// the map) and misses since the Map was made; zeros without a near-cache.
+// the map) and misses since the Map was made, and after Close its final
+// counts; zeros without a near-cache.
 func (t *Map[K, V]) NearStats() (hits, misses uint64) {
 	n := t.near.Load()
 	if n == nil {
-		return 0, 0
+		return t.closedHits.Load(), t.closedMisses.Load()
 	}
 	return n.hits.Load(), n.misses.Load()
 }
@@ -112,6 +113,8 @@ func (t *Map[K, V]) Close() error {
 	if n := t.near.Swap(nil); n != nil {
 		n.users.Close()
 		n.c.Close()
+		t.closedHits.Store(n.hits.Load())
+		t.closedMisses.Store(n.misses.Load())
 	}
 	return nil
 }

@@ -146,8 +146,16 @@ func TestNearCacheSeesOwnAndTTL(t *testing.T) {
 	get("three")
 	now = now.Add(time.Second)
 	get("")
-	if hits, _ := c.NearStats(); hits == 0 {
+	hits, misses := c.NearStats()
+	if hits == 0 {
 		t.Fatal("the near-cache served nothing")
+	}
+	// Close keeps the final counts (it used to leave zeros).
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, m := c.NearStats(); h != hits || m != misses {
+		t.Fatalf("NearStats after Close: %d, %d; before: %d, %d", h, m, hits, misses)
 	}
 	for _, n := range []int64{0, -1, MaxNearEntries + 1, 1 << 31, 1 << 62} {
 		if _, err := NewCached(raw, String(), String(), n); err == nil {
