@@ -762,18 +762,8 @@ func runWorker(arg string) int {
 		fmt.Fprintln(os.Stderr, "bad worker argument", arg)
 		return 2
 	}
-	var spec storeSpec
-	for _, s := range stores {
-		if s.name == f[0] {
-			spec = s
-		}
-	}
-	var d dataset
-	for _, x := range datasets {
-		if x.name == f[1] {
-			d = x
-		}
-	}
+	spec, _ := findStore(f[0])
+	d, _ := findDataset(f[1])
 	var w workload
 	for _, x := range workloads {
 		if x.name == f[3] {
@@ -899,6 +889,24 @@ func measureFootprint(spec storeSpec, d dataset) (footprint, error) {
 	return f, nil
 }
 
+// findStore is the store named name, if there is one.
+func findStore(name string) (storeSpec, bool) {
+	i := slices.IndexFunc(stores, func(s storeSpec) bool { return s.name == name })
+	if i < 0 {
+		return storeSpec{}, false
+	}
+	return stores[i], true
+}
+
+// findDataset is the dataset named name, if there is one.
+func findDataset(name string) (dataset, bool) {
+	i := slices.IndexFunc(datasets, func(d dataset) bool { return d.name == name })
+	if i < 0 {
+		return dataset{}, false
+	}
+	return datasets[i], true
+}
+
 // runFootprint is the process measureFootprint starts: it loads a fresh
 // store of the store and dataset arg names ("store,dataset,dir", the store's
 // files in dir) and prints its footprint.
@@ -908,13 +916,13 @@ func runFootprint(arg string) int {
 		fmt.Fprintln(os.Stderr, "bench: -footprint: want store,dataset,dir, not", arg)
 		return 2
 	}
-	i := slices.IndexFunc(stores, func(s storeSpec) bool { return s.name == f[0] })
-	j := slices.IndexFunc(datasets, func(d dataset) bool { return d.name == f[1] })
-	if i < 0 || j < 0 {
+	spec, sok := findStore(f[0])
+	d, dok := findDataset(f[1])
+	if !sok || !dok {
 		fmt.Fprintln(os.Stderr, "bench: -footprint: unknown store or dataset", arg)
 		return 2
 	}
-	spec, d, dir := stores[i], datasets[j], f[2]
+	dir := f[2]
 	keys := makeKeys(d.keys)
 	debug.FreeOSMemory()
 	rss0, huge0 := rssMB(), hugeMB()

@@ -30,6 +30,19 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// openClockedCache opens a fresh cache map of entries with defaultTTL,
+// timed by a test clock it returns; the map is closed when the test ends.
+func openClockedCache(t *testing.T, entries int, defaultTTL time.Duration) (*Map, *testClock) {
+	t.Helper()
+	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
+	m, err := Open(filepath.Join(t.TempDir(), "cache"), &Options{Entries: entries, Cache: true, DefaultTTL: defaultTTL, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, clock
+}
+
 // TestCacheTTL: entries expire at their TTL, for this handle and for
 // another opened on the same file; DefaultTTL applies to Put, PutIfAbsent
 // and the entries Compute creates; bad TTLs and TTLs on plain maps are refused.
@@ -446,12 +459,7 @@ func TestCacheAcrossProcesses(t *testing.T) {
 // TestGetManyInACache: GetMany in a cache map returns live entries and
 // nil for expired ones, as Get does.
 func TestGetManyInACache(t *testing.T) {
-	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
-	m, err := Open(filepath.Join(t.TempDir(), "cache"), &Options{Entries: 1000, Cache: true, DefaultTTL: time.Minute, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, clock := openClockedCache(t, 1000, time.Minute)
 	keys := [][]byte{[]byte("short"), []byte("long"), []byte("absent")}
 	if err := m.PutWithTTL(keys[0], []byte("s"), time.Second); err != nil {
 		t.Fatal(err)
@@ -526,11 +534,7 @@ func TestCachePutThatGrowsNeverFull(t *testing.T) {
 // one-minute counter permanent); an entry they create lives DefaultTTL.
 func TestComputeKeepsExpiry(t *testing.T) {
 	for _, defaultTTL := range []time.Duration{0, time.Hour} {
-		clock := &testClock{t: time.Unix(1_700_000_000, 0)}
-		m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 100, Cache: true, DefaultTTL: defaultTTL, Now: clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, clock := openClockedCache(t, 100, defaultTTL)
 		incr := func(old []byte, found bool) ([]byte, bool) { return append(old, 'x'), true }
 		for _, k := range []string{"computed", "updated"} {
 			if err := m.PutWithTTL([]byte(k), nil, time.Minute); err != nil {
@@ -564,11 +568,10 @@ func TestComputeKeepsExpiry(t *testing.T) {
 			}
 		}
 		clock.Advance(2 * time.Hour)
-		_, err = m.Get([]byte("created"))
+		_, err := m.Get([]byte("created"))
 		if gone := errors.Is(err, ErrNotFound); gone != (defaultTTL != 0) {
 			t.Errorf("DefaultTTL %v: the entry Compute created, 2 h later: %v", defaultTTL, err)
 		}
-		m.Close()
 	}
 }
 
@@ -610,12 +613,7 @@ func TestContainsProtectsFromEviction(t *testing.T) {
 // TestNoExpiry: PutWithTTL with NoExpiry stores an entry that outlives
 // any DefaultTTL, and a TTL of 0 is refused with a message that names it.
 func TestNoExpiry(t *testing.T) {
-	clock := &testClock{t: time.Unix(1_700_000_000, 0)}
-	m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 100, Cache: true, DefaultTTL: time.Minute, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, clock := openClockedCache(t, 100, time.Minute)
 	if err := m.PutWithTTL([]byte("k"), []byte("v"), 0); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "NoExpiry") {
 		t.Fatalf("PutWithTTL 0: %v", err)
 	}

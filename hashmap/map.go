@@ -656,17 +656,14 @@ func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: TTL %v must be positive (hashmap.NoExpiry for an entry that never expires)", ErrBadOptions, ttl)
 	}
-	expiry := m.expiry(ttl)
-	if ttl == NoExpiry {
-		expiry = 0
-	}
-	_, err = m.table.For(h).PutExpiring(h, key, value, expiry, segment.Replace)
+	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
 	return err
 }
 
-// expiry is the expiry time of an entry stored now to live ttl (0: never).
+// expiry is the expiry time of an entry stored now to live ttl (0: never,
+// as for NoExpiry).
 func (m *Map) expiry(ttl time.Duration) int64 {
-	if ttl <= 0 || !m.layout.Cache {
+	if ttl <= 0 || ttl == NoExpiry || !m.layout.Cache {
 		return 0
 	}
 	now := m.table.Now()

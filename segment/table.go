@@ -132,9 +132,8 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	g := &tb.geom
 	tag := uint32(hash >> (g.segBits & 63))
 	base := index * g.tierSize
-	runs := base + g.entriesOff
 	words := tb.tierWords
-	first, second := runs+g.homeByte(tag), runs+g.secondHomeByte(tag)
+	first, second := g.homeRunBytes(index, tag)
 	offheap.PrefetchWords(&words[base>>3+tierHeaderSize/8+uint64(tag)&g.slotMask], &words[first>>3], &words[second>>3])
 	offheap.PrefetchWordsForWrite(&words[(first+g.homeLast)>>3], &words[(second+g.homeLast)>>3])
 	// A large value's lines past the first two, in its first home run,
@@ -152,36 +151,42 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	}
 }
 
-// requestHomeRun starts fetching the lines of segment index's two home
-// runs for tag: of each, its first (the entry header and key) and the one
-// after, or its last when shorter (the value, which the copy streams
-// beyond that). The words read are not used: what matters is that the
-// lines are coming. It loads them, for Prefetch, a batch's first pass:
-// there prefetch instructions took 1.14x the time (docs/PERFORMANCE.md).
-func (tb *Table) requestHomeRun(index uint64, tag uint32) {
-	g := &tb.geom
+// homeRunBytes is where segment index's two home runs for tag start, in
+// bytes of the tiers area: of a lookup's lines, a run's first (the entry
+// header and key) and the one at homeLast after it (the value, which the
+// copy streams beyond that) are wanted on their way with the slot's.
+func (g *geometry) homeRunBytes(index uint64, tag uint32) (first, second uint64) {
 	runs := index*g.tierSize + g.entriesOff
-	first, second := runs+g.homeByte(tag), runs+g.secondHomeByte(tag)
-	atomic.LoadUint64(&tb.tierWords[first>>3])
-	atomic.LoadUint64(&tb.tierWords[(first+g.homeLast)>>3])
-	atomic.LoadUint64(&tb.tierWords[second>>3])
-	atomic.LoadUint64(&tb.tierWords[(second+g.homeLast)>>3])
+	return runs + g.homeByte(tag), runs + g.secondHomeByte(tag)
 }
 
-// prefetchHomeRun requests requestHomeRun's lines with prefetch
-// instructions, for a lone lookup's probe (probeHome), which reads them as
-// soon as its slot arrives. A load of a line not yet come holds its place
-// in the CPU's reorder window, and, on x86, keeps the locked instruction
-// after it (a Put's unlock) from executing, until the line comes, though
-// the probe needs one home run's lines at most; a prefetch leaves at once. Put requested the lines by prefetch already
-// (requestPutLines), and the probe's loads after that still took 1.07x
-// the time of a Put with 64 B values, 1.03x with 1 KiB (8 and 6
-// alternating pairs of bench binaries, AMD EPYC VM); TryGet's copy of the
-// probe gained the same way (0.946x).
+// requestHomeRun starts fetching the home runs' lines (homeRunBytes) by
+// loading words of them, whose values are not used: what matters is that
+// the lines are coming. It is for Prefetch, a batch's first pass: there
+// prefetch instructions took 1.14x the time (docs/PERFORMANCE.md).
+func (tb *Table) requestHomeRun(index uint64, tag uint32) {
+	g := &tb.geom
+	first, second := g.homeRunBytes(index, tag)
+	w := tb.tierWords
+	atomic.LoadUint64(&w[first>>3])
+	atomic.LoadUint64(&w[(first+g.homeLast)>>3])
+	atomic.LoadUint64(&w[second>>3])
+	atomic.LoadUint64(&w[(second+g.homeLast)>>3])
+}
+
+// prefetchHomeRun requests requestHomeRun's lines with prefetch instructions,
+// for a lone lookup's probe (probeHome), which reads them as soon as its
+// slot arrives. A load of a line not yet come holds its place in the CPU's
+// reorder window, and, on x86, keeps the locked instruction after it (a
+// Put's unlock) from executing, until the line comes, though the probe
+// needs one home run's lines at most; a prefetch leaves at once. Put
+// requested the lines by prefetch already (requestPutLines), and the
+// probe's loads after that still took 1.07x the time of a Put with 64 B
+// values, 1.03x with 1 KiB (8 and 6 alternating pairs of bench binaries,
+// AMD EPYC VM); TryGet's copy of the probe gained the same way (0.946x).
 func (tb *Table) prefetchHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
-	runs := index*g.tierSize + g.entriesOff
-	first, second := runs+g.homeByte(tag), runs+g.secondHomeByte(tag)
+	first, second := g.homeRunBytes(index, tag)
 	w := tb.tierWords
 	offheap.PrefetchWordsForRead(&w[first>>3], &w[(first+g.homeLast)>>3], &w[second>>3], &w[(second+g.homeLast)>>3])
 }
