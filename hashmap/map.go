@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
@@ -428,11 +429,14 @@ func (m *Map) Get(key []byte) ([]byte, error) {
 
 // GetInto appends the value stored under key to dst and returns the extended
 // slice; with enough capacity in dst it allocates nothing. ErrNotFound if
-// the key is absent (dst is returned unchanged).
+// the key is absent (dst is returned unchanged). key may lie in dst's
+// spare capacity (one buffer for both): the lookup then copies the key
+// first, an allocation.
 func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 	if m.gate.Closed() {
 		return dst, ErrClosed
 	}
+	key = keyApart(dst, key)
 	h := keyhash.Inline(key) // see keyhash: a call here costs more than hashing
 	if h == 0 {
 		h = xxhash.Sum64(key)
@@ -453,6 +457,17 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 		return dst, ErrNotFound
 	}
 	return v, nil
+}
+
+// keyApart returns key, or a copy of it if it lies in dst's spare
+// capacity, where a lookup appends the value: an optimistic read appends
+// before it knows whether a writer spoiled it, and its next look must
+// compare the key's own bytes, not the value's.
+func keyApart(dst, key []byte) []byte {
+	if offheap.Overlap(dst[len(dst):cap(dst)], key) {
+		return bytes.Clone(key)
+	}
+	return key
 }
 
 // getSlow is GetInto after an unsure TryGet.
@@ -476,6 +491,7 @@ func (m *Map) getSlow(h uint64, key, dst []byte) ([]byte, error) {
 // getCounted is the table lookup of key (hashed to h) into dst, counted as
 // a hit or a miss.
 func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
+	key = keyApart(dst, key)
 	v, answer := m.table.TryGet(h, key, dst)
 	found := answer == segment.Found
 	if answer == segment.Unsure {
@@ -499,6 +515,8 @@ func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
 // a lone GetInto with 64-byte values in the peer benchmark (149 against
 // 224 ns, bench/results/amd-0a260da; with 1 KiB values, whose copies are
 // most of the time, about the same). values must be as long as keys.
+// values[i] may hold keys[i] in its spare capacity (see GetInto), but must
+// not share memory with another key of the batch.
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))
@@ -907,7 +925,7 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 	}
 	defer c.Leave()
 	s := m.table.For(h)
-	v, found, seq, expiry, err := s.GetVersioned(h, key, dst)
+	v, found, seq, expiry, err := s.GetVersioned(h, keyApart(dst, key), dst)
 	if err != nil {
 		return dst, Version{}, err
 	}
