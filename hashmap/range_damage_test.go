@@ -2,10 +2,14 @@ package hashmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestRangeLeavesOutDamagedEntries: an entry whose bytes changed on disk
@@ -67,6 +71,113 @@ func TestRangeLeavesOutDamagedEntries(t *testing.T) {
 			if len(got) != 2 || got["alpha"] != want["alpha"] || got["gamma"] != want["gamma"] {
 				t.Errorf("%s yielded %q; want alpha and gamma only", name, got)
 			}
+		}
+		m.Close()
+	}
+}
+
+// TestRangeGoesPastABrokenChain: a segment whose chain of tiers cannot be
+// followed (its first tier's next word names no tier) is left out whole,
+// and Range yields every entry of the other segments before it ends with
+// ErrCorrupt saying so. Before, Range stopped at that segment, and a dump
+// lost every segment after it.
+func TestRangeGoesPastABrokenChain(t *testing.T) {
+	m, path := openTemp(t, &Options{Entries: 400, Segments: 4})
+	want := map[string]bool{} // keys outside the damaged segment
+	const damaged = 1
+	for i := range 300 {
+		k := []byte(fmt.Sprintf("key-%d", i))
+		if err := m.Put(k, []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+		if m.table.For(xxhash.Sum64(k)).Index() != damaged {
+			want[string(k)] = true
+		}
+	}
+	l := *m.layout
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next [8]byte
+	binary.LittleEndian.PutUint64(next[:], uint64(l.Tiers)+5) // the tier header's first word: next tier + 1
+	if _, err := f.WriteAt(next[:], l.TiersOff+damaged*l.TierSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var rerr error
+	got := map[string]bool{}
+	for k := range m.RangeView(&rerr) {
+		got[string(k)] = true
+	}
+	if !errors.Is(rerr, ErrCorrupt) || !strings.Contains(rerr.Error(), "segment 1") || !strings.Contains(rerr.Error(), "left out") {
+		t.Errorf("RangeView ended with %v; want ErrCorrupt naming segment 1 as left out", rerr)
+	}
+	if len(got) != len(want) || len(want) < 200 {
+		t.Errorf("yielded %d entries, want the %d of the other segments", len(got), len(want))
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("%s not yielded", k)
+			break
+		}
+	}
+}
+
+// TestGetCheckedRefusesDamage: GetChecked answers ErrCorrupt, naming the
+// key, for an entry whose value changed after it was written, where
+// GetInto returns the changed bytes; sound entries, absent keys and a
+// cache map's entries (whose checksum covers their expiry) read as with
+// GetInto.
+func TestGetCheckedRefusesDamage(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		m, path := openTemp(t, &Options{Entries: 1000, Cache: cache})
+		for _, k := range []string{"alpha", "beta"} {
+			if err := m.Put([]byte(k), []byte("VALUE-OF-"+k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v, err := m.GetChecked([]byte("x"), []byte("alpha")); err != nil || string(v) != "xVALUE-OF-alpha" {
+			t.Errorf("cache %v: GetChecked of a sound entry: %q, %v", cache, v, err)
+		}
+		m.Close()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.LastIndex(b, []byte("VALUE-OF-beta"))
+		if i < 0 {
+			t.Fatal("value not in the file")
+		}
+		b[i] ^= 0x20
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err = Open(path, &Options{Cache: cache, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := m.GetInto(nil, []byte("beta")); err != nil || string(v) != "vALUE-OF-beta" {
+			t.Errorf("cache %v: GetInto of the damaged entry: %q, %v; want the changed bytes (lookups trust the file)", cache, v, err)
+		}
+		if v, err := m.GetChecked([]byte("x"), []byte("beta")); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `"beta"`) || string(v) != "x" {
+			t.Errorf("cache %v: GetChecked of the damaged entry: %q, %v; want ErrCorrupt naming beta, dst unchanged", cache, v, err)
+		}
+		if v, err := m.GetChecked(nil, []byte("alpha")); err != nil || string(v) != "VALUE-OF-alpha" {
+			t.Errorf("cache %v: GetChecked of a sound entry after reopening: %q, %v", cache, v, err)
+		}
+		if _, err := m.GetChecked(nil, []byte("gamma")); !errors.Is(err, ErrNotFound) {
+			t.Errorf("cache %v: GetChecked of an absent key: %v", cache, err)
 		}
 		m.Close()
 	}

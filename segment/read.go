@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -406,6 +407,44 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	return out, found, seq, expiry, nil
 }
 
+// GetChecked is Get that also verifies the entry's checksum, on its copy
+// after the consistent read: an entry that fails it is an error matching
+// ErrCorrupt, and dst comes back unchanged. In a file without checksums it
+// is Get.
+func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	start := len(dst)
+	var head [entryHeaderSize]byte
+	out, found := dst, false
+	_, err := s.consistentReadAt("get", func() bool {
+		out, found = dst[:start], false
+		loc, f, ok := s.find(hash, key)
+		if !ok || !f {
+			return ok
+		}
+		off := loc.chunk * s.tb.layout.ChunkSize
+		copy(head[:], loc.tier.space[off:off+entryHeaderSize])
+		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
+		_, live, good := s.tb.userValue(stored)
+		if !good {
+			return false
+		}
+		if live {
+			found = true
+			s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+			out = append(out, stored...) // with a cache map's expiry: the checksum covers it
+		}
+		return true
+	})
+	if err != nil || !found {
+		return dst[:start], false, err
+	}
+	if !s.tb.checksumHolds(head[:], key, out[start:]) {
+		return dst[:start], false, s.corrupt(-1, fmt.Sprintf("the entry of key %s fails its checksum", quoteKey(key)))
+	}
+	v, _, _ := s.tb.userValue(out[start:])
+	return out[:start+copy(out[start:], v)], true, nil
+}
+
 // lookupHome is a writer's look for key (which hashes to segment index)
 // in the segment's first tier, without a lock: probeHome's answer as
 // Segment-relative figures. When found, pos is the key's slot index, slot
@@ -536,23 +575,26 @@ func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 // AppendEntries copies every entry of the segment out, consistently: the
 // bytes are appended to arena, and for each entry four offsets into arena,
 // where its key starts and ends and where its value starts and ends, are
-// appended to ends. An entry that fails its checksum is left out and
-// counted in damaged: within a consistent copy no writer is midway through
-// it, so that is damage, and its bytes are not the value any Put stored.
-// The checksums are computed on the copy, after it is taken: inside the
-// read they would lengthen the time a writer can spoil it in, or that
-// writers wait for it under the read lock.
+// appended to ends. An entry that fails its checksum, or whose header does
+// not decode, is left out and counted in damaged: within a consistent copy
+// no writer is midway through it, so that is damage, and its bytes are not
+// the value any Put stored; the entries around it are copied all the same
+// (a copy is how data is saved from a damaged file). A tier chain that
+// cannot be followed is an error matching ErrCorrupt. The checksums are
+// computed on the copy, after it is taken: inside the read they would
+// lengthen the time a writer can spoil it in, or that writers wait for it
+// under the read lock.
 func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, damaged Damaged, err error) {
 	a0, e0 := len(arena), len(ends)
+	undecodable := 0
 	err = s.consistentRead("range", func() bool {
-		arena, ends = arena[:a0], ends[:e0]
-		good := true
+		arena, ends, undecodable = arena[:a0], ends[:e0], 0
 		// Each entry as its header (for the checksum), key and stored
 		// value (a cache map's with its expiry).
-		_, err := s.walk(func(head, k, v []byte) bool {
+		_, err := s.walk(func(head, k, v []byte) {
 			if _, ok := expiryOf(v); s.tb.layout.Cache && !ok {
-				good = false // too short for its expiry: torn
-				return false
+				undecodable++ // too short for its expiry
+				return
 			}
 			arena = append(arena, head...)
 			ends = append(ends, len(arena))
@@ -560,12 +602,14 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 			ends = append(ends, len(arena), len(arena))
 			arena = append(arena, v...)
 			ends = append(ends, len(arena))
-			return true
-		})
-		return err == nil && good
+		}, func() { undecodable++ })
+		return err == nil
 	})
 	if err != nil {
 		return arena[:a0], ends[:e0], Damaged{}, err
+	}
+	if undecodable > 0 {
+		damaged.Undecodable, damaged.UndecodableSegment = undecodable, s.index
 	}
 	tb := s.tb
 	kept := e0
@@ -602,7 +646,7 @@ func (s *Segment) Entries(fn func(key, value []byte) bool) error {
 			return nil
 		}
 	}
-	if damaged.Count > 0 {
+	if damaged.Any() {
 		return s.corrupt(-1, damaged.String())
 	}
 	return nil
@@ -619,36 +663,58 @@ func quoteKey(key []byte) string {
 	return fmt.Sprintf("%q… (%d bytes)", key[:shown], len(key))
 }
 
-// Damaged tells of the entries AppendEntries left out because they fail
-// their checksum: how many, and where the first was.
+// Damaged tells of the entries AppendEntries left out: those that fail
+// their checksum (how many, and where the first was) and those whose
+// header does not decode (how many, and the segment of the first).
 type Damaged struct {
 	Count    int
 	Segment  int64  // of the first
 	FirstKey []byte // of the first
+
+	Undecodable        int
+	UndecodableSegment int64 // of the first
 }
+
+// Any reports whether any entry was left out.
+func (d Damaged) Any() bool { return d.Count > 0 || d.Undecodable > 0 }
 
 // Add counts d's entries in with those of a later segment.
 func (d *Damaged) Add(later Damaged) {
 	if d.Count == 0 {
-		*d = later
-		return
+		d.Segment, d.FirstKey = later.Segment, later.FirstKey
+	}
+	if d.Undecodable == 0 {
+		d.UndecodableSegment = later.UndecodableSegment
 	}
 	d.Count += later.Count
+	d.Undecodable += later.Undecodable
 }
 
 // String says what was left out, for an error message.
 func (d Damaged) String() string {
-	what := fmt.Sprintf("%d entries that fail their checksum", d.Count)
-	if d.Count == 1 {
-		what = "1 entry that fails its checksum"
+	var parts []string
+	if d.Count > 0 {
+		what := fmt.Sprintf("%d entries that fail their checksum", d.Count)
+		if d.Count == 1 {
+			what = "1 entry that fails its checksum"
+		}
+		parts = append(parts, fmt.Sprintf("%s (the first: segment %d, key %s)", what, d.Segment, quoteKey(d.FirstKey)))
 	}
-	return fmt.Sprintf("left out %s (the first: segment %d, key %s)", what, d.Segment, quoteKey(d.FirstKey))
+	if d.Undecodable > 0 {
+		what := fmt.Sprintf("%d entries that do not decode", d.Undecodable)
+		if d.Undecodable == 1 {
+			what = "1 entry that does not decode"
+		}
+		parts = append(parts, fmt.Sprintf("%s (the first in segment %d)", what, d.UndecodableSegment))
+	}
+	return "left out " + strings.Join(parts, " and ")
 }
 
-// walk visits every entry of the chain: its header, key and stored value.
-// It returns errInconsistent (and the tier where it happened) when
-// something cannot be decoded.
-func (s *Segment) walk(fn func(head, key, value []byte) bool) (int64, error) {
+// walk calls fn with every entry of the chain that decodes: its header, key
+// and stored value, and undecodable for every slot whose entry does not.
+// It returns errInconsistent (and the tier where it happened) when the
+// chain cannot be followed.
+func (s *Segment) walk(fn func(head, key, value []byte), undecodable func()) (int64, error) {
 	tb := s.tb
 	l := &tb.layout
 	t := s.index
@@ -662,12 +728,11 @@ func (s *Segment) walk(fn func(head, key, value []byte) bool) (int64, error) {
 			c := slotChunk(slot)
 			klen, vlen, _, ok := tb.entryAt(&tv, c)
 			if !ok {
-				return t, errInconsistent
+				undecodable()
+				continue
 			}
 			off := c * l.ChunkSize
-			if !fn(tv.space[off:off+entryHeaderSize], tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen)) {
-				return t, nil
-			}
+			fn(tv.space[off:off+entryHeaderSize], tb.entryKey(&tv, c, klen), tb.entryValue(&tv, c, klen, vlen))
 		}
 		next := tv.next()
 		if next == 0 {

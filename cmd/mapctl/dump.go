@@ -23,9 +23,13 @@ validated by its modification sequence; no lock word is written. Of a
 cache map it writes the live entries without their expiry times: loaded
 back, they never expire unless mapctl load --ttl gives them a time to live.
 
-An entry that fails its checksum (damage: mapctl check lists it) is left
-out, so that a dump loaded back never stores damaged bytes under a fresh
-checksum; the others are written, and dump then exits with status 3.
+Damage does not stop a dump. An entry that fails its checksum or does not
+decode (mapctl check lists both) is left out, so that a dump loaded back
+never stores damaged bytes under a fresh checksum, and so are the entries
+of a segment whose chain of overflow tiers is broken; everything else is
+written, and dump then exits with status 3, saying what it left out.
+mapctl recover --repair keeps what it can of a damaged segment in the file
+itself.
 
 Example:
   mapctl dump /tmp/m.map | sort > entries.tsv`,

@@ -12,6 +12,12 @@ a newline. If KEY is absent, prints nothing on stdout, a "not found" message
 on stderr, and exits with status 1. Opens PATH read-only: it never
 writes the file, not even a lock word.
 
+It verifies the entry's checksum first: a value whose bytes changed after
+it was written (damage, or a write torn by a machine crash) is not printed;
+get says so and exits with status 3 (mapctl recover --repair drops such
+entries). Programs reading through the library get that check from
+Map.GetChecked; Get and GetInto trust the file.
+
 Example:
   mapctl get /tmp/m.map user:42 || echo "no such user"`,
 	run: func(e *env, c *command, _ any, args []string) int {
@@ -23,7 +29,7 @@ Example:
 			return e.fail(c, err)
 		}
 		defer m.Close()
-		v, err := m.Get([]byte(args[1]))
+		v, err := m.GetChecked(nil, []byte(args[1]))
 		if err != nil {
 			return e.fail(c, fmt.Errorf("key %s: %w", quoteShort(args[1]), err))
 		}

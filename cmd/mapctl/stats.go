@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -58,8 +62,8 @@ processes run; lookups by read-only processes are not counted. Files from
 before the counters report "counters": false and zeros.
 
 With --watch INTERVAL it prints one line every INTERVAL, with the operations
-per second since the previous line, until interrupted or --count lines
-(with --json, one JSON object per line, without per-segment rates: --segments
+per second since the previous line, until interrupted (Ctrl-C, after which
+it exits with status 0) or --count lines (with --json, one JSON object per line, without per-segment rates: --segments
 is refused with --watch). --watch 0s is the default: print once.
 
 Counters are read without locks: while other processes write, they are a
@@ -129,13 +133,21 @@ type statsJSON struct {
 	PerSegment []hashmap.SegmentInfo `json:"per_segment,omitempty"`
 }
 
-// watchStats prints the counters' rates every o.watch.
+// watchStats prints the counters' rates every o.watch, until it has
+// printed o.count lines or is interrupted, which is how a watch without a
+// count is meant to end: exit status 0 either way.
 func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	prev, at := m.Stats(), time.Now()
 	tick := time.NewTicker(o.watch)
 	defer tick.Stop()
 	for round := 0; o.count == 0 || round < o.count; round++ {
-		<-tick.C
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-tick.C:
+		}
 		st, now := m.Stats(), time.Now()
 		secs := now.Sub(at).Seconds()
 		rate := func(a, b int64) float64 { return float64(a-b) / secs }
