@@ -490,7 +490,7 @@ func (m *Map) GetChecked(dst, key []byte) ([]byte, error) {
 // before it knows whether a writer spoiled it, and its next look must
 // compare the key's own bytes, not the value's.
 func keyApart(dst, key []byte) []byte {
-	if offheap.Overlap(dst[len(dst):cap(dst)], key) {
+	if offheap.InSpare(dst, key) {
 		return bytes.Clone(key)
 	}
 	return key

@@ -2,15 +2,15 @@ package offheap
 
 import "unsafe"
 
-// Overlap reports whether a and b share a byte of memory. A lookup that
+// InSpare reports whether key shares a byte with dst's spare capacity,
+// dst[len(dst):cap(dst)], where an append to dst writes. A lookup that
 // appends a value to a caller's buffer before it knows whether it must
-// look again (an optimistic read that a writer spoils) would, when the
-// buffer's spare capacity holds the key, look again with the value's bytes
-// in place of the key's: the caller checks first and looks with a copy.
-func Overlap(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+// look again (an optimistic read that a writer spoils) would, with the key
+// there, look again with the value's bytes in place of the key's: the
+// caller checks first, in the few instructions a lookup's fast path can
+// spare, and looks with a copy.
+func InSpare(dst, key []byte) bool {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+	k := uintptr(unsafe.Pointer(unsafe.SliceData(key)))
+	return len(key) > 0 && k < base+uintptr(cap(dst)) && k+uintptr(len(key)) > base+uintptr(len(dst))
 }

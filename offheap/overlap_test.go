@@ -2,30 +2,28 @@ package offheap
 
 import "testing"
 
-func TestOverlap(t *testing.T) {
-	buf := make([]byte, 64)
+func TestInSpare(t *testing.T) {
+	buf := make([]byte, 8, 64)
 	other := make([]byte, 8)
 	for _, c := range []struct {
-		name string
-		a, b []byte
-		want bool
+		name     string
+		dst, key []byte
+		want     bool
 	}{
-		{"same", buf[:8], buf[:8], true},
-		{"inside", buf[:64], buf[10:12], true},
-		{"last byte of a is first of b", buf[:9], buf[8:16], true},
-		{"adjacent", buf[:8], buf[8:16], false},
-		{"adjacent the other way", buf[8:16], buf[:8], false},
-		{"apart", buf[:8], buf[20:30], false},
+		{"key in the spare capacity", buf, buf[8:16], true},
+		{"key at the spare capacity's end", buf, buf[63:64], true},
+		{"key in dst's length", buf, buf[:8], false},
+		{"key ending where the spare capacity starts", buf, buf[2:8], false},
+		{"key straddling length and spare", buf, buf[4:12], true},
+		{"no spare capacity", buf[:8:8], buf[8:16], false},
+		{"key after dst's capacity", buf[:8:16], buf[16:24], false},
 		{"other array", buf, other, false},
-		{"empty a", buf[8:8], buf, false},
-		{"empty b", buf, buf[3:3], false},
-		{"nil", nil, buf, false},
+		{"empty key", buf, buf[10:10], false},
+		{"nil dst", nil, buf[8:16], false},
+		{"nil key", buf, nil, false},
 	} {
-		if got := Overlap(c.a, c.b); got != c.want {
-			t.Errorf("%s: Overlap = %v, want %v", c.name, got, c.want)
-		}
-		if got := Overlap(c.b, c.a); got != c.want {
-			t.Errorf("%s, swapped: Overlap = %v, want %v", c.name, got, c.want)
+		if got := InSpare(c.dst, c.key); got != c.want {
+			t.Errorf("%s: InSpare = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
