@@ -12,5 +12,5 @@ import "unsafe"
 func InSpare(dst, key []byte) bool {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
 	k := uintptr(unsafe.Pointer(unsafe.SliceData(key)))
-	return len(key) > 0 && k < base+uintptr(cap(dst)) && k+uintptr(len(key)) > base+uintptr(len(dst))
+	return len(key) > 0 && len(dst) < cap(dst) && k < base+uintptr(cap(dst)) && k+uintptr(len(key)) > base+uintptr(len(dst))
 }

@@ -16,6 +16,7 @@ func TestInSpare(t *testing.T) {
 		{"key ending where the spare capacity starts", buf, buf[2:8], false},
 		{"key straddling length and spare", buf, buf[4:12], true},
 		{"no spare capacity", buf[:8:8], buf[8:16], false},
+		{"no spare capacity, key straddling dst's end", buf[:8:8], buf[4:12], false},
 		{"key after dst's capacity", buf[:8:16], buf[16:24], false},
 		{"other array", buf, other, false},
 		{"empty key", buf, buf[10:10], false},

@@ -272,3 +272,28 @@ func TestEvictionUnderReadersOfEveryEntry(t *testing.T) {
 	testHookEvictStep = nil
 	checkClean(t, tb)
 }
+
+// TestGetCheckedDecidesExpiryOnce: GetChecked reads the clock once for its
+// answer. An entry that expires between two readings is either the whole
+// value or absent; before, its liveness was decided inside the read and
+// again after the checksum, and an entry expiring between the two came
+// back found, with an empty value (a reviewing helper's repro; the clock
+// here ticks at every reading).
+func TestGetCheckedDecidesExpiryOnce(t *testing.T) {
+	tb, _ := newTable(t, Params{Entries: 100, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1, Cache: true})
+	var now atomic.Int64
+	now.Store(1_000_000)
+	tb.SetClock(func() int64 { return now.Add(1) })
+	s := tb.Segment(0)
+	k, v := []byte("key"), []byte("a value that is not empty")
+	h := hashOf(k)
+	for ahead := int64(1); ahead <= 4; ahead++ { // expiring at each of the next readings
+		if _, err := s.PutExpiring(h, k, v, now.Load()+ahead, Replace); err != nil {
+			t.Fatal(err)
+		}
+		got, found, err := s.GetChecked(h, k, nil)
+		if err != nil || (found && string(got) != string(v)) {
+			t.Errorf("expiring %d readings ahead: GetChecked = %q, %v, %v; want the value or not found", ahead, got, found, err)
+		}
+	}
+}

@@ -409,11 +409,15 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 
 // GetChecked is Get that also verifies the entry's checksum, on its copy
 // after the consistent read: an entry that fails it is an error matching
-// ErrCorrupt, and dst comes back unchanged. In a file without checksums it
-// is Get.
+// ErrCorrupt, and dst comes back unchanged. The checksum comes first, so
+// that damage to a cache map's expiry is not taken for an expiry; then
+// the entry's liveness is decided, once, from the copy. In a file without
+// checksums it is Get.
 func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
 	var head [entryHeaderSize]byte
+	var slotAt *uint64
+	var slot uint64
 	out, found := dst, false
 	_, err := s.consistentReadAt("get", func() bool {
 		out, found = dst[:start], false
@@ -423,16 +427,10 @@ func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error)
 		}
 		off := loc.chunk * s.tb.layout.ChunkSize
 		copy(head[:], loc.tier.space[off:off+entryHeaderSize])
-		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
-		_, live, good := s.tb.userValue(stored)
-		if !good {
-			return false
-		}
-		if live {
-			found = true
-			s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
-			out = append(out, stored...) // with a cache map's expiry: the checksum covers it
-		}
+		// The stored value, a cache map's with its expiry: the checksum
+		// covers it.
+		out = append(out, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+		found, slotAt, slot = true, &loc.tier.slots[loc.pos], loc.slot
 		return true
 	})
 	if err != nil || !found {
@@ -441,7 +439,14 @@ func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error)
 	if !s.tb.checksumHolds(head[:], key, out[start:]) {
 		return dst[:start], false, s.corrupt(-1, fmt.Sprintf("the entry of key %s fails its checksum", quoteKey(key)))
 	}
-	v, _, _ := s.tb.userValue(out[start:])
+	v, live, good := s.tb.userValue(out[start:])
+	switch {
+	case !good:
+		return dst[:start], false, s.corrupt(-1, fmt.Sprintf("the entry of key %s is too short for its expiry", quoteKey(key)))
+	case !live:
+		return dst[:start], false, nil
+	}
+	s.tb.reference(slotAt, slot) // a CAS from the slot as read: a slot changed since is left alone
 	return out[:start+copy(out[start:], v)], true, nil
 }
 

@@ -15,12 +15,10 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -166,7 +164,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 		defer os.RemoveAll(dir)
 	}
 	// An interrupted run still stops its workers and removes the map.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	path := filepath.Join(dir, "bench.map")
 	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize,

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,11 +11,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -190,7 +187,7 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 
 	// Ctrl-C or a TERM stops the workers and still removes the directory;
 	// a killed mapctl takes its workers with it (workerProcAttr).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	start := time.Now()
 	reports := make([]workerReport, o.procs)

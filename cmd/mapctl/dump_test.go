@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -189,5 +192,61 @@ func TestStatsWatchEndsOnInterrupt(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("stats --watch did not end on SIGINT within 10 s")
+	}
+}
+
+// TestWatchKeepsAnIgnoredInterrupt: a mapctl started with SIGINT ignored
+// (a shell does that to a job it starts in the background) goes on
+// ignoring it: stats --watch is still running after one. Catching the
+// signal to end the watch cleanly had undone the inherited ignore (a
+// reviewing helper's repro); commands now catch only signals not ignored.
+// Started without the ignore, the same watch ends on SIGINT with status 0.
+func TestWatchKeepsAnIgnoredInterrupt(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	fillNumbered(t, p, 10, "--entries", "100")
+	for _, ignored := range []bool{true, false} {
+		script := `exec "$0" stats "$1" --watch 20ms`
+		if ignored {
+			script = `trap "" INT; ` + script
+		}
+		cmd := exec.Command("sh", "-c", script, os.Args[0], p)
+		cmd.Env = append(os.Environ(), loadProcessEnv+"=1")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(stdout)
+		if _, err := r.ReadString('\n'); err != nil { // the watch runs
+			_ = cmd.Process.Kill()
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, r) }()
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		if ignored {
+			select {
+			case err := <-exited:
+				t.Errorf("started with SIGINT ignored, stats --watch ended on one (%v)", err)
+			case <-time.After(500 * time.Millisecond):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			continue
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("stats --watch ended by SIGINT: %v; want status 0", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("stats --watch did not end on SIGINT within 10 s")
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -71,7 +70,7 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	// it is closed (defers run last first): an interrupt in between would
 	// leave the map looking abandoned by a dead process.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	notifyInterrupts(sigs)
 	defer signal.Stop(sigs)
 	m, err := openExistingWith(args[0], &hashmap.Options{DefaultTTL: ttl})
 	if err != nil {

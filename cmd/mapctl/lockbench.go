@@ -11,14 +11,12 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -199,7 +197,7 @@ func runLockbench(e *env, c *command, opts any, args []string) int {
 	defer os.RemoveAll(dir)
 	// Ctrl-C or a TERM stops the workers and still removes the directory;
 	// a killed mapctl takes its workers with it (workerProcAttr).
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stopSignals := interruptContext()
 	defer stopSignals()
 	status := exitOK
 	table := make(map[string][]lockbenchResult)

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -137,7 +133,7 @@ type statsJSON struct {
 // printed o.count lines or is interrupted, which is how a watch without a
 // count is meant to end: exit status 0 either way.
 func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	prev, at := m.Stats(), time.Now()
 	tick := time.NewTicker(o.watch)
