@@ -117,6 +117,12 @@ var testCreateWithoutFastLedgers bool
 // opts means all defaults. When several processes open the same new path at once, exactly
 // one creates it and the others wait for it. Any other file that is not a
 // map is refused (offheap.ErrNotSharedMap) and left as it is.
+//
+// The map's liveness for other processes is its descriptor of the file:
+// hand no descriptor of it to a child process (exec.Cmd.ExtraFiles, a
+// fork without exec). A child that keeps one keeps this process's locks
+// alive after it dies, until the child lets the descriptor go
+// (docs/RELIABILITY.md).
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := opts.withDefaults()
 	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly && !o.NoCreate {

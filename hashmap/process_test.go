@@ -213,6 +213,20 @@ func TestHelperProcess(t *testing.T) {
 			return
 		}
 		time.Sleep(time.Hour) // the test kills it (a bare select {} is a deadlock to the runtime once nothing else runs)
+	case "pass-on-and-hold": // start a child (sleep) with the map's descriptors, put "child" = its pid, then hold key "k"'s segment lock until killed
+		child, err := childWithMapDescriptors(os.Getenv("HASHMAP_FILE"))
+		if err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		if err := m.Put([]byte("child"), []byte(strconv.Itoa(child))); err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		_ = m.Compute([]byte("k"), func([]byte, bool) ([]byte, bool) {
+			time.Sleep(time.Hour) // the test kills it
+			return nil, false
+		})
 	case "readtorn": // read key "torn" for ms milliseconds; every value must be uniform
 		stop := time.Now().Add(time.Duration(n(0)) * time.Millisecond)
 		buf := make([]byte, 0, 256)
@@ -341,4 +355,34 @@ func TestCrossProcessNoTornReads(t *testing.T) {
 		t.Fatal("readers read nothing")
 	}
 	t.Logf("%d reads, none torn", reads)
+}
+
+// childWithMapDescriptors starts "sleep 60" with every descriptor this
+// process has open on path among its files, as a program that hands its
+// open files on to a child does, and returns its pid.
+func childWithMapDescriptors(path string) (int, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, err
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0, err
+	}
+	var files []*os.File
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && target == abs {
+			n, _ := strconv.Atoi(fd.Name())
+			files = append(files, os.NewFile(uintptr(n), target))
+		}
+	}
+	if len(files) == 0 {
+		return 0, fmt.Errorf("no descriptor open on %s", abs)
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.ExtraFiles = files
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	return cmd.Process.Pid, nil
 }

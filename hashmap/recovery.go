@@ -291,8 +291,12 @@ func (m *Map) Check() ([]Problem, error) {
 				// A lock held all this time is a live process's or a dead
 				// one's: say which, as only the dead one's is recover's.
 				if len(found) > 0 && !s.Lock().State().Free() {
-					if holders := m.liveHolders(i); holders != "" {
-						out = append(out, Problem{i, fmt.Errorf("the lock is held by a live process (%s), longer than the lock timeout: busy, or stopped (SIGSTOP, a debugger); check again when it lets go", holders)})
+					live, passedOn := m.liveHolders(i)
+					if live != "" {
+						out = append(out, Problem{i, fmt.Errorf("the lock is held by a live process (%s), longer than the lock timeout: busy, or stopped (SIGSTOP, a debugger); check again when it lets go", live)})
+					}
+					if passedOn != "" {
+						out = append(out, Problem{i, fmt.Errorf("the lock is held by a process that is no longer running (%s), whose slot stays live: a process it passed the map's file descriptor to (an exec with it among the child's files, a fork) keeps the slot's lock; the lock is released once that descriptor is closed, or its process exits", passedOn)})
 					}
 				}
 				break
@@ -316,34 +320,40 @@ func (m *Map) appendLedgers(dst []uint64, slot, i int) []uint64 {
 
 // liveHolders names the processes with the map open whose ledgers account
 // for a hold of segment i's lock (a read, update or write lock, not a
-// wait), or a change to it in flight; "" if none does, or the file has no
-// registry to tell.
-func (m *Map) liveHolders(i int) string {
+// wait), or a change to it in flight: in live those running, in passedOn
+// those whose slot lives on after them (registry.Slot.ProcessGone); ""
+// for none, or when the file has no registry to tell.
+func (m *Map) liveHolders(i int) (live, passedOn string) {
 	if m.reg == nil {
-		return ""
+		return "", ""
 	}
-	live, err := m.reg.Live(nil)
+	slots, err := m.reg.Live(nil)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	holding := func(ledger uint64) bool {
 		held, settled := rwulock.LedgerHolds(ledger)
 		st := rwulock.Decode(held)
 		return st.Readers > 0 || st.Update || st.Write || !settled
 	}
-	var pids []string
+	var running, gone []string
 	var ledgers []uint64
-	for _, slot := range live {
+	for _, slot := range slots {
 		ledgers = m.appendLedgers(ledgers[:0], slot, i)
-		if slices.ContainsFunc(ledgers, holding) {
-			who := fmt.Sprintf("slot %d", slot)
-			if sl, err := m.reg.Slot(slot); err == nil {
-				who = fmt.Sprintf("pid %d, slot %d", sl.PID, slot)
-			}
-			pids = append(pids, who)
+		if !slices.ContainsFunc(ledgers, holding) {
+			continue
+		}
+		sl, err := m.reg.Slot(slot)
+		switch {
+		case err != nil:
+			running = append(running, fmt.Sprintf("slot %d", slot))
+		case sl.ProcessGone():
+			gone = append(gone, fmt.Sprintf("pid %d, slot %d", sl.PID, slot))
+		default:
+			running = append(running, fmt.Sprintf("pid %d, slot %d", sl.PID, slot))
 		}
 	}
-	return strings.Join(pids, "; ")
+	return strings.Join(running, "; "), strings.Join(gone, "; ")
 }
 
 // countOf is n with the noun for its number: "1 word", "3 words".

@@ -4,9 +4,10 @@
 // Every writable opener takes a slot: its pid, start time and a generation
 // number, and an OFD byte-range lock (F_OFD_SETLK) on the slot's first byte,
 // held for as long as it keeps the file open. The kernel drops that lock
-// when the process exits, however it exits, so "is slot i's process alive"
-// is answered by the lock and never by kill(pid, 0), which a reused pid
-// fools. A slot whose state says "in use" while nobody holds its lock
+// when the process exits, however it exits (unless it handed a descriptor
+// of the file to another process, which then keeps the lock: see
+// Slot.ProcessGone), so "is slot i's process alive" is answered by the lock
+// and never by kill(pid, 0), which a reused pid fools. A slot whose state says "in use" while nobody holds its lock
 // belongs to a process that died without closing the map.
 //
 // Each slot also holds the process's ledgers: one word per segment lock

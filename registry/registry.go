@@ -255,6 +255,22 @@ type Slot struct {
 // Dead reports a slot whose process died with the file open.
 func (s Slot) Dead() bool { return s.InUse && !s.Alive }
 
+// ProcessGone reports a live slot (its lock held) whose recorded process
+// is not running here: no process has its pid, or one started at another
+// time has. Its lock is then held by a descriptor of the file that the
+// process passed on before it died (exec with the descriptor among the
+// child's files, a fork): liveness follows the open file description, and
+// the slot lives as long as that descriptor stays open. (A process in
+// another pid namespace reads as gone too: the answer is for messages,
+// never for recovery.)
+func (s Slot) ProcessGone() bool {
+	if !s.Alive || s.Self || s.PID <= 0 {
+		return false
+	}
+	now := startTicks(s.PID)
+	return now == 0 || (s.StartTicks != 0 && now != s.StartTicks)
+}
+
 // Slot reads slot i and asks the kernel whether its process lives.
 func (r *Registry) Slot(i int) (Slot, error) {
 	off := r.layout.slotOff(i)
