@@ -122,7 +122,9 @@ var testCreateWithoutFastLedgers bool
 // hand no descriptor of it to a child process (exec.Cmd.ExtraFiles, a
 // fork without exec). A child that keeps one keeps this process's locks
 // alive after it dies, until the child lets the descriptor go
-// (docs/RELIABILITY.md).
+// (docs/RELIABILITY.md). Likewise the map is the file, not its path: a
+// file renamed or removed while processes have it open stays their map,
+// and an Open of the old path then creates a new, empty one beside it.
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := opts.withDefaults()
 	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly && !o.NoCreate {
