@@ -382,7 +382,9 @@ type Repaired struct {
 // journals), then Check, and rebuilds every segment Check finds
 // damaged from its entries (see segment.Segment.Rebuild): entries that do
 // not decode or fail their checksum, as a machine crash can leave them
-// (see Sync), are dropped; every other entry is kept. It is safe while
+// (see Sync), are dropped; every other entry is kept. Last it mends the
+// count of overflow tiers handed out, if damage moved it below the tiers
+// in use or beyond the pool (Recovery.Mended says so). It is safe while
 // other processes use the map, which wait for each segment's rebuild as
 // for any writer. What is still wrong afterwards is for Check to say. In a
 // file without a process registry it skips Recover and says so
@@ -429,6 +431,10 @@ func (m *Map) Repair() (Repaired, error) {
 		case rebuilt:
 			rep.Rebuilt = append(rep.Rebuilt, r)
 		}
+	}
+	// Last, over the chains the rebuilds left.
+	if from, to, mended := m.table.MendPoolCount(); mended {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
 	}
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)

@@ -2,6 +2,7 @@ package hashmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -291,5 +292,73 @@ func TestRepairSaysWithoutRegistry(t *testing.T) {
 	}
 	if _, err := m.Recover(); !errors.Is(err, ErrNoRegistry) {
 		t.Fatalf("Recover without a registry: %v", err)
+	}
+}
+
+// TestRepairMendsThePoolCount: damage to the count of overflow tiers
+// handed out (the global state's first word). Raised beyond the pool,
+// every Put that needs a tier fails with ErrFull; lowered, the next link
+// hands out a tier a segment already uses, and Check had found nothing
+// wrong. Check now reports both, Repair sets the count back to the tiers
+// in use, and the map takes as many keys as an undamaged copy. (A
+// reviewing helper's fuzz target found it: Repair left the count as it
+// was.)
+func TestRepairMendsThePoolCount(t *testing.T) {
+	opts := &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3}
+	for _, damaged := range []uint64{48, 0} {
+		m, path := openTemp(t, opts)
+		var keys int
+		for ; m.Stats().TiersInUse < 4; keys++ { // two overflow tiers linked
+			if err := m.Put([]byte(fmt.Sprintf("key-%d", keys)), bytes.Repeat([]byte("v"), 24)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := *m.layout
+		m.Close()
+		undamaged := filepath.Join(t.TempDir(), "copy")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(undamaged, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		binary.LittleEndian.PutUint64(b[l.GlobalOff:], damaged)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err = Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "overflow tiers handed out") {
+			t.Errorf("count %d: Check = %v, %v; want the count named", damaged, problems, err)
+		}
+		rep, err := m.Repair()
+		if err != nil || !strings.Contains(strings.Join(rep.Recovery.Mended, "; "), fmt.Sprintf("overflow tiers handed out: %d, now 2", damaged)) {
+			t.Errorf("count %d: Repair = %+v, %v; want the count mended to 2", damaged, rep, err)
+		}
+		if problems, err := m.Check(); err != nil || len(problems) != 0 {
+			t.Errorf("count %d: Check after Repair = %v, %v", damaged, problems, err)
+		}
+		// As many more keys as the undamaged copy takes.
+		copyMap, err := Open(undamaged, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill := func(m *Map) (int, error) {
+			for i := keys; ; i++ {
+				if err := m.Put([]byte(fmt.Sprintf("key-%d", i)), bytes.Repeat([]byte("v"), 24)); err != nil {
+					return i - keys, err
+				}
+			}
+		}
+		want, werr := fill(copyMap)
+		got, gerr := fill(m)
+		copyMap.Close()
+		m.Close()
+		if got != want || !errors.Is(gerr, ErrFull) || !errors.Is(werr, ErrFull) {
+			t.Errorf("count %d: after Repair the map took %d more keys (%v), the undamaged copy %d (%v)", damaged, got, gerr, want, werr)
+		}
 	}
 }

@@ -713,12 +713,17 @@ func (tb *Table) reservedGlobal() (global, padding []uint64) {
 }
 
 // CheckGlobal verifies, read-only, the table's global state: the count of
-// overflow tiers handed out is within the pool, and the reserved bytes are
-// zero (nothing writes them, so anything else is damage).
+// overflow tiers handed out is within the pool and covers every tier a
+// segment links, and the reserved bytes are zero (nothing writes them, so
+// anything else is damage).
 func (tb *Table) CheckGlobal(problem func(error)) {
 	l := &tb.layout
-	if n := atomic.LoadUint64(tb.extraTiers); n > uint64(l.Tiers-l.Segments) {
-		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d", ErrCorrupt, n, l.Tiers-l.Segments))
+	linked := tb.poolTiersInUse(false) // before the count: a tier is handed out before it is linked
+	switch n := atomic.LoadUint64(tb.extraTiers); {
+	case n > uint64(l.Tiers-l.Segments):
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, l.Tiers-l.Segments))
+	case n < linked:
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, but the segments link %d: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, linked))
 	}
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
@@ -737,4 +742,59 @@ func reservedZero(w []uint64) bool {
 		}
 	}
 	return true
+}
+
+// poolTiersInUse is how many overflow tiers the pool must have handed out:
+// one past the highest, counted from the pool's first, that a segment's
+// chain links or, with owners, that has an owner. Chains that cannot be
+// followed are followed as far as they can.
+func (tb *Table) poolTiersInUse(owners bool) uint64 {
+	l := &tb.layout
+	var n uint64
+	for i := range l.Segments {
+		t := tb.tier(i)
+		for hops := int64(0); hops < l.Tiers; hops++ {
+			next := t.next()
+			if next == 0 || next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+				break
+			}
+			n = max(n, next-uint64(l.Segments))
+			t = tb.tier(int64(next - 1))
+		}
+	}
+	if owners {
+		for idx := l.Segments; idx < l.Tiers; idx++ {
+			if atomic.LoadUint64(&tb.tier(idx).header[thOwner/8]) != 0 {
+				n = max(n, uint64(idx-l.Segments+1))
+			}
+		}
+	}
+	return n
+}
+
+// MendPoolCount sets the count of overflow tiers handed out to what the
+// segments' chains and the tiers' owners say the pool has handed out, when
+// damage moved it below that (the next link would take a tier in use) or
+// beyond the pool (every link fails with ErrFull), and returns the count
+// before and after. A count within the pool and above that is left as it
+// is: the tiers between may have just been taken by a live process that
+// has not linked them yet, and handing one out twice is worse than losing
+// it. Part of repairing a damaged file.
+func (tb *Table) MendPoolCount() (from, to uint64, mended bool) {
+	l := &tb.layout
+	pool := uint64(l.Tiers - l.Segments)
+	if tb.admin != nil {
+		tb.admin.Lock()
+		defer func() { _ = tb.admin.Unlock() }()
+	}
+	for {
+		inUse := tb.poolTiersInUse(true)
+		n := atomic.LoadUint64(tb.extraTiers)
+		if n >= inUse && n <= pool {
+			return n, n, false
+		}
+		if atomic.CompareAndSwapUint64(tb.extraTiers, n, inUse) {
+			return n, inUse, true
+		}
+	}
 }

@@ -790,7 +790,7 @@ func (s *Segment) poolExhausted(pool uint64) error {
 func (s *Segment) attachTier(last *tier, idx uint64) (tier, error) {
 	nt := s.tb.tier(int64(idx))
 	if atomic.LoadUint64(&nt.header[thOwner/8]) != 0 {
-		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that has an owner: its counter is damaged")
+		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that has an owner: its count is damaged (Repair mends it)")
 	}
 	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
 	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
