@@ -1,0 +1,332 @@
+package hashmap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// damageImage is a filled, closed map's file, with what was written to it.
+type damageImage struct {
+	file    []byte
+	layout  segment.Layout
+	cur     map[string][]byte   // live keys' last values (cache: may since be evicted)
+	history map[string][][]byte // every value ever written per key
+	opts    Options
+	err     error
+}
+
+var (
+	damageOnce   [2]sync.Once
+	damageImages [2]*damageImage
+)
+
+func damageOptions(cache bool) Options {
+	return Options{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, Segments: 2, MaxBloatFactor: 3,
+		LockTimeout: 20 * time.Millisecond, NoPrefault: true, Cache: cache}
+}
+
+func buildDamageImage(cache bool) *damageImage {
+	img := &damageImage{cur: map[string][]byte{}, history: map[string][][]byte{}, opts: damageOptions(cache)}
+	dir, err := os.MkdirTemp("", "dmgfuzz")
+	if err != nil {
+		img.err = err
+		return img
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "m")
+	o := img.opts
+	m, err := Open(path, &o)
+	if err != nil {
+		img.err = err
+		return img
+	}
+	put := func(k string, v []byte) error {
+		err := m.Put([]byte(k), v)
+		if err == nil {
+			img.cur[k] = v
+			img.history[k] = append(img.history[k], v)
+		}
+		return err
+	}
+	for i := range 220 {
+		k := fmt.Sprintf("k%03d", i)
+		v := bytes.Repeat([]byte{byte('a' + i%26)}, 1+i*7%45)
+		if err := put(k, v); err != nil && !errors.Is(err, ErrFull) {
+			img.err = err
+			return img
+		}
+	}
+	// Rewrites in place (same length: undo records), longer and shorter
+	// ones (moves, compaction), and deletes.
+	for i := 0; i < 220; i += 3 {
+		k := fmt.Sprintf("k%03d", i)
+		old, ok := img.cur[k]
+		if !ok {
+			continue
+		}
+		var v []byte
+		switch i % 4 {
+		case 0:
+			v = bytes.Repeat([]byte{'Z'}, len(old))
+		case 1:
+			v = bytes.Repeat([]byte{'L'}, len(old)+20)
+		case 2:
+			v = []byte{'s'}
+		default:
+			if _, err := m.Delete([]byte(k)); err != nil {
+				img.err = err
+				return img
+			}
+			delete(img.cur, k)
+			continue
+		}
+		if err := put(k, v); err != nil && !errors.Is(err, ErrFull) {
+			img.err = err
+			return img
+		}
+	}
+	img.layout = *m.layout
+	if err := m.Close(); err != nil {
+		img.err = err
+		return img
+	}
+	img.file, img.err = os.ReadFile(path)
+	return img
+}
+
+func getDamageImage(cache bool) *damageImage {
+	i := 0
+	if cache {
+		i = 1
+	}
+	damageOnce[i].Do(func() { damageImages[i] = buildDamageImage(cache) })
+	return damageImages[i]
+}
+
+// applyDamage writes bytes chosen by damage into b: 5-byte records of a
+// region (global state and segment headers; counters and undo records;
+// first tiers; overflow tiers), a 3-byte offset into it and the byte to
+// write there. The file header, lock arena and registry are left alone.
+func applyDamage(b []byte, l segment.Layout, damage []byte) {
+	first := l.TiersOff + l.Segments*l.TierSize
+	regions := [][2]int64{{l.GlobalOff, l.StatsOff}, {l.StatsOff, l.TiersOff}, {l.TiersOff, first}, {first, l.End}}
+	for n := 0; n+4 < len(damage) && n < 5*24; n += 5 {
+		r := regions[int(damage[n])%len(regions)]
+		if r[1] <= r[0] {
+			continue
+		}
+		off := int64(damage[n+1]) | int64(damage[n+2])<<8 | int64(damage[n+3])<<16
+		b[r[0]+off%(r[1]-r[0])] = damage[n+4]
+	}
+}
+
+// FuzzDamagedMapReads (a reviewing helper's; it found Repair leaving a
+// damaged pool count as it was within seconds): a small filled map (overflow tiers, rewrites,
+// deletes; plain and cache) damaged in its segment headers, counters, undo
+// records and tiers, then reopened: nothing panics or hangs; RangeView and
+// Range yield only written keys with a value written for them unless they
+// end in ErrCorrupt; GetChecked of each key gives a value written for it,
+// ErrNotFound or ErrCorrupt (or ErrTimeout, before Repair, for a damaged
+// lock word); and after Repair, Check finds nothing and Range ends clean.
+func FuzzDamagedMapReads(f *testing.F) {
+	f.Add(false, []byte{})
+	f.Add(true, []byte{})
+	f.Add(false, []byte{2, 0, 1, 0, 0xff, 2, 64, 0, 0, 7})
+	f.Add(true, []byte{3, 16, 0, 0, 9, 1, 0, 0, 0, 1})
+	f.Add(false, []byte{0, 0, 16, 0, 1, 1, 200, 0, 0, 3, 3, 100, 2, 0, 0x40})
+	f.Add(true, []byte{1, 130, 0, 0, 5, 2, 0, 2, 0, 0x80})
+	// The pool's count of overflow tiers damaged to 48: Repair left it so
+	// (TestRepairMendsThePoolCount).
+	f.Add(false, []byte("\x00\x00BB00000000000"))
+	f.Fuzz(func(t *testing.T, cache bool, damage []byte) {
+		if len(damage) > 5*24 {
+			return
+		}
+		img := getDamageImage(cache)
+		if img.err != nil {
+			t.Fatalf("building the map: %v", img.err)
+		}
+		b := bytes.Clone(img.file)
+		applyDamage(b, img.layout, damage)
+		path := filepath.Join(t.TempDir(), "m")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan string, 1)
+		go func() { done <- damagedTrial(path, img) }()
+		select {
+		case msg := <-done:
+			if msg != "" {
+				t.Fatal(msg)
+			}
+		case <-time.After(20 * time.Second):
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Fatalf("no answer in 20s\n%s", buf[:n])
+		}
+	})
+}
+
+// validValue reports whether v was written for k at some time; last says
+// whether it is k's current value.
+func (img *damageImage) validValue(k string, v []byte) (ok, last bool) {
+	for _, w := range img.history[k] {
+		if bytes.Equal(w, v) {
+			cur, live := img.cur[k]
+			return true, live && bytes.Equal(cur, v)
+		}
+	}
+	return false, false
+}
+
+// rangeOracle ranges the map both ways and says what is wrong.
+func rangeOracle(m *Map, img *damageImage, phase string, afterRepair bool) string {
+	for _, view := range []bool{true, false} {
+		var rerr error
+		seq := m.Range(&rerr)
+		if view {
+			seq = m.RangeView(&rerr)
+		}
+		var bad []string
+		seen := map[string]int{}
+		for k, v := range seq {
+			seen[string(k)]++
+			if _, ok := img.history[string(k)]; !ok {
+				bad = append(bad, fmt.Sprintf("key %q never written (value %q)", k, v))
+				continue
+			}
+			if ok, _ := img.validValue(string(k), v); !ok {
+				bad = append(bad, fmt.Sprintf("key %q: value %q never written for it (last %q)", k, v, img.cur[string(k)]))
+			}
+		}
+		name := "Range"
+		if view {
+			name = "RangeView"
+		}
+		switch {
+		case rerr != nil && afterRepair:
+			return fmt.Sprintf("%s %s: ended with %v", phase, name, rerr)
+		case rerr != nil && !errors.Is(rerr, ErrCorrupt) && !errors.Is(rerr, ErrTimeout):
+			return fmt.Sprintf("%s %s: ended with %v (neither ErrCorrupt nor ErrTimeout)", phase, name, rerr)
+		case len(bad) > 0 && !errors.Is(rerr, ErrCorrupt):
+			return fmt.Sprintf("%s %s: ended with %v, yielded: %v", phase, name, rerr, bad)
+		}
+		if afterRepair {
+			for k, n := range seen {
+				if n > 1 {
+					return fmt.Sprintf("%s %s: key %q yielded %d times", phase, name, k, n)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func getOracle(m *Map, img *damageImage, phase string, afterRepair bool) string {
+	for k := range img.history {
+		v, err := m.GetChecked([]byte("x"), []byte(k))
+		switch {
+		case err == nil:
+			if len(v) == 0 || v[0] != 'x' {
+				return fmt.Sprintf("%s GetChecked(%q): dst prefix lost: %q", phase, k, v)
+			}
+			if ok, _ := img.validValue(k, v[1:]); !ok {
+				return fmt.Sprintf("%s GetChecked(%q) = %q, no error; written: %q", phase, k, v[1:], img.history[k])
+			}
+		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrCorrupt) && !afterRepair:
+		case errors.Is(err, ErrTimeout) && !afterRepair:
+		default:
+			return fmt.Sprintf("%s GetChecked(%q): %v", phase, k, err)
+		}
+		if err != nil && string(v) != "x" {
+			return fmt.Sprintf("%s GetChecked(%q): error %v with dst %q", phase, k, err, v)
+		}
+	}
+	return ""
+}
+
+func damagedTrial(path string, img *damageImage) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 64<<10)
+			n := runtime.Stack(buf, false)
+			msg = fmt.Sprintf("panic: %v\n%s", r, buf[:n])
+		}
+	}()
+	// Read-only first: no recovery runs, the damage is read as it is.
+	o := img.opts
+	o.ReadOnly = true
+	m, err := Open(path, &o)
+	if err != nil {
+		return fmt.Sprintf("read-only Open: %v", err)
+	}
+	if msg := rangeOracle(m, img, "read-only", false); msg != "" {
+		m.Close()
+		return msg
+	}
+	if msg := getOracle(m, img, "read-only", false); msg != "" {
+		m.Close()
+		return msg
+	}
+	if _, err := m.Check(); err != nil {
+		m.Close()
+		return fmt.Sprintf("read-only Check: %v", err)
+	}
+	m.Close()
+
+	o = img.opts
+	m, err = Open(path, &o)
+	if err != nil {
+		return fmt.Sprintf("Open: %v", err)
+	}
+	defer m.Close()
+	if msg := rangeOracle(m, img, "writable", false); msg != "" {
+		return msg
+	}
+	if msg := getOracle(m, img, "writable", false); msg != "" {
+		return msg
+	}
+	rep, err := m.Repair()
+	if err != nil {
+		return fmt.Sprintf("Repair: %v", err)
+	}
+	if len(rep.Failed) > 0 {
+		return fmt.Sprintf("Repair failed: %v", rep.Failed)
+	}
+	problems, err := m.Check()
+	if err != nil || len(problems) > 0 {
+		return fmt.Sprintf("after Repair (%+v), Check: %v %v", rep, problems, err)
+	}
+	if msg := rangeOracle(m, img, "repaired", true); msg != "" {
+		return msg
+	}
+	if msg := getOracle(m, img, "repaired", true); msg != "" {
+		return msg
+	}
+	return ""
+}
+
+// TestDamageImageShape: the fuzz target's map links overflow tiers.
+func TestDamageImageShape(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		img := getDamageImage(cache)
+		if img.err != nil {
+			t.Fatal(img.err)
+		}
+		l := img.layout
+		used := int64(img.file[l.GlobalOff]) | int64(img.file[l.GlobalOff+1])<<8
+		if used == 0 {
+			t.Errorf("cache %v: no overflow tier linked", cache)
+		}
+	}
+}
