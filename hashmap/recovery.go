@@ -382,11 +382,11 @@ type Repaired struct {
 // journals), then Check, and rebuilds every segment Check finds
 // damaged from its entries (see segment.Segment.Rebuild): entries that do
 // not decode or fail their checksum, as a machine crash can leave them
-// (see Sync), are dropped; every other entry is kept. Last it mends the
-// count of overflow tiers handed out, if damage moved it below the tiers
-// in use or beyond the pool (Recovery.Mended says so). It is safe while
-// other processes use the map, which wait for each segment's rebuild as
-// for any writer. What is still wrong afterwards is for Check to say. In a
+// (see Sync), are dropped; every other entry is kept. Before the rebuilds
+// it mends the count of overflow tiers handed out, if damage moved it
+// below the tiers in use or beyond the pool (Recovery.Mended says so). It
+// is safe while other processes use the map, which wait for each
+// segment's rebuild as for any writer. What is still wrong afterwards is for Check to say. In a
 // file without a process registry it skips Recover and says so
 // (Repaired.NoRegistry).
 func (m *Map) Repair() (Repaired, error) {
@@ -414,6 +414,11 @@ func (m *Map) Repair() (Repaired, error) {
 		rep.NoRegistry = true
 	}
 	m.table.ClearReservedGlobal()
+	// Before the rebuilds: a rebuild keeps a linked tier that lost its
+	// owner word only if the count covers it.
+	if from, to, mended := m.table.MendPoolCount(); mended {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
+	}
 	problems, err := m.Check()
 	if err != nil {
 		return rep, err
@@ -431,10 +436,6 @@ func (m *Map) Repair() (Repaired, error) {
 		case rebuilt:
 			rep.Rebuilt = append(rep.Rebuilt, r)
 		}
-	}
-	// Last, over the chains the rebuilds left.
-	if from, to, mended := m.table.MendPoolCount(); mended {
-		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
 	}
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)

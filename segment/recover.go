@@ -714,16 +714,18 @@ func (tb *Table) reservedGlobal() (global, padding []uint64) {
 
 // CheckGlobal verifies, read-only, the table's global state: the count of
 // overflow tiers handed out is within the pool and covers every tier a
-// segment links, and the reserved bytes are zero (nothing writes them, so
-// anything else is damage).
+// segment links or that has an owner, and the reserved bytes are zero
+// (nothing writes them, so anything else is damage).
 func (tb *Table) CheckGlobal(problem func(error)) {
 	l := &tb.layout
-	linked := tb.poolTiersInUse(false) // before the count: a tier is handed out before it is linked
+	// Before the count: a tier is handed out before it gets an owner and
+	// is linked.
+	inUse := tb.poolTiersInUse(true)
 	switch n := atomic.LoadUint64(tb.extraTiers); {
 	case n > uint64(l.Tiers-l.Segments):
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, l.Tiers-l.Segments))
-	case n < linked:
-		problem(fmt.Errorf("%w: %d overflow tiers handed out, but the segments link %d: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, linked))
+	case n < inUse:
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, but %d are linked or owned: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, inUse))
 	}
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
