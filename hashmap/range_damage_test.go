@@ -34,19 +34,8 @@ func TestRangeLeavesOutDamagedEntries(t *testing.T) {
 			}
 		}
 		m.Close()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := bytes.LastIndex(b, []byte("VALUE-TO-DAMAGE")) // the entry: tiers come last, after the undo records
-		if i < 0 {
-			t.Fatal("value not in the file")
-		}
-		b[i+tc.at] ^= 0x20
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err = Open(path, &Options{Cache: tc.cache})
+		flipInFile(t, path, "VALUE-TO-DAMAGE", tc.at)
+		m, err := Open(path, &Options{Cache: tc.cache})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,19 +87,8 @@ func TestRangeGoesPastABrokenChain(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var next [8]byte
-	binary.LittleEndian.PutUint64(next[:], uint64(l.Tiers)+5) // the tier header's first word: next tier + 1
-	if _, err := f.WriteAt(next[:], l.TiersOff+damaged*l.TierSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	m, err = Open(path, &Options{ReadOnly: true})
+	writeWord(t, path, l.TiersOff+damaged*l.TierSize, uint64(l.Tiers)+5) // the tier header's first word: next tier + 1
+	m, err := Open(path, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,19 +129,8 @@ func TestGetCheckedRefusesDamage(t *testing.T) {
 			t.Errorf("cache %v: GetChecked of a sound entry: %q, %v", cache, v, err)
 		}
 		m.Close()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := bytes.LastIndex(b, []byte("VALUE-OF-beta"))
-		if i < 0 {
-			t.Fatal("value not in the file")
-		}
-		b[i] ^= 0x20
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err = Open(path, &Options{Cache: cache, ReadOnly: true})
+		flipInFile(t, path, "VALUE-OF-beta", 0)
+		m, err := Open(path, &Options{Cache: cache, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,24 +161,44 @@ func TestGetCheckedSeesDamagedExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.LastIndex(b, []byte("VALUE-OF-beta"))
-	if i < 8 {
-		t.Fatal("value not in the file")
-	}
-	b[i-8] ^= 0x20 // the expiry, 0 (never), becomes 32 ns after 1970
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err = Open(path, &Options{Cache: true, ReadOnly: true})
+	flipInFile(t, path, "VALUE-OF-beta", -8) // the expiry, 0 (never), becomes 32 ns after 1970
+	m, err := Open(path, &Options{Cache: true, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	if _, err := m.GetChecked(nil, []byte("beta")); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("GetChecked of an entry whose expiry was damaged: %v; want ErrCorrupt", err)
+	}
+}
+
+// flipInFile flips bit 5 of the byte at from the last copy of marker in
+// the file at path (a map's entries lie in its tiers, which come last).
+func flipInFile(t *testing.T, path, marker string, at int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndex(b, []byte(marker))
+	if i < 0 || i+at < 0 {
+		t.Fatalf("%q not in the file", marker)
+	}
+	b[i+at] ^= 0x20
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeWord sets the little-endian word at byte off of the file at path.
+func writeWord(t *testing.T, path string, off int64, v uint64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, v), off); err != nil {
+		t.Fatal(err)
 	}
 }

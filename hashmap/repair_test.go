@@ -376,14 +376,7 @@ func damageWord(t *testing.T, m *Map, path string, off int64, v uint64) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, v), off); err != nil {
-		t.Fatal(err)
-	}
+	writeWord(t, path, off, v)
 }
 
 // tierOwnerOff is the offset in the file of tier idx's owner word.
@@ -417,15 +410,8 @@ func TestRepairKeepsALinkedTierWithoutItsOwner(t *testing.T) {
 	m, path, keys := fillTwoOverflowTiers(t)
 	l := *m.layout
 	damageWord(t, m, path, l.TiersOff+l.Segments*l.TierSize+tierOwnerOff, 0)
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(make([]byte, 8), l.GlobalOff); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	m, err = Open(path, nil)
+	writeWord(t, path, l.GlobalOff, 0) // the pool's count
+	m, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

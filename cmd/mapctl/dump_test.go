@@ -31,6 +31,28 @@ func fillNumbered(t *testing.T, p string, n int, createArgs ...string) {
 	}
 }
 
+// writeAtMarker writes data into the file at p, at byte at from the first
+// copy of marker.
+func writeAtMarker(t *testing.T, p, marker string, at int64, data []byte) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := int64(bytes.Index(b, []byte(marker)))
+	if i < 0 || i+at < 0 {
+		t.Fatalf("%q not in the file", marker)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, i+at); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDumpSavesWhatDamageLeaves: one entry whose header is overwritten
 // (so that it no longer decodes) costs a dump that entry only: the other
 // entries of its segment and of the segments after it are written, and
@@ -41,26 +63,10 @@ func TestDumpSavesWhatDamageLeaves(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	const n = 3000
 	fillNumbered(t, p, n, "--entries", "4000", "--key-size", "8", "--value-size", "32")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := bytes.Index(b, []byte("key1234VALUE-1234-")) // the entry's key and value follow its 16-byte header
-	if off < 16 {
-		t.Fatal("entry not found in the file")
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The header's chunk count and checksum: 0xff... is more chunks than
+	// The entry's key and value follow its 16-byte header, whose last 8
+	// bytes are its chunk count and checksum: 0xff... is more chunks than
 	// the tier has.
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 8), int64(off-8)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeAtMarker(t, p, "key1234VALUE-1234-", -8, bytes.Repeat([]byte{0xff}, 8))
 	c, out, e := mapctl(t, "", "dump", p)
 	if c != exitError || !strings.Contains(e, "1 entry that does not decode") || !strings.Contains(e, "2999 entries written") {
 		t.Errorf("dump: status %d, stderr %q; want 3, naming the entry left out and the 2999 written", c, e)
@@ -127,24 +133,7 @@ func TestDumpOfATruncatedFileEnds(t *testing.T) {
 func TestGetRefusesADamagedValue(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	fillNumbered(t, p, 3000, "--entries", "4000", "--key-size", "8", "--value-size", "32")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := bytes.Index(b, []byte("key2000VALUE-2000-"))
-	if off < 0 {
-		t.Fatal("entry not found in the file")
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("Z"), int64(off+20)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeAtMarker(t, p, "key2000VALUE-2000-", 20, []byte("Z"))
 	c, out, e := mapctl(t, "", "get", p, "key2000")
 	if c != exitError || out != "" || !strings.Contains(e, "checksum") || !strings.Contains(e, "key2000") {
 		t.Errorf("get of the damaged entry: status %d, stdout %q, stderr %q; want 3, nothing printed, the checksum failure named", c, out, e)
