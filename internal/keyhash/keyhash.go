@@ -64,13 +64,19 @@ func Entry(lo uint64, hi uint32, key, value []byte) (sum uint64, ok bool) {
 	v3 := round(0, k0>>32|k1<<32)
 	v4 := round(-p1, k1>>32|uint64(binary.LittleEndian.Uint32(value))<<32)
 	rest := value[4:]
-	for len(rest) >= 32 {
-		v1 = round(v1, binary.LittleEndian.Uint64(rest))
-		v2 = round(v2, binary.LittleEndian.Uint64(rest[8:]))
-		v3 = round(v3, binary.LittleEndian.Uint64(rest[16:]))
-		v4 = round(v4, binary.LittleEndian.Uint64(rest[24:]))
-		rest = rest[32:]
+	// Indexed stripes, not rest = rest[32:] each time: reslicing kept
+	// the next stripe's address waiting on the masking Go adds so that a
+	// slice never points past its array, and a 1 KiB value took 114 ns
+	// against 86 (the library's assembly: 78).
+	stripes := len(rest) &^ 31
+	for i := 0; i < stripes; i += 32 {
+		s := rest[i : i+32 : i+32]
+		v1 = round(v1, binary.LittleEndian.Uint64(s))
+		v2 = round(v2, binary.LittleEndian.Uint64(s[8:]))
+		v3 = round(v3, binary.LittleEndian.Uint64(s[16:]))
+		v4 = round(v4, binary.LittleEndian.Uint64(s[24:]))
 	}
+	rest = rest[stripes:]
 	h := bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
 	h = mergeRound(h, v1)
 	h = mergeRound(h, v2)
