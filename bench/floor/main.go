@@ -7,6 +7,11 @@
 //   - copy: a value of 64 B or 1 KiB copied from a random place, each
 //     copy independent of the last (the CPU overlaps them), and the same
 //     after a random slot word that names the place (one hop first);
+//   - serial: the same lookups when each must wait for the last one's
+//     value, as one lookup of many instructions does (see window): a
+//     random slot, then the value it names; and the slot and the value
+//     requested together, as a hash table whose entry lies where the
+//     key's hash says (sharedmap's first home run) can;
 //   - window: one random load per iteration followed by a chain of
 //     register-only steps: while an iteration is short the CPU overlaps
 //     the next iterations' misses with this one's, and past a length its
@@ -26,6 +31,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 func main() {
@@ -53,6 +60,11 @@ func main() {
 	for _, n := range []int{64, 1024} {
 		fmt.Println(report(fmt.Sprintf("copy: independent random %d B", n), *runs, randomCopy(mem, rng, n, false)))
 		fmt.Println(report(fmt.Sprintf("copy: random slot, then its %d B", n), *runs, randomCopy(mem, rng, n, true)))
+	}
+	fmt.Println("\nserial: each lookup waits for the last one's value")
+	for _, n := range []int{64, 1024} {
+		fmt.Println(report(fmt.Sprintf("  random slot, then its %d B", n), *runs, serialLookup(mem, rng, n, false)))
+		fmt.Println(report(fmt.Sprintf("  slot and its %d B requested together", n), *runs, serialLookup(mem, rng, n, true)))
 	}
 	fmt.Println("\nwindow: one random load and N register-only steps (about 4 instructions each, 15 more for the loop) an iteration")
 	for _, blocks := range []int{0, 1, 2, 3, 4, 5, 6, 8, 12, 16} {
@@ -121,6 +133,51 @@ func randomCopy(mem []byte, rng *rand.Rand, n int, viaSlot bool) func() float64 
 		return float64(time.Since(start).Nanoseconds()) / ops
 	}
 }
+
+// serialLookup returns a measurement of lookups that each begin only
+// when the last one's value has come: the next key's place depends on
+// the value's last byte (times zero, which the compiler cannot see). A
+// lookup reads a random slot of a 32 MiB table on the heap and copies the
+// n bytes at the 2 KiB block it names; together, the value's lines are
+// requested by prefetch with the slot's, its place being known from the
+// key alone, and the slot is still read (and must name the same place).
+func serialLookup(mem []byte, rng *rand.Rand, n int, together bool) func() float64 {
+	blocks := len(mem) / 2048
+	script := make([]uint32, 1<<20)
+	for i := range script {
+		script[i] = uint32(rng.IntN(blocks))
+	}
+	slots := make([]uint32, 8<<20)
+	for i := range slots {
+		slots[i] = uint32(rng.IntN(blocks))
+	}
+	if together {
+		for _, b := range script {
+			slots[int(b)&(len(slots)-1)] = b
+		}
+	}
+	dst := make([]byte, 0, n)
+	const ops = 1 << 20
+	return func() float64 {
+		next := 0
+		start := time.Now()
+		for j := range ops {
+			b := script[(j+next)&(len(script)-1)]
+			if together {
+				offheap.PrefetchForRead(mem[int(b)*2048 : int(b)*2048+n])
+			}
+			off := int(slots[int(b)&(len(slots)-1)]) * 2048
+			dst = append(dst[:0], mem[off:off+n]...)
+			next = int(dst[n-1]) * zero
+		}
+		sink += uint64(next)
+		return float64(time.Since(start).Nanoseconds()) / ops
+	}
+}
+
+// zero is 0, in a variable so that the compiler keeps serialLookup's
+// dependence on the value it multiplies.
+var zero = 0
 
 // window returns a measurement of iterations of one random load and
 // blocks of ten register-only steps that do not depend on it.
