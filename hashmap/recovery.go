@@ -382,9 +382,13 @@ type Repaired struct {
 // journals), then Check, and rebuilds every segment Check finds
 // damaged from its entries (see segment.Segment.Rebuild): entries that do
 // not decode or fail their checksum, as a machine crash can leave them
-// (see Sync), are dropped; every other entry is kept. Before the rebuilds
-// it mends the count of overflow tiers handed out, if damage moved it
-// below the tiers in use or beyond the pool (Recovery.Mended says so). It
+// (see Sync), are dropped; every other entry is kept, including those of
+// an overflow tier that a damaged link or owner word cut from its chain,
+// when the tier's own words say whose it is and where (Rebuilt's Relinked
+// counts such tiers). Before the rebuilds it mends the count of overflow
+// tiers handed out, if damage moved it below the tiers in use or beyond
+// the pool, and clears owner words that damage wrote in tiers the pool
+// has not handed out (Recovery.Mended says so). It
 // is safe while other processes use the map, which wait for each
 // segment's rebuild as for any writer. What is still wrong afterwards is for Check to say. In a
 // file without a process registry it skips Recover and says so
@@ -416,8 +420,13 @@ func (m *Map) Repair() (Repaired, error) {
 	m.table.ClearReservedGlobal()
 	// Before the rebuilds: a rebuild keeps a linked tier that lost its
 	// owner word only if the count covers it.
-	if from, to, mended := m.table.MendPoolCount(); mended {
-		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
+	if from, to, strays, mended := m.table.MendPoolCount(); mended {
+		if from != to {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
+		}
+		if strays > 0 {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s beyond that count and linked by no chain: owner cleared", countOf(strays, "overflow tier", "overflow tiers")))
+		}
 	}
 	problems, err := m.Check()
 	if err != nil {

@@ -75,6 +75,7 @@ type Recovered struct {
 	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
 	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
+	Relinked int64           // Repair only: overflow tiers a damaged link had cut from the chain, linked again
 	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
@@ -126,7 +127,7 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(false)
+	s.finishMoves(false, nil)
 	s.rebuild(&rep, false)
 	atomic.AddUint64(s.seq, 1)
 	_ = s.lock.WriteUnlock()
@@ -181,7 +182,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(true)
+	s.finishMoves(true, &rep.Relinked)
 	s.rebuild(&rep, true)
 	s.clearReserved()
 	rep.Rebuilt = true
@@ -190,9 +191,10 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 }
 
 // finishMoves completes the compaction moves a dead process cut short in
-// the segment's tiers (see compact). Caller holds write.
-func (s *Segment) finishMoves(salvage bool) {
-	for _, t := range s.chain(salvage) {
+// the segment's tiers (see compact); relinked counts the tiers chain
+// linked again. Caller holds write.
+func (s *Segment) finishMoves(salvage bool, relinked *int64) {
+	for _, t := range s.chain(salvage, relinked) {
 		tv := s.tb.tier(t)
 		s.tb.finishMove(&tv)
 	}
@@ -220,7 +222,7 @@ func (s *Segment) finishMoves(salvage bool) {
 // and the bitmaps and counts, which rebuild does not read, are written
 // last.
 func (s *Segment) rebuild(rep *Recovered, salvage bool) {
-	chain := s.chain(salvage)
+	chain := s.chain(salvage, &rep.Relinked)
 	r := rebuilding{s: s, rep: rep, byKey: make(map[string]bool)}
 	for _, ti := range chain {
 		r.tiers = append(r.tiers, s.tb.tier(ti))
@@ -472,29 +474,73 @@ func runUnnamed(named []bool, c, n int64) bool {
 // link that leads outside the pool, back into the chain, or to a tier this
 // segment does not own (attachTier sets the owner before it links), and
 // cutting it there, since nothing can follow it safely. With salvage
-// (Repair), a linked tier whose owner word names no segment at all, but
-// whose position word is the one it has in the chain and which the pool
-// has handed out, is taken for this segment's with a damaged owner word,
-// which is mended. Caller holds write.
-func (s *Segment) chain(salvage bool) []int64 {
+// (Repair), a linked tier whose owner word is damaged (see
+// linkedTierIsOf) and which the pool has handed out is taken for this
+// segment's, and its owner word mended; and where the chain ends or is
+// cut, a handed-out tier that says it is this segment's, at that position
+// (owner and position words), and that no link reaches, is linked there
+// again: damage to a link must not cost the tiers after it. relinked, if
+// not nil, counts those links.
+func (s *Segment) chain(salvage bool, relinked *int64) []int64 {
 	tb := s.tb
 	l := &tb.layout
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
 	for {
 		tv := tb.tier(out[len(out)-1])
+		pos := int64(len(out))
 		next := tv.next()
-		if next == 0 {
-			return out
+		t := int64(next) - 1
+		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage) {
+			seen[t] = true
+			out = append(out, t)
+			continue
 		}
-		t := int64(next - 1)
-		if next > uint64(l.Tiers) || t < l.Segments || seen[t] || !s.ownsLinked(t, int64(len(out)), salvage) {
+		if next != 0 {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
+		}
+		lost, ok := s.lostTierAt(pos, seen, salvage)
+		if !ok {
 			return out
 		}
-		seen[t] = true
-		out = append(out, t)
+		atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
+		if relinked != nil {
+			*relinked++
+		}
+		seen[lost] = true
+		out = append(out, lost)
 	}
+}
+
+// lostTierAt finds, for salvage, the one overflow tier the pool has handed
+// out whose owner and position words say it is this segment's at position
+// pos of its chain, and which is not in seen (the chain so far) nor linked
+// from any tier: a tier a damaged link let go. ok is false without
+// salvage, and when there is none or more than one.
+func (s *Segment) lostTierAt(pos int64, seen map[int64]bool, salvage bool) (lost int64, ok bool) {
+	if !salvage {
+		return 0, false
+	}
+	tb := s.tb
+	l := &tb.layout
+	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	linked := map[int64]bool{}
+	for i := int64(0); i < end; i++ {
+		if tv := tb.tier(i); tv.next() != 0 {
+			next := tv.next()
+			linked[int64(next)-1] = true
+		}
+	}
+	found := 0
+	for t := l.Segments; t < end; t++ {
+		h := tb.tier(t).header
+		if seen[t] || linked[t] || atomic.LoadUint64(&h[thOwner/8]) != uint64(s.index)+1 || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
+			continue
+		}
+		lost = t
+		found++
+	}
+	return lost, found == 1
 }
 
 // ownsLinked reports whether overflow tier t, linked at position pos of
@@ -502,18 +548,63 @@ func (s *Segment) chain(salvage bool) []int64 {
 // word if salvage allows.
 func (s *Segment) ownsLinked(t, pos int64, salvage bool) bool {
 	tb := s.tb
+	ours, mend := tb.linkedTierIsOf(s.index, t, pos)
+	switch {
+	case !ours:
+		return false
+	case !mend:
+		return true
+	case !salvage || t >= tb.layout.Segments+tb.ExtraTiersInUse():
+		return false // no mending wanted, or a tier the pool has not handed out
+	}
+	atomic.StoreUint64(&tb.tier(t).header[thOwner/8], uint64(s.index)+1)
+	return true
+}
+
+// linkedTierIsOf reports whether overflow tier t, which segment index's
+// chain links at position pos, is that segment's, and whether its owner
+// word needs mending to say so. It is when its owner word names the
+// segment; and, its owner word being damaged, when its position word
+// agrees with the link and either the owner word is no segment's (zero
+// or out of range) or the tier holds entries, and only entries whose keys
+// hash to this segment: no writer puts another segment's keys in a tier,
+// and a tier another segment is taking has no entries yet. Whether the
+// pool has handed the tier out is the caller's to weigh.
+func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	h := tb.tier(t).header
 	owner := atomic.LoadUint64(&h[thOwner/8])
 	switch {
-	case owner == uint64(s.index)+1:
-		return true
-	case !salvage || owner != 0 && owner <= uint64(tb.layout.Segments):
-		return false // another segment's, or no mending wanted
-	case atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) || t >= tb.layout.Segments+tb.ExtraTiersInUse():
-		return false
+	case owner == uint64(index)+1:
+		return true, false
+	case atomic.LoadUint64(&h[thOrder/8]) != uint64(pos):
+		return false, false
+	case owner == 0 || owner > uint64(tb.layout.Segments):
+		return true, true
 	}
-	atomic.StoreUint64(&h[thOwner/8], uint64(s.index)+1)
-	return true
+	return tb.holdsOnlyKeysOf(t, index), true
+}
+
+// holdsOnlyKeysOf reports whether tier t holds at least one entry that
+// decodes and passes its checksum, and no such entry whose key hashes to
+// a segment other than index.
+func (tb *Table) holdsOnlyKeysOf(t, index int64) bool {
+	tv := tb.tier(t)
+	found := false
+	for pos := range tv.slots {
+		sl := atomic.LoadUint64(&tv.slots[pos])
+		if sl == 0 {
+			continue
+		}
+		key, _, ok := tb.validEntry(&tv, slotChunk(sl))
+		if !ok {
+			continue
+		}
+		if tb.layout.segmentOf(xxhash.Sum64(key)) != index {
+			return false
+		}
+		found = true
+	}
+	return found
 }
 
 // validEntry decodes the entry at chunk c and checks its checksum (when the
@@ -719,13 +810,25 @@ func (tb *Table) reservedGlobal() (global, padding []uint64) {
 func (tb *Table) CheckGlobal(problem func(error)) {
 	l := &tb.layout
 	// Before the count: a tier is handed out before it gets an owner and
-	// is linked.
-	inUse := tb.poolTiersInUse(true)
-	switch n := atomic.LoadUint64(tb.extraTiers); {
+	// is linked, so an owner read first lies below a count read after.
+	inUse := tb.poolTiersInUse()
+	var strays []int64
+	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+		if !handedOut {
+			strays = append(strays, idx)
+		}
+	})
+	n := atomic.LoadUint64(tb.extraTiers)
+	switch {
 	case n > uint64(l.Tiers-l.Segments):
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, l.Tiers-l.Segments))
 	case n < inUse:
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, but %d are linked or owned: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, inUse))
+	}
+	for _, idx := range strays {
+		if uint64(idx-l.Segments) >= max(n, inUse) {
+			problem(fmt.Errorf("%w: overflow tier %d has an owner, but the pool has not handed it out and no chain links it: the pool would refuse it; Repair clears the owner", ErrCorrupt, idx))
+		}
 	}
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
@@ -746,43 +849,80 @@ func reservedZero(w []uint64) bool {
 	return true
 }
 
-// poolTiersInUse is how many overflow tiers the pool must have handed out:
-// one past the highest, counted from the pool's first, that a segment's
-// chain links or, with owners, that has an owner. Chains that cannot be
-// followed are followed as far as they can.
-func (tb *Table) poolTiersInUse(owners bool) uint64 {
+// linkedPoolTiers is how many overflow tiers the pool must have handed
+// out for the segments' chains: one past the highest, counted from the
+// pool's first, that a chain links and a rebuild would keep (see
+// linkedTierIsOf), each chain followed as far as a rebuild follows it. A
+// link that damage pointed at a tier of no chain's does not count: raised
+// to cover it, the count would give up every tier before it.
+func (tb *Table) linkedPoolTiers() uint64 {
 	l := &tb.layout
 	var n uint64
 	for i := range l.Segments {
 		t := tb.tier(i)
-		for hops := int64(0); hops < l.Tiers; hops++ {
+		seen := map[int64]bool{}
+		for pos := int64(1); pos < l.Tiers; pos++ {
 			next := t.next()
-			if next == 0 || next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+			idx := int64(next) - 1
+			if next == 0 || next > uint64(l.Tiers) || idx < l.Segments || seen[idx] {
 				break
 			}
-			n = max(n, next-uint64(l.Segments))
-			t = tb.tier(int64(next - 1))
-		}
-	}
-	if owners {
-		for idx := l.Segments; idx < l.Tiers; idx++ {
-			if atomic.LoadUint64(&tb.tier(idx).header[thOwner/8]) != 0 {
-				n = max(n, uint64(idx-l.Segments+1))
+			if ours, _ := tb.linkedTierIsOf(i, idx, pos); !ours {
+				break
 			}
+			seen[idx] = true
+			n = max(n, uint64(idx-l.Segments+1))
+			t = tb.tier(idx)
 		}
 	}
 	return n
 }
 
+// ownedPoolTiers calls owned for each overflow tier with an owner word,
+// saying whether the tier looks handed out: its owner word names a
+// segment and its position word a place in a chain, as attachTier leaves
+// them. Damage to one word of a tier never handed out (all zeros) leaves
+// it looking otherwise; such a tier whose link damage cut loose (Repair
+// links it again: see chain) looks handed out.
+func (tb *Table) ownedPoolTiers(owned func(idx int64, handedOut bool)) {
+	l := &tb.layout
+	for idx := l.Segments; idx < l.Tiers; idx++ {
+		h := tb.tier(idx).header
+		owner := atomic.LoadUint64(&h[thOwner/8])
+		if owner == 0 {
+			continue
+		}
+		order := atomic.LoadUint64(&h[thOrder/8])
+		owned(idx, owner <= uint64(l.Segments) && order >= 1 && order < uint64(l.Tiers))
+	}
+}
+
+// poolTiersInUse is how many overflow tiers the pool must have handed out:
+// one past the highest that a chain links and a rebuild would keep
+// (linkedPoolTiers), or that looks handed out (ownedPoolTiers).
+func (tb *Table) poolTiersInUse() uint64 {
+	n := tb.linkedPoolTiers()
+	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+		if handedOut {
+			n = max(n, uint64(idx-tb.layout.Segments+1))
+		}
+	})
+	return n
+}
+
 // MendPoolCount sets the count of overflow tiers handed out to what the
-// segments' chains and the tiers' owners say the pool has handed out, when
-// damage moved it below that (the next link would take a tier in use) or
-// beyond the pool (every link fails with ErrFull), and returns the count
-// before and after. A count within the pool and above that is left as it
+// segments' chains and the tiers say the pool has handed out
+// (poolTiersInUse), when damage moved it below that (the next link would
+// take a tier in use) or beyond the pool (every link fails with ErrFull),
+// and returns the count before and after. A count within the pool and above that is left as it
 // is: the tiers between may have just been taken by a live process that
 // has not linked them yet, and handing one out twice is worse than losing
-// it. Part of repairing a damaged file.
-func (tb *Table) MendPoolCount() (from, to uint64, mended bool) {
+// it. Then, under the file's admin lock, it clears the owner word of each
+// tier beyond the count that does not look handed out (strays): a writer
+// gives a tier its owner only after the count covers it, so such an owner
+// is damage, and left there it would make the pool refuse the tier. Part
+// of repairing a damaged file.
+func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 	l := &tb.layout
 	pool := uint64(l.Tiers - l.Segments)
 	if tb.admin != nil {
@@ -790,13 +930,25 @@ func (tb *Table) MendPoolCount() (from, to uint64, mended bool) {
 		defer func() { _ = tb.admin.Unlock() }()
 	}
 	for {
-		inUse := tb.poolTiersInUse(true)
+		inUse := tb.poolTiersInUse()
 		n := atomic.LoadUint64(tb.extraTiers)
+		from, to = n, n
 		if n >= inUse && n <= pool {
-			return n, n, false
+			break
 		}
 		if atomic.CompareAndSwapUint64(tb.extraTiers, n, inUse) {
-			return n, inUse, true
+			to, mended = inUse, true
+			break
 		}
 	}
+	if tb.admin == nil {
+		return from, to, 0, mended // a tier beyond the count may be being taken
+	}
+	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+		if !handedOut && uint64(idx-l.Segments) >= to {
+			atomic.StoreUint64(&tb.tier(idx).header[thOwner/8], 0)
+			strays++
+		}
+	})
+	return from, to, strays, mended || strays > 0
 }

@@ -139,8 +139,12 @@ Examples:
 			fmt.Fprintln(e.stdout)
 		}
 		for _, s := range rebuilt {
-			fmt.Fprintf(e.stdout, "segment %d: damaged, rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d salvaged, %d stray chunks freed\n",
+			fmt.Fprintf(e.stdout, "segment %d: damaged, rebuilt: %d entries kept, %d dropped, %d second copies dropped, %d salvaged, %d stray chunks freed",
 				s.Segment, s.Kept, s.Dropped, s.Doubled, s.Salvaged, s.Freed)
+			if s.Relinked > 0 {
+				fmt.Fprintf(e.stdout, ", %d overflow tiers a damaged link had cut loose linked again", s.Relinked)
+			}
+			fmt.Fprintln(e.stdout)
 		}
 		return e.reportCheck(c, m, "nothing held by the dead")
 	},
