@@ -332,7 +332,7 @@ func lossOracle(m *Map, img *damageImage, rep Repaired) string {
 		return ""
 	}
 	reported := map[int64]bool{}
-	for _, r := range rep.Rebuilt {
+	for _, r := range append(rep.Recovery.Segments, rep.Rebuilt...) {
 		if r.Dropped+r.Doubled > 0 {
 			reported[r.Segment] = true
 		}

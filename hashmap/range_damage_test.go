@@ -190,6 +190,21 @@ func flipInFile(t *testing.T, path, marker string, at int) {
 	}
 }
 
+// readWord reads the little-endian word at byte off of the file at path.
+func readWord(t *testing.T, path string, off int64) uint64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
 // writeWord sets the little-endian word at byte off of the file at path.
 func writeWord(t *testing.T, path string, off int64, v uint64) {
 	t.Helper()

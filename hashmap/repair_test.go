@@ -423,7 +423,7 @@ func TestCheckSeesAnOwnedTierBeyondTheCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "overflow tier 4 has an owner, but the pool has not handed it out") {
+	if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "overflow tier 4 is not zero, but the pool has not handed it out") {
 		t.Errorf("Check = %v, %v; want the stray owner named", problems, err)
 	}
 }
@@ -560,5 +560,132 @@ func TestRepairRelinksTiersCutLoose(t *testing.T) {
 	}
 	if problems, err := m.Check(); err != nil || len(problems) != 0 {
 		t.Errorf("Check after Repair: %v, %v", problems, err)
+	}
+}
+
+// TestRepairFollowsTheTiersOwnWords (a reviewing helper's repros of
+// dded539): the first tier's link damaged to name the chain's second
+// overflow tier, skipping the first, which still links the second; a tier
+// cut from its chain (owner word zeroed, position word damaged) with the
+// pool's count damaged to 0; and segment 0's link damaged to name segment
+// 1's overflow tier, emptied, at the same position. Repair links the
+// skipped tier back (before: 66 of 133 keys lost, none reported), zeroes
+// the cut tier beyond the mended count rather than let the pool hand it
+// out again with its old slots (before: Check of the map filled after
+// Repair found a key counted twice), and does not take the other
+// segment's empty tier for segment 0's (the check that a tier holds
+// entries, and only this segment's, before a damaged owner word is
+// overruled; before it: keys lost and the tier in both chains).
+func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
+	t.Run("link skips a tier", func(t *testing.T) {
+		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+		var keys []string
+		for i := 0; m.Stats().TiersInUse < 4; i++ { // segment 0's keys only
+			k := fmt.Sprintf("key-%d", i)
+			if xxhash.Sum64String(k)&m.segMask != 0 {
+				continue
+			}
+			if err := m.Put([]byte(k), bytes.Repeat([]byte("v"), 24)); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		l := *m.layout
+		m.Close()
+		a := int64(readWord(t, path, l.TiersOff)) - 1
+		b := int64(readWord(t, path, l.TiersOff+a*l.TierSize)) - 1
+		writeWord(t, path, l.TiersOff, uint64(b)+1)
+		m = openOrFail(t, path)
+		repairKeepsAll(t, m, keys)
+	})
+	t.Run("tier cut loose, count 0", func(t *testing.T) {
+		m, path, n := fillTwoOverflowTiers(t)
+		l := *m.layout
+		hi := l.Segments + 1
+		damageWord(t, m, path, l.TiersOff+hi*l.TierSize+tierOwnerOff, 0)
+		writeWord(t, path, l.TiersOff+hi*l.TierSize+tierOwnerOff+8, 7) // position word
+		writeWord(t, path, l.GlobalOff, 0)                             // count
+		m = openOrFail(t, path)
+		if _, err := m.Repair(); err != nil {
+			t.Fatal(err)
+		}
+		fillUntilFull(t, m, n)
+		if problems, err := m.Check(); err != nil || len(problems) > 0 {
+			t.Errorf("Check after filling the repaired map: %v %v", problems, err)
+		}
+	})
+	t.Run("link to another segment's empty tier", func(t *testing.T) {
+		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+		var zero, one []string
+		for i := 0; m.Stats().TiersInUse < 4; i++ {
+			k := fmt.Sprintf("key-%d", i)
+			if err := m.Put([]byte(k), bytes.Repeat([]byte("v"), 24)); err != nil {
+				t.Fatal(err)
+			}
+			if xxhash.Sum64String(k)&m.segMask == 0 {
+				zero = append(zero, k)
+			} else {
+				one = append(one, k)
+			}
+		}
+		l := *m.layout
+		a0 := int64(readWord(t, path, l.TiersOff)) - 1
+		a1 := int64(readWord(t, path, l.TiersOff+l.TierSize)) - 1
+		if a0 < l.Segments || a1 < l.Segments {
+			t.Skip("this fill gave one segment no overflow tier")
+		}
+		for _, k := range one { // segment 1's tiers emptied
+			if _, err := m.Delete([]byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Close()
+		writeWord(t, path, l.TiersOff, uint64(a1)+1) // segment 0's first link -> segment 1's tier, position 1
+		m = openOrFail(t, path)
+		repairKeepsAll(t, m, zero)
+	})
+}
+
+// repairKeepsAll repairs m and fails the test unless every one of keys
+// reads back afterwards and Check then finds nothing.
+func repairKeepsAll(t *testing.T, m *Map, keys []string) {
+	t.Helper()
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, k := range keys {
+		if _, err := m.Get([]byte(k)); err != nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("Repair lost %d of %d keys (Rebuilt %+v, Mended %q)", lost, len(keys), rep.Rebuilt, rep.Recovery.Mended)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Errorf("Check after Repair: %v, %v", problems, err)
+	}
+}
+
+// TestRecoverRelinksATierCutLoose (a reviewing helper's fuzz input): a
+// segment's lock word damaged to read as held for update by a dead
+// process, and its first tier's next link out of range. Repair's Recover
+// rebuilds that segment first, without salvage; it now links the tier
+// back too (before, it cut the chain and rewrote the counts, so the
+// segment checked clean and 34 keys were gone with nothing reported).
+func TestRecoverRelinksATierCutLoose(t *testing.T) {
+	img := getDamageImage(false)
+	if img.err != nil {
+		t.Fatal(img.err)
+	}
+	b := bytes.Clone(img.file)
+	applyDamage(b, img.layout, []byte("0\x038&A2\x00\x0000"))
+	path := filepath.Join(t.TempDir(), "m")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg := damagedTrial(path, img); msg != "" {
+		t.Error(msg)
 	}
 }

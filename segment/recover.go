@@ -473,14 +473,17 @@ func runUnnamed(named []bool, c, n int64) bool {
 // chain lists the tiers of the segment, first tier first, stopping at a
 // link that leads outside the pool, back into the chain, or to a tier this
 // segment does not own (attachTier sets the owner before it links), and
-// cutting it there, since nothing can follow it safely. With salvage
-// (Repair), a linked tier whose owner word is damaged (see
-// linkedTierIsOf) and which the pool has handed out is taken for this
-// segment's, and its owner word mended; and where the chain ends or is
-// cut, a handed-out tier that says it is this segment's, at that position
-// (owner and position words), and that no link reaches, is linked there
-// again: damage to a link must not cost the tiers after it. relinked, if
-// not nil, counts those links.
+// cutting it there, since nothing can follow it safely. Where the chain
+// ends or is cut, or links a tier whose position word disagrees with the
+// link, a tier the pool has handed out that says it is this segment's at
+// that position (owner and position words), and that no link reaches, is
+// linked there instead: damage to a link must not cost the tiers after
+// it, and a writer that died between giving a tier its words and linking
+// it leaves such a tier too. With salvage (Repair), a linked tier whose
+// owner word is damaged (see linkedTierIsOf) and which the pool has
+// handed out is taken for this segment's, and a position word that
+// disagrees with its link is mended. relinked, if not nil, counts the
+// tiers linked again. Caller holds write.
 func (s *Segment) chain(salvage bool, relinked *int64) []int64 {
 	tb := s.tb
 	l := &tb.layout
@@ -491,7 +494,26 @@ func (s *Segment) chain(salvage bool, relinked *int64) []int64 {
 		pos := int64(len(out))
 		next := tv.next()
 		t := int64(next) - 1
-		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage) {
+		linked := next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage)
+		if linked && atomic.LoadUint64(&tb.tier(t).header[thOrder/8]) == uint64(pos) {
+			seen[t] = true
+			out = append(out, t)
+			continue
+		}
+		if lost, ok := s.lostTierAt(pos, seen); ok {
+			atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
+			if relinked != nil {
+				*relinked++
+			}
+			seen[lost] = true
+			out = append(out, lost)
+			continue
+		}
+		if linked {
+			// Ours, its position word alone damaged.
+			if salvage {
+				atomic.StoreUint64(&tb.tier(t).header[thOrder/8], uint64(pos))
+			}
 			seen[t] = true
 			out = append(out, t)
 			continue
@@ -499,48 +521,36 @@ func (s *Segment) chain(salvage bool, relinked *int64) []int64 {
 		if next != 0 {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 		}
-		lost, ok := s.lostTierAt(pos, seen, salvage)
-		if !ok {
-			return out
-		}
-		atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
-		if relinked != nil {
-			*relinked++
-		}
-		seen[lost] = true
-		out = append(out, lost)
+		return out
 	}
 }
 
-// lostTierAt finds, for salvage, the one overflow tier the pool has handed
-// out whose owner and position words say it is this segment's at position
-// pos of its chain, and which is not in seen (the chain so far) nor linked
-// from any tier: a tier a damaged link let go. ok is false without
-// salvage, and when there is none or more than one.
-func (s *Segment) lostTierAt(pos int64, seen map[int64]bool, salvage bool) (lost int64, ok bool) {
-	if !salvage {
-		return 0, false
-	}
+// lostTierAt finds the one overflow tier the pool has handed out whose
+// owner and position words say it is this segment's at position pos of
+// its chain, and which is not in seen (the chain so far) nor linked from
+// any tier: a tier a damaged link let go, or that a writer died before
+// linking. ok is false when there is none or more than one. Caller holds
+// write, so no writer of this segment is linking one now.
+func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok bool) {
 	tb := s.tb
 	l := &tb.layout
 	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
-	linked := map[int64]bool{}
-	for i := int64(0); i < end; i++ {
-		if tv := tb.tier(i); tv.next() != 0 {
-			next := tv.next()
-			linked[int64(next)-1] = true
-		}
-	}
-	found := 0
+	var candidates []int64
 	for t := l.Segments; t < end; t++ {
 		h := tb.tier(t).header
-		if seen[t] || linked[t] || atomic.LoadUint64(&h[thOwner/8]) != uint64(s.index)+1 || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
-			continue
+		if !seen[t] && atomic.LoadUint64(&h[thOwner/8]) == uint64(s.index)+1 && atomic.LoadUint64(&h[thOrder/8]) == uint64(pos) {
+			candidates = append(candidates, t)
 		}
-		lost = t
-		found++
 	}
-	return lost, found == 1
+	if len(candidates) != 1 {
+		return 0, false
+	}
+	for i := int64(0); i < end; i++ {
+		if tv := tb.tier(i); tv.next() == uint64(candidates[0])+1 {
+			return 0, false
+		}
+	}
+	return candidates[0], true
 }
 
 // ownsLinked reports whether overflow tier t, linked at position pos of
@@ -670,6 +680,9 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 		if t >= l.Segments {
 			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
 				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
+			}
+			if order := atomic.LoadUint64(&tv.header[thOrder/8]); order != uint64(tiers-1) {
+				report(t, "overflow tier at position %d of the chain says it is at %d", tiers-1, order)
 			}
 		}
 		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
@@ -813,7 +826,7 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	// is linked, so an owner read first lies below a count read after.
 	inUse := tb.poolTiersInUse()
 	var strays []int64
-	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
 		if !handedOut {
 			strays = append(strays, idx)
 		}
@@ -827,7 +840,7 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	}
 	for _, idx := range strays {
 		if uint64(idx-l.Segments) >= max(n, inUse) {
-			problem(fmt.Errorf("%w: overflow tier %d has an owner, but the pool has not handed it out and no chain links it: the pool would refuse it; Repair clears the owner", ErrCorrupt, idx))
+			problem(fmt.Errorf("%w: overflow tier %d is not zero, but the pool has not handed it out and no chain keeps it: the pool would refuse it; Repair clears it", ErrCorrupt, idx))
 		}
 	}
 	global, padding := tb.reservedGlobal()
@@ -878,31 +891,30 @@ func (tb *Table) linkedPoolTiers() uint64 {
 	return n
 }
 
-// ownedPoolTiers calls owned for each overflow tier with an owner word,
-// saying whether the tier looks handed out: its owner word names a
-// segment and its position word a place in a chain, as attachTier leaves
-// them. Damage to one word of a tier never handed out (all zeros) leaves
-// it looking otherwise; such a tier whose link damage cut loose (Repair
-// links it again: see chain) looks handed out.
-func (tb *Table) ownedPoolTiers(owned func(idx int64, handedOut bool)) {
+// usedPoolTiers calls used for each overflow tier whose header is not all
+// zeros, as the pool hands every tier out, saying whether the tier looks
+// handed out: its owner word names a segment and its position word a
+// place in a chain, as attachTier leaves them. Damage to a word of a tier
+// never handed out leaves it looking otherwise; a tier a damaged link cut
+// loose (chain links it again) looks handed out.
+func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	for idx := l.Segments; idx < l.Tiers; idx++ {
 		h := tb.tier(idx).header
-		owner := atomic.LoadUint64(&h[thOwner/8])
-		if owner == 0 {
+		if reservedZero(h[:tierHeaderSize/8]) {
 			continue
 		}
-		order := atomic.LoadUint64(&h[thOrder/8])
-		owned(idx, owner <= uint64(l.Segments) && order >= 1 && order < uint64(l.Tiers))
+		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
+		used(idx, owner != 0 && owner <= uint64(l.Segments) && order >= 1 && order < uint64(l.Tiers))
 	}
 }
 
 // poolTiersInUse is how many overflow tiers the pool must have handed out:
 // one past the highest that a chain links and a rebuild would keep
-// (linkedPoolTiers), or that looks handed out (ownedPoolTiers).
+// (linkedPoolTiers), or that looks handed out (usedPoolTiers).
 func (tb *Table) poolTiersInUse() uint64 {
 	n := tb.linkedPoolTiers()
-	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
 		if handedOut {
 			n = max(n, uint64(idx-tb.layout.Segments+1))
 		}
@@ -917,11 +929,12 @@ func (tb *Table) poolTiersInUse() uint64 {
 // and returns the count before and after. A count within the pool and above that is left as it
 // is: the tiers between may have just been taken by a live process that
 // has not linked them yet, and handing one out twice is worse than losing
-// it. Then, under the file's admin lock, it clears the owner word of each
-// tier beyond the count that does not look handed out (strays): a writer
-// gives a tier its owner only after the count covers it, so such an owner
-// is damage, and left there it would make the pool refuse the tier. Part
-// of repairing a damaged file.
+// it. Then, under the file's admin lock, it zeroes each tier beyond the
+// count whose header is not zero but does not look handed out (strays): a
+// writer gives a tier its words only after the count covers it, so those
+// are damage, or what is left of a tier damage cut from every chain, and
+// left there they would make the pool refuse the tier. Part of repairing
+// a damaged file.
 func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 	l := &tb.layout
 	pool := uint64(l.Tiers - l.Segments)
@@ -944,9 +957,14 @@ func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 	if tb.admin == nil {
 		return from, to, 0, mended // a tier beyond the count may be being taken
 	}
-	tb.ownedPoolTiers(func(idx int64, handedOut bool) {
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
 		if !handedOut && uint64(idx-l.Segments) >= to {
-			atomic.StoreUint64(&tb.tier(idx).header[thOwner/8], 0)
+			// The whole tier: attachTier takes only a tier that is zero,
+			// and slots left over from a tier cut loose would come back.
+			words := tb.region.Uint64s(l.TiersOff+idx*l.TierSize, l.TierSize/8)
+			for i := range words {
+				atomic.StoreUint64(&words[i], 0)
+			}
 			strays++
 		}
 	})

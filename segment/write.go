@@ -783,14 +783,15 @@ func (s *Segment) poolExhausted(pool uint64) error {
 }
 
 // attachTier initializes tier idx, just taken from the pool, and links it
-// after last. A tier the pool hands out has never had an owner; one that
-// has is another segment's, handed out again by a pool counter that damage
-// moved back, and is left alone (ErrCorrupt, and the tier is lost to the
-// pool) rather than taken from under the entries it holds.
+// after last. A tier the pool hands out has never been written; one whose
+// header is not zero is another segment's, handed out again by a pool
+// counter that damage moved back, or damaged itself, and is left alone
+// (ErrCorrupt, and the tier is lost to the pool) rather than taken from
+// under the entries it may hold.
 func (s *Segment) attachTier(last *tier, idx uint64) (tier, error) {
 	nt := s.tb.tier(int64(idx))
-	if atomic.LoadUint64(&nt.header[thOwner/8]) != 0 {
-		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that has an owner: its count is damaged (Repair mends it)")
+	if !reservedZero(nt.header[:tierHeaderSize/8]) {
+		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that is not zero: its count is damaged, or the tier (Repair mends them)")
 	}
 	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
 	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
