@@ -689,3 +689,204 @@ func TestRecoverRelinksATierCutLoose(t *testing.T) {
 		t.Error(msg)
 	}
 }
+
+// putSegment0 puts keys of segment 0 only ("key-<i>" from from on, values
+// "old-<i>-vvv...") until its chain has tiers tiers and at least atLast
+// keys in its last, and returns the keys put by the chain position they
+// went to.
+func putSegment0(t *testing.T, m *Map, from int, tiers int64, atLast int) map[int64]map[string][]byte {
+	t.Helper()
+	got := map[int64]map[string][]byte{}
+	for i := from; m.table.Segment(0).Tiers() < tiers || len(got[tiers-1]) < atLast; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		if xxhash.Sum64String(k)&m.segMask != 0 {
+			continue
+		}
+		v := []byte(fmt.Sprintf("old-%d-%s", i, bytes.Repeat([]byte("v"), 16)))
+		if err := m.Put([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+		p := m.table.Segment(0).Tiers() - 1
+		if got[p] == nil {
+			got[p] = map[string][]byte{}
+		}
+		got[p][k] = v
+	}
+	return got
+}
+
+// dieHolding opens path and leaves it as a process that died holding
+// segment seg's update lock: the lock taken, the file closed under it.
+func dieHolding(t *testing.T, path string, seg int) {
+	t.Helper()
+	m, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.table.Segment(seg).Lock().UpdateLock(0); err != nil {
+		t.Fatal(err)
+	}
+	m.file.Close()
+}
+
+// repairedEmptyFirstTier builds segment 0's chain first -> T1 -> T2, empties
+// T1 by deletes, damages T1's owner word to name segment 1, and repairs:
+// it returns the path, T2's keys and values, the open map and the report.
+func repairedEmptyFirstTier(t *testing.T) (string, map[string][]byte, *Map, Repaired) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPos := putSegment0(t, m, 0, 3, 8)
+	for k := range byPos[1] {
+		if _, err := m.Delete([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := *m.layout
+	m.Close()
+	t1 := int64(readWord(t, path, l.TiersOff)) - 1
+	writeWord(t, path, l.TiersOff+t1*l.TierSize+tierOwnerOff, 2)
+	m = openOrFail(t, path)
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, byPos[2], m, rep
+}
+
+// TestRepairAndRecoverLeaveNoStaleTier (a reviewing helper's repros of
+// 09e4fa0). An empty overflow tier whose owner word damage made segment
+// 1's, linked only from segment 0's chain: Repair keeps it and the tier
+// after it (before: it cut the chain there, 8 of 8 keys after it lost,
+// none reported). A key of that later tier put again and deleted, then
+// processes dying in segments 1 and 0: the deleted key stays deleted
+// (before: the two recoveries linked the old tier back, and the key
+// came back with its old value). A chain cut by damage and then
+// recovered: Recover reports the tier it linked back. And a live tier
+// whose position word alone is damaged is kept, not swapped for another
+// (before: its 8 keys were lost, none reported).
+func TestRepairAndRecoverLeaveNoStaleTier(t *testing.T) {
+	t.Run("empty tier, owner names the other segment", func(t *testing.T) {
+		_, inT2, m, rep := repairedEmptyFirstTier(t)
+		for k := range inT2 {
+			if _, err := m.Get([]byte(k)); err != nil {
+				t.Fatalf("%s after Repair (%+v): %v", k, rep.Rebuilt, err)
+			}
+		}
+	})
+	t.Run("deleted key stays deleted", func(t *testing.T) {
+		path, inT2, m, _ := repairedEmptyFirstTier(t)
+		var victim string
+		for victim = range inT2 {
+			break
+		}
+		if err := m.Put([]byte(victim), []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Delete([]byte(victim)); err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		dieHolding(t, path, 1)
+		m = openOrFail(t, path)
+		putSegment0(t, m, 5000, 2, 0) // the chain grown back, if Repair had cut it
+		m.Close()
+		dieHolding(t, path, 0)
+		m = openOrFail(t, path)
+		if v, err := m.Get([]byte(victim)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("deleted %s after Recover: Get = %q, %v (Recover: %+v)", victim, v, err, m.RecoveredAtOpen().Segments)
+		}
+	})
+	t.Run("Recover reports its relink", func(t *testing.T) {
+		m, path, n := fillTwoOverflowTiers(t)
+		l := *m.layout
+		m.Close()
+		writeWord(t, path, l.TiersOff, 999)
+		dieHolding(t, path, 0)
+		m = openOrFail(t, path)
+		for i := range n {
+			if _, err := m.Get([]byte(fmt.Sprintf("key-%d", i))); err != nil {
+				t.Fatalf("key-%d: %v", i, err)
+			}
+		}
+		if s := m.RecoveredAtOpen().Segments; len(s) != 1 || s[0].Relinked == 0 {
+			t.Errorf("Recover linked the cut tier back (every key reads) but reports %+v", s)
+		}
+	})
+	t.Run("position word damaged in a live tier", func(t *testing.T) {
+		path, _, m, _ := repairedEmptyFirstTier(t)
+		l := *m.layout
+		m.Close()
+		dieHolding(t, path, 1)
+		m = openOrFail(t, path)
+		fresh := putSegment0(t, m, 5000, 3, 8)[2]
+		m.Close()
+		a := int64(readWord(t, path, l.TiersOff)) - 1
+		b := int64(readWord(t, path, l.TiersOff+a*l.TierSize)) - 1
+		writeWord(t, path, l.TiersOff+b*l.TierSize+tierOwnerOff+8, 9)
+		m = openOrFail(t, path)
+		repairKeepsAll(t, m, mapKeys(fresh))
+	})
+}
+
+// mapKeys returns m's keys.
+func mapKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TestRepairDisownsATierItCannotPlace: the first tier's link damaged out
+// of the pool and the overflow tier after it given a wrong position word
+// too, so nothing says where it belongs. Repair cuts the chain there,
+// counts the tier's sound entries as dropped, and clears its owner word,
+// so that no later recovery links it back with values since rewritten or
+// keys since deleted (before 09e4fa0's review, the tier kept its words).
+func TestRepairDisownsATierItCannotPlace(t *testing.T) {
+	m, path, keys := fillTwoOverflowTiers(t)
+	l := *m.layout
+	m.Close()
+	var seg, t1 int64 = -1, -1
+	for s := range l.Segments {
+		if n := int64(readWord(t, path, l.TiersOff+s*l.TierSize)); n != 0 {
+			seg, t1 = s, n-1
+			break
+		}
+	}
+	if seg < 0 {
+		t.Fatal("no segment links an overflow tier")
+	}
+	writeWord(t, path, l.TiersOff+seg*l.TierSize, 999)
+	writeWord(t, path, l.TiersOff+t1*l.TierSize+tierOwnerOff+8, 7) // its position word
+	m = openOrFail(t, path)
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped int64
+	for _, r := range rep.Rebuilt {
+		if r.Segment == seg {
+			dropped += r.Dropped
+		}
+	}
+	lost := 0
+	for i := range keys {
+		if _, err := m.Get([]byte(fmt.Sprintf("key-%d", i))); errors.Is(err, ErrNotFound) {
+			lost++
+		}
+	}
+	if lost == 0 || dropped < int64(lost) {
+		t.Errorf("Repair lost %d keys and reported %d dropped in segment %d (%+v)", lost, dropped, seg, rep.Rebuilt)
+	}
+	if owner := readWord(t, path, l.TiersOff+t1*l.TierSize+tierOwnerOff); owner != 0 {
+		t.Errorf("the tier cut loose still says it is segment %d's", owner-1)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Errorf("Check after Repair: %v, %v", problems, err)
+	}
+}

@@ -75,7 +75,7 @@ type Recovered struct {
 	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
 	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
-	Relinked int64           // Repair only: overflow tiers a damaged link had cut from the chain, linked again
+	Relinked int64           // overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
 	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
@@ -127,7 +127,7 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(false, nil)
+	s.finishMoves(false, &rep)
 	s.rebuild(&rep, false)
 	atomic.AddUint64(s.seq, 1)
 	_ = s.lock.WriteUnlock()
@@ -182,7 +182,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(true, &rep.Relinked)
+	s.finishMoves(true, &rep)
 	s.rebuild(&rep, true)
 	s.clearReserved()
 	rep.Rebuilt = true
@@ -191,10 +191,10 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 }
 
 // finishMoves completes the compaction moves a dead process cut short in
-// the segment's tiers (see compact); relinked counts the tiers chain
-// linked again. Caller holds write.
-func (s *Segment) finishMoves(salvage bool, relinked *int64) {
-	for _, t := range s.chain(salvage, relinked) {
+// the segment's tiers (see compact); rep counts what chain linked again
+// or dropped. Caller holds write.
+func (s *Segment) finishMoves(salvage bool, rep *Recovered) {
+	for _, t := range s.chain(salvage, rep) {
 		tv := s.tb.tier(t)
 		s.tb.finishMove(&tv)
 	}
@@ -222,7 +222,7 @@ func (s *Segment) finishMoves(salvage bool, relinked *int64) {
 // and the bitmaps and counts, which rebuild does not read, are written
 // last.
 func (s *Segment) rebuild(rep *Recovered, salvage bool) {
-	chain := s.chain(salvage, &rep.Relinked)
+	chain := s.chain(salvage, rep)
 	r := rebuilding{s: s, rep: rep, byKey: make(map[string]bool)}
 	for _, ti := range chain {
 		r.tiers = append(r.tiers, s.tb.tier(ti))
@@ -474,54 +474,87 @@ func runUnnamed(named []bool, c, n int64) bool {
 // link that leads outside the pool, back into the chain, or to a tier this
 // segment does not own (attachTier sets the owner before it links), and
 // cutting it there, since nothing can follow it safely. Where the chain
-// ends or is cut, or links a tier whose position word disagrees with the
-// link, a tier the pool has handed out that says it is this segment's at
-// that position (owner and position words), and that no link reaches, is
-// linked there instead: damage to a link must not cost the tiers after
-// it, and a writer that died between giving a tier its words and linking
-// it leaves such a tier too. With salvage (Repair), a linked tier whose
-// owner word is damaged (see linkedTierIsOf) and which the pool has
-// handed out is taken for this segment's, and a position word that
-// disagrees with its link is mended. relinked, if not nil, counts the
-// tiers linked again. Caller holds write.
-func (s *Segment) chain(salvage bool, relinked *int64) []int64 {
+// ends or is cut, a tier the pool has handed out that says it is this
+// segment's at that position (owner and position words), and that no
+// link reaches, is linked there instead (lostTierAt): damage to a link
+// must not cost the tiers after it, and a writer that died between giving
+// a tier its words and linking it leaves such a tier too. A linked tier
+// of this segment's whose position word disagrees with its link yields
+// only to such a tier that links to it (a damaged link that skipped it);
+// otherwise, with salvage, its position word is mended. With salvage
+// (Repair), a linked tier whose owner word is damaged (see
+// linkedTierIsOf) and which the pool has handed out is taken for this
+// segment's. Last, every tier that still says it is this segment's but is
+// not in the chain is made no one's, its sound entries counted as
+// dropped: left, a later recovery could link it back with values since
+// rewritten or keys since deleted. rep, if not nil, counts the tiers
+// linked again and the entries dropped. Caller holds write.
+func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 	tb := s.tb
 	l := &tb.layout
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
+	relink := func(tv *tier, lost int64) {
+		atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
+		if rep != nil {
+			rep.Relinked++
+		}
+		seen[lost] = true
+		out = append(out, lost)
+	}
 	for {
 		tv := tb.tier(out[len(out)-1])
 		pos := int64(len(out))
 		next := tv.next()
 		t := int64(next) - 1
-		linked := next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage)
-		if linked && atomic.LoadUint64(&tb.tier(t).header[thOrder/8]) == uint64(pos) {
+		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage) {
+			if atomic.LoadUint64(&tb.tier(t).header[thOrder/8]) != uint64(pos) {
+				if lost, ok := s.lostTierAt(pos, seen); ok && tb.tierNext(lost) == next {
+					relink(&tv, lost) // the link skipped it; it links on to t
+					continue
+				}
+				if salvage {
+					atomic.StoreUint64(&tb.tier(t).header[thOrder/8], uint64(pos))
+				}
+			}
 			seen[t] = true
 			out = append(out, t)
 			continue
 		}
 		if lost, ok := s.lostTierAt(pos, seen); ok {
-			atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
-			if relinked != nil {
-				*relinked++
-			}
-			seen[lost] = true
-			out = append(out, lost)
-			continue
-		}
-		if linked {
-			// Ours, its position word alone damaged.
-			if salvage {
-				atomic.StoreUint64(&tb.tier(t).header[thOrder/8], uint64(pos))
-			}
-			seen[t] = true
-			out = append(out, t)
+			relink(&tv, lost)
 			continue
 		}
 		if next != 0 {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 		}
+		s.disownStrays(seen, rep)
 		return out
+	}
+}
+
+// disownStrays clears the owner word of every tier the pool has handed
+// out that says it is this segment's but is not in seen (the chain),
+// counting its sound entries as dropped in rep (if not nil).
+func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
+	tb := s.tb
+	l := &tb.layout
+	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	for t := l.Segments; t < end; t++ {
+		tv := tb.tier(t)
+		if seen[t] || atomic.LoadUint64(&tv.header[thOwner/8]) != uint64(s.index)+1 {
+			continue
+		}
+		if rep != nil {
+			for pos := range tv.slots {
+				if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 {
+					if _, _, ok := tb.validEntry(&tv, slotChunk(sl)); ok {
+						rep.Dropped++
+					}
+				}
+			}
+		}
+		atomic.StoreUint64(&tv.header[thOwner/8], 0)
 	}
 }
 
@@ -542,13 +575,8 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 			candidates = append(candidates, t)
 		}
 	}
-	if len(candidates) != 1 {
+	if len(candidates) != 1 || tb.linksTo(candidates[0]) != 0 {
 		return 0, false
-	}
-	for i := int64(0); i < end; i++ {
-		if tv := tb.tier(i); tv.next() == uint64(candidates[0])+1 {
-			return 0, false
-		}
 	}
 	return candidates[0], true
 }
@@ -576,10 +604,10 @@ func (s *Segment) ownsLinked(t, pos int64, salvage bool) bool {
 // word needs mending to say so. It is when its owner word names the
 // segment; and, its owner word being damaged, when its position word
 // agrees with the link and either the owner word is no segment's (zero
-// or out of range) or the tier holds entries, and only entries whose keys
-// hash to this segment: no writer puts another segment's keys in a tier,
-// and a tier another segment is taking has no entries yet. Whether the
-// pool has handed the tier out is the caller's to weigh.
+// or out of range) or this link is the only one that reaches the tier and
+// none of its entries hashes to another segment: another segment's tier
+// is linked from that segment's chain, and holds that segment's keys.
+// Whether the pool has handed the tier out is the caller's to weigh.
 func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	h := tb.tier(t).header
 	owner := atomic.LoadUint64(&h[thOwner/8])
@@ -591,30 +619,44 @@ func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	case owner == 0 || owner > uint64(tb.layout.Segments):
 		return true, true
 	}
-	return tb.holdsOnlyKeysOf(t, index), true
+	return tb.linksTo(t) == 1 && tb.holdsNoKeysOfOthers(t, index), true
 }
 
-// holdsOnlyKeysOf reports whether tier t holds at least one entry that
-// decodes and passes its checksum, and no such entry whose key hashes to
-// a segment other than index.
-func (tb *Table) holdsOnlyKeysOf(t, index int64) bool {
+// tierNext is tier t's next word.
+func (tb *Table) tierNext(t int64) uint64 {
 	tv := tb.tier(t)
-	found := false
+	return tv.next()
+}
+
+// linksTo counts the tiers, of the pool's handed-out ones and the first
+// tiers, whose next word names tier t.
+func (tb *Table) linksTo(t int64) int {
+	l := &tb.layout
+	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	n := 0
+	for i := int64(0); i < end; i++ {
+		if tv := tb.tier(i); tv.next() == uint64(t)+1 {
+			n++
+		}
+	}
+	return n
+}
+
+// holdsNoKeysOfOthers reports whether tier t holds no entry that decodes
+// and passes its checksum whose key hashes to a segment other than index.
+func (tb *Table) holdsNoKeysOfOthers(t, index int64) bool {
+	tv := tb.tier(t)
 	for pos := range tv.slots {
 		sl := atomic.LoadUint64(&tv.slots[pos])
 		if sl == 0 {
 			continue
 		}
 		key, _, ok := tb.validEntry(&tv, slotChunk(sl))
-		if !ok {
-			continue
-		}
-		if tb.layout.segmentOf(xxhash.Sum64(key)) != index {
+		if ok && tb.layout.segmentOf(xxhash.Sum64(key)) != index {
 			return false
 		}
-		found = true
 	}
-	return found
+	return true
 }
 
 // validEntry decodes the entry at chunk c and checks its checksum (when the
