@@ -890,3 +890,55 @@ func TestRepairDisownsATierItCannotPlace(t *testing.T) {
 		t.Errorf("Check after Repair: %v, %v", problems, err)
 	}
 }
+
+// TestAPoolTierNotZeroIsRefused: one word other than the owner damaged in
+// the tier the pool hands out next (its entry count). Check names it,
+// the Put that needs that tier fails with ErrCorrupt rather than link a
+// tier that is not blank, and after Repair, which zeroes it, the map
+// takes as many keys as an undamaged copy.
+func TestAPoolTierNotZeroIsRefused(t *testing.T) {
+	m, path, keys := fillTwoOverflowTiers(t)
+	l := *m.layout
+	undamaged := copyOf(t, path)
+	damageWord(t, m, path, l.TiersOff+(l.Segments+2)*l.TierSize+8, 5) // the next tier's entry count
+	m = openOrFail(t, path)
+	if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "is not zero, but the pool has not handed it out") {
+		t.Errorf("Check = %v, %v; want the tier named", problems, err)
+	}
+	var err error
+	for i := keys; err == nil; i++ {
+		err = m.Put([]byte(fmt.Sprintf("key-%d", i)), bytes.Repeat([]byte("v"), 24))
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("the Put that needed the damaged tier: %v, want ErrCorrupt", err)
+	}
+	m.Close()
+	writeWord(t, path, l.TiersOff+(l.Segments+2)*l.TierSize+8, 5) // in case a Put took it
+	m = openOrFail(t, path)
+	if _, err := m.Repair(); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Errorf("Check after Repair: %v, %v", problems, err)
+	}
+	if got, want := fillUntilFull(t, m, keys), fillUntilFull(t, openOrFail(t, undamaged), keys); got < want-20 {
+		t.Errorf("after Repair the map took %d more keys, an undamaged copy %d", got, want)
+	}
+}
+
+// TestCheckNamesAWrongPositionWord: a linked overflow tier's position word
+// alone damaged. Check names it; Repair mends it and keeps every key.
+func TestCheckNamesAWrongPositionWord(t *testing.T) {
+	m, path, keys := fillTwoOverflowTiers(t)
+	l := *m.layout
+	damageWord(t, m, path, l.TiersOff+l.Segments*l.TierSize+tierOwnerOff+8, 5)
+	m = openOrFail(t, path)
+	if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "says it is at 5") {
+		t.Errorf("Check = %v, %v; want the position word named", problems, err)
+	}
+	all := make([]string, keys)
+	for i := range all {
+		all[i] = fmt.Sprintf("key-%d", i)
+	}
+	repairKeepsAll(t, m, all)
+}
