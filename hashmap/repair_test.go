@@ -690,29 +690,10 @@ func TestRecoverRelinksATierCutLoose(t *testing.T) {
 	}
 }
 
-// putSegment0 puts keys of segment 0 only ("key-<i>" from from on, values
-// "old-<i>-vvv...") until its chain has tiers tiers and at least atLast
-// keys in its last, and returns the keys put by the chain position they
-// went to.
+// putSegment0 is putSeg for segment 0.
 func putSegment0(t *testing.T, m *Map, from int, tiers int64, atLast int) map[int64]map[string][]byte {
 	t.Helper()
-	got := map[int64]map[string][]byte{}
-	for i := from; m.table.Segment(0).Tiers() < tiers || len(got[tiers-1]) < atLast; i++ {
-		k := fmt.Sprintf("key-%d", i)
-		if xxhash.Sum64String(k)&m.segMask != 0 {
-			continue
-		}
-		v := []byte(fmt.Sprintf("old-%d-%s", i, bytes.Repeat([]byte("v"), 16)))
-		if err := m.Put([]byte(k), v); err != nil {
-			t.Fatal(err)
-		}
-		p := m.table.Segment(0).Tiers() - 1
-		if got[p] == nil {
-			got[p] = map[string][]byte{}
-		}
-		got[p][k] = v
-	}
-	return got
+	return putSeg(t, m, 0, from, tiers, atLast)
 }
 
 // dieHolding opens path and leaves it as a process that died holding

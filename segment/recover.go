@@ -471,24 +471,24 @@ func runUnnamed(named []bool, c, n int64) bool {
 }
 
 // chain lists the tiers of the segment, first tier first, stopping at a
-// link that leads outside the pool, back into the chain, or to a tier this
-// segment does not own (attachTier sets the owner before it links), and
-// cutting it there, since nothing can follow it safely. Where the chain
-// ends or is cut, a tier the pool has handed out that says it is this
-// segment's at that position (owner and position words), and that no
-// link reaches, is linked there instead (lostTierAt): damage to a link
-// must not cost the tiers after it, and a writer that died between giving
-// a tier its words and linking it leaves such a tier too. A linked tier
-// of this segment's whose position word disagrees with its link yields
-// only to such a tier that links to it (a damaged link that skipped it);
-// otherwise, with salvage, its position word is mended. With salvage
-// (Repair), a linked tier whose owner word is damaged (see
-// linkedTierIsOf) and which the pool has handed out is taken for this
-// segment's. Last, every tier that still says it is this segment's but is
-// not in the chain is made no one's, its sound entries counted as
-// dropped: left, a later recovery could link it back with values since
-// rewritten or keys since deleted. rep, if not nil, counts the tiers
-// linked again and the entries dropped. Caller holds write.
+// link that leads outside the pool, back into the chain, or to a tier
+// that is not this segment's, and cutting it there, since nothing can
+// follow it safely. Where the chain ends or is cut, a tier the pool has
+// handed out that says it is this segment's at that position (owner and
+// position words), and that no link reaches, is linked there instead
+// (lostTierAt): damage to a link must not cost the tiers after it, and a
+// writer that died between giving a tier its words and linking it leaves
+// such a tier too. Such a tier also comes before a linked one whose owner
+// word is damaged but whose other words say it is this segment's (see
+// linkedTierIsOf), which is otherwise taken, its owner word mended, if
+// the pool has handed it out. A linked tier of this segment's whose
+// position word disagrees with its link yields only to a lost tier that
+// links on to it (a damaged link that skipped it); otherwise, with
+// salvage (Repair), its position word is mended. Last, tiers that still
+// say they are this segment's but that no chain reaches are made no
+// one's (disownStrays): left, a later recovery could link one back with
+// values since rewritten or keys since deleted. rep, if not nil, counts
+// the tiers linked again and the entries dropped. Caller holds write.
 func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 	tb := s.tb
 	l := &tb.layout
@@ -507,7 +507,11 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 		pos := int64(len(out))
 		next := tv.next()
 		t := int64(next) - 1
-		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] && s.ownsLinked(t, pos, salvage) {
+		ours, mend := false, false
+		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] {
+			ours, mend = tb.linkedTierIsOf(s.index, t, pos)
+		}
+		if ours && !mend {
 			if atomic.LoadUint64(&tb.tier(t).header[thOrder/8]) != uint64(pos) {
 				if lost, ok := s.lostTierAt(pos, seen); ok && tb.tierNext(lost) == next {
 					relink(&tv, lost) // the link skipped it; it links on to t
@@ -521,8 +525,16 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 			out = append(out, t)
 			continue
 		}
+		// A tier that says it belongs here comes before one taken for this
+		// segment's on the evidence of its other words.
 		if lost, ok := s.lostTierAt(pos, seen); ok {
 			relink(&tv, lost)
+			continue
+		}
+		if ours && t < l.Segments+tb.ExtraTiersInUse() {
+			atomic.StoreUint64(&tb.tier(t).header[thOwner/8], uint64(s.index)+1)
+			seen[t] = true
+			out = append(out, t)
 			continue
 		}
 		if next != 0 {
@@ -534,27 +546,35 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 }
 
 // disownStrays clears the owner word of every tier the pool has handed
-// out that says it is this segment's but is not in seen (the chain),
-// counting its sound entries as dropped in rep (if not nil).
+// out that says it is this segment's but is neither in seen (the chain)
+// nor linked from any tier, counting its sound entries as dropped in rep
+// (if not nil), and clears its next word, so that the tiers it linked are
+// weighed the same way in turn. A tier another chain links is that
+// chain's to judge, whatever its owner word says.
 func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
 	l := &tb.layout
 	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
-	for t := l.Segments; t < end; t++ {
-		tv := tb.tier(t)
-		if seen[t] || atomic.LoadUint64(&tv.header[thOwner/8]) != uint64(s.index)+1 {
-			continue
-		}
-		if rep != nil {
-			for pos := range tv.slots {
-				if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 {
-					if _, _, ok := tb.validEntry(&tv, slotChunk(sl)); ok {
-						rep.Dropped++
+	for changed := true; changed; {
+		changed = false
+		for t := l.Segments; t < end; t++ {
+			tv := tb.tier(t)
+			if seen[t] || atomic.LoadUint64(&tv.header[thOwner/8]) != uint64(s.index)+1 || tb.linksTo(t) != 0 {
+				continue
+			}
+			if rep != nil {
+				for pos := range tv.slots {
+					if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 {
+						if _, _, ok := tb.validEntry(&tv, slotChunk(sl)); ok {
+							rep.Dropped++
+						}
 					}
 				}
 			}
+			atomic.StoreUint64(&tv.header[thOwner/8], 0)
+			atomic.StoreUint64(&tv.header[thNext/8], 0)
+			changed = true
 		}
-		atomic.StoreUint64(&tv.header[thOwner/8], 0)
 	}
 }
 
@@ -579,24 +599,6 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 		return 0, false
 	}
 	return candidates[0], true
-}
-
-// ownsLinked reports whether overflow tier t, linked at position pos of
-// the segment's chain, is the segment's (see chain), mending its owner
-// word if salvage allows.
-func (s *Segment) ownsLinked(t, pos int64, salvage bool) bool {
-	tb := s.tb
-	ours, mend := tb.linkedTierIsOf(s.index, t, pos)
-	switch {
-	case !ours:
-		return false
-	case !mend:
-		return true
-	case !salvage || t >= tb.layout.Segments+tb.ExtraTiersInUse():
-		return false // no mending wanted, or a tier the pool has not handed out
-	}
-	atomic.StoreUint64(&tb.tier(t).header[thOwner/8], uint64(s.index)+1)
-	return true
 }
 
 // linkedTierIsOf reports whether overflow tier t, which segment index's

@@ -1,0 +1,168 @@
+package hashmap
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// putSeg (a reviewing helper's, of 3ee8fbd, with the tests below) puts keys of segment seg only until its chain has tiers tiers
+// and at least atLast keys in its last; keys by chain position.
+func putSeg(t *testing.T, m *Map, seg uint64, from int, tiers int64, atLast int) map[int64]map[string][]byte {
+	t.Helper()
+	got := map[int64]map[string][]byte{}
+	s := m.table.Segment(int(seg))
+	for i := from; s.Tiers() < tiers || len(got[tiers-1]) < atLast; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		if xxhash.Sum64String(k)&m.segMask != seg {
+			continue
+		}
+		v := []byte(fmt.Sprintf("old-%d-%s", i, bytes.Repeat([]byte("v"), 16)))
+		if err := m.Put([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+		p := s.Tiers() - 1
+		if got[p] == nil {
+			got[p] = map[string][]byte{}
+		}
+		got[p][k] = v
+	}
+	return got
+}
+
+// allKeys lists the keys of putSeg's result.
+func allKeys(byPos map[int64]map[string][]byte) []string {
+	var ks []string
+	for _, m := range byPos {
+		ks = append(ks, mapKeys(m)...)
+	}
+	return ks
+}
+
+// lostOf counts the keys m no longer reads.
+func lostOf(m *Map, keys []string) int {
+	n := 0
+	for _, k := range keys {
+		if _, err := m.Get([]byte(k)); err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// droppedIn sums what the reports say was dropped (or doubled) in seg.
+func droppedIn(seg int64, reps ...[]segment.Recovered) int64 {
+	var d int64
+	for _, rs := range reps {
+		for _, r := range rs {
+			if r.Segment == seg {
+				d += r.Dropped + r.Doubled
+			}
+		}
+	}
+	return d
+}
+
+// One damaged owner word in segment 0's last overflow tier (linked, its
+// position word right), then a writer of segment 0 dies. Recover (no
+// salvage) cuts the chain before the tier; disownStrays does not count
+// it (owner not 0's); Repair then finds nothing: keys lost, none reported.
+func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
+	for _, owner := range []uint64{0, 2} {
+		t.Run(fmt.Sprintf("owner=%d", owner), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := allKeys(putSeg(t, m, 0, 0, 3, 8))
+			l := *m.layout
+			m.Close()
+			t1 := int64(readWord(t, path, l.TiersOff)) - 1
+			t2 := int64(readWord(t, path, l.TiersOff+t1*l.TierSize)) - 1
+			writeWord(t, path, l.TiersOff+t2*l.TierSize+tierOwnerOff, owner)
+			dieHolding(t, path, 0)
+			m = openOrFail(t, path)
+			atOpen := m.RecoveredAtOpen().Segments
+			rep, err := m.Repair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, _ := m.Check()
+			lost, dropped := lostOf(m, keys), droppedIn(0, atOpen, rep.Rebuilt)
+			if lost > int(dropped) {
+				t.Errorf("lost %d of %d keys of segment 0, reported %d dropped (Recover %+v, Repair %+v); Check after: %v", lost, len(keys), dropped, atOpen, rep.Rebuilt, problems)
+			}
+		})
+	}
+}
+
+// Segment 1's overflow tier's owner word damaged to name segment 0, then a
+// writer of segment 0 dies: Recover(0)'s disownStrays counts segment 1's
+// entries as dropped in segment 0 (they are not dropped); then a writer of
+// segment 1 dies too, and Recover(1) cuts its chain at the now owner-less
+// tier: segment 1's keys lost, segment 1 reporting none.
+func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys1 := allKeys(putSeg(t, m, 1, 0, 2, 8))
+	l := *m.layout
+	m.Close()
+	x := int64(readWord(t, path, l.TiersOff+1*l.TierSize)) - 1
+	writeWord(t, path, l.TiersOff+x*l.TierSize+tierOwnerOff, 1) // names segment 0
+	dieHolding(t, path, 0)
+	m = openOrFail(t, path)
+	first := m.RecoveredAtOpen().Segments
+	if d := droppedIn(0, first); d != 0 {
+		t.Errorf("Recover of segment 0 (nothing of its own lost) reports %d dropped: %+v", d, first)
+	}
+	m.Close()
+	dieHolding(t, path, 1)
+	m = openOrFail(t, path)
+	second := m.RecoveredAtOpen().Segments
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, _ := m.Check()
+	lost, dropped := lostOf(m, keys1), droppedIn(1, second, rep.Rebuilt)
+	if lost > int(dropped) {
+		t.Errorf("lost %d of %d keys of segment 1, segment 1 reported %d dropped (Recovers %+v / %+v, Repair %+v); Check after: %v", lost, len(keys1), dropped, first, second, rep.Rebuilt, problems)
+	}
+}
+
+// Both first links damaged: segment 0's to segment 1's emptied overflow
+// tier X at position 1, segment 1's out of the pool. Repair (segment 0
+// first) takes X for segment 0 (linksTo(X)==1, no keys of others), so
+// segment 0's own tier W, the one lostTierAt would relink, is disowned and
+// segment 1's Y after X is lost too. At 09e4fa0 all were kept.
+func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := putSeg(t, m, 1, 0, 3, 8)
+	for k := range one[1] { // X emptied
+		if _, err := m.Delete([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := putSeg(t, m, 0, 100000, 2, 8)
+	l := *m.layout
+	m.Close()
+	x := int64(readWord(t, path, l.TiersOff+1*l.TierSize)) - 1
+	writeWord(t, path, l.TiersOff, uint64(x)+1)      // segment 0's first link -> X
+	writeWord(t, path, l.TiersOff+1*l.TierSize, 999) // segment 1's first link out of the pool
+	m = openOrFail(t, path)
+	keep := append(allKeys(zero), mapKeys(one[2])...)
+	keep = append(keep, mapKeys(one[0])...)
+	repairKeepsAll(t, m, keep)
+}
