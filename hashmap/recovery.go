@@ -425,7 +425,7 @@ func (m *Map) Repair() (Repaired, error) {
 			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
 		}
 		if strays > 0 {
-			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s beyond that count and linked by no chain: owner cleared", countOf(strays, "overflow tier", "overflow tiers")))
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s beyond that count, not blank, that no chain keeps: zeroed", countOf(strays, "overflow tier", "overflow tiers")))
 		}
 	}
 	problems, err := m.Check()

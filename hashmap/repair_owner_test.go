@@ -166,3 +166,63 @@ func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 	keep = append(keep, mapKeys(one[0])...)
 	repairKeepsAll(t, m, keep)
 }
+
+// TestRecoverLeavesATierBeingAttached (a reviewing helper's repro of
+// 89eb98a): segment 1's writer, in another process, has taken tier Y and
+// written its owner and position words but not linked it yet, when one
+// damaged word points segment 0's last link at Y and a writer of segment
+// 0 dies. Recover of segment 0 must not take Y (before, it rewrote Y's
+// owner word, and the live writer's link then put Y in two chains): an
+// empty tier that links nowhere shows nothing of segment 0's.
+func TestRecoverLeavesATierBeingAttached(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSeg(t, m, 1, 0, 2, 1)
+	putSeg(t, m, 0, 100000, 2, 1)
+	l := *m.layout
+	m.Close()
+	w := int64(readWord(t, path, l.TiersOff)) - 1 // segment 0's tier at position 1
+	used := readWord(t, path, l.GlobalOff)
+	y := l.Segments + int64(used)
+	writeWord(t, path, l.GlobalOff, used+1)                       // segment 1's writer: the count raised,
+	writeWord(t, path, l.TiersOff+y*l.TierSize+tierOwnerOff, 2)   // the owner word,
+	writeWord(t, path, l.TiersOff+y*l.TierSize+tierOwnerOff+8, 2) // the position word; not linked yet
+	writeWord(t, path, l.TiersOff+w*l.TierSize, uint64(y)+1)      // one damaged word: segment 0's last link -> Y
+	dieHolding(t, path, 0)
+	m = openOrFail(t, path)
+	m.Close()
+	if o := readWord(t, path, l.TiersOff+y*l.TierSize+tierOwnerOff); o != 2 {
+		t.Errorf("Recover of segment 0 rewrote the owner word of segment 1's tier being attached: %d, want 2", o)
+	}
+}
+
+// TestRepairLeavesAnotherChainsTierWithNoOwner (a reviewing helper's repro
+// of 89eb98a): segment 1's linked tier X, its owner word damaged to 0,
+// and segment 0's first link damaged to name X. Segment 0 must not take X
+// on its position word alone (before, it did, dropped segment 1's 8 keys
+// as its own, and segment 1 then cut its chain: nothing reported there).
+func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys1 := allKeys(putSeg(t, m, 1, 0, 2, 8))
+	l := *m.layout
+	m.Close()
+	x := int64(readWord(t, path, l.TiersOff+1*l.TierSize)) - 1
+	writeWord(t, path, l.TiersOff+x*l.TierSize+tierOwnerOff, 0) // X's owner word
+	writeWord(t, path, l.TiersOff, uint64(x)+1)                 // segment 0's first link -> X
+	m = openOrFail(t, path)
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, _ := m.Check()
+	if lost, dropped := lostOf(m, keys1), droppedIn(1, rep.Rebuilt); lost > int(dropped) {
+		t.Errorf("lost %d of %d keys of segment 1, segment 1 reported %d dropped (Repair %+v); Check after: %v", lost, len(keys1), dropped, rep.Rebuilt, problems)
+	}
+}

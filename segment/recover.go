@@ -604,24 +604,41 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 // linkedTierIsOf reports whether overflow tier t, which segment index's
 // chain links at position pos, is that segment's, and whether its owner
 // word needs mending to say so. It is when its owner word names the
-// segment; and, its owner word being damaged, when its position word
-// agrees with the link and either the owner word is no segment's (zero
-// or out of range) or this link is the only one that reaches the tier and
-// none of its entries hashes to another segment: another segment's tier
-// is linked from that segment's chain, and holds that segment's keys.
-// Whether the pool has handed the tier out is the caller's to weigh.
+// segment. Its owner word being damaged (zero, out of range, or naming
+// another segment), it is when its position word agrees with the link,
+// this link is the only one that reaches it, none of its entries is
+// another segment's, and it shows itself part of this chain: it holds an
+// entry of this segment's or links on to a tier of this segment's. A tier
+// another segment's live writer is attaching right now (owner and
+// position words written, not linked yet) is empty and links nowhere, so
+// a damaged link that names it does not take it; the position word is
+// read before the owner word, which a writer stores first. Whether the
+// pool has handed the tier out is the caller's to weigh.
 func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	h := tb.tier(t).header
+	order := atomic.LoadUint64(&h[thOrder/8])
 	owner := atomic.LoadUint64(&h[thOwner/8])
 	switch {
 	case owner == uint64(index)+1:
 		return true, false
-	case atomic.LoadUint64(&h[thOrder/8]) != uint64(pos):
+	case order != uint64(pos) || tb.linksTo(t) != 1:
 		return false, false
-	case owner == 0 || owner > uint64(tb.layout.Segments):
-		return true, true
 	}
-	return tb.linksTo(t) == 1 && tb.holdsNoKeysOfOthers(t, index), true
+	mine, others := tb.keysIn(t, index)
+	if others {
+		return false, false
+	}
+	if !mine {
+		next := tb.tierNext(t)
+		if next == 0 || next > uint64(tb.layout.Tiers) {
+			return false, false
+		}
+		nh := tb.tier(int64(next) - 1).header
+		if atomic.LoadUint64(&nh[thOwner/8]) != uint64(index)+1 {
+			return false, false
+		}
+	}
+	return true, true
 }
 
 // tierNext is tier t's next word.
@@ -644,9 +661,10 @@ func (tb *Table) linksTo(t int64) int {
 	return n
 }
 
-// holdsNoKeysOfOthers reports whether tier t holds no entry that decodes
-// and passes its checksum whose key hashes to a segment other than index.
-func (tb *Table) holdsNoKeysOfOthers(t, index int64) bool {
+// keysIn reports whether tier t holds an entry that decodes and passes
+// its checksum whose key hashes to segment index (mine), and one whose key
+// hashes to another segment (others).
+func (tb *Table) keysIn(t, index int64) (mine, others bool) {
 	tv := tb.tier(t)
 	for pos := range tv.slots {
 		sl := atomic.LoadUint64(&tv.slots[pos])
@@ -654,11 +672,15 @@ func (tb *Table) holdsNoKeysOfOthers(t, index int64) bool {
 			continue
 		}
 		key, _, ok := tb.validEntry(&tv, slotChunk(sl))
-		if ok && tb.layout.segmentOf(xxhash.Sum64(key)) != index {
-			return false
+		switch {
+		case !ok:
+		case tb.layout.segmentOf(xxhash.Sum64(key)) == index:
+			mine = true
+		default:
+			others = true
 		}
 	}
-	return true
+	return mine, others
 }
 
 // validEntry decodes the entry at chunk c and checks its checksum (when the
@@ -938,9 +960,10 @@ func (tb *Table) linkedPoolTiers() uint64 {
 // usedPoolTiers calls used for each overflow tier whose header is not all
 // zeros, as the pool hands every tier out, saying whether the tier looks
 // handed out: its owner word names a segment and its position word a
-// place in a chain, as attachTier leaves them. Damage to a word of a tier
-// never handed out leaves it looking otherwise; a tier a damaged link cut
-// loose (chain links it again) looks handed out.
+// place in a chain, as attachTier leaves them, or its owner word names a
+// segment whose entries it holds. Damage to a word of a tier never handed
+// out leaves it looking otherwise; a tier a damaged link cut loose (chain
+// links it again, or counts its entries as dropped) looks handed out.
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	for idx := l.Segments; idx < l.Tiers; idx++ {
@@ -949,7 +972,14 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 			continue
 		}
 		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
-		used(idx, owner != 0 && owner <= uint64(l.Segments) && order >= 1 && order < uint64(l.Tiers))
+		named := owner != 0 && owner <= uint64(l.Segments)
+		handedOut := named && order >= 1 && order < uint64(l.Tiers)
+		if named && !handedOut {
+			// A damaged position word: entries of the segment named say it
+			// was handed out (zeroed, they would be lost unreported).
+			handedOut, _ = tb.keysIn(idx, int64(owner)-1)
+		}
+		used(idx, handedOut)
 	}
 }
 
