@@ -54,6 +54,17 @@ func lostOf(m *Map, keys []string) int {
 	return n
 }
 
+// lossReported fails the test if m lost more of keys, all segment seg's,
+// than reps (recoveries' and repairs' reports, in order) say were dropped
+// there.
+func lossReported(t *testing.T, m *Map, keys []string, seg int64, reps ...[]segment.Recovered) {
+	t.Helper()
+	if lost, dropped := lostOf(m, keys), droppedIn(seg, reps...); lost > int(dropped) {
+		problems, _ := m.Check()
+		t.Errorf("lost %d of %d keys of segment %d, reported %d dropped there (reports %+v); Check after: %v", lost, len(keys), seg, dropped, reps, problems)
+	}
+}
+
 // droppedIn sums what the reports say was dropped (or doubled) in seg.
 func droppedIn(seg int64, reps ...[]segment.Recovered) int64 {
 	var d int64
@@ -92,11 +103,7 @@ func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			problems, _ := m.Check()
-			lost, dropped := lostOf(m, keys), droppedIn(0, atOpen, rep.Rebuilt)
-			if lost > int(dropped) {
-				t.Errorf("lost %d of %d keys of segment 0, reported %d dropped (Recover %+v, Repair %+v); Check after: %v", lost, len(keys), dropped, atOpen, rep.Rebuilt, problems)
-			}
+			lossReported(t, m, keys, 0, atOpen, rep.Rebuilt)
 		})
 	}
 }
@@ -131,11 +138,7 @@ func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems, _ := m.Check()
-	lost, dropped := lostOf(m, keys1), droppedIn(1, second, rep.Rebuilt)
-	if lost > int(dropped) {
-		t.Errorf("lost %d of %d keys of segment 1, segment 1 reported %d dropped (Recovers %+v / %+v, Repair %+v); Check after: %v", lost, len(keys1), dropped, first, second, rep.Rebuilt, problems)
-	}
+	lossReported(t, m, keys1, 1, first, second, rep.Rebuilt)
 }
 
 // Both first links damaged: segment 0's to segment 1's emptied overflow
@@ -221,8 +224,5 @@ func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems, _ := m.Check()
-	if lost, dropped := lostOf(m, keys1), droppedIn(1, rep.Rebuilt); lost > int(dropped) {
-		t.Errorf("lost %d of %d keys of segment 1, segment 1 reported %d dropped (Repair %+v); Check after: %v", lost, len(keys1), dropped, rep.Rebuilt, problems)
-	}
+	lossReported(t, m, keys1, 1, rep.Rebuilt)
 }

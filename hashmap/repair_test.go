@@ -480,18 +480,7 @@ func TestRepairKeepsATierWhoseOwnerNamesAnother(t *testing.T) {
 	}
 	writeWord(t, path, off, uint64(3-b[off])) // segment 0's (owner 1) <-> segment 1's (owner 2)
 	m = openOrFail(t, path)
-	rep, err := m.Repair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if _, err := m.Get([]byte(fmt.Sprintf("key-%d", i))); err != nil {
-			t.Fatalf("key-%d after Repair (%+v): %v", i, rep, err)
-		}
-	}
-	if problems, err := m.Check(); err != nil || len(problems) != 0 {
-		t.Errorf("Check after Repair: %v, %v", problems, err)
-	}
+	repairKeepsAll(t, m, numberedKeys(keys))
 }
 
 // TestRepairKeepsALinkedTierWithoutItsOwner: a linked overflow tier whose
@@ -505,24 +494,7 @@ func TestRepairKeepsALinkedTierWithoutItsOwner(t *testing.T) {
 	l := *m.layout
 	damageWord(t, m, path, l.TiersOff+l.Segments*l.TierSize+tierOwnerOff, 0)
 	writeWord(t, path, l.GlobalOff, 0) // the pool's count
-	m, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	rep, err := m.Repair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if _, err := m.Get([]byte(fmt.Sprintf("key-%d", i))); err != nil {
-			t.Errorf("key-%d after Repair (%+v): %v", i, rep, err)
-			break
-		}
-	}
-	if problems, err := m.Check(); err != nil || len(problems) != 0 {
-		t.Errorf("Check after Repair: %v, %v", problems, err)
-	}
+	repairKeepsAll(t, openOrFail(t, path), numberedKeys(keys))
 }
 
 // TestRepairRelinksTiersCutLoose: both first tiers' next links damaged
@@ -553,14 +525,7 @@ func TestRepairRelinksTiersCutLoose(t *testing.T) {
 	if relinked == 0 {
 		t.Errorf("Repair = %+v; want overflow tiers relinked", rep)
 	}
-	for i := range keys {
-		if _, err := m.Get([]byte(fmt.Sprintf("key-%d", i))); err != nil {
-			t.Fatalf("key-%d after Repair (%+v): %v", i, rep, err)
-		}
-	}
-	if problems, err := m.Check(); err != nil || len(problems) != 0 {
-		t.Errorf("Check after Repair: %v, %v", problems, err)
-	}
+	keptAndClean(t, m, numberedKeys(keys), rep)
 }
 
 // TestRepairFollowsTheTiersOwnWords (a reviewing helper's repros of
@@ -632,7 +597,7 @@ func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
 		a0 := int64(readWord(t, path, l.TiersOff)) - 1
 		a1 := int64(readWord(t, path, l.TiersOff+l.TierSize)) - 1
 		if a0 < l.Segments || a1 < l.Segments {
-			t.Skip("this fill gave one segment no overflow tier")
+			t.Fatal("the fill gave a segment no overflow tier: the damage below needs both")
 		}
 		for _, k := range one { // segment 1's tiers emptied
 			if _, err := m.Delete([]byte(k)); err != nil {
@@ -654,18 +619,29 @@ func repairKeepsAll(t *testing.T, m *Map, keys []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := 0
-	for _, k := range keys {
-		if _, err := m.Get([]byte(k)); err != nil {
-			lost++
-		}
-	}
-	if lost > 0 {
+	keptAndClean(t, m, keys, rep)
+}
+
+// keptAndClean fails the test unless every one of keys reads back from m,
+// which rep repaired, and Check then finds nothing.
+func keptAndClean(t *testing.T, m *Map, keys []string, rep Repaired) {
+	t.Helper()
+	if lost := lostOf(m, keys); lost > 0 {
 		t.Errorf("Repair lost %d of %d keys (Rebuilt %+v, Mended %q)", lost, len(keys), rep.Rebuilt, rep.Recovery.Mended)
 	}
 	if problems, err := m.Check(); err != nil || len(problems) != 0 {
 		t.Errorf("Check after Repair: %v, %v", problems, err)
 	}
+}
+
+// numberedKeys is "key-0" to "key-<n-1>", the keys fillTwoOverflowTiers
+// and fillUntilFull put.
+func numberedKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	return keys
 }
 
 // TestRecoverRelinksATierCutLoose (a reviewing helper's fuzz input): a
@@ -917,9 +893,5 @@ func TestCheckNamesAWrongPositionWord(t *testing.T) {
 	if problems, err := m.Check(); err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "says it is at 5") {
 		t.Errorf("Check = %v, %v; want the position word named", problems, err)
 	}
-	all := make([]string, keys)
-	for i := range all {
-		all[i] = fmt.Sprintf("key-%d", i)
-	}
-	repairKeepsAll(t, m, all)
+	repairKeepsAll(t, m, numberedKeys(keys))
 }

@@ -554,7 +554,7 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
 	l := &tb.layout
-	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	end := tb.handedOutEnd()
 	for changed := true; changed; {
 		changed = false
 		for t := l.Segments; t < end; t++ {
@@ -563,13 +563,7 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 				continue
 			}
 			if rep != nil {
-				for pos := range tv.slots {
-					if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 {
-						if _, _, ok := tb.validEntry(&tv, slotChunk(sl)); ok {
-							rep.Dropped++
-						}
-					}
-				}
+				tb.soundKeys(t, func([]byte) { rep.Dropped++ })
 			}
 			atomic.StoreUint64(&tv.header[thOwner/8], 0)
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
@@ -587,7 +581,7 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok bool) {
 	tb := s.tb
 	l := &tb.layout
-	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	end := tb.handedOutEnd()
 	var candidates []int64
 	for t := l.Segments; t < end; t++ {
 		h := tb.tier(t).header
@@ -650,8 +644,7 @@ func (tb *Table) tierNext(t int64) uint64 {
 // linksTo counts the tiers, of the pool's handed-out ones and the first
 // tiers, whose next word names tier t.
 func (tb *Table) linksTo(t int64) int {
-	l := &tb.layout
-	end := min(l.Segments+tb.ExtraTiersInUse(), l.Tiers)
+	end := tb.handedOutEnd()
 	n := 0
 	for i := int64(0); i < end; i++ {
 		if tv := tb.tier(i); tv.next() == uint64(t)+1 {
@@ -665,22 +658,33 @@ func (tb *Table) linksTo(t int64) int {
 // its checksum whose key hashes to segment index (mine), and one whose key
 // hashes to another segment (others).
 func (tb *Table) keysIn(t, index int64) (mine, others bool) {
-	tv := tb.tier(t)
-	for pos := range tv.slots {
-		sl := atomic.LoadUint64(&tv.slots[pos])
-		if sl == 0 {
-			continue
-		}
-		key, _, ok := tb.validEntry(&tv, slotChunk(sl))
-		switch {
-		case !ok:
-		case tb.layout.segmentOf(xxhash.Sum64(key)) == index:
+	tb.soundKeys(t, func(key []byte) {
+		if tb.layout.segmentOf(xxhash.Sum64(key)) == index {
 			mine = true
-		default:
+		} else {
 			others = true
 		}
-	}
+	})
 	return mine, others
+}
+
+// soundKeys calls key for the key of each entry of tier t that a slot
+// names and that decodes and passes its checksum.
+func (tb *Table) soundKeys(t int64, key func([]byte)) {
+	tv := tb.tier(t)
+	for pos := range tv.slots {
+		if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 {
+			if k, _, ok := tb.validEntry(&tv, slotChunk(sl)); ok {
+				key(k)
+			}
+		}
+	}
+}
+
+// handedOutEnd is one past the last tier the pool has handed out (first
+// tiers included), by the count, bounded by the table.
+func (tb *Table) handedOutEnd() int64 {
+	return min(tb.layout.Segments+tb.ExtraTiersInUse(), tb.layout.Tiers)
 }
 
 // validEntry decodes the entry at chunk c and checks its checksum (when the

@@ -109,14 +109,7 @@ func chase(mem []byte, rng *rand.Rand) func() float64 {
 // reads its slot before its entry.
 func randomCopy(mem []byte, rng *rand.Rand, n int, viaSlot bool) func() float64 {
 	blocks := len(mem) / 1024
-	script := make([]uint32, 1<<20)
-	for i := range script {
-		script[i] = uint32(rng.IntN(blocks))
-	}
-	slots := make([]uint32, 8<<20)
-	for i := range slots {
-		slots[i] = uint32(rng.IntN(blocks))
-	}
+	script, slots := randomBlocks(rng, 1<<20, blocks), randomBlocks(rng, 8<<20, blocks)
 	dst := make([]byte, 0, n)
 	const ops = 2 << 20
 	return func() float64 {
@@ -134,6 +127,15 @@ func randomCopy(mem []byte, rng *rand.Rand, n int, viaSlot bool) func() float64 
 	}
 }
 
+// randomBlocks returns n block numbers drawn at random below blocks.
+func randomBlocks(rng *rand.Rand, n, blocks int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(rng.IntN(blocks))
+	}
+	return out
+}
+
 // serialLookup returns a measurement of lookups that each begin only
 // when the last one's value has come: the next key's place depends on
 // the value's last byte (times zero, which the compiler cannot see). A
@@ -143,14 +145,7 @@ func randomCopy(mem []byte, rng *rand.Rand, n int, viaSlot bool) func() float64 
 // key alone, and the slot is still read (and must name the same place).
 func serialLookup(mem []byte, rng *rand.Rand, n int, together bool) func() float64 {
 	blocks := len(mem) / 2048
-	script := make([]uint32, 1<<20)
-	for i := range script {
-		script[i] = uint32(rng.IntN(blocks))
-	}
-	slots := make([]uint32, 8<<20)
-	for i := range slots {
-		slots[i] = uint32(rng.IntN(blocks))
-	}
+	script, slots := randomBlocks(rng, 1<<20, blocks), randomBlocks(rng, 8<<20, blocks)
 	if together {
 		for _, b := range script {
 			slots[int(b)&(len(slots)-1)] = b
@@ -183,10 +178,7 @@ var zero = 0
 // blocks of ten register-only steps that do not depend on it.
 func window(mem []byte, rng *rand.Rand, blocks int) func() float64 {
 	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
-	script := make([]uint32, 1<<20)
-	for i := range script {
-		script[i] = uint32(rng.IntN(len(words)))
-	}
+	script := randomBlocks(rng, 1<<20, len(words))
 	return func() float64 { return windowRun(words, script, blocks) }
 }
 
