@@ -43,7 +43,8 @@ func (stringCodec) Decode(b []byte) (string, error)             { return string(
 // encode alike, to nothing, so the map cannot tell them apart; Decode
 // returns a non-nil empty slice for both (as hashmap.Map.Get does), so a
 // found value is never nil. Otherwise Decode returns a copy, which the
-// caller owns.
+// caller owns; but a Map made by NewCached hands the near-cache's slice
+// to every Get that hits it, so there the value must not be modified.
 func Bytes() Codec[[]byte] { return bytesCodec{} }
 
 type bytesCodec struct{}

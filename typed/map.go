@@ -36,9 +36,12 @@ type Map[K, V any] struct {
 	scratch sync.Pool                    // of *scratch; per Map, so it is freed with the Map
 	batches sync.Pool                    // of *batch, for GetMany and PutMany
 	near    atomic.Pointer[nearCache[V]] // nil: no near-cache (see NewCached)
-	// closedHits and closedMisses are the near-cache's counts when Close
-	// ended it, for NearStats.
-	closedHits, closedMisses atomic.Uint64
+	// retired is the near-cache Close took away, kept for NearStats: its
+	// counts stay readable while Close waits for the Gets still using it,
+	// and are final once it has. closing makes every Close wait for the
+	// one that got there first.
+	retired atomic.Pointer[nearCache[V]]
+	closing sync.Mutex
 }
 
 // scratch is the pair of buffers one call encodes its key and value into
@@ -101,6 +104,9 @@ func (t *Map[K, V]) encodeValue(s *scratch, v V) error {
 // a V. The value is read into a pooled buffer and decoded from it: for
 // fixed-width numbers Get allocates nothing; for String it allocates the
 // string, for Bytes the copy, for Binary and JSON what their decoders do.
+// With a near-cache (NewCached) a value may be the one the cache keeps and
+// serves to later Gets: treat a []byte, or a V holding slices, maps or
+// pointers, as read-only then, or copy it.
 func (t *Map[K, V]) Get(k K) (V, error) {
 	var zero V
 	s := t.getScratch()
@@ -193,7 +199,8 @@ func cut(dst [][]byte, buf []byte, ends []int) [][]byte {
 // length. An error (a key that does not encode, a stored value that does
 // not decode, matching ErrDecode, or the map's own) stops the batch, with
 // values and found then only partly filled. With a near-cache (NewCached)
-// each key goes through it, as Get does. Buffers are pooled, so a batch
+// each key goes through it, as Get does, and its values are shared as
+// Get's are. Buffers are pooled, so a batch
 // of fixed-width numbers allocates nothing.
 func (t *Map[K, V]) GetMany(keys []K, values []V, found []bool) error {
 	if len(values) != len(keys) || len(found) != len(keys) {

@@ -100,21 +100,28 @@ func (t *Map[K, V]) getNear(n *nearCache[V], s *scratch) (V, error) {
 func (t *Map[K, V]) NearStats() (hits, misses uint64) {
 	n := t.near.Load()
 	if n == nil {
-		return t.closedHits.Load(), t.closedMisses.Load()
+		// Closed or closing: the counts go on from the retired cache, so
+		// that they never go back (Close retires it before it takes it
+		// away, and Gets still inside it count on until Close's wait ends).
+		if n = t.retired.Load(); n == nil {
+			return 0, 0
+		}
 	}
 	return n.hits.Load(), n.misses.Load()
 }
 
 // Close stops the near-cache, if any, and drops what it holds; the
 // hashmap.Map stays open. Using the Map afterwards reads the map directly.
-// Close waits for Gets already using the near-cache; it is safe to call
-// while others run.
+// Close waits for Gets already using the near-cache, and a second Close
+// for the first; it is safe to call while others run.
 func (t *Map[K, V]) Close() error {
-	if n := t.near.Swap(nil); n != nil {
+	t.closing.Lock()
+	defer t.closing.Unlock()
+	if n := t.near.Load(); n != nil {
+		t.retired.Store(n)
+		t.near.Store(nil)
 		n.users.Close()
 		n.c.Close()
-		t.closedHits.Store(n.hits.Load())
-		t.closedMisses.Store(n.misses.Load())
 	}
 	return nil
 }
