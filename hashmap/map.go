@@ -545,7 +545,11 @@ func (m *Map) getCounted(h uint64, key, dst []byte) ([]byte, bool, error) {
 // 224 ns, bench/results/amd-0a260da; with 1 KiB values, whose copies are
 // most of the time, about the same). values must be as long as keys.
 // values[i] may hold keys[i] in its spare capacity (see GetInto), but must
-// not share memory with another key of the batch.
+// not share memory with another key of the batch. An error in a key's
+// lookup (damage in its segment, ErrCorrupt, say) stops the batch: the
+// error names the key's index, and only the values before it are set (the
+// rest keep their slices, though the failing key's may hold part of a
+// read).
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))
@@ -560,7 +564,7 @@ func (m *Map) GetMany(keys, values [][]byte) error {
 		for i, k := range b.batch {
 			v, found, err := m.getCounted(b.hashes[i], k, values[b.start+i][:0])
 			if err != nil {
-				return err
+				return fmt.Errorf("GetMany: key %d: %w", b.start+i, err)
 			}
 			switch {
 			case !found:
@@ -775,7 +779,10 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 // writer, in any process, changes the key between the read and the write.
 //
 // fn runs under the lock of the key's segment: keep it short, and do not
-// call the map from it (it would wait for itself until LockTimeout).
+// write to the map from it. A write to the same segment waits for fn's own
+// lock and fails with ErrTimeout after up to twice LockTimeout (with
+// QueueWritersLocally, LockTimeout); reads and writes to other segments
+// work, but which segment a key falls in is not for the caller to know.
 //
 // In a cache map an entry Compute changes keeps its expiry (a counter of
 // requests in a fixed window stays in its window), and one it creates lives
@@ -833,7 +840,7 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 // consistent per segment, not across segments. The yielded slices stay
 // valid after the loop. If a segment cannot be read (lock timeout, the map
 // closed), iteration stops and the error is stored in *errp, which must
-// not be nil. Damage does not stop it: an entry that fails its checksum (a
+// not be nil (the iteration sets it to nil first). Damage does not stop it: an entry that fails its checksum (a
 // map created with checksums, the default) or whose header does not
 // decode is not yielded, nor are the entries of a segment whose chain of
 // tiers cannot be followed; the iteration goes on without them, and at its
@@ -861,6 +868,7 @@ type rangeBuf struct {
 
 func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
+		*errp = nil // an error variable reused from an earlier call must not show through
 		if m.gate.Closed() {
 			*errp = ErrClosed
 			return

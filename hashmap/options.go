@@ -109,11 +109,12 @@ type Options struct {
 	// (tests, simulations). Default time.Now.
 	Now func() time.Time
 	// QueueWritersLocally makes this process's writers to one segment queue
-	// on a process-local mutex before the segment's shared lock word, so
+	// on a process-local token before the segment's shared lock word, so
 	// that at most one of them waits on the word: the local half of lock
-	// cohorting, for processes with many writing goroutines. It is a choice
-	// of this process; others may differ. Off by default: see the README
-	// for what it measured.
+	// cohorting, for processes with many writing goroutines. The wait in
+	// the queue counts towards LockTimeout. It is a choice of this process;
+	// others may differ. Off by default: see the README for what it
+	// measured.
 	QueueWritersLocally bool
 }
 

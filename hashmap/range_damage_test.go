@@ -217,3 +217,27 @@ func writeWord(t *testing.T, path string, off int64, v uint64) {
 		t.Fatal(err)
 	}
 }
+
+// TestRangeClearsAReusedError: the error variable a Range reports into is
+// set to nil when the iteration starts, so an error it held from an
+// earlier call does not read as the Range's (a reviewing helper's finding).
+func TestRangeClearsAReusedError(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 100})
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for _, view := range []bool{false, true} {
+		err := errors.New("an earlier call's error")
+		seq := m.Range(&err)
+		if view {
+			seq = m.RangeView(&err)
+		}
+		n := 0
+		for range seq {
+			n++
+		}
+		if err != nil || n != 1 {
+			t.Errorf("RangeView %v: %d entries, error %v; want 1, nil", view, n, err)
+		}
+	}
+}

@@ -245,14 +245,26 @@ func (s *Segment) retryAfterTimeout(err error, again func(time.Duration) error) 
 }
 
 // SetLocalQueue makes this process's modifying operations on one segment
-// queue on a process-local mutex before they take the segment's lock word,
+// queue on a process-local token before they take the segment's lock word,
 // so that at most one of them at a time waits on the shared word (the
-// local half of lock cohorting). It must be set before the table is used.
-func (t *Table) SetLocalQueue(on bool) { t.queueLocal = on }
+// local half of lock cohorting). The queue's wait counts towards the lock
+// timeout, as the word's does. It must be set before the table is used.
+func (t *Table) SetLocalQueue(on bool) {
+	t.queueLocal = on
+	for i := range t.segs {
+		if on && t.segs[i].local == nil {
+			t.segs[i].local = make(chan struct{}, 1)
+		}
+	}
+}
 
 // Segment is a handle on one segment: its header words and its lock.
 type Segment struct {
-	local   sync.Mutex // see SetLocalQueue
+	// local is the token of SetLocalQueue's queue, a channel of one rather
+	// than a mutex so that the wait for it can time out: its holder may be
+	// a Compute whose function writes to its own segment, or a writer
+	// waiting out a lock another process keeps.
+	local   chan struct{}
 	tb      *Table
 	index   int64
 	lock    *rwulock.Lock

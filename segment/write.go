@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/offheap"
@@ -30,24 +31,53 @@ type writer struct {
 }
 
 func (s *Segment) beginUpdate(op string) (writer, error) {
+	wait := s.tb.timeout
 	if s.tb.queueLocal {
-		s.local.Lock()
+		var ok bool
+		if wait, ok = s.takeLocal(); !ok {
+			return writer{}, s.lockErr(op, rwulock.ErrTimeout)
+		}
 	}
 	var err error
 	if !s.lock.TryUpdateLock() {
 		s.count(stLockWaits, 1)
-		err = s.lock.UpdateLock(s.tb.timeout)
+		err = s.lock.UpdateLock(wait)
 	}
 	if err != nil {
 		err = s.retryAfterTimeout(err, s.lock.UpdateLock)
 	}
 	if err != nil {
 		if s.tb.queueLocal {
-			s.local.Unlock()
+			<-s.local
 		}
 		return writer{}, s.lockErr(op, err)
 	}
 	return writer{s: s}, nil
+}
+
+// takeLocal takes the segment's local queue token (see SetLocalQueue),
+// waiting at most the lock timeout, and returns what is left of that
+// timeout for the wait on the lock word; ok is false when the wait ran
+// out. So a writer behind another of this process's never waits longer in
+// all than one behind another process's, and a Compute whose function
+// writes to its own segment ends in ErrTimeout, as without the queue,
+// instead of waiting for itself for good.
+func (s *Segment) takeLocal() (left time.Duration, ok bool) {
+	select {
+	case s.local <- struct{}{}:
+		return s.tb.timeout, true
+	default:
+	}
+	s.count(stLockWaits, 1)
+	start := time.Now()
+	t := time.NewTimer(s.tb.timeout)
+	defer t.Stop()
+	select {
+	case s.local <- struct{}{}:
+		return max(s.tb.timeout-time.Since(start), 0), true
+	case <-t.C:
+		return 0, false
+	}
 }
 
 // modify upgrades to write and makes the sequence odd, so optimistic
@@ -87,7 +117,7 @@ func (w *writer) end() {
 		_ = w.s.lock.UpdateUnlock()
 	}
 	if w.s.tb.queueLocal {
-		w.s.local.Unlock()
+		<-w.s.local
 	}
 }
 
