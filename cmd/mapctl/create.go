@@ -53,8 +53,8 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return exitUsage
 	}
 	o := opts.(*hashmap.Options)
-	if o.Entries <= 0 || o.AverageKeySize <= 0 || o.AverageValueSize <= 0 || o.Segments < 0 || !(o.MaxBloatFactor >= 1) || math.IsInf(o.MaxBloatFactor, 1) {
-		return e.usageError(c, "--entries, --key-size and --value-size must be positive, --bloat a number at least 1, --segments 0 or more")
+	if bad := badCreateFlag(o); bad != "" {
+		return e.usageError(c, bad)
 	}
 	path := args[0]
 	// An empty file is no map (a failed creation leaves one) and is created
@@ -112,4 +112,23 @@ func humanBytes(n int64) string {
 		u++
 	}
 	return fmt.Sprintf("%d bytes (%.1f %s)", n, f, units[u])
+}
+
+// badCreateFlag names the first of create's flags whose value the map
+// cannot take, and what it takes; "" when all are good. (A size of 0 is
+// refused rather than passed on: in Options it asks for the default.)
+func badCreateFlag(o *hashmap.Options) string {
+	switch {
+	case o.Entries <= 0:
+		return fmt.Sprintf("--entries %d: want at least 1", o.Entries)
+	case o.AverageKeySize <= 0:
+		return fmt.Sprintf("--key-size %d: want an average key size of at least 1 byte", o.AverageKeySize)
+	case o.AverageValueSize <= 0:
+		return fmt.Sprintf("--value-size %d: want an average value size of at least 1 byte (for values mostly empty, 1)", o.AverageValueSize)
+	case !(o.MaxBloatFactor >= 1) || math.IsInf(o.MaxBloatFactor, 1):
+		return fmt.Sprintf("--bloat %v: want a number at least 1, as 2", o.MaxBloatFactor)
+	case o.Segments < 0:
+		return fmt.Sprintf("--segments %d: want 0 (chosen for --entries) or a power of two", o.Segments)
+	}
+	return ""
 }

@@ -26,8 +26,11 @@ back, they never expire unless mapctl load --ttl gives them a time to live.
 Damage does not stop a dump. An entry that fails its checksum or does not
 decode (mapctl check lists both) is left out, so that a dump loaded back
 never stores damaged bytes under a fresh checksum, and so are the entries
-of a segment whose chain of overflow tiers is broken; everything else is
-written, and dump then exits with status 3, saying what it left out.
+of a segment whose chain of overflow tiers is broken, and of a segment
+whose lock stays held for the whole wait (up to twice the lock timeout,
+10 s by default, a segment: a process that died holding it keeps it until
+mapctl recover releases it); everything else is written, and dump then
+exits with status 3, saying what it left out.
 mapctl recover --repair keeps what it can of a damaged segment in the file
 itself.
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/offheap"
@@ -227,7 +229,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, explainFlagError(fs, err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -239,6 +241,38 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// badFlagValue matches the flag package's error for a value its parser
+// refused, which keeps none of the parser's reason.
+var badFlagValue = regexp.MustCompile(`^invalid value (".*") for flag -([^:]+): parse error$`)
+
+// explainFlagError says, for a flag value that did not parse, what the
+// flag takes, with an example: "parse error" alone does not tell a user
+// that --ttl wants a unit or that --entries takes no 1e6.
+func explainFlagError(fs *flag.FlagSet, err error) error {
+	m := badFlagValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := fs.Lookup(m[2])
+	if f == nil {
+		return err
+	}
+	var want string
+	switch f.Value.(flag.Getter).Get().(type) {
+	case time.Duration:
+		want = "a duration with its unit, as 90s, 15m or 2h"
+	case int, int64, uint, uint64:
+		want = "a whole number in digits, as 1000000 (no exponent, no suffix)"
+	case float64:
+		want = "a number, as 1.5"
+	case bool:
+		want = "true or false"
+	default:
+		return err
+	}
+	return fmt.Errorf("invalid value %s for flag --%s: want %s", m[1], m[2], want)
 }
 
 // commandHelp prints the full help of c.

@@ -771,8 +771,8 @@ func TestCheckAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, o, e := mapctl(t, "", "check", p)
-	if c != exitError || !strings.Contains(o, "fails its checksum") || !strings.Contains(e, " found in ") {
-		t.Fatalf("check of a damaged map: %d %q %q", c, o, e)
+	if c != exitError || !strings.Contains(o, "fails its checksum") || !strings.Contains(e, " found in ") || !strings.Contains(e, "run mapctl recover --repair "+p) {
+		t.Fatalf("check of a damaged map (its error line names the next step): %d %q %q", c, o, e)
 	}
 	after, _ := os.ReadFile(p)
 	if !bytes.Equal(after, b) {
@@ -788,7 +788,7 @@ func TestCheckAndRecover(t *testing.T) {
 	}
 	// Damage no dead process explains: recover alone leaves it (and says
 	// so), --repair rebuilds the segment without the damaged entry.
-	if c, o, e := mapctl(t, "", "recover", p); c != exitError || !strings.Contains(o, "fails its checksum") {
+	if c, o, e := mapctl(t, "", "recover", p); c != exitError || !strings.Contains(o, "fails its checksum") || !strings.Contains(e, "run mapctl recover --repair "+p) {
 		t.Fatalf("recover without --repair of a damaged map: %d %q %q", c, o, e)
 	}
 	if c, o, e := mapctl(t, "", "recover", "--repair", p); c != 0 || !strings.Contains(o, "damaged, rebuilt: 1 entries kept, 1 dropped") || !strings.Contains(o, "ok: ") {
@@ -1359,6 +1359,28 @@ func TestTimeoutSaysWhatReleases(t *testing.T) {
 		e.fail(c, timeout)
 		if hint := strings.Contains(errb.String(), "mapctl recover releases it"); hint != c.readOnly {
 			t.Errorf("%s: %q; want the hint %v", c.name, errb.String(), c.readOnly)
+		}
+	}
+}
+
+// TestBadFlagValuesSayWhatTheFlagTakes: a flag value that does not parse
+// is answered with what the flag takes and an example, where the flag
+// package says only "parse error" (a reviewing helper's finding: --ttl 5
+// and --entries 1e6 gave no clue).
+func TestBadFlagValuesSayWhatTheFlagTakes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", p, "--entries", "1e6"}, `invalid value "1e6" for flag --entries: want a whole number in digits`},
+		{[]string{"create", p, "--bloat", "lots"}, `invalid value "lots" for flag --bloat: want a number`},
+		{[]string{"put", "--ttl", "5", p, "k", "v"}, `invalid value "5" for flag --ttl: want a duration with its unit, as 90s`},
+		{[]string{"create", p, "--entries", "-5"}, `--entries -5: want at least 1`},
+		{[]string{"create", p, "--bloat", "0.5"}, `--bloat 0.5: want a number at least 1`},
+	} {
+		if c, _, e := mapctl(t, "", tc.args...); c != exitUsage || !strings.Contains(e, tc.want) {
+			t.Errorf("mapctl %v: status %d, stderr %q; want %d and %q", tc.args, c, e, exitUsage, tc.want)
 		}
 	}
 }

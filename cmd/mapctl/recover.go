@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/segment"
@@ -35,7 +37,7 @@ Example:
 			return e.fail(c, err)
 		}
 		defer m.Close()
-		return e.reportCheck(c, m, "no problems")
+		return e.reportCheck(c, m, "no problems", false)
 	},
 }
 
@@ -146,7 +148,7 @@ Examples:
 			}
 			fmt.Fprintln(e.stdout)
 		}
-		return e.reportCheck(c, m, "nothing held by the dead")
+		return e.reportCheck(c, m, "nothing held by the dead", opts.(*recoverOpts).repair)
 	},
 }
 
@@ -156,8 +158,10 @@ type recoverOpts struct {
 }
 
 // reportCheck runs m.Check, prints each problem (exit status 3 if any) or
-// a summary line ending in clean.
-func (e *env) reportCheck(c *command, m *hashmap.Map, clean string) int {
+// a summary line ending in clean. The error line says what to run next:
+// recover --repair for damage (or, once repaired, where to read on), and
+// recover for what dead processes hold.
+func (e *env) reportCheck(c *command, m *hashmap.Map, clean string, repaired bool) int {
 	problems, err := m.Check()
 	if err != nil {
 		return e.fail(c, err)
@@ -170,8 +174,21 @@ func (e *env) reportCheck(c *command, m *hashmap.Map, clean string) int {
 		if len(problems) == 1 {
 			noun = "problem"
 		}
-		return e.fail(c, fmt.Errorf("%d %s found in %s", len(problems), noun, m.Path()))
+		return e.fail(c, fmt.Errorf("%d %s found in %s: %s", len(problems), noun, m.Path(), nextStep(problems, m.Path(), repaired)))
 	}
 	fmt.Fprintf(e.stdout, "ok: %d segments, %d entries, %s\n", len(m.Segments()), m.Len(), clean)
 	return exitOK
+}
+
+// nextStep is what to run about problems Check found in the map at path.
+func nextStep(problems []hashmap.Problem, path string, repaired bool) string {
+	damaged := slices.ContainsFunc(problems, func(p hashmap.Problem) bool { return errors.Is(p.Err, hashmap.ErrCorrupt) })
+	switch {
+	case damaged && repaired:
+		return "what repair could not mend; mapctl dump " + path + " saves what still reads, and docs/RELIABILITY.md says what is refused"
+	case damaged:
+		return "run mapctl recover --repair " + path + " to rebuild the damaged segments, keeping every entry that is sound (mapctl dump first, to keep a copy of what reads)"
+	default:
+		return "run mapctl recover " + path + " to release what dead processes hold (a live process holding a lock past the timeout is named above: it is busy or stuck)"
+	}
 }

@@ -220,6 +220,6 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	} else {
 		fmt.Fprintf(w, "Fast ledgers: no (a file from before them: Put's fast path pays the ledger's and the in-flight count's atomics)\n")
 	}
-	fmt.Fprintf(w, "Read only: %v\n", st.ReadOnly)
+	fmt.Fprintf(w, "Opened read-only by this process: %v\n", st.ReadOnly)
 	fmt.Fprintf(w, "Resident in this process: %s, %s of it in 2 MiB pages\n", humanBytes(st.Resident), humanBytes(st.HugePageBytes))
 }
