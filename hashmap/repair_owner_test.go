@@ -226,3 +226,34 @@ func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 	}
 	lossReported(t, m, keys1, 1, rep.Rebuilt)
 }
+
+// TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged: a segment's first
+// tier's link and its overflow tier's owner word both damaged (CI's loss
+// oracle found this pair: 34 keys gone, none reported). The tier still
+// says it is at position 1, nothing links it, and it holds this segment's
+// keys and no other's: Repair links it back and mends its owner word. An
+// owner word of zero is not damage of this kind (disownStrays leaves it on
+// tiers it gave up), and such a tier is not taken.
+func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
+	for _, owner := range []uint64{48, 2} { // out of range; the other segment
+		t.Run(fmt.Sprint("owner ", owner), func(t *testing.T) {
+			m, path, keys := fillTwoOverflowTiers(t)
+			l := *m.layout
+			first := int64(readWord(t, path, l.TiersOff)) - 1 // segment 0's first overflow tier
+			if first < l.Segments {
+				t.Fatalf("segment 0 has no overflow tier (link %d)", first+1)
+			}
+			damageWord(t, m, path, l.TiersOff, 48)
+			writeWord(t, path, l.TiersOff+first*l.TierSize+tierOwnerOff, owner)
+			m = openOrFail(t, path)
+			rep, err := m.Repair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Rebuilt[0].Relinked == 0 {
+				t.Errorf("Repair = %+v; want the tier relinked", rep.Rebuilt)
+			}
+			keptAndClean(t, m, numberedKeys(keys), rep)
+		})
+	}
+}

@@ -495,6 +495,9 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
 	relink := func(tv *tier, lost int64) {
+		// The owner word first (lostTierAt may have found the tier with it
+		// damaged), as a writer attaching a tier stores it before the link.
+		atomic.StoreUint64(&tb.tier(lost).header[thOwner/8], uint64(s.index)+1)
 		atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
 		if rep != nil {
 			rep.Relinked++
@@ -576,18 +579,36 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 // owner and position words say it is this segment's at position pos of
 // its chain, and which is not in seen (the chain so far) nor linked from
 // any tier: a tier a damaged link let go, or that a writer died before
-// linking. ok is false when there is none or more than one. Caller holds
-// write, so no writer of this segment is linking one now.
+// linking. Failing that, the one whose owner word is damaged (neither this
+// segment nor zero, which disownStrays leaves) and whose position word
+// says pos, linked from no tier, that holds entries of this segment's and
+// none of another's: a tier whose link and owner word were both damaged
+// (a tier being attached is still empty; one disowned has owner zero).
+// ok is false when there is none or more than one. Caller holds write, so
+// no writer of this segment is linking one now.
 func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok bool) {
 	tb := s.tb
 	l := &tb.layout
 	end := tb.handedOutEnd()
-	var candidates []int64
+	var candidates, ownerDamaged []int64
 	for t := l.Segments; t < end; t++ {
 		h := tb.tier(t).header
-		if !seen[t] && atomic.LoadUint64(&h[thOwner/8]) == uint64(s.index)+1 && atomic.LoadUint64(&h[thOrder/8]) == uint64(pos) {
-			candidates = append(candidates, t)
+		if seen[t] || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
+			continue
 		}
+		switch atomic.LoadUint64(&h[thOwner/8]) {
+		case uint64(s.index) + 1:
+			candidates = append(candidates, t)
+		case 0:
+		default:
+			ownerDamaged = append(ownerDamaged, t)
+		}
+	}
+	if len(candidates) == 0 {
+		candidates = slices.DeleteFunc(ownerDamaged, func(t int64) bool {
+			mine, others := tb.keysIn(t, s.index)
+			return !mine || others
+		})
 	}
 	if len(candidates) != 1 || tb.linksTo(candidates[0]) != 0 {
 		return 0, false
