@@ -24,9 +24,6 @@ type File struct {
 	path    string
 	hdr     header
 	created bool
-	// hugePages: the mapping asked for huge pages, so the page cache may
-	// write back in units of hugePageSize (see Allocate).
-	hugePages bool
 }
 
 // hugePageSize is the size of a PMD-mapped page on the platforms this
@@ -35,7 +32,7 @@ const hugePageSize = 2 << 20
 
 // newFile wraps a mapping whose header has been validated or just written.
 func newFile(r *Region, fd *os.File, path string, h *header, o *OpenOptions, created bool) *File {
-	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created, hugePages: !o.NoHugePages}
+	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
 }
 
 // adviseMapping passes the hints every map file gets. Random access: hash
@@ -88,11 +85,15 @@ func (f *File) Fd() uintptr { return f.fd.Fd() }
 // On a filesystem without fallocate it does nothing and returns nil: the
 // file stays sparse there, as before.
 //
-// With huge pages (the default; see OpenOptions.NoHugePages) the range is
-// widened to whole 2 MiB pages: the page cache then holds the file in
-// 2 MiB folios, and the first write into one needs blocks for all of it,
-// so a reserved page beside unreserved holes would still fault with
-// SIGBUS on a full disk.
+// The range is widened to whole 2 MiB pages: where any process maps the
+// file with huge pages (the default; see OpenOptions.NoHugePages) the
+// page cache may hold it in 2 MiB folios, and the first write into one
+// needs blocks for all of it, so a reserved page beside unreserved holes
+// would still fault with SIGBUS on a full disk. That holds whatever this
+// process asked for: the folios are the file's, made by whichever process
+// first touched the range (a reviewing helper's finding: a map created
+// with NoHugePages, opened by a default process on a full disk, faulted on
+// its first Put).
 func (f *File) Allocate(off, n int64) error {
 	fail := func(err error) error { return &FileError{Path: f.path, Op: "allocate", Err: err} }
 	switch {
@@ -103,25 +104,21 @@ func (f *File) Allocate(off, n int64) error {
 	case n == 0:
 		return nil // fallocate rejects an empty range with EINVAL
 	}
-	if err := reserve(f.fd, off, n, f.Len(), f.hugePages); err != nil {
+	if err := reserve(f.fd, off, n, f.Len()); err != nil {
 		return fail(err)
 	}
 	return nil
 }
 
 // reserve allocates the disk blocks of n bytes at off of a file of size
-// bytes, widened to whole huge pages if the file is mapped with them (the
-// kernel may map a page cache folio of 2 MiB, and a hole in it would fault
-// there).
-func reserve(fd *os.File, off, n, size int64, hugePages bool) error {
+// bytes, widened to whole huge pages (see Allocate).
+func reserve(fd *os.File, off, n, size int64) error {
 	if off < 0 || n < 0 || off > size || n > size-off {
 		return &RangeError{Off: off, Len: n, Size: size}
 	}
-	if hugePages {
-		end := min((off+n+hugePageSize-1)&^(hugePageSize-1), size)
-		off &^= hugePageSize - 1
-		n = end - off
-	}
+	end := min((off+n+hugePageSize-1)&^(hugePageSize-1), size)
+	off &^= hugePageSize - 1
+	n = end - off
 	for {
 		err := unix.Fallocate(int(fd.Fd()), 0, off, n)
 		if errors.Is(err, unix.EINTR) {
@@ -143,12 +140,26 @@ func fallocateError(err error, off, n int64) error {
 	return fmt.Errorf("fallocate: %w", err)
 }
 
-// Sync writes every modified page of the mapping to the file and waits
-// (msync MS_SYNC). Other processes see writes without it; it is for
-// durability across a machine crash.
+// Sync writes every modified page of the file, whoever modified it, to
+// the disk and waits (msync MS_SYNC; on a read-only mapping, fdatasync,
+// since the kernel makes a shared mapping of a read-only descriptor
+// private and msync there reaches no file). Other processes see writes
+// without it; it is for durability across a machine crash.
 func (f *File) Sync() error {
 	if f.Region == nil || f.data == nil {
 		return &FileError{Path: f.path, Op: "sync", Err: os.ErrClosed}
+	}
+	if f.ReadOnly() {
+		for {
+			err := unix.Fdatasync(int(f.fd.Fd()))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return &FileError{Path: f.path, Op: "sync", Err: err}
+			}
+			return nil
+		}
 	}
 	if err := f.SyncRange(0, f.Len()); err != nil {
 		return &FileError{Path: f.path, Op: "sync", Err: err}

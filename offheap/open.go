@@ -76,6 +76,9 @@ type OpenOptions struct {
 	// of hundreds of MiB walks no page tables. The cost is page-cache
 	// granularity: a page first touched brings in its whole 2 MiB, and
 	// writeback writes dirty folios whole. Elsewhere the advice is ignored.
+	// The disk blocks reserved for the file (see File.Allocate) are whole
+	// 2 MiB pages either way: the folios are the file's, made by whichever
+	// process touches a range first.
 	NoHugePages bool
 }
 
@@ -299,7 +302,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 		}
 	}()
 	if o.ReserveLen > 0 {
-		if err := reserve(fd, o.ReserveOff, o.ReserveLen, o.Size, !o.NoHugePages); err != nil {
+		if err := reserve(fd, o.ReserveOff, o.ReserveLen, o.Size); err != nil {
 			// Give back the blocks a partial fallocate kept: a full disk
 			// stays usable, and the empty file is one Create starts over.
 			_ = fd.Truncate(0)
