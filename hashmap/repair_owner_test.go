@@ -233,10 +233,17 @@ func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 // says it is at position 1, nothing links it, and it holds this segment's
 // keys and no other's: Repair links it back and mends its owner word. An
 // owner word of zero is not damage of this kind (disownStrays leaves it on
-// tiers it gave up), and such a tier is not taken.
+// tiers it gave up), and such a tier is not taken. With the pool's count
+// damaged beyond the pool too (the loss hunt's next find), the count is
+// mended to cover the tier, which holds one segment's entries, instead of
+// zeroing it as a stray.
 func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
-	for _, owner := range []uint64{48, 2} { // out of range; the other segment
-		t.Run(fmt.Sprint("owner ", owner), func(t *testing.T) {
+	for _, tc := range []struct {
+		owner uint64
+		count bool
+	}{{48, false}, {2, false}, {48, true}} { // out of range; the other segment
+		owner := tc.owner
+		t.Run(fmt.Sprint("owner ", owner, ", count damaged ", tc.count), func(t *testing.T) {
 			m, path, keys := fillTwoOverflowTiers(t)
 			l := *m.layout
 			first := int64(readWord(t, path, l.TiersOff)) - 1 // segment 0's first overflow tier
@@ -245,6 +252,9 @@ func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
 			}
 			damageWord(t, m, path, l.TiersOff, 48)
 			writeWord(t, path, l.TiersOff+first*l.TierSize+tierOwnerOff, owner)
+			if tc.count {
+				writeWord(t, path, l.GlobalOff, 805306370) // the count of overflow tiers handed out
+			}
 			m = openOrFail(t, path)
 			rep, err := m.Repair()
 			if err != nil {

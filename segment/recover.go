@@ -549,11 +549,13 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 }
 
 // disownStrays clears the owner word of every tier the pool has handed
-// out that says it is this segment's but is neither in seen (the chain)
-// nor linked from any tier, counting its sound entries as dropped in rep
-// (if not nil), and clears its next word, so that the tiers it linked are
-// weighed the same way in turn. A tier another chain links is that
-// chain's to judge, whatever its owner word says.
+// out that says it is this segment's, or whose owner word is damaged
+// (naming no segment) and whose sound entries are all this segment's,
+// but is neither in seen (the chain) nor linked from any tier,
+// counting its sound entries as dropped in rep (if not nil), and clears
+// its next word, so that the tiers it linked are weighed the same way in
+// turn. A tier another chain links is that chain's to judge, whatever its
+// owner word says.
 func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
 	l := &tb.layout
@@ -562,7 +564,19 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 		changed = false
 		for t := l.Segments; t < end; t++ {
 			tv := tb.tier(t)
-			if seen[t] || atomic.LoadUint64(&tv.header[thOwner/8]) != uint64(s.index)+1 || tb.linksTo(t) != 0 {
+			if seen[t] {
+				continue
+			}
+			switch owner := atomic.LoadUint64(&tv.header[thOwner/8]); {
+			case owner == uint64(s.index)+1:
+				if tb.linksTo(t) != 0 {
+					continue
+				}
+			case owner > uint64(l.Segments): // damaged: weighed by its keys
+				if tb.linksTo(t) != 0 || tb.keysOfOneSegment(t) != s.index {
+					continue
+				}
+			default:
 				continue
 			}
 			if rep != nil {
@@ -687,6 +701,24 @@ func (tb *Table) keysIn(t, index int64) (mine, others bool) {
 		}
 	})
 	return mine, others
+}
+
+// keysOfOneSegment is the segment whose keys tier t's sound entries all
+// are, or -1 when it holds none, or keys of more than one segment.
+func (tb *Table) keysOfOneSegment(t int64) int64 {
+	seg, mixed := int64(-1), false
+	tb.soundKeys(t, func(key []byte) {
+		switch s := tb.layout.segmentOf(xxhash.Sum64(key)); {
+		case seg < 0:
+			seg = s
+		case s != seg:
+			mixed = true
+		}
+	})
+	if mixed {
+		return -1
+	}
+	return seg
 }
 
 // soundKeys calls key for the key of each entry of tier t that a slot
@@ -986,9 +1018,11 @@ func (tb *Table) linkedPoolTiers() uint64 {
 // zeros, as the pool hands every tier out, saying whether the tier looks
 // handed out: its owner word names a segment and its position word a
 // place in a chain, as attachTier leaves them, or its owner word names a
-// segment whose entries it holds. Damage to a word of a tier never handed
-// out leaves it looking otherwise; a tier a damaged link cut loose (chain
-// links it again, or counts its entries as dropped) looks handed out.
+// segment whose entries it holds, or, damaged (neither zero nor a
+// segment), it holds entries of one segment only. Damage to a word of a
+// tier never handed out leaves it looking otherwise; a tier a damaged link
+// cut loose (chain links it again, or counts its entries as dropped)
+// looks handed out.
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	for idx := l.Segments; idx < l.Tiers; idx++ {
@@ -999,10 +1033,14 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
 		named := owner != 0 && owner <= uint64(l.Segments)
 		handedOut := named && order >= 1 && order < uint64(l.Tiers)
-		if named && !handedOut {
+		switch {
+		case named && !handedOut:
 			// A damaged position word: entries of the segment named say it
 			// was handed out (zeroed, they would be lost unreported).
 			handedOut, _ = tb.keysIn(idx, int64(owner)-1)
+		case owner != 0 && !named:
+			// A damaged owner word: so do entries all of one segment.
+			handedOut = tb.keysOfOneSegment(idx) >= 0
 		}
 		used(idx, handedOut)
 	}
