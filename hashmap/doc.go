@@ -42,9 +42,11 @@
 // overlap: for random keys, a key took 0.67x a lone Get's time with
 // GetMany in the peer benchmark with 64-byte values (149 against 224 ns,
 // bench/results/amd-0a260da; about a lone Get's with 1 KiB values, whose
-// copy is most of it), and 0.50x a Put per key over
-// the same batches with PutMany in BenchmarkMap. Each key is still read consistently, or written atomically, on
-// its own; a batch is not a transaction.
+// copy is most of it), and with PutMany in BenchmarkMap 0.71x a Put per
+// key over the same batches (327 against 461 ns, keys from a table,
+// bench/results/gotest-map/2026-11-28.md). Each key is still read
+// consistently, or written atomically, on its own; a batch is not a
+// transaction.
 //
 // # Durability
 //

@@ -25,7 +25,7 @@ var (
 
 	// ErrTimeout: a segment lock was not acquired in time (see
 	// Options.LockTimeout). A dead holder is released on the way, so the
-	// usual cause is a live one: a very long Compute or Range body, or a
+	// usual cause is a live one: a very long Compute or Update function, or a
 	// process stopped (SIGSTOP, a debugger) while it held the lock. Open
 	// returns it too when recovery passes held the file's recovery lock
 	// for the whole of its wait for a process slot.

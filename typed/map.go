@@ -432,14 +432,14 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 
 // Range iterates over every entry with hashmap.Map.Range's guarantees (a
 // consistent view per segment, no lock held while the loop body runs, so
-// the body may call the map). It decodes each entry as it yields it. If a
-// segment cannot be read (a lock timeout, the map closed), or a key or
-// value does not decode with the map's codecs, iteration stops and the
-// error is stored in *errp, which must not be nil: check it after the
-// loop. Damage in the file does not stop it: entries that fail their
-// checksum or whose header does not decode, and segments whose tier chain
-// is broken, are left out and reported at the end, as hashmap.Map.Range
-// does. Delete removes entries that do not decode with the codecs. It reads
+// the body may call the map). It decodes each entry as it yields it. If
+// the map is closed, or a key or value does not decode with the map's
+// codecs, iteration stops and the error is stored in *errp, which must not
+// be nil: check it after the loop. Neither damage in the file nor a stuck
+// lock stops it: entries that fail their checksum or whose header does
+// not decode, and segments whose tier chain is broken or whose lock stays
+// held through the wait, are left out and reported at the end (ErrCorrupt,
+// ErrTimeout), as hashmap.Map.Range does. Delete removes entries that do not decode with the codecs. It reads
 // through hashmap.Map.RangeView, since each entry is decoded at once, so
 // iterating over numbers allocates next to nothing.
 func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
