@@ -286,6 +286,18 @@ func orphansOf(w, live uint64) (uint64, Orphans, error) {
 	}, nil
 }
 
+// AbandonWrite leaves the write lock this handle holds to recovery, for a
+// holder that stopped in the middle of a change it cannot finish (a panic:
+// a fault on the file's pages under debug.SetPanicOnFault): the word keeps
+// the flag, and this process's ledger no longer accounts for it, so the
+// next FindOrphans takes it for a dead holder's and recovery repairs the
+// data under it, as after a death there.
+func (l *Lock) AbandonWrite() {
+	if l.ledger != nil {
+		atomic.AddUint64(l.ledger, ledgerVersion-ledgerWrite)
+	}
+}
+
 // AbandonUpdate gives back to the dead the update lock ReleaseOrphans took
 // over in their place, for a caller that cannot repair the data now (its
 // upgrade to write timed out): the word keeps the flag, and this process's

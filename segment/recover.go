@@ -170,12 +170,11 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	if err != nil {
 		return rep, err
 	}
+	defer func() { w.endOrAbandon(recover()) }()
 	if !damaged() {
-		w.end()
 		return rep, nil
 	}
 	if err := w.upgrade("rebuild"); err != nil {
-		w.end()
 		return rep, err
 	}
 	rep.Restored = s.restoreUndo()
@@ -186,8 +185,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 	s.rebuild(&rep, true)
 	s.clearReserved()
 	rep.Rebuilt = true
-	w.end() // the sequence even again
-	return rep, nil
+	return rep, nil // the deferred end makes the sequence even again
 }
 
 // finishMoves completes the compaction moves a dead process cut short in

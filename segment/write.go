@@ -108,6 +108,43 @@ func (w *writer) upgrade(op string) error {
 	return nil
 }
 
+// endOrAbandon is end for a call that returns, deferred as
+// defer func() { w.endOrAbandon(recover()) }(). For one that panics with
+// the write lock held, or with a fault on the file's pages (the runtime
+// error debug.SetPanicOnFault makes, which has an Addr method), it leaves
+// the lock, the sequence and the undo record as a death there would, for
+// recovery to complete or undo the change (see abandon); then the panic
+// goes on. A panic before any change, as from a Compute function, which
+// runs under the update lock only, ends as a return does: the lock is
+// released and the segment is as it was.
+func (w *writer) endOrAbandon(r any) {
+	if r == nil {
+		w.end()
+		return
+	}
+	if _, fault := r.(interface{ Addr() uintptr }); fault || w.write {
+		w.abandon()
+	} else {
+		w.end()
+	}
+	panic(r)
+}
+
+// abandon leaves the lock w holds to recovery: the lock word keeps it and
+// this process's ledger no longer accounts for it, so the next recovery
+// pass (any process's lock wait that times out on it runs one) takes it
+// for a dead holder's and repairs the segment.
+func (w *writer) abandon() {
+	if w.write {
+		w.s.lock.AbandonWrite()
+	} else {
+		w.s.lock.AbandonUpdate()
+	}
+	if w.s.tb.queueLocal {
+		<-w.s.local
+	}
+}
+
 // end publishes the change (sequence even again) and releases the lock.
 func (w *writer) end() {
 	if w.write {
@@ -168,7 +205,7 @@ func (s *Segment) put(hash uint64, key, value []byte, expiry int64, mode PutMode
 	if err != nil {
 		return false, err
 	}
-	defer w.end()
+	defer func() { w.endOrAbandon(recover()) }()
 	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
@@ -230,11 +267,25 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	}
 	done := atomic.LoadUint64(s.seq) == seq // else a writer came between
 	if done {
-		s.rewriteLocked(at, &h, key, value, seq, saveOld)
+		s.rewriteOrAbandon(at, &h, key, value, seq)
 		s.countLocked(stPuts)
 	}
 	_ = s.lock.WriteUnlock()
 	return done
+}
+
+// rewriteOrAbandon is tryOverwrite's rewriteLocked, under the write lock
+// taken in this process's ledger: a panic in it (a fault on the file's
+// pages) leaves the lock to recovery, as a death there would, instead of
+// held for as long as this process lives (see writer.endOrAbandon).
+func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, seq uint64) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.lock.AbandonWrite()
+			panic(r)
+		}
+	}()
+	s.rewriteLocked(at, h, key, value, seq, saveOld)
 }
 
 // TryOverwrite is Put's fast path for a plain map's most common case, as
@@ -1023,7 +1074,7 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer w.end()
+	defer func() { w.endOrAbandon(recover()) }()
 	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
@@ -1113,7 +1164,7 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 	if err != nil {
 		return err
 	}
-	defer w.end()
+	defer func() { w.endOrAbandon(recover()) }()
 	loc, found, ok := s.findPreviewed(&p, hash, key)
 	if !ok {
 		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
