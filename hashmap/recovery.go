@@ -446,10 +446,59 @@ func (m *Map) Repair() (Repaired, error) {
 			rep.Rebuilt = append(rep.Rebuilt, r)
 		}
 	}
+	m.relinkCutTiers(&rep)
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)
 	}
 	return rep, nil
+}
+
+// relinkCutTiers rebuilds again each segment that an overflow tier of its
+// own is cut from (segment.Table.UnlinkedTiers): a segment's rebuild
+// cannot take back a tier that another chain's damaged link still
+// reaches, and that chain's rebuild, later in the same Repair, cuts the
+// link; the second rebuild links the tier back or counts its entries as
+// dropped. Each segment is rebuilt again at most once a round, for a few
+// rounds: one more rebuild can free one more such tier.
+func (m *Map) relinkCutTiers(rep *Repaired) {
+	for round := 0; round < 3; round++ {
+		var segs []int64
+		m.table.UnlinkedTiers(func(seg, _ int64) {
+			if !slices.Contains(segs, seg) {
+				segs = append(segs, seg)
+			}
+		})
+		if len(segs) == 0 {
+			return
+		}
+		for _, seg := range segs {
+			r, err := m.table.Segment(int(seg)).Rebuild()
+			if err != nil {
+				rep.Failed = append(rep.Failed, Problem{int(seg), err})
+				continue
+			}
+			rep.Rebuilt = mergeRebuilt(rep.Rebuilt, r)
+		}
+	}
+}
+
+// mergeRebuilt adds r to list, folding it into an earlier rebuild of the
+// same segment: the later one's count of entries kept, the sum of what
+// each dropped, relinked, salvaged and freed.
+func mergeRebuilt(list []segment.Recovered, r segment.Recovered) []segment.Recovered {
+	for i := range list {
+		if e := &list[i]; e.Segment == r.Segment {
+			e.Kept = r.Kept
+			e.Dropped += r.Dropped
+			e.Doubled += r.Doubled
+			e.Salvaged += r.Salvaged
+			e.Relinked += r.Relinked
+			e.Freed += r.Freed
+			e.Restored = e.Restored || r.Restored
+			return list
+		}
+	}
+	return append(list, r)
 }
 
 func loadLedger(p *uint64) uint64 { return atomic.LoadUint64(p) }

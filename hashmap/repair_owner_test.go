@@ -267,3 +267,35 @@ func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairRelinksATierAnotherChainsLinkHeld: segment 0's link damaged
+// out of range, and segment 1's damaged to name segment 0's overflow tier
+// (the loss hunt's third find). Segment 0's rebuild, first, cannot take
+// its tier back while segment 1's link reaches it; segment 1's rebuild
+// then cuts that link and takes back its own tier. Repair now rebuilds
+// segment 0 again, which links its tier back (before: its 34 keys lost,
+// none reported), and Check names such a tier until then.
+func TestRepairRelinksATierAnotherChainsLinkHeld(t *testing.T) {
+	m, path, keys := fillTwoOverflowTiers(t)
+	l := *m.layout
+	a := int64(readWord(t, path, l.TiersOff)) - 1            // segment 0's overflow tier
+	b := int64(readWord(t, path, l.TiersOff+l.TierSize)) - 1 // segment 1's
+	if a < l.Segments || b < l.Segments {
+		t.Fatalf("want an overflow tier in each segment: links %d and %d", a+1, b+1)
+	}
+	damageWord(t, m, path, l.TiersOff, 48)
+	writeWord(t, path, l.TiersOff+l.TierSize, uint64(a)+1)
+	m = openOrFail(t, path)
+	rep, err := m.Repair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var relinked int64
+	for _, r := range rep.Rebuilt {
+		relinked += r.Relinked
+	}
+	if relinked < 2 {
+		t.Errorf("Repair = %+v; want both tiers relinked", rep.Rebuilt)
+	}
+	keptAndClean(t, m, numberedKeys(keys), rep)
+}

@@ -964,12 +964,43 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 			problem(fmt.Errorf("%w: overflow tier %d is not zero, but the pool has not handed it out and no chain keeps it: the pool would refuse it; Repair clears it", ErrCorrupt, idx))
 		}
 	}
+	tb.UnlinkedTiers(func(seg, t int64) {
+		problem(fmt.Errorf("%w: overflow tier %d holds entries of segment %d, but no chain links it: Repair links it back, or reports its entries dropped", ErrCorrupt, t, seg))
+	})
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
 		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
 	}
 	if !reservedZero(padding) {
 		problem(fmt.Errorf("%w: the padding before the tiers is not zero", ErrCorrupt))
+	}
+}
+
+// UnlinkedTiers calls found for each overflow tier the pool has handed out
+// that no tier links, whose owner word is not zero (disownStrays leaves
+// zero on tiers it gave up), and whose sound entries are all of one
+// segment, seg: a tier a damaged link cut from seg's chain. It is what a
+// rebuild of one segment can leave behind when the link that reached the
+// tier was another chain's damaged one, cut only by that chain's rebuild
+// afterwards; rebuilding seg again then links it back (see lostTierAt) or
+// counts its entries as dropped. A tier a live writer is attaching (words
+// written, not linked yet) is empty, and not reported.
+func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
+	l := &tb.layout
+	end := tb.handedOutEnd()
+	linked := make(map[int64]bool)
+	for i := int64(0); i < end; i++ {
+		if next := tb.tierNext(i); next != 0 && next <= uint64(l.Tiers) {
+			linked[int64(next)-1] = true
+		}
+	}
+	for t := l.Segments; t < end; t++ {
+		if linked[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) == 0 {
+			continue
+		}
+		if seg := tb.keysOfOneSegment(t); seg >= 0 {
+			found(seg, t)
+		}
 	}
 }
 
