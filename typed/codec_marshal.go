@@ -63,9 +63,14 @@ func (c *binaryCodec[T, PT]) put(p PT) {
 	c.values.Put(p)
 }
 
-func (c *binaryCodec[T, PT]) Append(dst []byte, v T) ([]byte, error) {
+func (c *binaryCodec[T, PT]) Append(dst []byte, v T) (out []byte, err error) {
 	p := c.get()
 	defer c.put(p)
+	defer func() { // a panic of the type's own method is Append's error, as JSON's is
+		if r := recover(); r != nil {
+			out, err = dst, fmt.Errorf("encode %s: panic: %v", c.name, r)
+		}
+	}()
 	*p = v
 	if c.appends {
 		out, err := any(p).(encoding.BinaryAppender).AppendBinary(dst)
@@ -81,9 +86,15 @@ func (c *binaryCodec[T, PT]) Append(dst []byte, v T) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-func (c *binaryCodec[T, PT]) Decode(b []byte) (T, error) {
+func (c *binaryCodec[T, PT]) Decode(b []byte) (v T, err error) {
 	p := c.get()
 	defer c.put(p)
+	defer func() { // an UnmarshalBinary that trusts its input: Decode must not panic
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, &DecodeError{Type: c.name, Len: len(b), Err: fmt.Errorf("panic: %v", r)}
+		}
+	}()
 	if err := p.UnmarshalBinary(b); err != nil {
 		var zero T
 		return zero, &DecodeError{Type: c.name, Len: len(b), Err: err}
@@ -98,10 +109,19 @@ func (c *binaryCodec[T, PT]) Decode(b []byte) (T, error) {
 // as json.Unmarshal does. As a key codec it works because encoding/json is
 // deterministic (struct fields in declaration order, map keys sorted),
 // for types whose every field is encoded: unexported fields and fields
-// tagged json:"-" are not, so keys that differ only there collide. A
-// string that is not valid UTF-8 is refused (encoding/json would replace
-// its bad bytes, making two keys one and changing values): use String or
-// Bytes for such data.
+// tagged json:"-" are not, so keys that differ only there collide. Other
+// keys that differ encode alike too: an interface{} field holding int64(1)
+// or float64(1), an omitempty slice or map nil or empty, a pointer field
+// by what it points to, a MarshalJSON or MarshalText type by its output.
+// And a key Range decodes must encode as it was stored for Get or Delete
+// of it to find the entry: an interface{} field gives back a float64 for
+// an integer (one past 2^53 then encodes as another number) and a map for
+// a struct (whose fields then come out sorted), so keep interface{} fields
+// out of key types. A string that is not valid UTF-8 is refused
+// (encoding/json would replace its bad bytes, making two keys one and
+// changing values): use String or Bytes for such data. So is a map two of
+// whose keys have one MarshalText (json would write both names, in the
+// map's random order, and decode one entry).
 func JSON[T any]() Codec[T] {
 	return jsonCodec[T]{name: reflect.TypeFor[T]().String()}
 }
@@ -111,7 +131,7 @@ type jsonCodec[T any] struct {
 }
 
 func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := marshalRecovered(v)
 	if err != nil {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
@@ -122,6 +142,18 @@ func (c jsonCodec[T]) Append(dst []byte, v T) ([]byte, error) {
 		return dst, fmt.Errorf("encode %s as JSON: %w", c.name, err)
 	}
 	return append(dst, b...), nil
+}
+
+// marshalRecovered is json.Marshal with a panic of the type's own methods
+// (json passes them through) returned as an error, as checkUTF8Recovered
+// does for the check's calls.
+func marshalRecovered(v any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return json.Marshal(v)
 }
 
 // checkUTF8Recovered is checkUTF8 of v, with a panic in it returned as an
@@ -150,6 +182,7 @@ var maxJSONDepth = 100_000 // a variable for tests
 
 var (
 	errNotUTF8  = errors.New("a string is not valid UTF-8")
+	errDupKey   = errors.New("two map keys have one JSON name (json would write both, in map order, and decode one)")
 	errTooDeep  = errors.New("nested too deep in pointers, interfaces, maps and slices to check its strings")
 	isZeroerTyp = reflect.TypeFor[interface{ IsZero() bool }]()
 )
@@ -223,6 +256,11 @@ func checkUTF8(v reflect.Value, depth int) error {
 		if depth >= maxJSONDepth {
 			return errTooDeep
 		}
+		// Keys of string kind are distinct strings, and integer keys
+		// distinct numbers; keys named by their MarshalText may share a
+		// name, which json writes twice, in map order: the encoding then
+		// differs from call to call and decodes to one entry.
+		var names map[string]bool
 		for it := v.MapRange(); it.Next(); {
 			k := it.Key()
 			switch {
@@ -231,9 +269,17 @@ func checkUTF8(v reflect.Value, depth int) error {
 					return errNotUTF8
 				}
 			case k.Type().Implements(textMarshalerType):
-				if err := checkText(k); err != nil {
+				name, err := keyText(k)
+				if err != nil {
 					return err
 				}
+				if names == nil {
+					names = make(map[string]bool, v.Len())
+				}
+				if names[name] {
+					return fmt.Errorf("%w: %q", errDupKey, name)
+				}
+				names[name] = true
 			}
 			if err := checkUTF8(it.Value(), depth+1); err != nil {
 				return err
@@ -258,6 +304,23 @@ func checkText(v reflect.Value) error {
 		return errNotUTF8
 	}
 	return nil
+}
+
+// keyText is the name json gives map key k by its MarshalText (json's
+// resolveKeyName; "" for a nil pointer), errNotUTF8 if it is not UTF-8.
+func keyText(k reflect.Value) (string, error) {
+	if k.Kind() == reflect.Pointer && k.IsNil() {
+		return "", nil
+	}
+	m, ok := reflect.TypeAssert[encoding.TextMarshaler](k)
+	if !ok {
+		return "", nil
+	}
+	b, err := m.MarshalText()
+	if err == nil && !utf8.Valid(b) {
+		return "", errNotUTF8
+	}
+	return string(b), nil
 }
 
 // isEmptyForJSON is json's test for omitempty (its isEmptyValue): false,
@@ -456,8 +519,16 @@ func validJSONTagName(s string) bool {
 	return true
 }
 
-func (c jsonCodec[T]) Decode(b []byte) (T, error) {
-	var v T
+func (c jsonCodec[T]) Decode(b []byte) (v T, err error) {
+	// json.Unmarshal panics for some types (a tagged embedded pointer to
+	// an unexported struct) and a type's UnmarshalJSON may: Decode must
+	// not, whatever b holds.
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, &DecodeError{Type: c.name, Len: len(b), Err: fmt.Errorf("panic: %v", r)}
+		}
+	}()
 	if err := json.Unmarshal(b, &v); err != nil {
 		var zero T
 		return zero, &DecodeError{Type: c.name, Len: len(b), Err: err}
