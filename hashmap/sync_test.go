@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestReadOnlySyncWritesTheFile: Sync through a map opened read-only
@@ -49,11 +49,9 @@ func dirtyPages(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	const sysCachestat = 451 // the same number on every architecture
-	var rng [2]uint64        // offset, length (0: to the end)
-	var cs [5]uint64         // cached, dirty, writeback, evicted, recently evicted
-	if _, _, e := syscall.Syscall6(sysCachestat, f.Fd(), uintptr(unsafe.Pointer(&rng)), uintptr(unsafe.Pointer(&cs)), 0, 0, 0); e != 0 {
-		t.Skipf("cachestat: %v", e)
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0); err != nil {
+		t.Skipf("cachestat: %v", err)
 	}
-	return cs[1]
+	return cs.Dirty
 }
