@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -170,7 +171,10 @@ func main() {
 		}
 		keys := makeKeys(d.keys)
 		for run := range *runs {
-			for _, s := range stores {
+			// Each run starts with the next store, so that no store always
+			// runs first (right after another's load) or last.
+			for k := range stores {
+				s := stores[(k+run)%len(stores)]
 				if *only != "" && !slices.Contains(strings.Split(*only, ","), s.name) {
 					continue
 				}
@@ -255,6 +259,21 @@ func newValueBuf(n int) []byte {
 func valueFor(buf []byte, i int) []byte {
 	binary.LittleEndian.PutUint64(buf, uint64(i))
 	return buf
+}
+
+// errWrongValue is a Get's answer that is not the value the key was given:
+// the wrong length or another key's index. A store that answered so would
+// be measured doing less than the work asked, so the run stops.
+var errWrongValue = errors.New("a store returned a value that is not its key's")
+
+// checkValue is the same check of every value read, for every store: its
+// length and the key's index in its first 8 bytes (a few nanoseconds,
+// inside the timed loop for all alike).
+func checkValue(v []byte, size, i int) error {
+	if len(v) != size || binary.LittleEndian.Uint64(v) != uint64(i) {
+		return fmt.Errorf("%w: key %d: %d bytes, index %d", errWrongValue, i, len(v), binary.LittleEndian.Uint64(append(v[:len(v):len(v)], make([]byte, 8)...)))
+	}
+	return nil
 }
 
 // cellFilter, when set (-cells), names the only cells to run.
@@ -388,6 +407,9 @@ func measureCells(res *results, spec storeSpec, d dataset, keys [][]byte, run in
 		cellDur = dur / 4 // tens of µs per op: fewer ops suffice
 	}
 	for _, c := range cellsFor(spec) {
+		// A collection the load (or the last cell) of an allocating store
+		// set off must not fall into this cell's timing.
+		runtime.GC()
 		var ops uint64
 		var allocs float64
 		var elapsed time.Duration
@@ -552,6 +574,9 @@ func work(st store, d dataset, keys [][]byte, s script, w workload, stop *atomic
 				t.gets++
 				if found {
 					t.hits++
+					if err := checkValue(dst, d.valueSize, i); err != nil {
+						return t, err
+					}
 				}
 			} else if err := st.Put(s.key(keys, j), valueFor(val, i)); err != nil {
 				return t, err
@@ -575,22 +600,25 @@ func workBatches(st store, d dataset, keys [][]byte, s script, w workload, stop 
 	if !ok {
 		bg = loopGetter{st}
 	}
-	ks, vs := make([][]byte, batch), make([][]byte, batch)
+	ks, vs, idx := make([][]byte, batch), make([][]byte, batch), make([]int, batch)
 	for i := range vs {
 		vs[i] = make([]byte, 0, d.valueSize)
 	}
 	var t tally
 	for j := 0; !stop.Load(); {
 		for i := range ks {
-			ks[i] = s.key(keys, j)
+			ks[i], idx[i] = s.key(keys, j), int(s.idx[j])
 			j = (j + 1) & s.mask
 		}
 		if err := bg.GetMany(ks, vs); err != nil {
 			return t, err
 		}
-		for _, v := range vs {
+		for i, v := range vs {
 			if v != nil {
 				t.hits++
+				if err := checkValue(v, d.valueSize, idx[i]); err != nil {
+					return t, err
+				}
 			}
 		}
 		t.ops += uint64(batch)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -191,6 +192,24 @@ func TestFootprintGCBelowNoise(t *testing.T) {
 	for st, want := range map[string]string{"sharedmap": "149 | 0 | < 2.5", "rwmutex-map": "170 | 0 | 44.6", "lmdb": "- | - | -"} {
 		if got := r.footprintCells(st, "1M-64B"); got != want {
 			t.Errorf("%s: %q, want %q", st, got, want)
+		}
+	}
+}
+
+// TestCheckValue: the check of every value read takes a value made by
+// valueFor for its key and refuses another key's, a short one and an
+// empty one (so a store that answered wrongly cannot be timed).
+func TestCheckValue(t *testing.T) {
+	buf := newValueBuf(64)
+	if err := checkValue(valueFor(buf, 7), 64, 7); err != nil {
+		t.Errorf("key 7's own value: %v", err)
+	}
+	for _, tc := range []struct {
+		v    []byte
+		size int
+	}{{valueFor(newValueBuf(64), 8), 64}, {valueFor(newValueBuf(64), 7)[:32], 64}, {nil, 64}} {
+		if err := checkValue(tc.v, tc.size, 7); !errors.Is(err, errWrongValue) {
+			t.Errorf("checkValue(%d bytes) for key 7 = %v, want errWrongValue", len(tc.v), err)
 		}
 	}
 }

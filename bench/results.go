@@ -107,9 +107,19 @@ func (r *results) footprintCells(st, ds string) string {
 	}
 	return fmt.Sprintf("%.0f | %.0f | %s", median(mem), median(huge), gcText)
 }
-func (r *results) addDropped(st, ds string, n uint64) { nested(r.dropped, st, ds)[ds] = n }
+
+// addDropped keeps the most sets a store's load dropped over the runs, and
+// addHitRatio the lowest share of keys it held after its load: the worst
+// run is what a reader must hear of, not the last.
+func (r *results) addDropped(st, ds string, n uint64) {
+	m := nested(r.dropped, st, ds)
+	m[ds] = max(m[ds], n)
+}
 func (r *results) addHitRatio(st, ds string, x float64) {
-	nested(r.hits, st, ds)[ds] = x
+	m := nested(r.hits, st, ds)
+	if old, ok := m[ds]; !ok || x < old {
+		m[ds] = x
+	}
 }
 func (r *results) skip(st, ds string, err error) { r.skipped[st+" "+ds] = err.Error() }
 

@@ -16,6 +16,11 @@ if ! command -v redis-server >/dev/null; then
 	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+	# On a systemd host the package starts and enables its own server on
+	# port 6379; this script runs its own on a socket, and leaves none.
+	if command -v systemctl >/dev/null; then
+		$SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true
+	fi
 fi
 command -v gcc >/dev/null || { echo "gcc is needed for LMDB (cgo): apt-get install gcc" >&2; exit 1; }
 
@@ -24,12 +29,21 @@ sock="$work/redis.sock"
 redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
 	--dir "$work" --daemonize no >"$work/redis.log" 2>&1 &
 redis_pid=$!
+bench_pid=
 cleanup() {
+	# The benchmark first (SIGTERM: it removes its stores and workers),
+	# while its binary and Redis are still there.
+	if [ -n "$bench_pid" ]; then
+		kill "$bench_pid" 2>/dev/null || true
+		wait "$bench_pid" 2>/dev/null || true
+	fi
 	kill "$redis_pid" 2>/dev/null || true
 	wait "$redis_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
 
@@ -37,4 +51,11 @@ go build -o "$work/bench" .
 # The benchmark decides where its files go (-out or BENCH_OUT, else
 # results, or results/partial for a run narrowed by -stores, -datasets or
 # -cells) and writes them only when the run ends whole.
-BENCH_REDIS_SOCKET="$sock" "$work/bench" "$@"
+# It runs in the background and is waited for, so that a SIGTERM to this
+# script reaches the traps at once and stops the benchmark too, instead of
+# leaving it running on a deleted binary, without Redis, to overwrite the
+# kept results with a run that skipped stores.
+BENCH_REDIS_SOCKET="$sock" "$work/bench" "$@" &
+bench_pid=$!
+wait "$bench_pid"
+bench_pid=
