@@ -117,8 +117,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 	status = e.runArgs(args)
 	if out.err != nil && status == exitOK {
 		// Output that did not arrive (a full disk, a closed pipe) is a
-		// failure, not a success with less to say.
-		fmt.Fprintf(stderr, "mapctl: writing the output: %v\n", out.err)
+		// failure, not a success with less to say; but what the command
+		// did to the map is done, and a retry must not be led to think
+		// otherwise (a create retried finds the map there).
+		who := "mapctl"
+		if len(args) > 0 && lookup(args[0]) != nil {
+			who += ": " + args[0]
+		}
+		fmt.Fprintf(stderr, "%s: writing the output: %v (the command itself completed; only its output was lost)\n", who, out.err)
 		return exitError
 	}
 	return status

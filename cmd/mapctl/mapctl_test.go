@@ -950,12 +950,18 @@ func TestHelpListAligns(t *testing.T) {
 }
 
 // Output that cannot be written (a full disk, a closed pipe) fails the
-// command: inspect and check used to exit 0 with nothing delivered.
+// command: inspect and check used to exit 0 with nothing delivered. The
+// message names the command, as every other error does, and says the
+// command itself completed (a create's map is there).
 func TestOutputErrorFails(t *testing.T) {
 	p := newMap(t)
 	for _, args := range [][]string{{"inspect", p}, {"check", p}, {"stats", p}, {"help"}} {
 		var stderr bytes.Buffer
-		if c := run(args, strings.NewReader(""), failingWriter{}, &stderr); c != exitError || !strings.Contains(stderr.String(), "writing the output") {
+		want := "mapctl: " + args[0] + ": writing the output"
+		if args[0] == "help" { // help is no command of the table
+			want = "mapctl: writing the output"
+		}
+		if c := run(args, strings.NewReader(""), failingWriter{}, &stderr); c != exitError || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "completed") {
 			t.Errorf("%q to a failing writer: exit %d, %q", args, c, stderr.String())
 		}
 	}

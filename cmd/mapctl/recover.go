@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/segment"
@@ -162,7 +163,14 @@ type recoverOpts struct {
 // recover --repair for damage (or, once repaired, where to read on), and
 // recover for what dead processes hold.
 func (e *env) reportCheck(c *command, m *hashmap.Map, clean string, repaired bool) int {
+	// Check looks again at a segment a writer holds, for up to the lock
+	// timeout (10 s by default) when the holder is dead: say so rather
+	// than sit silent.
+	slow := time.AfterFunc(2*time.Second, func() {
+		fmt.Fprintf(e.stderr, "mapctl: %s: still checking: a segment whose lock is held is looked at again for up to the lock timeout\n", c.name)
+	})
 	problems, err := m.Check()
+	slow.Stop()
 	if err != nil {
 		return e.fail(c, err)
 	}
