@@ -232,8 +232,9 @@ func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 // oracle found this pair: 34 keys gone, none reported). The tier still
 // says it is at position 1, nothing links it, and it holds this segment's
 // keys and no other's: Repair links it back and mends its owner word. An
-// owner word of zero is not damage of this kind (disownStrays leaves it on
-// tiers it gave up), and such a tier is not taken. With the pool's count
+// owner word damaged to zero too (the fifth hunt's find): disownStrays
+// zeroes the position word with the owner word of a tier it gives up, so a
+// zero owner beside a position is damage. With the pool's count
 // damaged beyond the pool too (the loss hunt's next find), the count is
 // mended to cover the tier, which holds one segment's entries, instead of
 // zeroing it as a stray.
@@ -241,7 +242,7 @@ func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
 	for _, tc := range []struct {
 		owner uint64
 		count bool
-	}{{48, false}, {2, false}, {48, true}} { // out of range; the other segment
+	}{{48, false}, {2, false}, {0, false}, {48, true}} { // out of range; the other segment; zero
 		owner := tc.owner
 		t.Run(fmt.Sprint("owner ", owner, ", count damaged ", tc.count), func(t *testing.T) {
 			m, path, keys := fillTwoOverflowTiers(t)

@@ -565,12 +565,13 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 			if seen[t] {
 				continue
 			}
-			switch owner := atomic.LoadUint64(&tv.header[thOwner/8]); {
+			owner, order := atomic.LoadUint64(&tv.header[thOwner/8]), atomic.LoadUint64(&tv.header[thOrder/8])
+			switch {
 			case owner == uint64(s.index)+1:
 				if tb.linksTo(t) != 0 {
 					continue
 				}
-			case owner > uint64(l.Segments): // damaged: weighed by its keys
+			case owner > uint64(l.Segments), owner == 0 && order != 0: // damaged: weighed by its keys
 				if tb.linksTo(t) != 0 || tb.keysOfOneSegment(t) != s.index {
 					continue
 				}
@@ -580,7 +581,10 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 			if rep != nil {
 				tb.soundKeys(t, func([]byte) { rep.Dropped++ })
 			}
+			// Owner and position zero: what a tier given up reads as, told
+			// apart from one whose owner word alone damage zeroed.
 			atomic.StoreUint64(&tv.header[thOwner/8], 0)
+			atomic.StoreUint64(&tv.header[thOrder/8], 0)
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 			changed = true
 		}
@@ -591,11 +595,12 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 // owner and position words say it is this segment's at position pos of
 // its chain, and which is not in seen (the chain so far) nor linked from
 // any tier: a tier a damaged link let go, or that a writer died before
-// linking. Failing that, the one whose owner word is damaged (neither this
-// segment nor zero, which disownStrays leaves) and whose position word
-// says pos, linked from no tier, that holds entries of this segment's and
-// none of another's: a tier whose link and owner word were both damaged
-// (a tier being attached is still empty; one disowned has owner zero).
+// linking. Failing that, the one whose owner word is damaged (not this
+// segment; zero too, since disownStrays zeroes the position word with it)
+// and whose position word says pos, linked from no tier, that holds
+// entries of this segment's and none of another's: a tier whose link and
+// owner word were both damaged (a tier being attached is still empty, and
+// its owner word is stored before its position word).
 // ok is false when there is none or more than one. Caller holds write, so
 // no writer of this segment is linking one now.
 func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok bool) {
@@ -608,11 +613,9 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 		if seen[t] || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
 			continue
 		}
-		switch atomic.LoadUint64(&h[thOwner/8]) {
-		case uint64(s.index) + 1:
+		if atomic.LoadUint64(&h[thOwner/8]) == uint64(s.index)+1 {
 			candidates = append(candidates, t)
-		case 0:
-		default:
+		} else {
 			ownerDamaged = append(ownerDamaged, t)
 		}
 	}
@@ -977,8 +980,8 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 }
 
 // UnlinkedTiers calls found for each overflow tier the pool has handed out
-// that no tier links, whose owner word is not zero (disownStrays leaves
-// zero on tiers it gave up), and whose sound entries are all of one
+// that no tier links, whose owner and position words are not both zero
+// (as disownStrays leaves tiers it gave up), and whose sound entries are all of one
 // segment, seg: a tier a damaged link cut from seg's chain. It is what a
 // rebuild of one segment can leave behind when the link that reached the
 // tier was another chain's damaged one, cut only by that chain's rebuild
@@ -995,8 +998,9 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 		}
 	}
 	for t := l.Segments; t < end; t++ {
-		if linked[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) == 0 {
-			continue
+		h := tb.tier(t).header
+		if linked[t] || atomic.LoadUint64(&h[thOwner/8]) == 0 && atomic.LoadUint64(&h[thOrder/8]) == 0 {
+			continue // linked, or given up (see disownStrays)
 		}
 		if seg := tb.keysOfOneSegment(t); seg >= 0 {
 			found(seg, t)
@@ -1067,8 +1071,10 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 			// A damaged position word: entries of the segment named say it
 			// was handed out (zeroed, they would be lost unreported).
 			handedOut, _ = tb.keysIn(idx, int64(owner)-1)
-		case owner != 0 && !named:
-			// A damaged owner word: so do entries all of one segment.
+		case !named && (owner != 0 || order != 0):
+			// A damaged owner word (zero with a position is no tier given
+			// up: disownStrays zeroes both): so do entries all of one
+			// segment.
 			handedOut = tb.keysOfOneSegment(idx) >= 0
 		}
 		used(idx, handedOut)
