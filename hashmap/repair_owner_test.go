@@ -291,11 +291,7 @@ func TestRepairRelinksATierAnotherChainsLinkHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var relinked int64
-	for _, r := range rep.Rebuilt {
-		relinked += r.Relinked
-	}
-	if relinked < 2 {
+	if relinked := relinkedIn(rep); relinked < 2 {
 		t.Errorf("Repair = %+v; want both tiers relinked", rep.Rebuilt)
 	}
 	keptAndClean(t, m, numberedKeys(keys), rep)

@@ -518,11 +518,7 @@ func TestRepairRelinksTiersCutLoose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var relinked int64
-	for _, r := range rep.Rebuilt {
-		relinked += r.Relinked
-	}
-	if relinked == 0 {
+	if relinked := relinkedIn(rep); relinked == 0 {
 		t.Errorf("Repair = %+v; want overflow tiers relinked", rep)
 	}
 	keptAndClean(t, m, numberedKeys(keys), rep)
@@ -894,4 +890,13 @@ func TestCheckNamesAWrongPositionWord(t *testing.T) {
 		t.Errorf("Check = %v, %v; want the position word named", problems, err)
 	}
 	repairKeepsAll(t, m, numberedKeys(keys))
+}
+
+// relinkedIn is how many overflow tiers rep's rebuilds linked again.
+func relinkedIn(rep Repaired) int64 {
+	var n int64
+	for _, r := range rep.Rebuilt {
+		n += r.Relinked
+	}
+	return n
 }

@@ -104,11 +104,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 			if !ok {
 				panic(r)
 			}
-			who := "mapctl"
-			if len(args) > 0 && lookup(args[0]) != nil {
-				who += ": " + args[0]
-			}
-			fmt.Fprintf(stderr, "%s: memory fault at %#x reading or writing the map file: was it truncated, or is its disk full?\n", who, fault.Addr())
+			fmt.Fprintf(stderr, "%s: memory fault at %#x reading or writing the map file: was it truncated, or is its disk full?\n", speaker(args), fault.Addr())
 			status = exitError
 		}
 	}()
@@ -120,14 +116,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 		// failure, not a success with less to say; but what the command
 		// did to the map is done, and a retry must not be led to think
 		// otherwise (a create retried finds the map there).
-		who := "mapctl"
-		if len(args) > 0 && lookup(args[0]) != nil {
-			who += ": " + args[0]
-		}
-		fmt.Fprintf(stderr, "%s: writing the output: %v (the command itself completed; only its output was lost)\n", who, out.err)
+		fmt.Fprintf(stderr, "%s: writing the output: %v (the command itself completed; only its output was lost)\n", speaker(args), out.err)
 		return exitError
 	}
 	return status
+}
+
+// speaker is how an error outside a command's own reporting starts:
+// "mapctl: COMMAND" when args name a command, else "mapctl".
+func speaker(args []string) string {
+	if len(args) > 0 && lookup(args[0]) != nil {
+		return "mapctl: " + args[0]
+	}
+	return "mapctl"
 }
 
 // helpCmd is help itself, for "mapctl help help": it is no entry of
