@@ -80,7 +80,18 @@ type OpenOptions struct {
 	// 2 MiB pages either way: the folios are the file's, made by whichever
 	// process touches a range first.
 	NoHugePages bool
+	// Mode is the permission bits (0o777 at most) of a file Open creates,
+	// set exactly, whatever the process's umask. Zero means 0o600: only the
+	// creating user may open the map. Read permission lets a user read
+	// every entry (and take byte-range read locks, which change nothing
+	// for writers: see the registry package); write permission lets a user
+	// change or destroy the map. Ignored when the file already exists.
+	Mode fs.FileMode
 }
+
+// DefaultMode is the permission of a map file created with a zero
+// OpenOptions.Mode: its creator's alone.
+const DefaultMode fs.FileMode = 0o600
 
 // check validates the options and fills in defaults, without touching the
 // file.
@@ -96,11 +107,16 @@ func (o *OpenOptions) check() error {
 	case o.Create && (o.Size < HeaderSize+page || o.Size > maxMapSize-page):
 		return fmt.Errorf("%w: size %d must be at least %d (the header and one page of data) and at most %d",
 			ErrBadOptions, o.Size, HeaderSize+page, int64(maxMapSize-page))
+	case o.Mode&^fs.ModePerm != 0:
+		return fmt.Errorf("%w: mode %#o has bits beyond the permission bits (0o777)", ErrBadOptions, uint32(o.Mode))
 	case o.Create && len(o.Layout) > MaxLayoutSize:
 		return fmt.Errorf("%w: layout of %d bytes exceeds the %d the header holds", ErrBadOptions, len(o.Layout), MaxLayoutSize)
 	}
 	if o.InitTimeout == 0 {
 		o.InitTimeout = DefaultInitTimeout
+	}
+	if o.Mode == 0 {
+		o.Mode = DefaultMode
 	}
 	if o.Create {
 		o.Size = (o.Size + page - 1) / page * page
@@ -110,13 +126,17 @@ func (o *OpenOptions) check() error {
 
 // Open opens the map file at path, creating it if opts allow.
 //
-// Creation is race-free across processes: whoever creates or inspects the
-// file holds flock(2) on it meanwhile (exclusive for an Open with Create,
-// shared otherwise), so when several processes open a new path at once,
-// exactly one initializes it and the others wait, up to InitTimeout, then
-// open what it wrote. The lock is dropped before Open returns. A creator
-// that dies loses its lock with its descriptor and leaves the header
-// "initializing"; the next Open with Create starts the creation over.
+// Creation is race-free across processes: whoever creates the file, or
+// finds it not ready, holds flock(2) on it meanwhile (exclusive for an Open
+// with Create, shared otherwise), so when several processes open a new
+// path at once, exactly one initializes it and the others wait, up to
+// InitTimeout, then open what it wrote. The lock is dropped before Open
+// returns. A creator that dies loses its lock with its descriptor and
+// leaves the header "initializing"; the next Open with Create starts the
+// creation over. A file whose header says ready is opened without the
+// lock: a ready file is never initialized again, so there is nothing to
+// wait for, and a user who may only read the file (and so may hold flock
+// on it) cannot stall the opens of its writers.
 //
 // Every error is a *FileError; a file that fails validation is never
 // written to.
@@ -145,7 +165,10 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return fail(notRegular(st.Mode()))
 	}
-	fd, err := os.OpenFile(path, flags, 0o644)
+	// Created with the owner's bits only; create sets opts.Mode exactly
+	// once the file is ours to initialize, so no other user can open a
+	// file half made.
+	fd, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -189,6 +212,11 @@ func notRegular(m fs.FileMode) error {
 // under it. The lock is released on return; the caller closes fd on error.
 func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	if !o.CreateNew {
+		if f, err := openReady(fd, path, o); f != nil || err != nil {
+			return f, err
+		}
+	}
 	// Shared is enough for an opener that will not create: it only has to
 	// wait out a creator, which holds the lock exclusively, and readers
 	// need not queue behind each other.
@@ -228,6 +256,9 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 			ErrNotSharedMap, st.Size(), len(page)))
 	}
 	h, err := decodeHeader(page)
+	if err == nil {
+		return mapReady(fd, path, st.Size(), &h, o)
+	}
 	if errors.Is(err, ErrNotReady) && o.Create {
 		// Our magic and a state short of ready, and we hold the lock a live
 		// creator would hold: the creator died. Start over.
@@ -236,21 +267,44 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	if errors.Is(err, ErrNotReady) {
 		return fail(fmt.Errorf("%w (open with Create to initialize it again)", err))
 	}
-	if err != nil {
-		return fail(err)
+	return fail(err)
+}
+
+// openReady opens fd's file without the creation lock if its header says
+// it is ready (see Open). It returns nil and no error when the file is
+// anything else (empty, being created, damaged, not ours), for openLocked
+// to look again under the lock and name what it finds.
+func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
+	st, err := fd.Stat()
+	if err != nil || st.Size() < HeaderSize {
+		return nil, nil
 	}
+	page := make([]byte, HeaderSize)
+	if _, err := fd.ReadAt(page, 0); err != nil {
+		return nil, nil
+	}
+	h, err := decodeHeader(page)
+	if err != nil {
+		return nil, nil
+	}
+	return mapReady(fd, path, st.Size(), &h, o)
+}
+
+// mapReady maps a file of size bytes whose header h says it is ready.
+func mapReady(fd *os.File, path string, size int64, h *header, o *OpenOptions) (*File, error) {
+	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
 	switch {
-	case st.Size() < h.fileSize:
-		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrTruncated, st.Size(), h.fileSize))
-	case st.Size() > h.fileSize:
-		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrSize, st.Size(), h.fileSize))
+	case size < h.fileSize:
+		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrTruncated, size, h.fileSize))
+	case size > h.fileSize:
+		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrSize, size, h.fileSize))
 	}
 	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
 	if err != nil {
 		return fail(err)
 	}
 	adviseMapping(r, o)
-	return newFile(r, fd, path, &h, o, false), nil
+	return newFile(r, fd, path, h, o, false), nil
 }
 
 // create initializes the file: empty it, write the header as
@@ -264,6 +318,11 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	// any point leaves an empty file or one that says it is ours, and
 	// openLocked can refuse every other file rather than wipe it.
 	if err := fd.Truncate(0); err != nil {
+		return fail(pathless(err))
+	}
+	// EPERM: a file another user made (an empty one, or one whose creator
+	// died) keeps the mode its owner gave it.
+	if err := fd.Chmod(o.Mode); err != nil && !errors.Is(err, fs.ErrPermission) {
 		return fail(pathless(err))
 	}
 	testCreateStep("emptied")
@@ -355,8 +414,8 @@ func flockTimeout(fd *os.File, how int, timeout time.Duration) error {
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("%w: its creation lock was still held after %v; the creator is still initializing it, or hangs",
-				ErrInitTimeout, timeout)
+			return fmt.Errorf("%w: its creation lock (flock) was still held after %v%s; the creator is still initializing it, or hangs, or another process holds flock on the file",
+				ErrInitTimeout, timeout, lockHoldersText(fd, "FLOCK"))
 		}
 		time.Sleep(min(nap, left))
 		nap = min(2*nap, 10*time.Millisecond)
