@@ -149,6 +149,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		ReadOnly:    o.ReadOnly,
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
+		Mode:        o.Mode,
 		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
 		// The disk blocks of everything every map writes (the lock
 		// arena, the registry with every process's slot, ledgers and

@@ -2,6 +2,7 @@ package hashmap
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -82,6 +83,17 @@ type Options struct {
 	// 6.18) spare a random Get its page walks; see offheap.OpenOptions.
 	// Set it when writeback in 2 MiB units costs more than that saves.
 	NoHugePages bool
+	// Mode is the permission bits of a map file Open creates, set exactly,
+	// whatever the umask. Zero means 0o600: the map is its creator's alone.
+	// To share a map between users, give the users who write it write
+	// permission (0o660 with a common group, say): every process that
+	// writes needs it, recovery included. Read permission alone lets a
+	// user read every entry (ReadOnly opens, mapctl get and dump) and
+	// nothing more: such a user's locks on the file, flock or byte-range,
+	// stop no writer and no recovery (docs/RELIABILITY.md). The companion
+	// lock file (PATH-lock) that writers create is readable only by those
+	// who may write the map. Ignored for an existing file.
+	Mode fs.FileMode
 	// MaxProcesses is how many open Maps may write to the file at once:
 	// each Open that is not ReadOnly takes a slot in the file's process
 	// registry (which is how survivors tell which processes died) until

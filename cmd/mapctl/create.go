@@ -4,8 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"math"
 	"os"
+	"strconv"
 	"syscall"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -27,13 +29,20 @@ With --cache the map is a cache: entries may carry a time to live (mapctl
 put --ttl), and a full map evicts the entries read least recently (CLOCK,
 per segment) instead of failing. Each value then takes 8 bytes more.
 
+The file is created readable and writable by its creator alone (0600),
+whatever the umask. To share the map, give --mode: the users who write it
+need write permission (0660 with a common group), since every process that
+writes, recovery included, opens it read-write; read permission alone lets
+a user read every entry, and nothing more.
+
 PATH must not exist yet, or be an empty file (a create that failed, on a
 full disk say, leaves its empty file behind: create again over it, or
 remove it). Prints the number of segments and the file size.
 
 Examples:
   mapctl create /dev/shm/store.map --entries 1000000 --key-size 16 --value-size 64
-  mapctl create /dev/shm/cache.map --entries 100000 --cache`,
+  mapctl create /dev/shm/cache.map --entries 100000 --cache
+  mapctl create /srv/shared.map --mode 0660   # writable by the file's group too`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &hashmap.Options{}
 		fs.IntVar(&o.Entries, "entries", hashmap.DefaultEntries, "number of entries to size the map for")
@@ -43,6 +52,14 @@ Examples:
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
 		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
 		fs.BoolVar(&o.NoUndo, "no-undo", false, "no undo records, through which values rewritten in place go: such puts take 5-11% less time, but a process killed in the middle of one loses that key")
+		fs.Func("mode", "permission bits of the file, in octal, as 0660 (default 0600: the creator's alone)", func(v string) error {
+			n, err := strconv.ParseUint(v, 8, 32)
+			if err != nil || n == 0 || n > 0o777 {
+				return fmt.Errorf("want permission bits in octal, 0001 to 0777, as 0660")
+			}
+			o.Mode = iofs.FileMode(n)
+			return nil
+		})
 		return o
 	},
 	run: runCreate,
