@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,9 @@ type File struct {
 	path    string
 	hdr     header
 	created bool
+
+	lockMu   sync.Mutex
+	lockFile *os.File // the companion lock file, once LockFile opened it
 }
 
 // hugePageSize is the size of a PMD-mapped page on the platforms this
@@ -195,7 +199,13 @@ func (f *File) closeWith(letGo func() error) error {
 	if cerr := f.fd.Close(); err == nil {
 		err = cerr
 	}
+	f.lockMu.Lock()
+	if f.lockFile != nil {
+		f.lockFile.Close() // drops this process's locks on it
+		f.lockFile = nil
+	}
 	f.fd = nil
+	f.lockMu.Unlock()
 	if err != nil {
 		return &FileError{Path: f.path, Op: "close", Err: err}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,16 +43,12 @@ func (l LockHolder) String() string {
 // from /proc/locks: for error messages and Check, which name what blocks a
 // writer or what a reader holds. It returns nil where /proc/locks cannot be
 // read.
-func LockHolders(fd *os.File) []LockHolder {
-	st, err := fd.Stat()
-	if err != nil {
+func LockHolders(fd uintptr) []LockHolder {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd), &st); err != nil {
 		return nil
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(sys.Dev)), unix.Minor(uint64(sys.Dev)), sys.Ino)
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 	f, err := os.Open("/proc/locks")
 	if err != nil {
 		return nil
@@ -82,11 +77,11 @@ func LockHolders(fd *os.File) []LockHolder {
 	return out
 }
 
-// lockHoldersText is ", held as: ..." naming the locks of the given kind
-// on fd's file, or "" if none is listed.
+// lockHoldersText is " (...)" naming the locks of the given kind on fd's
+// file, or "" if none is listed.
 func lockHoldersText(fd *os.File, kind string) string {
 	var says []string
-	for _, l := range LockHolders(fd) {
+	for _, l := range LockHolders(fd.Fd()) {
 		if l.Kind == kind {
 			says = append(says, l.String())
 		}

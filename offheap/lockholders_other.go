@@ -19,6 +19,6 @@ type LockHolder struct {
 func (l LockHolder) String() string { return fmt.Sprintf("%s lock by pid %d", l.Kind, l.PID) }
 
 // LockHolders returns nil: this platform does not list file locks.
-func LockHolders(*os.File) []LockHolder { return nil }
+func LockHolders(uintptr) []LockHolder { return nil }
 
 func lockHoldersText(*os.File, string) string { return "" }

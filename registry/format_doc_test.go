@@ -15,7 +15,8 @@ func TestFormatDocMatchesRegistry(t *testing.T) {
 	d.Expect(t, "3.4 Process registry", "Area header", []formatdoc.Row{
 		f(0, "8", fmt.Sprintf("magic `%q`", magic)), f(hSlots, "8", "slots"), f(hLedgers, "8", "ledger words per slot"),
 		f(hGeneration, "8", "generation"), f(hCounters, "8", "counter words per slot"),
-		f(hCounters+8, strconv.Itoa(areaHeaderSize-hCounters-8), "reserved"),
+		f(hLockDev, "8", "device of the lock file"), f(hLockIno, "8", "inode number of that lock file"),
+		f(hLockIno+8, strconv.Itoa(areaHeaderSize-hLockIno-8), "reserved"),
 	})
 	d.Expect(t, "3.4 Process registry", "Slot i is at", []formatdoc.Row{
 		f(sState, "8", "state"), f(sPID, "8", "pid"), f(sStartTicks, "8", "process start time"),

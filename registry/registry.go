@@ -22,6 +22,8 @@ const (
 	hLedgers    = 16
 	hGeneration = 24
 	hCounters   = 32
+	hLockDev    = 40 // the lock file's device and inode number (see LockFilePath)
+	hLockIno    = 48
 
 	sState      = 0
 	sPID        = 8
@@ -45,6 +47,10 @@ var (
 	// ErrRecoveryBusy: LockRecovery's time ran out while another recovery
 	// pass (of this process or another) held the recovery lock.
 	ErrRecoveryBusy = errors.New("registry: recovery lock busy")
+	// ErrLockFile: the companion lock file (LockFilePath) cannot be used:
+	// it cannot be opened or made, or processes hold the map through
+	// another one.
+	ErrLockFile = errors.New("registry: lock file")
 )
 
 // Layout is where the registry lives in the file and how big it is.
@@ -80,8 +86,9 @@ func Format(area []byte, l Layout) {
 // its unused words, and returns how many words it rewrote. It is for a
 // registry that Attach refuses in a file whose own header records the
 // layout: Format writes those words once and only Attach reads them, so
-// processes already attached are unaffected. The generation counter, where
-// any value is legal, is left alone.
+// processes already attached are unaffected. The generation counter and
+// the lock file's identity, where any value is legal (an identity that
+// names no lock file is recorded anew by the next Join), are left alone.
 func MendHeader(f *offheap.File, l Layout) (int, error) {
 	if err := l.fits(f); err != nil {
 		return 0, err
@@ -91,7 +98,7 @@ func MendHeader(f *offheap.File, l Layout) (int, error) {
 	head := f.Uint64s(l.Off, areaHeaderSize/8)
 	n := 0
 	// The magic last, as it is what makes an area a registry.
-	for _, w := range [...]int{hSlots / 8, hLedgers / 8, hCounters / 8, 5, 6, 7, 0} {
+	for _, w := range [...]int{hSlots / 8, hLedgers / 8, hCounters / 8, 7, 0} {
 		if v := binary.LittleEndian.Uint64(want[w*8:]); atomic.LoadUint64(&head[w]) != v {
 			atomic.StoreUint64(&head[w], v)
 			n++
@@ -126,6 +133,12 @@ type Registry struct {
 	// recovering serializes the recovery lock among this process's
 	// goroutines: an OFD lock never conflicts with its own description.
 	recovering sync.Mutex
+
+	// lockFd is the descriptor of the companion lock file
+	// (offheap.LockFilePath), on which the locks that decide liveness and
+	// exclude recoveries are taken; 0 until useLockFile opened it, and
+	// for good in a registry that only reads where it cannot be used.
+	lockFd uintptr
 }
 
 // Attach checks the registry of f laid out as l, without claiming a slot.
@@ -140,7 +153,12 @@ func Attach(f *offheap.File, l Layout) (*Registry, error) {
 		binary.LittleEndian.Uint64(head[hCounters:]) != uint64(l.Counters) {
 		return nil, fmt.Errorf("%w: header does not match the layout", ErrCorrupt)
 	}
-	return &Registry{file: f, layout: l, gen: f.Uint64(l.Off + hGeneration), self: -1}, nil
+	r := &Registry{file: f, layout: l, gen: f.Uint64(l.Off + hGeneration), self: -1}
+	// So that Slots and Live read liveness from it before Join; an error
+	// here is LockRecovery's to report, and a registry that only reads
+	// does without.
+	_ = r.useLockFile()
+	return r, nil
 }
 
 // Layout returns the registry's layout.
@@ -162,6 +180,9 @@ func (r *Registry) Join(timeout time.Duration) (int, error) {
 		return -1, err
 	}
 	defer unlock()
+	if err := r.adoptLockFile(); err != nil {
+		return -1, err
+	}
 	// Free slots first: a dead process's slot stays visible (to Check and
 	// to recovery) until there is no other room.
 	for pass, i := 0, 0; pass < 2; i++ {
@@ -257,7 +278,7 @@ func (s Slot) Dead() bool { return s.InUse && !s.Alive }
 
 // ProcessGone reports a live slot (its lock held) whose recorded process
 // is not running here: no process has its pid, or one started at another
-// time has. Its lock is then held by a descriptor of the file that the
+// time has. Its lock is then held by a descriptor of the lock file that the
 // process passed on before it died (exec with the descriptor among the
 // child's files, a fork): liveness follows the open file description, and
 // the slot lives as long as that descriptor stays open. (A process in
@@ -407,7 +428,7 @@ func (r *Registry) Check(problem func(error)) int {
 		problem(fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...))
 	}
 	head := r.file.Uint64s(r.layout.Off, areaHeaderSize/8)
-	for w := hCounters/8 + 1; w < len(head); w++ {
+	for w := hLockIno/8 + 1; w < len(head); w++ {
 		if head[w] != 0 {
 			report("area header word %d is %#x, not 0", w, head[w])
 		}
@@ -488,4 +509,30 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// StrayLocks describes, for a person, the locks on the map file that no
+// writer of the map takes: a reader's flock, or read locks over ranges
+// other than a slot's or the recovery lock's byte. They stop no writer and
+// no recovery (see the package doc); they are named so that nobody
+// waiting on a map mistakes them for the cause.
+func (r *Registry) StrayLocks() []string {
+	var out []string
+	for _, l := range offheap.LockHolders(r.file.Fd()) {
+		if l.Kind == "OFDLCK" && l.Start == l.End && r.isWritersByte(l.Start) {
+			continue
+		}
+		out = append(out, l.String()+": not a writer's lock; it stops no writer")
+	}
+	return out
+}
+
+// isWritersByte reports whether off is a byte of the map file on which
+// writers take locks: a slot's first byte, or the area's byte 8.
+func (r *Registry) isWritersByte(off int64) bool {
+	if off == r.layout.Off+hSlots {
+		return true
+	}
+	rel := off - r.layout.slotOff(0)
+	return rel >= 0 && rel%r.layout.SlotSize() == 0 && rel/r.layout.SlotSize() < int64(r.layout.Slots)
 }

@@ -87,7 +87,8 @@ func TestJoinLeaveAndDeath(t *testing.T) {
 	if !s.Alive || !s.InUse || s.PID != os.Getpid() || s.StartTicks == 0 || s.Generation == 0 {
 		t.Fatalf("b's slot seen from a: %+v", s)
 	}
-	// b "dies": its descriptor closes without Leave, like a killed process.
+	// b "dies": its descriptors close without Leave, like a killed
+	// process's.
 	atomic.StoreUint64(b.Ledger(ib, 2), 7)
 	fb.Close()
 	s, _ = a.Slot(ib)
@@ -255,7 +256,7 @@ func TestMend(t *testing.T) {
 	head := f.Uint64s(l.Off, areaHeaderSize/8)
 	head[0] ^= 1          // magic
 	head[hLedgers/8] += 2 // a size
-	head[6] = 5           // an unused word
+	head[7] = 5           // an unused word
 	*f.Uint64(l.slotOff(other) + sState) = 77
 	*f.Uint64(l.slotOff(self) + sClaimedAt + 8) = 3
 	f.Bytes(l.slotOff(2)+l.SlotSize()-1, 1)[0] = 9
