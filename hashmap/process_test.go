@@ -18,6 +18,7 @@ import (
 
 	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 func helperCmd(role, path string, args ...string) *exec.Cmd {
@@ -33,6 +34,10 @@ func TestHelperProcess(t *testing.T) {
 	}
 	if role == "full-disk" {
 		helperFullDisk(os.Getenv("HASHMAP_FILE"))
+		return
+	}
+	if role == "reader-locks" {
+		helperReaderLocks(os.Getenv("HASHMAP_FILE"))
 		return
 	}
 	opts := *helperOpts
@@ -213,6 +218,12 @@ func TestHelperProcess(t *testing.T) {
 			return
 		}
 		time.Sleep(time.Hour) // the test kills it (a bare select {} is a deadlock to the runtime once nothing else runs)
+	case "hold-key": // hold key "k"'s segment lock inside a Compute, say so, wait to be killed
+		_ = m.Compute([]byte("k"), func([]byte, bool) ([]byte, bool) {
+			testutil.Report("held")
+			time.Sleep(time.Hour) // the test kills it
+			return nil, false
+		})
 	case "pass-on-and-hold": // start a child (sleep) with the map's descriptors, put "child" = its pid, then hold key "k"'s segment lock until killed
 		child, err := childWithMapDescriptors(os.Getenv("HASHMAP_FILE"))
 		if err != nil {
@@ -358,7 +369,7 @@ func TestCrossProcessNoTornReads(t *testing.T) {
 }
 
 // childWithMapDescriptors starts "sleep 60" with every descriptor this
-// process has open on path among its files, as a program that hands its
+// process has open on path or its lock file among its files, as a program that hands its
 // open files on to a child does, and returns its pid.
 func childWithMapDescriptors(path string) (int, error) {
 	abs, err := filepath.Abs(path)
@@ -371,7 +382,8 @@ func childWithMapDescriptors(path string) (int, error) {
 	}
 	var files []*os.File
 	for _, fd := range fds {
-		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && target == abs {
+		// The map's lock file too: a fork passes on every descriptor.
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && (target == abs || target == offheap.LockFilePath(abs)) {
 			n, _ := strconv.Atoi(fd.Name())
 			files = append(files, os.NewFile(uintptr(n), target))
 		}

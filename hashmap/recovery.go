@@ -225,6 +225,20 @@ func (m *Map) recoverAfterTimeout(seg int64) bool {
 	return err == nil
 }
 
+// StrayLocks describes, for a person, the locks that processes hold on the
+// map file and that no writer of the map takes: a flock, or POSIX or OFD
+// read locks over the file, such as a user who may only read the map can
+// take. They stop no writer and no recovery (docs/RELIABILITY.md, "What
+// read permission grants"); mapctl check names them so that nobody waiting
+// on a map mistakes them for the cause. Empty where the platform does not
+// list locks, or the file has no process registry.
+func (m *Map) StrayLocks() []string {
+	if m.reg == nil {
+		return nil
+	}
+	return m.reg.StrayLocks()
+}
+
 // Problem is one thing Check found wrong.
 type Problem struct {
 	Segment int   // -1 for problems not tied to a segment

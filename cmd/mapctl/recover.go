@@ -23,6 +23,9 @@ that died with the map open). Prints each problem found, or a summary line
 if there are none. A segment that a live writer is changing is looked at
 again before anything is reported, so checking a busy map is fine.
 
+It also names locks on the file that no writer takes (a reader's flock or
+read locks), as notes: they stop no writer and no recovery.
+
 Exit status 0 if the file is sound, 3 if any problem was found: run
 "mapctl recover PATH" to release what dead processes held, and
 "mapctl recover --repair PATH" to rebuild segments whose data is damaged.
@@ -38,6 +41,9 @@ Example:
 			return e.fail(c, err)
 		}
 		defer m.Close()
+		for _, l := range m.StrayLocks() {
+			fmt.Fprintf(e.stdout, "note: %s\n", l)
+		}
 		return e.reportCheck(c, m, "no problems", false)
 	},
 }
