@@ -59,7 +59,7 @@ func helperReaderLocks(path string) {
 	time.Sleep(time.Hour) // the test kills it
 }
 
-// startAs starts cmd and returns once it reported want on stdout (its
+// startAndAwait starts cmd and returns once it reported want on stdout (its
 // other report lines fail the test), or fails the test after timeout.
 func startAndAwait(t *testing.T, cmd *exec.Cmd, want string, timeout time.Duration) {
 	t.Helper()
@@ -111,8 +111,12 @@ func asNobody(t *testing.T, dir, role, path string) *exec.Cmd {
 	if err := os.WriteFile(self, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-		self, "-test.run=^TestHelperProcess$", "-test.count=1")
+	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--"}
+	if emu := os.Getenv("SHAREDMAP_TEST_EMULATOR"); emu != "" { // as testutil.Self
+		args = append(args, emu)
+	}
+	args = append(args, self, "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd := exec.Command(setpriv, args...)
 	cmd.Env = append(os.Environ(), "SHAREDMAP_TEST_HELPER_ROLE="+role, "HASHMAP_FILE="+path)
 	cmd.Stderr = os.Stderr
 	return cmd
