@@ -36,6 +36,20 @@ func TestHelperProcess(t *testing.T) {
 		helperFullDisk(os.Getenv("HASHMAP_FILE"))
 		return
 	}
+	if role == "writer-put" { // open for writing, put "other" = "user", report
+		m, err := Open(os.Getenv("HASHMAP_FILE"), nil)
+		if err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		defer m.Close()
+		if err := m.Put([]byte("other"), []byte("user")); err != nil {
+			testutil.Report("error %v", err)
+			return
+		}
+		testutil.Report("put")
+		return
+	}
 	if role == "reader-locks" {
 		helperReaderLocks(os.Getenv("HASHMAP_FILE"))
 		return

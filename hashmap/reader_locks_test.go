@@ -209,3 +209,45 @@ func TestAReaderStopsNoWriter(t *testing.T) {
 		t.Errorf("StrayLocks names a writer's lock:\n%s", stray)
 	}
 }
+
+// A map created for its group or for everyone to write is written by
+// another user through the lock file the owner's process made; where that
+// user may neither open the lock file nor make one, Open says what to do.
+func TestAnotherUserWhoMayWriteSharesTheMap(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sharedmap-writer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // others may enter, not make files
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "m.map")
+	a, err := Open(path, &Options{Mode: 0o666})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if st, err := os.Stat(offheap.LockFilePath(path)); err != nil || st.Mode().Perm() != 0o666 {
+		t.Fatalf("lock file of a map everyone may write: %v, %v; want mode 0666", st, err)
+	}
+	writer := asNobody(t, dir, "writer-put", path)
+	startAndAwait(t, writer, "put", 10*time.Second)
+	_ = writer.Wait()
+	if v, err := a.Get([]byte("other")); err != nil || string(v) != "user" {
+		t.Fatalf("the other user's Put: %q, %v", v, err)
+	}
+
+	a.Close()
+	if err := os.Remove(offheap.LockFilePath(path)); err != nil {
+		t.Fatal(err)
+	}
+	writer = asNobody(t, dir, "writer-put", path)
+	out, err := writer.Output()
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	if !strings.Contains(string(out), "lock file") || !strings.Contains(string(out), "make it once") {
+		t.Fatalf("an open that can neither open nor make the lock file said: %s", out)
+	}
+}

@@ -5,6 +5,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,9 @@ func (r *Registry) useLockFile() error {
 		return nil
 	}
 	fd, err := r.file.LockFile()
+	if errors.Is(err, fs.ErrPermission) && !r.file.ReadOnly() {
+		return fmt.Errorf("%w: %v (a writer of the map must be able to open it read-write, or to make it in the map's directory: make it once, as the map's owner, with the map's group and mode for its writers, e.g. touch and chmod 0660)", ErrLockFile, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrLockFile, err)
 	}
