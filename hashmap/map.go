@@ -76,8 +76,17 @@ func FileSize(opts *Options) (int64, error) {
 }
 
 // plan lays out a new file for o, which has its defaults: the lock arena
-// after the file header, then the registry, then the segments.
+// after the file header, then the registry, then the segments. Options too
+// large for the format are refused with the largest Entries that fits.
 func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
+	l, locks, reg, err := planLayout(o)
+	if err != nil {
+		err = withLargestEntries(o, err)
+	}
+	return l, locks, reg, err
+}
+
+func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
 	locks, err := newLockLayout(o.Locks, o.LockAlgorithm)
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err

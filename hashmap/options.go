@@ -1,12 +1,14 @@
 package hashmap
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"time"
 
 	"github.com/sharedmap/sharedmap/ipc"
+	"github.com/sharedmap/sharedmap/segment"
 )
 
 // Options size a new map and tune how this process uses it. Zero fields take
@@ -15,15 +17,20 @@ import (
 // created; an existing file keeps its own, and non-zero sizing fields that
 // disagree with it make Open fail with ErrIncompatible.
 type Options struct {
-	// Entries is how many entries the map is sized for. Default 65536.
+	// Entries is how many entries the map is sized for. Default 65536; at
+	// most 2^40, and no more than keep the file within 64 TiB (Open says
+	// how many do).
 	Entries int
 	// AverageKeySize and AverageValueSize are the expected encoded sizes in
-	// bytes; entries of other sizes are fine. Defaults 32 and 256.
+	// bytes; entries of other sizes are fine. Defaults 32 and 256. Each is
+	// at most 2^29, and the two with an entry's 16-byte header (24 in a
+	// cache) at most 1 GiB, the largest entry a tier takes: beyond it every
+	// Put of the planned sizes would fail with ErrTooLarge.
 	AverageKeySize   int
 	AverageValueSize int
 	// MaxBloatFactor is how far past its planned size the map may grow (by
 	// chaining overflow tiers) before Put returns ErrFull: 2 means about
-	// twice Entries. Default 2; at least 1.
+	// twice Entries. Default 2; from 1 to 1000.
 	MaxBloatFactor float64
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.
@@ -186,4 +193,30 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: MaxProcesses %d is more than %d", ErrBadOptions, r.MaxProcesses, maxProcesses)
 	}
 	return r, nil
+}
+
+// withLargestEntries adds to err, if it refuses o as too large for the
+// format (segment.ErrOversize), the largest Entries accepted with o's other
+// fields, found by bisection: the file grows with Entries.
+func withLargestEntries(o Options, err error) error {
+	if !errors.Is(err, segment.ErrOversize) {
+		return err
+	}
+	fits := func(n int) bool {
+		o.Entries = n
+		_, _, _, err := planLayout(o)
+		return err == nil
+	}
+	lo, hi := max(1, o.Segments), o.Entries // fits(lo) is checked; hi does not fit
+	if lo >= hi || !fits(lo) {
+		return fmt.Errorf("%w; no Entries is accepted with these options: lower Segments or MaxBloatFactor or the average sizes", err)
+	}
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return fmt.Errorf("%w; the largest Entries accepted with these options is %d", err, lo)
 }

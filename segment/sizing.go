@@ -79,7 +79,10 @@ type Layout struct {
 const (
 	MaxSegments     = 1 << 20
 	maxChunks       = 1 << 30 // slot chunk fields are 31 bits: bit 31 is the CLOCK reference bit
-	maxEntryBytes   = 1 << 30
+	maxEntryBytes   = 1 << 30 // an entry (header, key and value) at most: a tier refuses a larger one (ErrTooLarge)
+	maxEntries      = 1 << 40
+	maxAverageSize  = maxEntryBytes / 2 // AverageKeySize and AverageValueSize each; the two together with the header fit in maxEntryBytes
+	maxBloatFactor  = 1000
 	defaultPerSeg   = 1024 // mean entries per segment: many segments for parallelism, each tier's hash lookup (2048 slots, 16 KiB) small enough to stay in cache; not tuned by measurement yet
 	layoutMagic     = "SMLAYOUT"
 	layoutVersion   = 1 // maps with no flag but checksums (files from before statistics)
@@ -97,6 +100,15 @@ const (
 // ErrBadParams reports sizing parameters that cannot make a map.
 var ErrBadParams = errors.New("invalid map parameters")
 
+// ErrOversize, with ErrBadParams, reports parameters whose map would be
+// larger than the format allows: more chunks in a tier than a slot can
+// name, or more bytes than MaxMapBytes. Fewer entries make it fit.
+var ErrOversize = errors.New("map too large for the format")
+
+// MaxMapBytes bounds a map file: 64 TiB, half of the 47-bit user address
+// space of x86-64 and arm64 Linux, which must map the whole file at once.
+const MaxMapBytes = 1 << 46
+
 // NewLayout derives the geometry of a map from its parameters. headerSize is
 // where the segment areas may start (after the file header).
 func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
@@ -112,26 +124,36 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 // checkParams refuses parameters outside the ranges newLayout's arithmetic
 // is sound for. Those a file records (recorded) are checked too, since a
 // damaged or forged layout record would otherwise divide by zero or wrap
-// sizes; only the rule against more segments than entries, younger than
-// the format, is not applied to them.
+// sizes; the rules younger than the format (at most one segment per entry,
+// an average entry no larger than an entry can be) are not applied to
+// them, so that every file an older build made still opens. Each error
+// names the parameter as Options does, the value given and the largest
+// value accepted.
 func checkParams(p Params, recorded bool) error {
 	switch {
-	case p.Entries <= 0 || int64(p.Entries) > 1<<40:
-		return fmt.Errorf("%w: entries %d must be in 1..2^40", ErrBadParams, p.Entries)
-	case p.AverageKeySize <= 0 || p.AverageKeySize > maxEntryBytes/2:
-		return fmt.Errorf("%w: average key size %d must be in 1..%d", ErrBadParams, p.AverageKeySize, maxEntryBytes/2)
-	case p.AverageValueSize < 0 || p.AverageValueSize > maxEntryBytes/2:
-		return fmt.Errorf("%w: average value size %d must be in 0..%d", ErrBadParams, p.AverageValueSize, maxEntryBytes/2)
-	case !(p.MaxBloatFactor >= 1 && p.MaxBloatFactor <= 1000):
-		return fmt.Errorf("%w: max bloat factor %v must be in 1..1000", ErrBadParams, p.MaxBloatFactor)
+	case p.Entries <= 0 || int64(p.Entries) > maxEntries:
+		return fmt.Errorf("%w: Entries %d: want 1 to %d (2^40)", ErrBadParams, p.Entries, int64(maxEntries))
+	case p.AverageKeySize <= 0 || p.AverageKeySize > maxAverageSize:
+		return fmt.Errorf("%w: AverageKeySize %d: want 1 to %d (2^29, the largest average the format records)", ErrBadParams, p.AverageKeySize, maxAverageSize)
+	case p.AverageValueSize < 0 || p.AverageValueSize > maxAverageSize:
+		return fmt.Errorf("%w: AverageValueSize %d: want 0 to %d (2^29, the largest average the format records)", ErrBadParams, p.AverageValueSize, maxAverageSize)
+	case !(p.MaxBloatFactor >= 1 && p.MaxBloatFactor <= maxBloatFactor):
+		return fmt.Errorf("%w: MaxBloatFactor %v: want 1 to %d", ErrBadParams, p.MaxBloatFactor, maxBloatFactor)
 	case p.Segments < 0 || p.Segments > MaxSegments || (p.Segments > 0 && p.Segments&(p.Segments-1) != 0):
-		return fmt.Errorf("%w: segments %d must be a power of two up to %d", ErrBadParams, p.Segments, MaxSegments)
+		return fmt.Errorf("%w: Segments %d: want 0 (chosen from Entries) or a power of two up to %d (2^20)", ErrBadParams, p.Segments, MaxSegments)
 	case recorded && p.Segments == 0:
 		return fmt.Errorf("%w: a recorded layout has 0 segments", ErrBadParams)
 	case !recorded && p.Segments > p.Entries:
 		// Each segment has a whole tier: more segments than entries only
 		// makes the file huge (a million for 10 entries took 20 GB).
-		return fmt.Errorf("%w: %d segments for %d entries: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
+		return fmt.Errorf("%w: Segments %d for Entries %d: at most one per entry (0 picks about one per %d)", ErrBadParams, p.Segments, p.Entries, defaultPerSeg)
+	case !recorded && averageEntry(p) > maxEntryBytes:
+		// Such a map refuses every entry of the sizes it was made for
+		// (ErrTooLarge): the average of the two exceeds what an entry can
+		// hold, whatever the tier.
+		room := maxEntryBytes - (averageEntry(p) - int64(p.AverageKeySize) - int64(p.AverageValueSize))
+		return fmt.Errorf("%w: AverageKeySize %d with AverageValueSize %d: an entry holds at most %d bytes of key and value (%d, 1 GiB, with its header); the largest AverageValueSize accepted with this AverageKeySize is %d, the largest AverageKeySize with this AverageValueSize %d",
+			ErrBadParams, p.AverageKeySize, p.AverageValueSize, room, int64(maxEntryBytes), room-int64(p.AverageKeySize), room-int64(p.AverageValueSize))
 	}
 	return nil
 }
@@ -173,7 +195,7 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	l.homeChunks = chunksPerEntry - 1
 	l.homeRuns = l.Chunks / l.homeChunks
 	if l.Chunks > maxChunks {
-		return Layout{}, fmt.Errorf("%w: %d chunks per tier exceed the format's %d; use more segments or fewer entries", ErrBadParams, l.Chunks, int64(maxChunks))
+		return Layout{}, fmt.Errorf("%w: %w: Entries %d in %d segments make %d chunks per tier, more than the %d a slot can name; use more Segments or fewer Entries", ErrBadParams, ErrOversize, p.Entries, l.Segments, l.Chunks, int64(maxChunks))
 	}
 	l.bitmapOff = tierHeaderSize + l.Slots*slotSize
 	l.entriesOff = roundUp(l.bitmapOff+l.Chunks/8, 64)
@@ -196,8 +218,9 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	}
 	l.TiersOff = roundUp(l.UndoOff+undoBytes, 4096)
 	end := float64(l.TiersOff) + float64(l.Tiers)*float64(l.TierSize)
-	if end > 1<<46 {
-		return Layout{}, fmt.Errorf("%w: the map would need %.0f bytes of address space", ErrBadParams, end)
+	if end > MaxMapBytes {
+		return Layout{}, fmt.Errorf("%w: %w: Entries %d of %d bytes each (an average key and value with their header) with MaxBloatFactor %v would need %.0f bytes, more than the %d (64 TiB) a map may take",
+			ErrBadParams, ErrOversize, p.Entries, l.averageEntry(), p.MaxBloatFactor, end, int64(MaxMapBytes))
 	}
 	l.End = l.TiersOff + l.Tiers*l.TierSize
 	return l, nil
@@ -369,9 +392,12 @@ func RecordHasStats(b []byte) bool {
 
 // averageEntry is the bytes of an entry of the average sizes the map was
 // made for.
-func (l *Layout) averageEntry() int64 {
-	n := int64(entryHeaderSize + l.Params.AverageKeySize + l.Params.AverageValueSize)
-	if l.Params.Cache {
+func (l *Layout) averageEntry() int64 { return averageEntry(l.Params) }
+
+// averageEntry is the bytes of an entry of the average sizes p plans for.
+func averageEntry(p Params) int64 {
+	n := int64(entryHeaderSize) + int64(p.AverageKeySize) + int64(p.AverageValueSize)
+	if p.Cache {
 		n += metaSize
 	}
 	return n

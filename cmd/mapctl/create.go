@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -93,7 +94,7 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		return e.fail(c, exists)
 	}
 	if errors.Is(err, hashmap.ErrBadOptions) {
-		return e.usageError(c, err.Error()) // e.g. --segments not a power of two
+		return e.usageError(c, createFlagNames.Replace(err.Error())) // e.g. --segments not a power of two
 	}
 	if err != nil {
 		return e.fail(c, err)
@@ -130,6 +131,16 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes (%.1f %s)", n, f, units[u])
 }
+
+// createFlagNames rewrites the hashmap.Options fields an error names as
+// the create flags that set them.
+var createFlagNames = strings.NewReplacer(
+	"Entries ", "--entries ",
+	"AverageKeySize ", "--key-size ",
+	"AverageValueSize ", "--value-size ",
+	"MaxBloatFactor ", "--bloat ",
+	"Segments ", "--segments ",
+)
 
 // badCreateFlag names the first of create's flags whose value the map
 // cannot take, and what it takes; "" when all are good. (A size of 0 is

@@ -1134,6 +1134,26 @@ func TestCreateSaysOneSegment(t *testing.T) {
 	}
 }
 
+// TestCreateRefusesAverageSizesBeyondAnEntry: an average key and value
+// that together exceed the largest entry are a usage error naming the
+// flags, the values given and the largest accepted, and create leaves no
+// file.
+func TestCreateRefusesAverageSizesBeyondAnEntry(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.map")
+	c, o, e := mapctl(t, "", "create", p, "--entries", "4", "--key-size", "536870912", "--value-size", "536870912")
+	if c != exitUsage || o != "" {
+		t.Fatalf("create: exit %d, stdout %q, stderr %q; want exit %d", c, o, e, exitUsage)
+	}
+	for _, want := range []string{"--key-size 536870912", "--value-size 536870912", "the largest --value-size accepted with this --key-size is 536870896"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("stderr %q does not say %q", e, want)
+		}
+	}
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused create left a file: %v", err)
+	}
+}
+
 // TestLockbenchHelpSaysSlotsZero: --slots 0 runs with the default array,
 // which the help has to say, since no power of two is 0.
 func TestLockbenchHelpSaysSlotsZero(t *testing.T) {
