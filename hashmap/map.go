@@ -125,7 +125,12 @@ var testCreateWithoutFastLedgers bool
 // map, and opts.CreateNew only creates, in an absent or empty file. nil
 // opts means all defaults. When several processes open the same new path at once, exactly
 // one creates it and the others wait for it. Any other file that is not a
-// map is refused (offheap.ErrNotSharedMap) and left as it is.
+// map is refused (offheap.ErrNotSharedMap) and left as it is. A symbolic
+// link at path is followed to an existing file, but a map is never created
+// through one: a link whose target does not exist is refused
+// (offheap.ErrDanglingLink, naming the target) rather than followed, since
+// in a directory others may write to, such a link would have Open create a
+// file wherever it points.
 //
 // The map's liveness for other processes is its descriptor of the file:
 // hand no descriptor of it to a child process (exec.Cmd.ExtraFiles, a

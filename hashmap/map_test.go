@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,27 @@ func TestBasics(t *testing.T) {
 	st := m2.Stats()
 	if st.Entries != 2 || st.Capacity != DefaultEntries || st.Segments == 0 || st.BytesUsed == 0 {
 		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+// TestOpenCreatesNoMapThroughADanglingLink: Open of a symbolic link whose
+// target does not exist is refused, naming the target, and creates nothing
+// where the link points.
+func TestOpenCreatesNoMapThroughADanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "target.map"), filepath.Join(dir, "link.map")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(link, &Options{Entries: 100})
+	if m != nil {
+		m.Close()
+	}
+	if !errors.Is(err, offheap.ErrDanglingLink) || !strings.Contains(err.Error(), target) {
+		t.Errorf("Open(link to nothing) = %v, want offheap.ErrDanglingLink naming %s", err, target)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open created the link's target: %v", err)
 	}
 }
 

@@ -32,6 +32,10 @@ var (
 	// ErrExists reports a file that an Open with CreateNew found not
 	// empty. It matches fs.ErrExist too.
 	ErrExists error = existsError{}
+	// ErrDanglingLink reports a symbolic link, at the path an Open with
+	// Create was given, whose target does not exist: Open does not create
+	// a file through a link (see Open).
+	ErrDanglingLink = errors.New("a symbolic link to a file that does not exist")
 )
 
 // existsError is ErrExists: a sentinel of its own that errors.Is also

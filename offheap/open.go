@@ -138,6 +138,10 @@ func (o *OpenOptions) check() error {
 // wait for, and a user who may only read the file (and so may hold flock
 // on it) cannot stall the opens of its writers.
 //
+// A symbolic link at path is followed to the file it points to, but Create
+// never creates a file through one: a link whose target does not exist is
+// refused with ErrDanglingLink (see openPath).
+//
 // Every error is a *FileError; a file that fails validation is never
 // written to.
 func Open(path string, opts OpenOptions) (f *File, err error) {
@@ -168,7 +172,7 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	// Created with the owner's bits only; create sets opts.Mode exactly
 	// once the file is ours to initialize, so no other user can open a
 	// file half made.
-	fd, err := os.OpenFile(path, flags, 0o600)
+	fd, err := openPath(path, flags, 0o600)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

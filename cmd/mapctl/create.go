@@ -79,7 +79,8 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 	// over; anything else at the path is left alone. A failed creation's
 	// empty file stays: another process may already have it open to create
 	// the map in it, and a removal would leave that map under no name.
-	// (A symbolic link is followed, as every other command follows it.)
+	// (A symbolic link to a file is followed, as every other command
+	// follows it; Open refuses one whose target does not exist.)
 	exists := fmt.Errorf("%s already exists; remove it first or pick another path", path)
 	if st, err := os.Stat(path); err == nil && !(st.Mode().IsRegular() && st.Size() == 0) {
 		return e.fail(c, exists)
