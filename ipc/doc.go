@@ -29,6 +29,20 @@
 // truth (Depart, the generation) on every wake, because a waker may die
 // between its store and its wake, and signals interrupt sleeps.
 //
+// Fairness is counted in critical sections, from a point inside Lock: a
+// waiter the OS does not run is passed until the others' turns run out,
+// so no algorithm bounds a wait in time, and none orders a caller before
+// it reaches its place. The FIFO locks order waiters from their arrival,
+// one atomic step into Lock. hapax-cr: a waiter queued outside is passed by
+// at most 513 (crStreak + 1) critical sections per other goroutine using
+// the lock, given a handle per goroutine; the head of that queue takes a
+// seat at its first look after 250 µs at the head, when the OS runs it.
+// cohort: a process's representative, from its arrival at the global lock,
+// waits for at most (P-1) x 10 critical sections of the P-1 other
+// processes; a caller may wait through several tenures of its own process,
+// and between two of them, while its process has nobody queued there,
+// other processes run without bound. cohort-cr and ttas bound nothing.
+//
 // Processes that die holding or queued in a lock are recovered from
 // journals of lock episodes kept in the file (Arena.SetJournals,
 // Arena.Recover): a survivor takes the dead process's turns and releases

@@ -282,6 +282,8 @@ func TestHelperProcess(t *testing.T) {
 		helperFIFO(t)
 	case "cohort-bypass":
 		helperCohortBypass(t)
+	case "bypass-seen":
+		helperBypassSeen(t)
 	case "trylock-and-leave":
 		helperTryLockAndLeave(t)
 	case "alock":

@@ -47,7 +47,7 @@ type Algorithm struct {
 // algorithms is in the order Algorithms lists them, the default first.
 var algorithms = []Algorithm{
 	{Name: "hapax-cr", FIFO: false, open: openRestricted(openHapax(false)), kinds: 1<<kindCR | 1<<kindHapax,
-		Summary: "Hapax with concurrency restriction (default): as many waiters as cores circulate, the rest queue asleep outside and rotate in (each head within 250µs)"},
+		Summary: "Hapax with concurrency restriction (default): as many waiters as cores circulate, the rest queue asleep outside and rotate in (each passed by at most 513 sections per other goroutine)"},
 	{Name: "hapax", FIFO: true, open: openHapax(false), kinds: 1 << kindHapax,
 		Summary: "Hapax lock with invisible waiters: FIFO, waiters watch a slot of the shared waiting array"},
 	{Name: "hapax-vw", FIFO: true, open: openHapax(true), kinds: 1 << kindHapaxVW,

@@ -17,9 +17,25 @@ import (
 // at most seats goroutines (the holder and its queue) circulate over the
 // inner lock; later arrivals wait outside in a passive FIFO, asleep, so the
 // inner lock only hands over to goroutines that are running. The passive
-// queue's head enters when a seat is free, and after crPatience it enters
-// anyway, so every waiter gets in within a bounded time and the circulating
-// set rotates: long-run fairness is kept, short-run FIFO is given up.
+// queue's head takes a seat at its first look at which one is free or at
+// which it has been the head for crPatience; it looks every crLook, but
+// only when the OS runs it, so no bound in time holds where runnable
+// threads outnumber cores. Short-run FIFO is given up; what bounds a
+// waiter is a count. While passive waiters wait, a handle is admitted past
+// them at most crStreak times in a row, then queues behind them
+// (yieldTurn), so the circulating set rotates. With a handle per
+// goroutine, a goroutine that has drawn a passive ticket is passed by at
+// most crStreak + 1 critical sections per other goroutine using the lock
+// before it holds it: crStreak while its ticket waits (the section the
+// other is in or queued ahead for, then its admissions past), and one for
+// a goroutine that reaches the inner lock first after its seat. Two
+// stretches are bounded by nothing but the OS scheduler: from the call to
+// the draw of its ticket (or its seat), and from its seat to its arrival
+// at the inner lock, a few instructions each. Goroutines that share a
+// handle share its streak, which each may restart once. A goroutine
+// seated at once waits for those arrived at the inner lock before it,
+// which is FIFO. TestCallersArePassedWithinTheStatedBounds measures what
+// callers see.
 //
 // The state is one word (lRestrict) in the lock body's line:
 // bits 0-15 the goroutines seated (admitted, not yet unlocked), bits 16-39
@@ -36,14 +52,17 @@ const (
 
 	// crStreak is how many admissions in a row a handle takes past passive
 	// waiters before it joins them: it makes the circulating set rotate in
-	// turn rather than by chance.
+	// turn rather than by chance, and bounds, in critical sections, how
+	// long a passive waiter is passed (see above).
 	crStreak = 512
 	// crLook is how often the sleeping passive head looks for a free seat.
 	crLook = 50 * time.Microsecond
 )
 
-// crPatience bounds how long the passive head waits for a free seat before
-// it takes one anyway. A variable only so that tests can stop the clock.
+// crPatience is how long the passive head looks for a free seat before it
+// takes one anyway: a bound on its looking while the OS runs it, not on its
+// wait, which the scheduler may stretch. A variable only so that tests can
+// stop the clock.
 var crPatience = 250 * time.Microsecond
 
 type crState uint64
@@ -68,6 +87,9 @@ type restricted struct {
 	seats uint64
 	// streak counts this handle's admissions in a row past passive waiters.
 	streak atomic.Uint32
+	// drew, a test hook, runs right after the caller draws passive
+	// ticket t.
+	drew func(t uint64)
 }
 
 func openRestricted(open func(*Arena, int) Mutex) func(*Arena, int) Mutex {
@@ -213,6 +235,9 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 			continue
 		}
 		e.phase(jTicket)
+		if l.drew != nil {
+			l.drew(t)
+		}
 		switch l.waitPassive(w, t, gen, false, e) {
 		case granted:
 			return nil
