@@ -386,3 +386,49 @@ func (a *Arena) findSeat(index int) (e entry, own bool) {
 	}
 	return entry{}, false
 }
+
+// Parties appends to dst the journal slots, other than this process's,
+// that are in an episode of lock index: whose journal holds an entry that
+// names the lock (a holder, a waiter, a seat or ticket of hapax-cr, or an
+// episode of the dead that the slot's process took over and drives), and,
+// with algorithm "ttas", the slot the lock's word names as its holder.
+// Each slot is appended once. If the process of one of them is gone (as
+// the live function Recover is given tells), Recover has work on the
+// lock; if all of them live, it has none there. It reads without locks, so
+// an entry that moves between journals meanwhile (another process's
+// Recover adopting it) may be missed: a later look finds it where it
+// went. It costs a load of every journal entry's state, and no system
+// call: a caller can afford it where a Recover, which asks the kernel
+// about every slot, would cost too much.
+func (a *Arena) Parties(algorithm string, index int, dst []int) []int {
+	js := a.journals
+	if js == nil || index < 0 || index >= a.cfg.Locks {
+		return dst
+	}
+	add := func(slot int) {
+		for _, d := range dst {
+			if d == slot {
+				return
+			}
+		}
+		dst = append(dst, slot)
+	}
+	if algorithm == "ttas" {
+		word, _ := wait.Halves(&a.lockBody(index)[lWord])
+		if owner := atomic.LoadUint32(word) >> 1; owner != 0 && owner != ttasOwnerMask && int(owner)-1 < len(js.all) && int(owner)-1 != js.self {
+			add(int(owner) - 1)
+		}
+	}
+	for k, j := range js.all {
+		if k == js.self {
+			continue
+		}
+		for i := 0; i < len(j); i += journalEntryWords {
+			if s := atomic.LoadUint64(&j[i]); a.namesLock(s) && int(s>>16&0xffffff) == index {
+				add(k)
+				break
+			}
+		}
+	}
+	return dst
+}
