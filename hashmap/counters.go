@@ -111,7 +111,7 @@ func (m *Map) WritePrometheus(w io.Writer, name string) error {
 	metric("counter", "evictions_total", "Entries evicted to make room (cache maps).", float64(st.Evictions))
 	metric("counter", "expired_total", "Expired entries reclaimed (cache maps).", float64(st.Expired))
 	metric("counter", "lock_waits_total", "Operations that waited for a segment lock.", float64(st.LockWaits))
-	metric("counter", "lock_timeouts_total", "Segment lock waits that ran out.", float64(st.LockTimeouts))
+	metric("counter", "lock_timeouts_total", "Segment lock waits that ran out LockTimeout, recovered after or not.", float64(st.LockTimeouts))
 	metric("gauge", "resident_bytes", "Bytes of the map file this process has mapped in.", float64(st.Resident))
 	metric("gauge", "huge_page_bytes", "Of the resident bytes, those mapped with 2 MiB pages.", float64(st.HugePageBytes))
 	_, err := w.Write(b)

@@ -32,7 +32,7 @@ type Stats struct {
 	Evictions        int64   `json:"evictions"`         // entries evicted to make room (cache maps)
 	Expired          int64   `json:"expired"`           // expired entries reclaimed (cache maps)
 	LockWaits        int64   `json:"lock_waits"`        // operations that found their segment's lock taken and waited
-	LockTimeouts     int64   `json:"lock_timeouts"`     // lock waits that ran out (ErrTimeout, or a recovery pass)
+	LockTimeouts     int64   `json:"lock_timeouts"`     // segment lock waits that ran out LockTimeout, each once, whether the recovery pass after it let the operation in or it ended in ErrTimeout
 	ReadOnly         bool    `json:"read_only"`         // this process mapped the file read-only
 	Resident         int64   `json:"resident"`          // bytes of the file this process has mapped in
 	HugePageBytes    int64   `json:"huge_page_bytes"`   // of them, mapped with 2 MiB pages (see Options.NoHugePages)

@@ -41,7 +41,7 @@ package segment
 //	0      8    puts           Put, PutIfAbsent, Compute that stored (under the update or write lock)
 //	8      8    deletes        Delete, Compute that removed (under the update lock)
 //	16     8    lockWaits      operations that found the lock taken and waited
-//	24     8    lockTimeouts   lock waits that ran out (LockTimeout)
+//	24     8    lockTimeouts   lock waits of operations that ran out (LockTimeout), recovered after or not
 //	32     8    compactions    compacting a tier (under the write lock); files with MoveCounters, else reserved
 //	40     8    relocations    moving a value that outgrew its run (under the write lock); likewise
 //	48     16   reserved

@@ -236,9 +236,14 @@ func (t *Table) SetRecoverAfterTimeout(repair func(segment int64) bool) {
 }
 
 // retryAfterTimeout is the slow path of a lock wait that failed with err:
-// on a timeout, recover and wait again with again.
+// on a timeout, count the wait as one that ran out (stLockTimeouts: once,
+// whatever the second wait's outcome), recover, and wait again with again.
 func (s *Segment) retryAfterTimeout(err error, again func(time.Duration) error) error {
-	if !errors.Is(err, rwulock.ErrTimeout) || s.tb.recoverAfterTimeout == nil || !s.tb.recoverAfterTimeout(s.index) {
+	if !errors.Is(err, rwulock.ErrTimeout) {
+		return err
+	}
+	s.count(stLockTimeouts, 1)
+	if s.tb.recoverAfterTimeout == nil || !s.tb.recoverAfterTimeout(s.index) {
 		return err
 	}
 	return again(s.tb.timeout)
@@ -434,10 +439,9 @@ func (s *Segment) corrupt(t int64, problem string) error {
 	return &CorruptError{Segment: s.index, Tier: t, Problem: problem}
 }
 
+// lockErr is err, from a lock wait of op, with the segment named. (A wait
+// that ran out was counted where it did: retryAfterTimeout, beginUpdate.)
 func (s *Segment) lockErr(op string, err error) error {
-	if errors.Is(err, rwulock.ErrTimeout) {
-		s.count(stLockTimeouts, 1)
-	}
 	return fmt.Errorf("%s: segment %d: %w", op, s.index, err)
 }
 
@@ -481,8 +485,11 @@ func (s *Segment) countMove(local *atomic.Int64, field int) {
 // every process. (Hits and misses are the hashmap's: readers count them in
 // their own registry slots.)
 type Counters struct {
-	Puts, Deletes           int64 // entries stored and removed by operations
-	LockWaits, LockTimeouts int64 // operations that waited for the lock, and waits that ran out
+	Puts, Deletes int64 // entries stored and removed by operations
+	// Operations that waited for the lock, and their waits that ran out
+	// LockTimeout: each such wait once, whether the recovery pass after it
+	// let the operation in or it ended in ErrTimeout.
+	LockWaits, LockTimeouts int64
 	Evicted, Expired        int64 // cache maps: evicted, and expired entries reclaimed
 	// Tiers compacted and values moved because they outgrew their runs, in
 	// files with Layout.MoveCounters (0 in older ones).

@@ -35,6 +35,7 @@ func (s *Segment) beginUpdate(op string) (writer, error) {
 	if s.tb.queueLocal {
 		var ok bool
 		if wait, ok = s.takeLocal(); !ok {
+			s.count(stLockTimeouts, 1)
 			return writer{}, s.lockErr(op, rwulock.ErrTimeout)
 		}
 	}
