@@ -795,9 +795,9 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 //
 // fn runs under the lock of the key's segment: keep it short, and do not
 // write to the map from it. A write to the same segment waits for fn's own
-// lock and fails with ErrTimeout after up to twice LockTimeout (with
-// QueueWritersLocally, LockTimeout); reads and writes to other segments
-// work, but which segment a key falls in is not for the caller to know.
+// lock and fails with ErrTimeout after up to twice LockTimeout; reads and
+// writes to other segments work, but which segment a key falls in is not
+// for the caller to know.
 //
 // In a cache map an entry Compute changes keeps its expiry (a counter of
 // requests in a fixed window stays in its window), and one it creates lives

@@ -238,6 +238,16 @@ func TestHelperProcess(t *testing.T) {
 			time.Sleep(time.Hour) // the test kills it
 			return nil, false
 		})
+	case "hold-write": // rewrite key "k" in place with "dead-value", stop halfway (write lock held, sequence odd), say "holding", wait to be killed
+		seg := m.table.For(keyHash([]byte("k")))
+		testhook.OnStep = func() {
+			if seg.Seq()&1 == 1 && seg.Lock().State().Write {
+				testutil.Report("holding")
+				time.Sleep(time.Hour) // the test kills it
+			}
+		}
+		err := m.Put([]byte("k"), []byte("dead-value"))
+		testutil.Report("error the rewrite never stopped halfway: %v", err)
 	case "pass-on-and-hold": // start a child (sleep) with the map's descriptors, put "child" = its pid, then hold key "k"'s segment lock until killed
 		child, err := childWithMapDescriptors(os.Getenv("HASHMAP_FILE"))
 		if err != nil {

@@ -31,12 +31,21 @@ type writer struct {
 }
 
 func (s *Segment) beginUpdate(op string) (writer, error) {
-	wait := s.tb.timeout
+	wait, secondTurn := s.tb.timeout, false
 	if s.tb.queueLocal {
 		var ok bool
 		if wait, ok = s.takeLocal(); !ok {
+			// This process's writer ahead kept the token for LockTimeout:
+			// it may be waiting out a lock whose holder died, which the
+			// recovery pass after its own wait releases. This wait ran
+			// out; take one more turn, as a wait on the lock word does
+			// after its pass, and let that turn and the wait on the word
+			// after it share one LockTimeout, with no pass of their own.
 			s.count(stLockTimeouts, 1)
-			return writer{}, s.lockErr(op, rwulock.ErrTimeout)
+			if wait, ok = s.waitLocal(); !ok {
+				return writer{}, s.lockErr(op, rwulock.ErrTimeout)
+			}
+			secondTurn = true
 		}
 	}
 	var err error
@@ -44,7 +53,7 @@ func (s *Segment) beginUpdate(op string) (writer, error) {
 		s.count(stLockWaits, 1)
 		err = s.lock.UpdateLock(wait)
 	}
-	if err != nil {
+	if err != nil && !secondTurn {
 		err = s.retryAfterTimeout(err, s.lock.UpdateLock)
 	}
 	if err != nil {
@@ -60,9 +69,10 @@ func (s *Segment) beginUpdate(op string) (writer, error) {
 // waiting at most the lock timeout, and returns what is left of that
 // timeout for the wait on the lock word; ok is false when the wait ran
 // out. So a writer behind another of this process's never waits longer in
-// all than one behind another process's, and a Compute whose function
-// writes to its own segment ends in ErrTimeout, as without the queue,
-// instead of waiting for itself for good.
+// all than one behind another process's (twice LockTimeout: see
+// beginUpdate), and a Compute whose function writes to its own segment
+// ends in ErrTimeout, as without the queue, instead of waiting for itself
+// for good.
 func (s *Segment) takeLocal() (left time.Duration, ok bool) {
 	select {
 	case s.local <- struct{}{}:
@@ -70,6 +80,11 @@ func (s *Segment) takeLocal() (left time.Duration, ok bool) {
 	default:
 	}
 	s.count(stLockWaits, 1)
+	return s.waitLocal()
+}
+
+// waitLocal is takeLocal's wait for the token, uncounted.
+func (s *Segment) waitLocal() (left time.Duration, ok bool) {
 	start := time.Now()
 	t := time.NewTimer(s.tb.timeout)
 	defer t.Stop()
