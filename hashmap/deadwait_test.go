@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/ipc"
 )
 
 // deadWaitLockTimeout is the maps' LockTimeout in the tests of waits for a
@@ -19,6 +22,99 @@ const deadWaitLockTimeout = 200 * time.Millisecond
 // states, for a loaded 2-core machine, which can stall a process that
 // long.
 const deadWaitSlack = 500 * time.Millisecond
+
+// TestTryLockGetsADeadHoldersLock: a process that polls a lock of the
+// table with TryLock gets it within LockTimeout of the death of its holder
+// (SIGKILL), without a new Open, for every algorithm; while the holder
+// lives, no TryLock takes it and no recovery pass runs, and once it is
+// taken the dead process is no party to it any more.
+func TestTryLockGetsADeadHoldersLock(t *testing.T) {
+	pollDeadHolder(t, deadWaitLockTimeout, func(l *LockTable, i int) (bool, error) { return l.TryLock(i) })
+}
+
+// TestShortLockTimeoutGetsADeadHoldersLock: likewise for a process that
+// polls with LockTimeout(i, d), d shorter than the map's LockTimeout: its
+// wait ends in ErrTimeout while the holder lives, and the lock is its
+// within LockTimeout of the holder's death.
+func TestShortLockTimeoutGetsADeadHoldersLock(t *testing.T) {
+	pollDeadHolder(t, deadWaitLockTimeout, func(l *LockTable, i int) (bool, error) {
+		switch err := l.LockTimeout(i, deadWaitLockTimeout/4); {
+		case errors.Is(err, ErrTimeout):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return true, nil
+	})
+}
+
+// pollDeadHolder runs, for every algorithm, a helper process that takes
+// lock 1 of a map this process has open, then polls the lock with try
+// (which reports whether it took it) while the helper lives, and again
+// once it has been SIGKILLed: try must take it within bound of the kill.
+func pollDeadHolder(t *testing.T, bound time.Duration, try func(l *LockTable, i int) (bool, error)) {
+	for _, alg := range ipc.Algorithms() {
+		t.Run(alg.Name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			opts := *helperOpts
+			opts.Locks, opts.LockAlgorithm, opts.LockTimeout = 2, alg.Name, deadWaitLockTimeout
+			m := mustOpen(t, path, &opts)
+			defer m.Close()
+			cmd := helperCmd("hold-lock", path, "1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if !testutil.WaitFor(10*time.Second, func() bool { _, err := m.Get([]byte("held")); return err == nil }) {
+				t.Fatal("the helper never took the lock")
+			}
+			poll := func(until time.Time) (time.Time, bool) {
+				for time.Now().Before(until) {
+					ok, err := try(m.Locks(), 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						return time.Now(), true
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				return time.Time{}, false
+			}
+			passes := m.recoveries.Load()
+			if _, ok := poll(time.Now().Add(deadWaitLockTimeout * 3 / 2)); ok {
+				t.Fatal("the live holder's lock was taken")
+			}
+			if n := m.recoveries.Load() - passes; n != 0 {
+				t.Fatalf("%d recovery passes while the holder lived", n)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			died := time.Now()
+			at, ok := poll(died.Add(bound + 3*time.Second))
+			if !ok {
+				t.Fatalf("the dead holder's lock still not taken %v after the kill (LockTimeout %v)", time.Since(died).Round(time.Millisecond), deadWaitLockTimeout)
+			}
+			took := at.Sub(died)
+			t.Logf("%s: the dead holder's lock taken %v after the kill", alg.Name, took.Round(100*time.Microsecond))
+			if took > bound+deadWaitSlack {
+				t.Errorf("the dead holder's lock taken %v after the kill; the bound is %v", took.Round(time.Millisecond), bound)
+			}
+			if m.deadParty(2) { // arena lock 2 is the table's lock 1
+				t.Error("the dead holder is still a party to the lock after recovery: every look would run a pass")
+			}
+			if err := m.Locks().Unlock(1); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := m.Locks().TryLock(1); !ok || err != nil {
+				t.Fatalf("TryLock of the lock once free: %v, %v", ok, err)
+			}
+			if err := m.Locks().Unlock(1); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
 
 // TestPutGetsADeadWritersSegment: a writer SIGKILLed halfway through a
 // rewrite, holding its segment's write lock with the sequence odd; the

@@ -75,7 +75,12 @@
 //     LockTimeout for that lock, the next Open, or Recover (mapctl
 //     recover) releases what the dead process held and rebuilds the
 //     segment if it was changing it. Such a wait lasts up to twice
-//     LockTimeout (the wait, the repair, a second wait).
+//     LockTimeout (the wait, the repair, a second wait). A process killed
+//     holding a lock of the lock table leaves it held likewise: a Lock
+//     waiting for it gets it after a LockTimeout and a recovery pass, a
+//     LockTimeout(d) with d up to LockTimeout within twice d and a pass,
+//     and a process polling with TryLock within a quarter of LockTimeout
+//     and a pass (see LockTable).
 //   - Another process truncating the file makes this one crash with SIGBUS.
 //   - Compute bodies run while a segment lock is held: keep them short,
 //     and do not call Close from one (Close waits for the Compute). Range

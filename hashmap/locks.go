@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/inflight"
@@ -130,6 +131,12 @@ type LockTable struct {
 	err       error // why a read-only open found no arena (Check reports it)
 	algorithm string
 	locks     []ipc.Mutex
+	// looks holds, for each lock, the time (since epoch, in ns) before
+	// which a failed TryLock does not look for a dead holder again (see
+	// lookForDeadHolder). A monotonic reading, which costs less than a
+	// time.Now.
+	looks []atomic.Int64
+	epoch time.Time
 }
 
 func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
@@ -169,6 +176,7 @@ func newLockTable(m *Map, r *offheap.Region, l lockLayout) (*LockTable, error) {
 	}
 	m.admin = t.locks[0]
 	t.locks = t.locks[1:]
+	t.looks, t.epoch = make([]atomic.Int64, len(t.locks)), time.Now()
 	return t, nil
 }
 
@@ -273,7 +281,7 @@ func (t *LockTable) Lock(i int) error {
 		return err
 	}
 	defer c.Leave()
-	if err := t.m.waitInTurns(l, -1, true, true); err != nil {
+	if err := t.m.waitInTurns(l, i+1, -1, true, true); err != nil {
 		return fmt.Errorf("lock %d: %w", i, err)
 	}
 	return nil
@@ -284,14 +292,21 @@ func (t *LockTable) Lock(i int) error {
 // LockTimeout is waited in turns of LockTimeout, so that the wait can end
 // (ErrClosed) when the map is closed, and, as in Lock, what dead holders
 // and waiters left is recovered between turns; a FIFO lock takes the
-// waiter back at the end of its queue at each turn.
+// waiter back at the end of its queue at each turn. When d has passed
+// and a process that died is a party to the lock (its holder, or a
+// waiter), whatever d, the lock table is recovered and the lock waited for
+// once more, up to d or LockTimeout, whichever is shorter, before
+// ErrTimeout: so a LockTimeout with d up to the map's LockTimeout gets a
+// dead holder's lock within twice d and a recovery pass, and one that
+// returns ErrTimeout has found its holder alive (or dead with what the
+// pass could not yet release).
 func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	l, c, err := t.lock(i)
 	if err != nil {
 		return err
 	}
 	defer c.Leave()
-	switch err := t.m.waitInTurns(l, d, true, true); {
+	switch err := t.m.waitInTurns(l, i+1, d, true, true); {
 	case errors.Is(err, ErrTimeout):
 		return fmt.Errorf("%w: lock %d after %v", ErrTimeout, i, d)
 	case err != nil:
@@ -300,14 +315,50 @@ func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	return nil
 }
 
-// TryLock takes lock i if it is free, without waiting.
+// TryLock takes lock i if it is free, without waiting. A TryLock that
+// finds the lock taken looks, at most once per quarter of the map's
+// LockTimeout for each lock in this process, for a process that died with
+// the map open among those holding or waiting for it; if it finds one, it
+// recovers the lock table (without waiting for another process's
+// recovery) and tries once more. So a process that polls with TryLock
+// gets a dead holder's lock within a quarter of LockTimeout of the death,
+// plus a recovery pass and its own polling interval, without a new Open;
+// a lock a live process holds costs a failed TryLock a clock read.
 func (t *LockTable) TryLock(i int) (bool, error) {
 	l, c, err := t.lock(i)
 	if err != nil {
 		return false, err
 	}
 	defer c.Leave()
+	if l.TryLock() {
+		return true, nil
+	}
+	if !t.lookForDeadHolder(i) {
+		return false, nil
+	}
 	return l.TryLock(), nil
+}
+
+// lookForDeadHolder is the slow path of a TryLock of lock i that found the
+// lock taken: unless this process looked less than a quarter of
+// LockTimeout ago, it looks for a dead party to the lock (deadParty: a
+// scan of the journals and a system call per party, too much for every
+// failed TryLock of a poller) and, if it finds one, runs a recovery pass of
+// the lock table. It reports whether a pass ran. A quarter of LockTimeout
+// keeps a TryLock poller's wait for a dead holder's lock well within one
+// LockTimeout, the bound a blocked Lock waits before its first recovery
+// pass, at a cost of a few looks per LockTimeout.
+func (t *LockTable) lookForDeadHolder(i int) bool {
+	next, now := &t.looks[i], int64(time.Since(t.epoch))
+	n := next.Load()
+	if now < n || !next.CompareAndSwap(n, now+int64(t.m.opts.LockTimeout/4)) {
+		return false
+	}
+	if !t.m.deadParty(i + 1) {
+		return false
+	}
+	t.m.recoverLocks()
+	return true
 }
 
 // Unlock releases lock i; it returns an error matching ErrNotLocked when the

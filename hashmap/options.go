@@ -38,7 +38,9 @@ type Options struct {
 	// LockTimeout is how long an operation waits for a segment lock before
 	// it looks for a dead holder to release (see Recover) and waits once
 	// more: a lock a live process keeps ends the operation in ErrTimeout
-	// after up to twice LockTimeout. Default 10s.
+	// after up to twice LockTimeout. Waits for the lock table's locks are
+	// bounded by it too: see LockTable's Lock, LockTimeout and TryLock.
+	// Default 10s.
 	LockTimeout time.Duration
 	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
 	// return ErrReadOnly. The file must exist.

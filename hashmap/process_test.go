@@ -222,8 +222,8 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 		testutil.Report("unlock %s trylock %v", class, ok)
-	case "hold-lock": // take application lock 0, say so with key "held", wait to be killed
-		if err := m.Locks().Lock(0); err != nil {
+	case "hold-lock": // [lock]: take application lock lock (0 if not given), say so with key "held", wait to be killed
+		if err := m.Locks().Lock(n(0)); err != nil {
 			testutil.Report("error %v", err)
 			return
 		}

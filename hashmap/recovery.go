@@ -99,8 +99,14 @@ func (m *Map) RecoveredAtOpen() Recovery {
 // recoverSegments recovers the segments listed (all if nil) under the
 // recovery lock, then frees dead slots if every segment came out clean.
 func (m *Map) recoverSegments(only []int) (Recovery, error) {
+	return m.recoverWithin(only, m.opts.LockTimeout)
+}
+
+// recoverWithin is recoverSegments waiting at most wait for the recovery
+// lock.
+func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 	var rep Recovery
-	unlock, err := m.reg.LockRecovery(m.opts.LockTimeout)
+	unlock, err := m.reg.LockRecovery(wait)
 	if err != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
 	}
@@ -164,20 +170,30 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 	return rep, nil
 }
 
-// waitInTurns waits for ipc lock l up to d (d < 0: without end), in turns
-// of the map's LockTimeout. Between turns it gives up, without the lock,
-// with ErrClosed if closable and the map is closed, or with ErrTimeout
-// once d has passed; and, if recovering, it recovers what dead processes left
-// in the lock table before waiting again, so that a lock whose holder died
-// is released for its survivors while a live holder is waited for as long
-// as it takes. A FIFO waiter loses its place in the queue at each turn.
-func (m *Map) waitInTurns(l ipc.Mutex, d time.Duration, closable, recovering bool) error {
+// waitInTurns waits for ipc lock l, lock index of the arena, up to d (d <
+// 0: without end), in turns of the map's LockTimeout. Between turns it
+// gives up, without the lock, with ErrClosed if closable and the map is
+// closed, or with ErrTimeout once d has passed; and, if recovering, it
+// recovers what dead processes left in the lock table before waiting
+// again, so that a lock whose holder died is released for its survivors
+// while a live holder is waited for as long as it takes. A FIFO waiter
+// loses its place in the queue at each turn.
+//
+// When d has passed, recovering, and a process that died is a party to
+// the lock (deadParty), it recovers the lock table and waits once more, up
+// to d or LockTimeout, whichever is shorter, before it gives up: so a d
+// too short for a turn between recoveries (any d up to LockTimeout) still
+// gets a dead holder's lock, and ErrTimeout says a live process holds the
+// lock, or one whose lock the pass could not release yet. In all, it
+// returns within d, a recovery pass and that last wait.
+func (m *Map) waitInTurns(l ipc.Mutex, index int, d time.Duration, closable, recovering bool) error {
 	recovering = recovering && m.reg != nil && m.reg.Self() >= 0
 	if d < 0 && !closable && !recovering {
 		l.Lock()
 		return nil
 	}
 	deadline := time.Now().Add(d)
+	lastWait := false
 	for {
 		turn := m.opts.LockTimeout
 		if d >= 0 {
@@ -190,7 +206,13 @@ func (m *Map) waitInTurns(l ipc.Mutex, d time.Duration, closable, recovering boo
 		case closable && m.gate.Closed():
 			return ErrClosed
 		case d >= 0 && !time.Now().Before(deadline):
-			return ErrTimeout
+			if !recovering || lastWait || !m.deadParty(index) {
+				return ErrTimeout
+			}
+			m.recoverLocks()
+			lastWait = true
+			deadline = time.Now().Add(min(d, m.opts.LockTimeout))
+			continue
 		}
 		if recovering {
 			_, _ = m.recoverSegments([]int{})
@@ -199,13 +221,46 @@ func (m *Map) waitInTurns(l ipc.Mutex, d time.Duration, closable, recovering boo
 	}
 }
 
+// deadParty reports whether a process that died with the map open is a
+// party to lock index of the arena: holds it, waits for it, or drives a
+// dead process's episode on it, as its journal or (ttas) the lock's word
+// says (ipc.Arena.Parties). A recovery pass then has work on the lock. It
+// costs a load of every journal entry's state and one question to the
+// kernel per party, and takes no lock. A process that closed the map
+// while it held a lock is no party that died (see LockTable): its lock
+// waits for the next Open of its slot.
+func (m *Map) deadParty(index int) bool {
+	t := m.lockTable
+	if t.arena == nil || m.reg == nil || m.reg.Self() < 0 {
+		return false
+	}
+	var buf [8]int
+	for _, slot := range t.arena.Parties(t.algorithm, index, buf[:0]) {
+		if s, err := m.reg.Slot(slot); err == nil && s.Dead() {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverLocks is a recovery pass over the lock table alone, for a wait
+// that found a party to its lock dead (deadParty). It does not wait for
+// the recovery lock: the pass that holds it, this process's or another's,
+// releases what the dead left too, or the next look finds it still there.
+// A lock whose turn a surrogate takes over (see ipc.Arena.Recover) is
+// released by it soon after, not by the time this returns.
+func (m *Map) recoverLocks() {
+	_, _ = m.recoverWithin([]int{}, 0)
+	m.recoveries.Add(1)
+}
+
 // adminLock is the map's admin lock as the segment table takes it, inside
 // calls that Close waits for. It holds adminLocal too, for LockTable.Reset.
 type adminLock struct{ m *Map }
 
 func (a adminLock) Lock() {
 	a.m.adminLocal.Lock()
-	_ = a.m.waitInTurns(a.m.admin, -1, false, true)
+	_ = a.m.waitInTurns(a.m.admin, 0, -1, false, true)
 }
 
 func (a adminLock) Unlock() error {
