@@ -244,6 +244,7 @@ func Open(path string, opts *Options) (*Map, error) {
 		tb.SetClock(func() int64 { return now().UnixNano() })
 	}
 	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: o.ReadOnly, lockLayout: locks}
+	m.mended = append(m.mended, f.HeaderMended()...)
 	if m.lockTable, err = newLockTable(m, f.Region, locks); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -54,10 +54,12 @@ type Recovery struct {
 	// Locks is what was done for the lock table (and the map's admin lock):
 	// queue turns of the dead taken over, seats and TTAS locks given back.
 	Locks ipc.Recovery
-	// Mended describes damage outside the segments that was rewritten:
-	// the process registry's and the lock table's headers, whose sizes
-	// the file's header also holds (mended by a writable Open), and
-	// registry words no process writes (mended by Repair).
+	// Mended describes damage outside the segments that was rewritten: a
+	// copy of the file header that did not verify, rewritten from the
+	// other, and the process registry's and the lock table's headers,
+	// whose sizes the file's header also holds (mended by a writable
+	// Open); padding of the file header, and registry words no process
+	// writes (mended by Repair).
 	Mended []string
 }
 
@@ -315,6 +317,9 @@ func (m *Map) Check() ([]Problem, error) {
 	}
 	defer c.Leave()
 	var out []Problem
+	for _, err := range m.file.HeaderProblems() {
+		out = append(out, Problem{-1, alsoIs{err, ErrCorrupt}})
+	}
 	if m.regErr != nil {
 		out = append(out, Problem{-1, m.regErr})
 	}
@@ -445,7 +450,9 @@ type Repaired struct {
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow. It
-// mends the process registry (words no process writes, and slots whose
+// mends the file header (a copy that does not verify is rewritten from the
+// header the map was opened with, and padding that is not zero is
+// zeroed), the process registry (words no process writes, and slots whose
 // state is garbage, which then count as dead processes'), runs Recover
 // (which also clears damaged free entries of dead processes' lock
 // journals), then Check, and rebuilds every segment Check finds
@@ -485,6 +492,13 @@ func (m *Map) Repair() (Repaired, error) {
 		}
 	} else {
 		rep.NoRegistry = true
+	}
+	// The file header first: a copy that does not verify, or padding that
+	// is not zero, rewritten from the header this process opened with.
+	headerFixed, err := m.file.RepairHeader()
+	rep.Recovery.Mended = append(rep.Recovery.Mended, headerFixed...)
+	if err != nil {
+		return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
 	}
 	m.table.ClearReservedGlobal()
 	// Before the rebuilds: a rebuild keeps a linked tier that lost its

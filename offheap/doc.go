@@ -5,9 +5,13 @@
 // # Overview
 //
 // [Open] opens or creates a map file and maps all of it, once. The file
-// starts with a one-page header (byte map in layout.go): magic, format
-// version, byte-order marker, creation state, sizes, creator, an opaque
-// layout record owned by the layers above, and an XXH64 checksum. The data
+// starts with a one-page header (byte map in layout.go) holding two copies
+// of: magic, format version, byte-order marker, creation state, sizes,
+// creator, an opaque layout record owned by the layers above, and an XXH64
+// checksum over them. One copy that verifies is enough to open the file; a
+// writable Open rewrites the other from it ([File.HeaderMended]), and
+// [File.HeaderProblems] and [File.RepairHeader] report and mend what is
+// left. The data
 // area follows at [File.DataOffset]. The file is reserved sparse at its
 // full size when created, never grows and never shrinks, so no process
 // ever remaps; [File.Allocate] turns holes into disk blocks when the layers
@@ -41,7 +45,8 @@
 // Create finds the header not ready under the lock, knows the creator is
 // gone, and creates the file again from zeros.
 //
-// After Open, the header is immutable and the package takes no locks:
+// After Open, the header is immutable (a copy found damaged is rewritten
+// from the other, to the same bytes) and the package takes no locks:
 // words in the data area are shared with other processes and must be
 // accessed with sync/atomic only, under whatever protocol the layers above
 // define. The race detector does not see memory inside the mapping;

@@ -53,7 +53,8 @@ var (
 	ErrNotSharedMap = errors.New("not a sharedmap file")
 	// ErrTruncated reports a file shorter than its header, or shorter than
 	// the size its header records: someone truncated it, and mapping it
-	// would fault with SIGBUS.
+	// would fault with SIGBUS. The error names both sizes and the commands
+	// that salvage the entries or grow the file back.
 	ErrTruncated = errors.New("file is truncated")
 	// ErrEndianness reports a file written on a machine of the other byte
 	// order, or an Open on a big-endian host: the format is little-endian.
@@ -61,15 +62,19 @@ var (
 	// ErrVersion reports a file written in a newer format than this build
 	// reads.
 	ErrVersion = errors.New("unsupported format version")
-	// ErrChecksum reports a header whose bytes do not match its checksum:
-	// it was damaged after it was written.
+	// ErrChecksum reports a header neither copy of which matches its
+	// checksum: it was damaged after it was written. (One copy that
+	// matches is enough to open the file.)
 	ErrChecksum = errors.New("header checksum mismatch")
-	// ErrCorrupt reports a header that passes its checksum but holds
-	// impossible values (a size, offset, length or state no writer
-	// produces): a file made by hand or by a buggy writer.
+	// ErrCorrupt reports a header that holds impossible values (a size,
+	// offset, length or state no writer produces) in every copy, or two
+	// copies that both verify and differ: a file made by hand or by a
+	// buggy writer, or damage the checksum does not cover.
 	ErrCorrupt = errors.New("corrupt header")
 	// ErrSize reports a file longer than the size its header records:
-	// something other than sharedmap extended it.
+	// something other than sharedmap extended it. The error names both
+	// sizes, says whether the bytes added are zeros, and gives the
+	// truncate command that removes them.
 	ErrSize = errors.New("file has the wrong size")
 )
 

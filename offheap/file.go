@@ -25,6 +25,7 @@ type File struct {
 	path    string
 	hdr     header
 	created bool
+	mended  []string // header copies Open rewrote (see HeaderMended)
 
 	lockMu   sync.Mutex
 	lockFile *os.File // the companion lock file, once LockFile opened it
@@ -65,6 +66,15 @@ func (f *File) Size() int64 { return f.hdr.fileSize }
 
 // Path is the path the file was opened with.
 func (f *File) Path() string { return f.path }
+
+// HeaderMended says what Open rewrote of the header page: a copy that did
+// not verify, or that creation left initializing, rewritten from the
+// other. Only a writable Open mends; nil if nothing was.
+func (f *File) HeaderMended() []string { return f.mended }
+
+// FormatVersion is the header format of the file: FormatVersion, or 1
+// for a file made by a build before the header had two copies.
+func (f *File) FormatVersion() int { return int(f.hdr.version) }
 
 // Created reports whether this Open created (initialized) the file. Exactly
 // one Open per creation reports true, even when several processes race.

@@ -3,12 +3,23 @@ package offheap
 // The header is the first page of every map file. The creating process
 // writes all of it once, under an exclusive flock(2), while the state word
 // says "initializing"; flipping the state to "ready" is the commit point of
-// creation. After that the page is immutable: nothing ever rewrites it, so
-// openers may read it without any lock beyond the brief flock taken by Open.
+// creation. After that the header is immutable: only a copy found damaged
+// is ever rewritten, from the other, so openers may read it without any
+// lock beyond the brief flock taken by Open.
+//
+// The page holds the header twice, as bbolt and LMDB keep two meta pages:
+// copy A in its first half and copy B in its second, byte for byte the
+// same but for the state word while creation marks them ready (A first,
+// then B). Each copy carries its own checksum over what it says, so one
+// copy damaged, wherever the damage is, leaves the other to open the file
+// with, and a writable Open rewrites the damaged one from it. Splitting
+// the one page keeps the data area where version 1 had it.
 //
 // All integers are little-endian. The endianness marker is the one field
 // written in the host's byte order, so that a file written on a big-endian
 // machine is recognised as such instead of as garbage.
+//
+// One copy (offsets from the copy's start: 0 for A, 2048 for B):
 //
 //	offset  size  field        who writes it      guarded by
 //	------  ----  -----------  -----------------  ------------------------------------------
@@ -23,9 +34,16 @@ package offheap
 //	    48     4  creatorPID   creator            creation flock; immutable once ready
 //	    52     4  layoutLen    creator            creation flock; immutable once ready
 //	    56     8  checksum     creator            creation flock; immutable once ready
-//	    64   960  reserved     nobody (zero)      covered by the checksum
-//	  1024  3072  layout       creator            creation flock; immutable once ready
-//	  4096        data         users of the map   their own locks (segment, ipc)
+//	    64   960  reserved     nobody (zero)      not covered by the checksum
+//	  1024  1024  layout       creator            creation flock; immutable once ready
+//
+// The file:
+//
+//	offset  size  part
+//	------  ----  ----------------------------------------------------------
+//	     0  2048  header copy A
+//	  2048  2048  header copy B
+//	  4096        data: users of the map, under their own locks (segment, ipc)
 //
 // Fields:
 //
@@ -33,13 +51,15 @@ package offheap
 //     writes to it, not even with Create.
 //   - version: FormatVersion of the writer. A reader refuses a newer one
 //     (ErrVersion) before looking at anything a newer format may redefine,
-//     the checksum included.
+//     the checksum included. A later format must not leave a copy that
+//     verifies as version 2, or this build would open the file by it.
 //   - endian: endianMark stored in the writer's native order.
 //   - state: stateNone, stateInitializing or stateReady (see below). It is
 //     the only field that changes after the header is written, so the
 //     checksum leaves it out.
-//   - headerSize: HeaderSize, the bytes covered by the checksum. Stored so
-//     a future format can grow the header and an old reader can tell.
+//   - headerSize: HeaderSize, the size of the header page (both copies).
+//     Stored so a future format can grow the header and an old reader can
+//     tell.
 //   - fileSize: the whole reserved size of the file, header included. The
 //     file is mapped once at this size and never grows or shrinks, so any
 //     other length means someone else changed the file (ErrTruncated,
@@ -50,14 +70,23 @@ package offheap
 //   - creatorPID: the pid of the creating process, for diagnostics only
 //     (pids are reused, so it is never used to decide liveness).
 //   - layoutLen: the number of bytes of the layout record in use.
-//   - checksum: XXH64 (seed 0) of the whole header page, with the state and
-//     checksum fields read as zero. Covering the whole page, reserved bytes
-//     and unused layout tail included, means any flipped byte is caught,
-//     wherever it is.
+//   - checksum: XXH64 (seed 0) of the copy's bytes 0..63 with the state and
+//     checksum fields read as zero, followed by the layoutLen bytes of the
+//     layout record in use. Padding (the reserved bytes and the unused
+//     layout tail) is left out: a flipped bit there changes nothing that
+//     is read, so it costs nothing but a finding of Check, which Repair
+//     mends.
 //   - reserved: zero. Future fixed fields go here, so the layout record
 //     never has to move.
 //   - layout: opaque to this package; the layers above describe their
-//     segments and tiers in it (segment.Layout.Encode).
+//     segments and tiers in it (segment.Layout.Encode). The largest a map
+//     writes is 210 bytes (hashmap's TestLargestLayoutFits), a fifth of
+//     the room.
+//
+// Version 1, which this build still reads (and never writes), had one
+// copy filling the page: the same fields at the same offsets, a layout of
+// up to 3072 bytes at 1024, and a checksum over the whole page (state and
+// checksum read as zero), padding included.
 //
 // The fields are placed so that every word wider than a byte is aligned
 // to its own size (state is read and written atomically), and the header
@@ -69,15 +98,26 @@ const (
 	// offset. It is one 4 KiB page, the page size of amd64 and arm64 Linux
 	// in their usual configurations.
 	HeaderSize = 4096
-	// MaxLayoutSize is the largest layout record the header can hold: the
-	// page minus the fixed fields and the room reserved for future ones.
-	MaxLayoutSize = HeaderSize - hdrLayout
+	// MaxLayoutSize is the largest layout record the header can hold: a
+	// copy minus the fixed fields and the room reserved for future ones.
+	MaxLayoutSize = headerCopySize - hdrLayout
 	// FormatVersion is the header format this build writes, and the newest
-	// it reads.
-	FormatVersion = 1
+	// it reads. Version 1 (one copy of the header) is read too.
+	FormatVersion = 2
+
+	// headerCopySize is the size of one copy of the header: half the page.
+	headerCopySize = HeaderSize / 2
+	// maxLayoutSizeV1 is the largest layout record of a version-1 header.
+	maxLayoutSizeV1 = HeaderSize - hdrLayout
 )
 
-// Offsets of the header fields (see the byte map above).
+// Where the two copies start.
+const (
+	copyA = 0
+	copyB = headerCopySize
+)
+
+// Offsets of the header fields within a copy (see the byte map above).
 const (
 	hdrMagic      = 0
 	hdrVersion    = 8

@@ -1,72 +1,83 @@
 package offheap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 )
 
 // TestHeaderLayout holds the byte map in layout.go to the code: the fields
-// tile the page with no gap or overlap, every word is aligned to its size,
-// and encodeHeader puts each value at its documented offset.
+// tile a copy with no gap or overlap, every word is aligned to its size,
+// the two copies tile the page, and encodeHeader puts each value at its
+// documented offset in both.
 func TestHeaderLayout(t *testing.T) {
 	h := header{version: FormatVersion, state: stateReady, fileSize: 1 << 20, dataOffset: HeaderSize,
 		created: 0x1122334455667788, pid: 4242, layout: []byte("the layout")}
 	page := make([]byte, HeaderSize)
 	encodeHeader(page, &h)
 	le := binary.LittleEndian
-	fields := []struct {
-		name      string
-		off, size int
-		want      uint64 // for integer fields
-	}{
-		{"magic", hdrMagic, 8, le.Uint64([]byte(magic))},
-		{"version", hdrVersion, 4, FormatVersion},
-		{"endian", hdrEndian, 4, endianMark},
-		{"state", hdrState, 4, stateReady},
-		{"headerSize", hdrHeaderSize, 4, HeaderSize},
-		{"fileSize", hdrFileSize, 8, 1 << 20},
-		{"dataOffset", hdrDataOffset, 8, HeaderSize},
-		{"createdNano", hdrCreated, 8, 0x1122334455667788},
-		{"creatorPID", hdrPID, 4, 4242},
-		{"layoutLen", hdrLayoutLen, 4, uint64(len(h.layout))},
-		{"checksum", hdrChecksum, 8, headerChecksum(page)},
-		{"reserved", hdrReserved, 960, 0},
-		{"layout", hdrLayout, MaxLayoutSize, 0},
+	if copyA != 0 || copyB != headerCopySize || 2*headerCopySize != HeaderSize {
+		t.Fatalf("copies at %d and %d of %d bytes do not tile the %d-byte page", copyA, copyB, headerCopySize, HeaderSize)
 	}
-	next := 0
-	for _, f := range fields {
-		if f.off != next {
-			t.Errorf("%s at offset %d, want %d (gap or overlap)", f.name, f.off, next)
+	for _, at := range []int{copyA, copyB} {
+		c := page[at : at+headerCopySize]
+		fields := []struct {
+			name      string
+			off, size int
+			want      uint64 // for integer fields
+		}{
+			{"magic", hdrMagic, 8, le.Uint64([]byte(magic))},
+			{"version", hdrVersion, 4, FormatVersion},
+			{"endian", hdrEndian, 4, endianMark},
+			{"state", hdrState, 4, stateReady},
+			{"headerSize", hdrHeaderSize, 4, HeaderSize},
+			{"fileSize", hdrFileSize, 8, 1 << 20},
+			{"dataOffset", hdrDataOffset, 8, HeaderSize},
+			{"createdNano", hdrCreated, 8, 0x1122334455667788},
+			{"creatorPID", hdrPID, 4, 4242},
+			{"layoutLen", hdrLayoutLen, 4, uint64(len(h.layout))},
+			{"checksum", hdrChecksum, 8, copyChecksum(c, len(h.layout))},
+			{"reserved", hdrReserved, 960, 0},
+			{"layout", hdrLayout, MaxLayoutSize, 0},
 		}
-		next = f.off + f.size
-		switch f.size {
-		case 4:
-			if f.off%4 != 0 {
-				t.Errorf("%s at %d is not 4-aligned", f.name, f.off)
+		next := 0
+		for _, f := range fields {
+			if f.off != next {
+				t.Errorf("%s at offset %d, want %d (gap or overlap)", f.name, f.off, next)
 			}
-			if got := uint64(le.Uint32(page[f.off:])); got != f.want {
-				t.Errorf("%s = %#x, want %#x", f.name, got, f.want)
-			}
-		case 8:
-			if f.off%8 != 0 {
-				t.Errorf("%s at %d is not 8-aligned", f.name, f.off)
-			}
-			if got := le.Uint64(page[f.off:]); got != f.want {
-				t.Errorf("%s = %#x, want %#x", f.name, got, f.want)
+			next = f.off + f.size
+			switch f.size {
+			case 4:
+				if (at+f.off)%4 != 0 {
+					t.Errorf("%s at %d is not 4-aligned", f.name, at+f.off)
+				}
+				if got := uint64(le.Uint32(c[f.off:])); got != f.want {
+					t.Errorf("%s = %#x, want %#x", f.name, got, f.want)
+				}
+			case 8:
+				if (at+f.off)%8 != 0 {
+					t.Errorf("%s at %d is not 8-aligned", f.name, at+f.off)
+				}
+				if got := le.Uint64(c[f.off:]); got != f.want {
+					t.Errorf("%s = %#x, want %#x", f.name, got, f.want)
+				}
 			}
 		}
+		if next != headerCopySize {
+			t.Errorf("fields end at %d, want %d", next, headerCopySize)
+		}
+		if got := string(c[hdrLayout : hdrLayout+len(h.layout)]); got != "the layout" {
+			t.Errorf("layout bytes = %q", got)
+		}
+		if !allZero(c[hdrReserved:hdrLayout]) || !allZero(c[hdrLayout+len(h.layout):]) {
+			t.Error("reserved bytes or the layout's tail are not zero")
+		}
 	}
-	if next != HeaderSize {
-		t.Errorf("fields end at %d, want %d", next, HeaderSize)
+	if MaxLayoutSize != 1024 || maxLayoutSizeV1 != 3072 {
+		t.Errorf("MaxLayoutSize = %d, want 1024; version 1's %d, want 3072", MaxLayoutSize, maxLayoutSizeV1)
 	}
-	if MaxLayoutSize != 3072 {
-		t.Errorf("MaxLayoutSize = %d, want 3072", MaxLayoutSize)
-	}
-	if got := string(page[hdrLayout : hdrLayout+len(h.layout)]); got != "the layout" {
-		t.Errorf("layout bytes = %q", got)
-	}
-	if !allZero(page[hdrReserved:hdrLayout]) || !allZero(page[hdrLayout+len(h.layout):]) {
-		t.Error("reserved bytes or the layout's tail are not zero")
+	if !bytes.Equal(page[copyA:copyB], page[copyB:]) {
+		t.Error("the two copies differ")
 	}
 }
 

@@ -259,9 +259,9 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 		return fail(fmt.Errorf("%w: %d bytes, the first %d of them zero (a map begins with its header; an all-zero file was not made by sharedmap, or by a version before 2026-11-25 that died creating it: remove it)",
 			ErrNotSharedMap, st.Size(), len(page)))
 	}
-	h, err := decodeHeader(page)
+	h, faults, err := decodeHeader(page)
 	if err == nil {
-		return mapReady(fd, path, st.Size(), &h, o)
+		return mapReady(fd, path, st.Size(), &h, faults, o)
 	}
 	if errors.Is(err, ErrNotReady) && o.Create {
 		// Our magic and a state short of ready, and we hold the lock a live
@@ -287,28 +287,38 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	if _, err := fd.ReadAt(page, 0); err != nil {
 		return nil, nil
 	}
-	h, err := decodeHeader(page)
+	h, faults, err := decodeHeader(page)
 	if err != nil {
 		return nil, nil
 	}
-	return mapReady(fd, path, st.Size(), &h, o)
+	return mapReady(fd, path, st.Size(), &h, faults, o)
 }
 
-// mapReady maps a file of size bytes whose header h says it is ready.
-func mapReady(fd *os.File, path string, size int64, h *header, o *OpenOptions) (*File, error) {
+// mapReady maps a file of size bytes whose header h says it is ready, and,
+// when it is opened for writing, rewrites a header copy that faults says is
+// damaged or unfinished from the sound one. Openers may do so at once,
+// with or without the creation lock: each writes the same bytes, from the
+// one copy that verifies, into the other, which nobody reads while it
+// fails to verify.
+func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
-	switch {
-	case size < h.fileSize:
-		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrTruncated, size, h.fileSize))
-	case size > h.fileSize:
-		return fail(fmt.Errorf("%w: %d bytes, the header records %d", ErrSize, size, h.fileSize))
+	if size != h.fileSize {
+		return fail(wrongSize(fd, path, size, h.fileSize))
 	}
 	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
 	if err != nil {
 		return fail(err)
 	}
 	adviseMapping(r, o)
-	return newFile(r, fd, path, h, o, false), nil
+	f := newFile(r, fd, path, h, o, false)
+	if !o.ReadOnly && mends(faults) {
+		// One copy verified; rewrite the other from it.
+		if f.mended, err = mendCopies(r, h, faults); err != nil {
+			_ = r.Unmap()
+			return fail(err)
+		}
+	}
+	return f, nil
 }
 
 // create initializes the file: empty it, write the header as
@@ -388,7 +398,12 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	if err := r.SyncRange(0, o.Size); err != nil {
 		return fail(err)
 	}
-	atomic.StoreUint32(r.Uint32(hdrState), stateReady) // the commit point
+	// The commit point is copy A's flip; B's follows. A crash between the
+	// two leaves A ready and B initializing, which opens as ready (and a
+	// writable open marks B ready too).
+	atomic.StoreUint32(r.Uint32(copyA+hdrState), stateReady)
+	testCreateStep("copy A ready")
+	atomic.StoreUint32(r.Uint32(copyB+hdrState), stateReady)
 	if err := r.SyncRange(0, HeaderSize); err != nil {
 		return fail(err)
 	}

@@ -209,7 +209,7 @@ func TestCrashedCreator(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	killed = true
-	h, err := decodeHeader(mustRead(t, path))
+	h, _, err := decodeHeader(mustRead(t, path))
 	if !errors.Is(err, ErrNotReady) || h.state != stateInitializing {
 		t.Fatalf("the dead creator's header: state %#x, %v", h.state, err)
 	}

@@ -187,8 +187,9 @@ func TestCreatePutGetDelete(t *testing.T) {
 	if st, _ := os.Stat(empty); st.Size() != 0 {
 		t.Fatal("put changed an empty file")
 	}
-	// A map whose creator died (its header says "initializing": offset 16,
-	// 0x0F0F0F0F; docs/FORMAT.md) is not created over at the default size
+	// A map whose creator died (both copies of its header say
+	// "initializing": offsets 16 and 2064, 0x0F0F0F0F; docs/FORMAT.md) is
+	// not created over at the default size
 	// by a command that writes, and not refused as existing by create
 	// without a word of what to do.
 	half := filepath.Join(t.TempDir(), "half.map")
@@ -199,8 +200,10 @@ func TestCreatePutGetDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte{0x0F, 0x0F, 0x0F, 0x0F}, 16); err != nil {
-		t.Fatal(err)
+	for _, at := range []int64{16, 2048 + 16} {
+		if _, err := f.WriteAt([]byte{0x0F, 0x0F, 0x0F, 0x0F}, at); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f.Close()
 	halfData, _ := os.ReadFile(half)
