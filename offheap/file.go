@@ -26,6 +26,7 @@ type File struct {
 	hdr     header
 	created bool
 	mended  []string // header copies Open rewrote (see HeaderMended)
+	salvage Salvage  // how OpenSalvage read the file
 
 	lockMu   sync.Mutex
 	lockFile *os.File // the companion lock file, once LockFile opened it

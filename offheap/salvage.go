@@ -1,0 +1,126 @@
+package offheap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// Salvage says how OpenSalvage read a file.
+type Salvage struct {
+	// HeaderLost says why no copy of the header could be used (nil: the
+	// header was read from a copy that verifies). The File's Layout is
+	// then nil and its Size the file's length: the layers above must find
+	// the layout from the data areas.
+	HeaderLost error
+	// Missing is how many bytes the header records past the file's end:
+	// the mapping reads them as zeros.
+	Missing int64
+	// Extra is how many bytes the file has past the size its header
+	// records: left out of the mapping.
+	Extra int64
+}
+
+// OpenSalvage opens the map file at path read-only to get out what it
+// holds when Open refuses it: a file whose header no copy of which
+// verifies, or whose length is not the one its header records. It never
+// writes the file and takes no lock.
+//
+// A header copy that verifies gives the layout and the size, as for Open;
+// a file shorter than that size is mapped at it all the same, the missing
+// end reading as zeros (private memory, not the file), and a longer one is
+// mapped at the recorded size. Without a copy that verifies, the whole
+// file is mapped, File.Layout is nil, and Salvage().HeaderLost says why.
+// A file that is not initialized, of a newer format or of the other byte
+// order is refused as Open refuses it, and so is a file too short to hold
+// anything after the header.
+func OpenSalvage(path string) (f *File, err error) {
+	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "salvage", Err: err} }
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return fail(fmt.Errorf("%w: this host is big-endian; the format is little-endian", ErrEndianness))
+	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fail(notRegular(st.Mode()))
+	}
+	fd, err := os.Open(path)
+	if err != nil {
+		return fail(pathless(err))
+	}
+	defer func() {
+		if f == nil {
+			fd.Close()
+		}
+	}()
+	st, err := fd.Stat()
+	if err != nil {
+		return fail(pathless(err))
+	}
+	if !st.Mode().IsRegular() {
+		return fail(notRegular(st.Mode()))
+	}
+	if st.Size() <= HeaderSize {
+		return fail(fmt.Errorf("%w: %d bytes, nothing past the %d-byte header to salvage", ErrTruncated, st.Size(), HeaderSize))
+	}
+	page := make([]byte, HeaderSize)
+	if _, err := fd.ReadAt(page, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fail(pathless(err))
+	}
+	h, _, err := decodeHeader(page)
+	var s Salvage
+	switch {
+	case errors.Is(err, ErrNotReady), errors.Is(err, ErrVersion), errors.Is(err, ErrEndianness):
+		return fail(err)
+	case err != nil:
+		s.HeaderLost = err
+		h = header{fileSize: st.Size(), dataOffset: HeaderSize}
+	case st.Size() < h.fileSize:
+		s.Missing = h.fileSize - st.Size()
+	case st.Size() > h.fileSize:
+		s.Extra = st.Size() - h.fileSize
+	}
+	r, err := mapZeroFilled(fd, h.fileSize, st.Size())
+	if err != nil {
+		return fail(err)
+	}
+	_ = r.Advise(0, r.Len(), unix.MADV_RANDOM) // advisory
+	file := newFile(r, fd, path, &h, &OpenOptions{ReadOnly: true}, false)
+	file.salvage = s
+	return file, nil
+}
+
+// Salvage says how OpenSalvage read the file; the zero Salvage for a File
+// that Open opened.
+func (f *File) Salvage() Salvage { return f.salvage }
+
+// mapZeroFilled maps size bytes read-only, the first fileSize of them (or
+// all, if the file is longer) from fd and the rest private zeros: so that
+// a file cut short reads as zeros where it ends, where a mapping of the
+// file alone would fault (SIGBUS).
+func mapZeroFilled(fd *os.File, size, fileSize int64) (*Region, error) {
+	if size <= 0 || size > maxMapSize {
+		return nil, fmt.Errorf("size %d out of range (1..%d)", size, int64(maxMapSize))
+	}
+	if fileSize >= size {
+		return mapFile(fd, size, false)
+	}
+	data, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|mapNoReserve)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	// The file's pages over the start; the page holding its last byte
+	// reads zeros past it, as any mapping of a file does.
+	page := int64(os.Getpagesize())
+	if n := (fileSize + page - 1) / page * page; n > 0 {
+		if _, err := unix.MmapPtr(int(fd.Fd()), 0, unsafe.Pointer(&data[0]), uintptr(n), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+			_ = unix.Munmap(data)
+			return nil, fmt.Errorf("mmap: %w", err)
+		}
+	}
+	return &Region{data: mmap.MMap(data), readOnly: true}, nil
+}
