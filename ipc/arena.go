@@ -365,21 +365,11 @@ func Format(words []uint64, cfg Config) error {
 
 // Attach returns the arena formatted in words.
 func Attach(words []uint64) (*Arena, error) {
-	if len(words) < slotsStart || atomic.LoadUint64(&words[hMagic]) != arenaMagic {
-		return nil, ErrNotArena
-	}
-	slots, locks := atomic.LoadUint64(&words[hSlots]), atomic.LoadUint64(&words[hLocks])
-	awnWaiters, awnNodes := atomic.LoadUint64(&words[hAWNArrays]), atomic.LoadUint64(&words[hAWNNodes])
-	if slots > 1<<20 || locks > MaxLocks || awnWaiters > MaxAWNWaiters || awnNodes > MaxAWNNodes {
-		return nil, fmt.Errorf("%w: header says %d slots, %d locks, %d ticket-awn waiters, %d nodes", ErrNotArena, slots, locks, awnWaiters, awnNodes)
-	}
-	// The header holds literal sizes: 0 ticket-awn waiters is an arena
-	// without arrays (as in files from before ticket-awn), not the default.
-	cfg, err := Config{Slots: int(slots), Locks: int(locks), AWNWaiters: int(awnWaiters), AWNNodes: int(awnNodes)}.validate()
+	cfg, n, err := Measure(words)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotArena, err)
+		return nil, err
 	}
-	if n := cfg.words(); n != len(words) {
+	if n != len(words) {
 		return nil, fmt.Errorf("%w: header says %d words, %d handed", ErrNotArena, n, len(words))
 	}
 	a := &Arena{w: words, cfg: cfg, locks: cfg.locksStart(), mask: uint64(cfg.Slots - 1), alockHomeID: newALockHomeID()}
@@ -388,6 +378,29 @@ func Attach(words []uint64) (*Arena, error) {
 	a.tidexIDs.arena = a
 	a.awnNodes.arena = a
 	return a, nil
+}
+
+// Measure reads the configuration of the arena whose header starts
+// words (which may run on past the arena) and returns it with the arena's
+// size in words, as Attach would check them: for a file whose own header,
+// which records the configuration, is lost. The configuration holds
+// literal sizes: 0 ticket-awn waiters or nodes is none, as in the header.
+func Measure(words []uint64) (Config, int, error) {
+	if len(words) < slotsStart || atomic.LoadUint64(&words[hMagic]) != arenaMagic {
+		return Config{}, 0, ErrNotArena
+	}
+	slots, locks := atomic.LoadUint64(&words[hSlots]), atomic.LoadUint64(&words[hLocks])
+	awnWaiters, awnNodes := atomic.LoadUint64(&words[hAWNArrays]), atomic.LoadUint64(&words[hAWNNodes])
+	if slots > 1<<20 || locks > MaxLocks || awnWaiters > MaxAWNWaiters || awnNodes > MaxAWNNodes {
+		return Config{}, 0, fmt.Errorf("%w: header says %d slots, %d locks, %d ticket-awn waiters, %d nodes", ErrNotArena, slots, locks, awnWaiters, awnNodes)
+	}
+	// The header holds literal sizes: 0 ticket-awn waiters is an arena
+	// without arrays (as in files from before ticket-awn), not the default.
+	cfg, err := Config{Slots: int(slots), Locks: int(locks), AWNWaiters: int(awnWaiters), AWNNodes: int(awnNodes)}.validate()
+	if err != nil {
+		return Config{}, 0, fmt.Errorf("%w: %v", ErrNotArena, err)
+	}
+	return cfg, cfg.words(), nil
 }
 
 // MendHeader rewrites the words of an arena's header that its
