@@ -161,6 +161,28 @@ func Attach(f *offheap.File, l Layout) (*Registry, error) {
 	return r, nil
 }
 
+// Find reads the layout of a registry at off in f from the registry's own
+// area header, for a file whose header, which records it, is lost: the
+// area header holds the slot, ledger and counter counts too (Format). It
+// fails with ErrCorrupt if there is no registry there, or one whose sizes
+// do not fit the file.
+func Find(f *offheap.File, off int64) (Layout, error) {
+	head, err := f.Slice(off, areaHeaderSize)
+	if err != nil || string(head[:8]) != magic {
+		return Layout{}, fmt.Errorf("%w: no registry at offset %d", ErrCorrupt, off)
+	}
+	le := binary.LittleEndian
+	slots, ledgers, counters := le.Uint64(head[hSlots:]), le.Uint64(head[hLedgers:]), le.Uint64(head[hCounters:])
+	if slots > 1<<20 || ledgers > 1<<32 || counters > 1<<32 {
+		return Layout{}, fmt.Errorf("%w: registry at offset %d says %d slots, %d ledgers, %d counters", ErrCorrupt, off, slots, ledgers, counters)
+	}
+	l := Layout{Off: off, Slots: int(slots), Ledgers: int(ledgers), Counters: int(counters)}
+	if err := l.fits(f); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}
+
 // Layout returns the registry's layout.
 func (r *Registry) Layout() Layout { return r.layout }
 
