@@ -169,40 +169,20 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	}
 	l.segmentBits = uint(bits.TrailingZeros64(uint64(l.Segments)))
 
-	// A segment's first tier is sized a little beyond the 99.999th
-	// percentile of a Poisson count around the mean (mean + 4.5 sd, where
-	// that percentile is about 4.3 sd), so that few segments ever need an
-	// overflow tier.
-	mean := float64(p.Entries) / float64(l.Segments)
-	perTier := int64(math.Ceil(mean+4.5*math.Sqrt(mean))) + 8
+	perTier := tierEntries(int64(p.Entries), l.Segments)
 	l.MaxTierEntries = perTier
-	l.Slots = int64(nextPow2(uint64(ceilDiv(perTier*1000, maxLoadPermille))))
-	if l.Slots < 64 {
-		l.Slots = 64
-	}
-	l.slotMask = uint64(l.Slots - 1)
-
-	// Chunks: about 8 per average entry, so internal fragmentation stays
-	// under an eighth; entries of other sizes take more or fewer chunks.
 	avgEntry := l.averageEntry()
 	l.expectedValue = min(avgEntry-entryHeaderSize-int64(p.AverageKeySize), maxLinesAhead*64)
-	l.ChunkSize = 16
-	for l.ChunkSize*8 < avgEntry && l.ChunkSize < 1<<16 {
-		l.ChunkSize *= 2
-	}
-	chunksPerEntry := ceilDiv(avgEntry, l.ChunkSize) + 1 // +1: the rounding of sizes around the average
-	l.Chunks = roundUp(perTier*chunksPerEntry, 64)
-	l.homeChunks = chunksPerEntry - 1
+	t := shapeTier(perTier, avgEntry)
+	l.Slots, l.ChunkSize, l.Chunks = t.slots, t.chunkSize, t.chunks
+	l.slotMask = uint64(l.Slots - 1)
+	l.homeChunks = t.homeChunks
 	l.homeRuns = l.Chunks / l.homeChunks
 	if l.Chunks > maxChunks {
 		return Layout{}, fmt.Errorf("%w: %w: Entries %d in %d segments make %d chunks per tier, more than the %d a slot can name; use more Segments or fewer Entries", ErrBadParams, ErrOversize, p.Entries, l.Segments, l.Chunks, int64(maxChunks))
 	}
-	l.bitmapOff = tierHeaderSize + l.Slots*slotSize
-	l.entriesOff = roundUp(l.bitmapOff+l.Chunks/8, 64)
-	l.TierSize = roundUp(l.entriesOff+l.Chunks*l.ChunkSize, 4096)
-
-	extra := int64(math.Ceil((p.MaxBloatFactor-1)*float64(l.Segments))) + l.Segments/8 + 1
-	l.Tiers = l.Segments + extra
+	l.bitmapOff, l.entriesOff, l.TierSize = t.bitmapOff, t.entriesOff, t.size
+	l.Tiers = l.Segments + extraTiers(p.MaxBloatFactor, l.Segments)
 	l.GlobalOff = headerSize
 	l.SegmentsOff = l.GlobalOff + globalSize
 	l.StatsOff = l.SegmentsOff + l.Segments*segmentHeaderSize
@@ -213,7 +193,7 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	l.UndoOff = l.StatsOff + statsBytes
 	undoBytes := int64(0)
 	if undo {
-		l.UndoSize = roundUp(undoHeaderSize+min(max(2*avgEntry, minUndoBytes), maxUndoBytes), 64)
+		l.UndoSize = undoSize(avgEntry)
 		undoBytes = l.Segments * l.UndoSize
 	}
 	l.TiersOff = roundUp(l.UndoOff+undoBytes, 4096)
@@ -224,6 +204,59 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 	}
 	l.End = l.TiersOff + l.Tiers*l.TierSize
 	return l, nil
+}
+
+// tierEntries is MaxTierEntries for a map of entries in segments. A
+// segment's first tier is sized a little beyond the 99.999th percentile of
+// a Poisson count around the mean (mean + 4.5 sd, where that percentile is
+// about 4.3 sd), so that few segments ever need an overflow tier.
+func tierEntries(entries, segments int64) int64 {
+	mean := float64(entries) / float64(segments)
+	return int64(math.Ceil(mean+4.5*math.Sqrt(mean))) + 8
+}
+
+// tierShape is the geometry of a tier, in bytes from its start but for
+// the counts.
+type tierShape struct {
+	slots      int64 // hash lookup slots, a power of two
+	chunkSize  int64
+	chunks     int64
+	homeChunks int64 // chunks of an average entry
+	bitmapOff  int64
+	entriesOff int64
+	size       int64
+}
+
+// shapeTier lays out a tier that takes perTier entries of avgEntry bytes
+// on average.
+func shapeTier(perTier, avgEntry int64) tierShape {
+	var t tierShape
+	t.slots = max(64, int64(nextPow2(uint64(ceilDiv(perTier*1000, maxLoadPermille)))))
+	// Chunks: about 8 per average entry, so internal fragmentation stays
+	// under an eighth; entries of other sizes take more or fewer chunks.
+	t.chunkSize = 16
+	for t.chunkSize*8 < avgEntry && t.chunkSize < 1<<16 {
+		t.chunkSize *= 2
+	}
+	chunksPerEntry := ceilDiv(avgEntry, t.chunkSize) + 1 // +1: the rounding of sizes around the average
+	t.chunks = roundUp(perTier*chunksPerEntry, 64)
+	t.homeChunks = chunksPerEntry - 1
+	t.bitmapOff = tierHeaderSize + t.slots*slotSize
+	t.entriesOff = roundUp(t.bitmapOff+t.chunks/8, 64)
+	t.size = roundUp(t.entriesOff+t.chunks*t.chunkSize, 4096)
+	return t
+}
+
+// undoSize is the size of a segment's undo record for entries of avgEntry
+// bytes on average.
+func undoSize(avgEntry int64) int64 {
+	return roundUp(undoHeaderSize+min(max(2*avgEntry, minUndoBytes), maxUndoBytes), 64)
+}
+
+// extraTiers is the size of the overflow pool of a map of segments grown
+// to bloat times its entries.
+func extraTiers(bloat float64, segments int64) int64 {
+	return int64(math.Ceil((bloat-1)*float64(segments))) + segments/8 + 1
 }
 
 // segmentOf is the segment of a key hashed to hash.

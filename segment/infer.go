@@ -1,0 +1,591 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// Finding the layout of a map whose file header is lost.
+//
+// The header records the parameters a map was created with; everything
+// else in the file is laid out from them (newLayout). What the areas
+// before the segments say (the lock arena's and the process registry's own
+// headers give where the global state starts; the registry's ledgers and
+// counters per process give the segment count, and whether the file keeps
+// counters and fast ledgers) leaves few unknowns: whether the file has
+// undo records, the average entry size, the entries per tier and the size
+// of the overflow pool. Those are enumerated, keeping each layout whose end
+// is the file's end; each distinct geometry is then scored against the
+// tiers themselves: their header words, hash slots and allocation bitmaps
+// must agree, and the entries their slots name must decode, hash to that
+// segment and slot tag, and pass their checksums. A wrong geometry reads
+// slots and entries at the wrong places, where none of that holds; the
+// right one is the only one whose entries verify. Whether it is a cache map
+// (which puts an 8-byte expiry before each value) is read from the
+// segment headers' eviction words, the slots' reference bits and the
+// values; whether it keeps checksums, from the entries.
+//
+// What cannot be recovered is told, not guessed: the exact Entries, key
+// and value sizes and bloat factor the map was created with (any that
+// give the same geometry read the same bytes; the ones chosen are said as
+// such), and the lock algorithm, which reading does not need.
+
+// InferBase is what the areas before the segments say of a map whose file
+// header is lost.
+type InferBase struct {
+	GlobalOff   int64 // where the global state starts: after the lock arena and the process registry
+	Segments    int64 // the segment count, from the registry's ledgers or counters per process
+	Stats       bool  // the file keeps a line of counters per segment
+	FastLedgers bool  // its registry keeps fast ledgers
+}
+
+// Inferred is the layout InferLayout found, and what it rests on.
+type Inferred struct {
+	Layout Layout
+	// Verified counts the entries the chosen layout was checked on (those
+	// named by the slots of the tiers sampled) that decoded, hashed to
+	// their segment and slot and passed their checksums; Contradicted, the
+	// things looked at that disagreed with it.
+	Verified, Contradicted int
+	// Candidates is how many distinct geometries fit the file's size.
+	Candidates int
+	// Notes say how each choice was made, for a person.
+	Notes []string
+}
+
+// maxInferCandidates bounds the geometries scored: a file's size admits a
+// few hundred at most (measured on the sizes the tests make); more means
+// the areas before the segments said something odd.
+const maxInferCandidates = 100000
+
+// InferLayout finds the layout of the map in r, a mapping of the whole
+// file (fileSize bytes) whose header is lost, from the candidate bases the
+// areas before the segments allow. The layout's Params are ones that give
+// that geometry, not necessarily those the map was created with (Notes
+// says so). It never writes r. It fails if no geometry fits the file, or
+// if geometries that read different bytes score alike.
+func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred, error) {
+	if fileSize > r.Len() {
+		return Inferred{}, fmt.Errorf("%w: a file of %d bytes in a mapping of %d", ErrBadLayout, fileSize, r.Len())
+	}
+	if len(bases) == 0 {
+		return Inferred{}, fmt.Errorf("%w: no segment count and offset to start from", ErrBadLayout)
+	}
+	var cands []Layout
+	seen := map[geometryKey]bool{}
+	for _, b := range bases {
+		if b.Segments <= 0 || b.Segments > MaxSegments || b.Segments&(b.Segments-1) != 0 || b.GlobalOff <= 0 || b.GlobalOff >= fileSize {
+			continue
+		}
+		for _, undo := range []bool{true, false} {
+			err := eachLayout(b, undo, fileSize, func(l Layout) error {
+				k := keyOf(&l)
+				if seen[k] {
+					return nil
+				}
+				seen[k] = true
+				cands = append(cands, l)
+				if len(cands) > maxInferCandidates {
+					return fmt.Errorf("%w: more than %d layouts fit the file", ErrBadLayout, maxInferCandidates)
+				}
+				return nil
+			})
+			if err != nil {
+				return Inferred{}, err
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return Inferred{}, fmt.Errorf("%w: no layout of %d segments after offset %d ends at the file's end (%d bytes)", ErrBadLayout, bases[0].Segments, bases[0].GlobalOff, fileSize)
+	}
+	scores := make([]score, len(cands))
+	for i := range cands {
+		scores[i] = scoreLayout(r, &cands[i])
+	}
+	best := 0
+	for i := range cands {
+		if scores[i].better(scores[best], &cands[i], &cands[best]) {
+			best = i
+		}
+	}
+	out := Inferred{Layout: cands[best], Verified: scores[best].good, Contradicted: scores[best].bad, Candidates: len(cands)}
+	bk := readKeyOf(&cands[best])
+	for i := range cands {
+		if readKeyOf(&cands[i]) != bk && scores[i].value() >= scores[best].value() && scores[best].good > 0 {
+			return out, fmt.Errorf("%w: two layouts read the file differently and fit it as well: %s and %s", ErrBadLayout, describe(&cands[best]), describe(&cands[i]))
+		}
+	}
+	if scores[best].good == 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("no tier looked at names an entry that verifies under any of the %d layouts that fit the file: the map is empty, or its tiers are damaged too", len(cands)))
+	}
+	l := &out.Layout
+	ex := examine(r, l)
+	l.Checksums = ex.summed > 0
+	switch {
+	case ex.summed > 0:
+		out.Notes = append(out.Notes, fmt.Sprintf("entry checksums: kept (%d of %d entries looked at carry one)", ex.summed, ex.entries))
+	case ex.entries > 0:
+		out.Notes = append(out.Notes, fmt.Sprintf("entry checksums: none (none of the %d entries looked at carries one): entries are read unverified", ex.entries))
+	}
+	// A cache map's average entry counts its expiry: the same class of
+	// entry, keys and values 8 bytes shorter.
+	avg := l.averageEntry()
+	cacheAvg := max(avg, entryHeaderSize+1+metaSize)
+	canBe := shapeTier(9, cacheAvg) == shapeTier(9, avg) && (!l.Undo || undoSize(cacheAvg) == undoSize(avg))
+	cache, why := ex.cache(canBe)
+	if cache {
+		kv := cacheAvg - entryHeaderSize - metaSize
+		key := max(1, kv-maxEntryBytes/2)
+		l.Params.Cache, l.Params.AverageKeySize, l.Params.AverageValueSize = true, int(key), int(kv-key)
+	}
+	out.Notes = append(out.Notes, why)
+	// The record the chosen parameters make must be this very geometry.
+	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
+	again.MoveCounters, again.FastLedgers = l.MoveCounters, l.FastLedgers
+	if err != nil || keyOf(&again) != keyOf(l) {
+		return out, fmt.Errorf("%w: the parameters chosen do not give back the layout found (%v)", ErrBadLayout, err)
+	}
+	out.Layout = again
+	out.Notes = append(out.Notes, fmt.Sprintf("layout: %s, chosen of %d that fit the file's size; %d entries looked at verify under it, %d things disagree",
+		describe(&out.Layout), len(cands), out.Verified, out.Contradicted))
+	out.Notes = append(out.Notes, fmt.Sprintf("recorded as %d entries of %d-byte keys and %d-byte values, bloat %g: parameters that give this geometry, not necessarily those the map was created with",
+		out.Layout.Entries, out.Layout.AverageKeySize, out.Layout.AverageValueSize, out.Layout.MaxBloatFactor))
+	return out, nil
+}
+
+// geometryKey tells layouts apart by everything that places bytes.
+type geometryKey struct {
+	globalOff, segments, tiersOff, tierSize, tiers, slots, chunks, chunkSize, undoSize int64
+	stats, fast, undo                                                                  bool
+}
+
+func keyOf(l *Layout) geometryKey {
+	return geometryKey{l.GlobalOff, l.Segments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.Chunks, l.ChunkSize, l.UndoSize, l.Stats, l.FastLedgers, l.Undo}
+}
+
+// readKey tells layouts apart by what a reader of entries reads: two
+// layouts that differ only in what readers never look at (the chunk count
+// past the last entry, the undo records) read the same entries.
+type readKey struct{ segmentsOff, segments, tiersOff, tierSize, tiers, slots, chunkSize, entriesOff int64 }
+
+func readKeyOf(l *Layout) readKey {
+	return readKey{l.SegmentsOff, l.Segments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.ChunkSize, l.entriesOff}
+}
+
+// describe says what a layout places where readers look, for a person.
+// (Whether the file has undo records, only recovery reads; two layouts
+// that differ in it alone read the same.)
+func describe(l *Layout) string {
+	segs := "segments"
+	if l.Segments == 1 {
+		segs = "segment"
+	}
+	return fmt.Sprintf("%d %s, %d tiers of %d bytes from offset %d (%d slots, %d chunks of %d bytes)",
+		l.Segments, segs, l.Tiers, l.TierSize, l.TiersOff, l.Slots, l.Chunks, l.ChunkSize)
+}
+
+// eachLayout calls visit with every layout of base, with or without undo
+// records, that newLayout makes and whose end is the file's end (on a
+// host whose pages are larger than 4 KiB, the file is the end rounded up to
+// one).
+func eachLayout(b InferBase, undo bool, fileSize int64, visit func(Layout) error) error {
+	s := b.Segments
+	page := int64(os.Getpagesize())
+	minTiers := s + s/8 + 1
+	undoOff := b.GlobalOff + globalSize + s*segmentHeaderSize
+	if b.Stats {
+		undoOff += s * statsLineSize
+	}
+	divisors := map[int64][]int64{}
+	var err error
+	eachEntryClass(func(avg int64) bool {
+		tiersOff := undoOff
+		if undo {
+			tiersOff += s * undoSize(avg)
+		}
+		tiersOff = roundUp(tiersOff, 4096)
+		// The smallest tier of this class (the fewest entries a tier
+		// takes) must fit; larger entries only make tiers larger.
+		if tiersOff+minTiers*shapeTier(9, avg).size > fileSize {
+			return false
+		}
+		for end := fileSize / 4096 * 4096; end > fileSize-page && end > tiersOff; end -= 4096 {
+			q := (end - tiersOff) / 4096
+			ds, ok := divisors[q]
+			if !ok {
+				ds = divisorsOf(q)
+				divisors[q] = ds
+			}
+			for _, d := range ds {
+				tiers := q / d
+				if tiers < minTiers || tiers > s+999*s+s/8+1 {
+					continue
+				}
+				if err = eachTierOf(b, undo, avg, 4096*d, tiers, end, visit); err != nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return err
+}
+
+// eachEntryClass calls visit with one average entry size of each class
+// that lays tiers out alike (the same chunk size and chunks per average
+// entry, and the same undo record size), from the smallest (a one-byte key
+// and an empty value) up, until visit returns false or the entry reaches
+// the largest the format allows.
+func eachEntryClass(visit func(avg int64) bool) {
+	for avg := int64(entryHeaderSize + 1); avg <= entryHeaderSize+maxEntryBytes+metaSize; {
+		if !visit(avg) {
+			return
+		}
+		t := shapeTier(9, avg)
+		next := t.homeChunks*t.chunkSize + 1 // one more chunk per entry
+		if t.chunkSize < 1<<16 {
+			next = min(next, 8*t.chunkSize+1) // a larger chunk
+		}
+		if u := undoSize(avg); 2*avg < maxUndoBytes {
+			next = min(next, max(avg+1, (u-undoHeaderSize)/2+1)) // a larger undo record
+		}
+		avg = next
+	}
+}
+
+// divisorsOf lists the divisors of q > 0, smallest first.
+func divisorsOf(q int64) []int64 {
+	var lo, hi []int64
+	for d := int64(1); d*d <= q; d++ {
+		if q%d == 0 {
+			lo = append(lo, d)
+			if d*d != q {
+				hi = append(hi, q/d)
+			}
+		}
+	}
+	slices.Reverse(hi)
+	return append(lo, hi...)
+}
+
+// eachTierOf calls visit with the layouts of base whose tiers are size
+// bytes, tiers of them, for entries of avg bytes, ending at end: one for
+// each distinct tier shape a count of entries per tier gives.
+func eachTierOf(b InferBase, undo bool, avg, size, tiers, end int64, visit func(Layout) error) error {
+	maxPer := int64(maxChunks) / (shapeTier(9, avg).homeChunks + 1)
+	// The tier's size grows with the entries it takes: find those that
+	// make it size bytes.
+	lo := int64(9) + int64(sortSearch(maxPer-9, func(i int64) bool { return shapeTier(9+i, avg).size >= size }))
+	if lo > maxPer || shapeTier(lo, avg).size != size {
+		return nil
+	}
+	var last tierShape
+	for per := lo; per <= maxPer && per < lo+1<<16; per++ {
+		t := shapeTier(per, avg)
+		if t.size != size {
+			break
+		}
+		if t.slots == last.slots && t.chunks == last.chunks {
+			continue
+		}
+		entries, ok := entriesFor(per, b.Segments)
+		if !ok {
+			continue
+		}
+		last = t
+		kv := avg - entryHeaderSize
+		key := max(1, kv-maxEntryBytes/2)
+		x := tiers - b.Segments - b.Segments/8 - 1
+		bloat := 1 + float64(x)/float64(b.Segments)
+		for extraTiers(bloat, b.Segments) > x+b.Segments/8+1 {
+			bloat = math.Nextafter(bloat, 0)
+		}
+		p := Params{Entries: int(entries), AverageKeySize: int(key), AverageValueSize: int(kv - key),
+			MaxBloatFactor: bloat, Segments: int(b.Segments), NoUndo: !undo}
+		if checkParams(p, true) != nil {
+			continue
+		}
+		l, err := newLayout(p, b.GlobalOff, true, b.Stats, undo)
+		if err != nil || l.End != end || l.TierSize != size || l.Tiers != tiers {
+			continue
+		}
+		l.MoveCounters, l.FastLedgers = b.Stats, b.FastLedgers
+		if err := visit(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortSearch is sort.Search over int64: the smallest i in [0, n) for which
+// f is true, or n.
+func sortSearch(n int64, f func(int64) bool) int64 {
+	lo, hi := int64(0), n
+	for lo < hi {
+		mid := int64(uint64(lo+hi) >> 1)
+		if !f(mid) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// entriesFor finds a count of entries for which a map of segments takes
+// per entries per tier (tierEntries), if there is one.
+func entriesFor(per, segments int64) (int64, bool) {
+	y := float64(per - 8)
+	if y < 1 {
+		return 0, false
+	}
+	root := (-4.5 + math.Sqrt(20.25+4*y)) / 2
+	e := int64(math.Floor(root * root * float64(segments)))
+	for _, c := range []int64{e, e - 1, e + 1, e - 2, e + 2} {
+		if c >= 1 && c <= 1<<40 && tierEntries(c, segments) == per {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// score is how well a layout fits what the file's tiers hold.
+type score struct{ good, bad, bitmaps int }
+
+// value weighs a contradiction as two verified entries: a wrong geometry
+// reads almost nothing but contradictions; the right one, in a damaged
+// file, a few among many entries.
+func (s score) value() int { return s.good - 2*s.bad }
+
+// better orders scores, and layouts that score alike by the one that
+// accounts for more of the allocation bitmaps, then by more chunks (two
+// layouts that differ only in chunks past the last entry read the same).
+func (s score) better(o score, l, ol *Layout) bool {
+	switch {
+	case s.value() != o.value():
+		return s.value() > o.value()
+	case s.bitmaps != o.bitmaps:
+		return s.bitmaps > o.bitmaps
+	}
+	return l.Chunks > ol.Chunks
+}
+
+// sampleTiers is how many first tiers, and how many overflow tiers,
+// scoreLayout looks at: enough for entries to tell the right geometry
+// from the others, few enough to score every candidate in well under a
+// second for a map of a million entries.
+const sampleTiers = 64
+
+// maxSlotsLooked bounds the entries looked at per tier.
+const maxSlotsLooked = 32
+
+// sampled lists the tiers a score looks at: up to sampleTiers first tiers
+// spread over the segments, and as many overflow tiers from the pool's
+// start.
+func sampled(l *Layout) []int64 {
+	var out []int64
+	step := max(1, l.Segments/sampleTiers)
+	for t := int64(0); t < l.Segments; t += step {
+		out = append(out, t)
+	}
+	for t := l.Segments; t < l.Tiers && t < l.Segments+sampleTiers; t++ {
+		out = append(out, t)
+	}
+	return out
+}
+
+// scoreLayout reads the sampled tiers of r as l lays them out and counts
+// what agrees and what does not. It reads with plain loads: the file may
+// be in use, and a torn read only costs a point.
+func scoreLayout(r *offheap.Region, l *Layout) score {
+	var sc score
+	le := binary.LittleEndian
+	for _, t := range sampled(l) {
+		base := l.TiersOff + t*l.TierSize
+		tierBytes := r.Bytes(base, l.TierSize)
+		word := func(off int64) uint64 { return le.Uint64(tierBytes[off:]) }
+		nonzero := int64(0)
+		for i := range l.Slots {
+			if word(tierHeaderSize+8*i) != 0 {
+				nonzero++
+			}
+		}
+		if nonzero == 0 && allZero(tierBytes[:tierHeaderSize]) {
+			continue
+		}
+		next, entries, lowest, used, owner, order := word(thNext), word(thEntries), word(thLowestFree), word(thUsedChunks), word(thOwner), word(thOrder)
+		seg := t
+		if entries != uint64(nonzero) {
+			sc.bad++
+		}
+		if used > uint64(l.Chunks) || lowest > uint64(l.Chunks) {
+			sc.bad++
+		}
+		if next != 0 && (next <= uint64(l.Segments) || next > uint64(l.Tiers)) {
+			sc.bad++
+		}
+		switch {
+		case t < l.Segments && (owner != 0 || order != 0):
+			sc.bad++
+		case t >= l.Segments && (owner == 0 || owner > uint64(l.Segments)):
+			sc.bad++
+			seg = -1
+		case t >= l.Segments:
+			seg = int64(owner - 1)
+		}
+		pop := 0
+		for i := range l.Chunks / 64 {
+			pop += bits.OnesCount64(word(l.bitmapOff + 8*i))
+		}
+		if uint64(pop) == used {
+			sc.bitmaps++
+		} else {
+			sc.bad++
+		}
+		looked := 0
+		for i := int64(0); i < l.Slots && looked < maxSlotsLooked; i++ {
+			slot := word(tierHeaderSize + 8*i)
+			if slot == 0 {
+				continue
+			}
+			looked++
+			if entryFits(l, tierBytes, slot, seg) {
+				sc.good++
+			} else {
+				sc.bad++
+			}
+		}
+	}
+	return sc
+}
+
+// entryFits reports whether slot, read from the tier whose bytes are
+// tier (of segment seg, or -1 if unknown), names an entry that decodes
+// inside the tier, whose key hashes to seg and to the slot's tag, and
+// whose checksum, if it has one, holds.
+func entryFits(l *Layout, tier []byte, slot uint64, seg int64) bool {
+	key, value, head, ok := entryIn(l, tier, slot)
+	if !ok {
+		return false
+	}
+	h := xxhash.Sum64(key)
+	if uint32(h>>l.segmentBits) != slotTag(slot) || (seg >= 0 && l.segmentOf(h) != seg) {
+		return false
+	}
+	sum := binary.LittleEndian.Uint32(head[ehChecksum:])
+	return sum == 0 || sum == entryChecksum(head[:ehChecksum], key, value)
+}
+
+// entryIn decodes the entry slot names in tier as l lays it out, bounding
+// every length by the tier.
+func entryIn(l *Layout, tier []byte, slot uint64) (key, value, head []byte, ok bool) {
+	c := slotChunk(slot)
+	if c < 0 || c >= l.Chunks {
+		return nil, nil, nil, false
+	}
+	off := l.entriesOff + c*l.ChunkSize
+	head = tier[off : off+entryHeaderSize]
+	klen := int64(binary.LittleEndian.Uint32(head[ehKeyLen:]))
+	vlen := int64(binary.LittleEndian.Uint32(head[ehValueLen:]))
+	nch := int64(binary.LittleEndian.Uint32(head[ehChunks:]))
+	if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
+		return nil, nil, nil, false
+	}
+	key = tier[off+entryHeaderSize : off+entryHeaderSize+klen]
+	value = tier[off+entryHeaderSize+klen : off+entryHeaderSize+klen+vlen]
+	return key, value, head, true
+}
+
+// examined is what the entries of the chosen layout say of its flags.
+type examined struct {
+	entries, summed int // entries that fit, and those with a checksum
+	refBits         int // slots with the CLOCK reference bit set
+	short           int // values shorter than a cache map's expiry
+	zeroPrefix      int // values whose first 8 bytes are zero (a cache map's "never expires")
+	recentPrefix    int // values whose first 8 bytes read as a time near now
+	cacheWords      int // segment headers with CLOCK hand or eviction counts
+}
+
+// examine reads the sampled tiers and the segment headers of r as l lays
+// them out.
+func examine(r *offheap.Region, l *Layout) examined {
+	var ex examined
+	le := binary.LittleEndian
+	now := time.Now()
+	from, to := now.AddDate(-2, 0, 0).UnixNano(), now.AddDate(20, 0, 0).UnixNano()
+	for _, t := range sampled(l) {
+		tier := r.Bytes(l.TiersOff+t*l.TierSize, l.TierSize)
+		seg := t
+		if t >= l.Segments {
+			seg = int64(le.Uint64(tier[thOwner:])) - 1
+		}
+		for i := range l.Slots {
+			slot := le.Uint64(tier[tierHeaderSize+8*i:])
+			if slot == 0 || !entryFits(l, tier, slot, seg) {
+				continue
+			}
+			_, value, head, _ := entryIn(l, tier, slot)
+			ex.entries++
+			if le.Uint32(head[ehChecksum:]) != 0 {
+				ex.summed++
+			}
+			if slot&refBit != 0 {
+				ex.refBits++
+			}
+			switch {
+			case len(value) < metaSize:
+				ex.short++
+			case le.Uint64(value) == 0:
+				ex.zeroPrefix++
+			case int64(le.Uint64(value)) >= from && int64(le.Uint64(value)) <= to:
+				ex.recentPrefix++
+			}
+		}
+	}
+	heads := r.Bytes(l.SegmentsOff, l.Segments*segmentHeaderSize)
+	for i := range l.Segments {
+		if !allZero(heads[i*segmentHeaderSize+shHand : (i+1)*segmentHeaderSize]) {
+			ex.cacheWords++
+		}
+	}
+	return ex
+}
+
+// cache decides whether the map is a cache map, whose stored values begin
+// with an 8-byte expiry, and says why; canBe says whether the geometry
+// found allows one (entries large enough for an expiry). Only the marks of a cache map in
+// use (eviction words, reference bits) are proof; values that all begin
+// with 8 bytes an expiry could be are taken for one, and said to be.
+func (ex examined) cache(canBe bool) (bool, string) {
+	switch {
+	case !canBe:
+		return false, "read as a plain map: the tiers are laid out for entries too small for a cache map's"
+	case ex.short > 0:
+		return false, fmt.Sprintf("read as a plain map: %d values are shorter than the 8-byte expiry a cache map puts before each", ex.short)
+	case ex.cacheWords > 0 || ex.refBits > 0:
+		return true, fmt.Sprintf("read as a cache map (each stored value's first 8 bytes its expiry): %d segment headers hold eviction words and %d slots reference bits, which only cache maps have",
+			ex.cacheWords, ex.refBits)
+	case ex.entries > 0 && ex.zeroPrefix+ex.recentPrefix == ex.entries:
+		return true, fmt.Sprintf("read as a cache map (each stored value's first 8 bytes its expiry): all %d values looked at begin with 8 bytes that read as an expiry (%d never, %d a time near now); nothing else tells, so if this was a plain map, each value read lacks its first 8 bytes",
+			ex.entries, ex.zeroPrefix, ex.recentPrefix)
+	}
+	return false, "read as a plain map: nothing marks it a cache map (eviction words, reference bits, values that begin with an expiry)"
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
