@@ -61,6 +61,12 @@
 // crash, Check finds entries torn by a partial write-back and Repair
 // removes them (see Sync and Repair).
 //
+// The file's header is kept twice: Open reads a map one of whose header
+// copies is damaged, and a writable Open rewrites it from the other. A map
+// that Open refuses for its header (both copies lost, the first page
+// overwritten) or its size (cut short, extended) can still be read by
+// Salvage, which finds the layout from the file itself if it must.
+//
 // # Caveats
 //
 //   - Do not fork after Open: the child shares the mapping but not the

@@ -115,6 +115,42 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	return l, locks, reg, nil
 }
 
+// readRecords decodes the layout records of f's header: the segment
+// record, segLen bytes, then, in files that have them, the lock record
+// and the registry record. Files from before lock tables have no lock
+// record and no arena (the zero lockLayout), nor those from before the
+// registry a registry (0 slots).
+func readRecords(f *offheap.File, segLen int) (segment.Layout, lockLayout, int, error) {
+	rec := f.Layout()
+	var locks lockLayout
+	regSlots := 0
+	if len(rec) > segLen {
+		lockRec := rec[segLen:]
+		var err error
+		if n := lockRecordLen(lockRec); n < len(lockRec) {
+			if regSlots, err = decodeRegistryRecord(lockRec[n:]); err != nil {
+				return segment.Layout{}, lockLayout{}, 0, err
+			}
+			lockRec = lockRec[:n]
+		}
+		if locks, err = decodeLockLayout(lockRec); err != nil {
+			return segment.Layout{}, lockLayout{}, 0, err
+		}
+		rec = rec[:segLen]
+	}
+	var regBytes int64
+	if regSlots > 0 {
+		// The ledger count is the segment count, which the segment record
+		// holds; the registry's size does not depend on where it starts
+		// (and a wrong count makes DecodeLayout below fail).
+		if segs, ok := segment.RecordSegments(rec); ok {
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
+		}
+	}
+	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
+	return l, locks, regSlots, err
+}
+
 // testCreateWithoutFastLedgers, set only by tests, makes Open create files
 // as builds before fast ledgers did.
 var testCreateWithoutFastLedgers bool
@@ -182,34 +218,7 @@ func Open(path string, opts *Options) (*Map, error) {
 	if err != nil {
 		return nil, classifyOpenError(err)
 	}
-	rec := f.Layout()
-	var locks lockLayout // files from before lock tables have no record and no arena
-	regSlots := 0        // nor those from before the registry
-	if len(rec) > len(segRecord) {
-		lockRec := rec[len(segRecord):]
-		if n := lockRecordLen(lockRec); n < len(lockRec) {
-			if regSlots, err = decodeRegistryRecord(lockRec[n:]); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("open %s: %w", path, err)
-			}
-			lockRec = lockRec[:n]
-		}
-		if locks, err = decodeLockLayout(lockRec); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
-		rec = rec[:len(segRecord)]
-	}
-	var regBytes int64
-	if regSlots > 0 {
-		// The ledger count is the segment count, which the segment record
-		// holds; the registry's size does not depend on where it starts
-		// (and a wrong count makes DecodeLayout below fail).
-		if segs, ok := segment.RecordSegments(rec); ok {
-			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
-		}
-	}
-	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
+	l, locks, regSlots, err := readRecords(f, len(segRecord))
 	if err != nil {
 		f.Close()
 		return nil, classifyOpenError(fmt.Errorf("open %s: %w", path, err))
