@@ -2,8 +2,16 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
+
+	"github.com/sharedmap/sharedmap/hashmap"
 )
+
+// dumpOpts are dump's flags.
+type dumpOpts struct {
+	salvage bool
+}
 
 var dumpCmd = &command{
 	readOnly: true,
@@ -34,13 +42,44 @@ exits with status 3, saying what it left out.
 mapctl recover --repair keeps what it can of a damaged segment in the file
 itself.
 
+With --salvage it reads a map that the other commands refuse: one whose
+file header is damaged in both of its copies, or wiped (zeros, or other
+bytes, over the first page), or whose size is not the one its header
+records (cut short: the missing end reads as empty; extended: the extra
+bytes are left out). Without a header it finds the layout from the file
+itself: the lock table's and the process registry's own headers say where
+the segments start and how many there are, and the one layout whose
+tiers' entries verify is taken. It says on stderr what the salvage rests
+on (whether the map was read as a cache map, and why, among it); every
+entry written decodes and passes its checksum (in a map that keeps them),
+as always. It never writes the file. Load what it writes into a new map to
+go on:
+
+  mapctl dump --salvage /tmp/m.map > entries.tsv
+  mapctl create /tmp/new.map --entries N && mapctl load /tmp/new.map entries.tsv
+
 Example:
   mapctl dump /tmp/m.map | sort > entries.tsv`,
-	run: func(e *env, c *command, _ any, args []string) int {
+	flags: func(fs *flag.FlagSet) any {
+		o := &dumpOpts{}
+		fs.BoolVar(&o.salvage, "salvage", false, "read a map whose file header is lost or whose size is wrong (never writes it)")
+		return o
+	},
+	run: func(e *env, c *command, opts any, args []string) int {
 		if !e.wantArgs(c, args, 1) {
 			return exitUsage
 		}
-		m, err := openExisting(args[0], true)
+		var m *hashmap.Map
+		var err error
+		if opts.(*dumpOpts).salvage {
+			var sv hashmap.Salvaged
+			m, sv, err = hashmap.Salvage(args[0], nil)
+			for _, note := range sv.Notes {
+				fmt.Fprintf(e.stderr, "mapctl: %s: salvage: %s\n", c.name, note)
+			}
+		} else {
+			m, err = openExisting(args[0], true)
+		}
 		if err != nil {
 			return e.fail(c, err)
 		}

@@ -375,5 +375,13 @@ func openExistingWith(path string, o *hashmap.Options) (*hashmap.Map, error) {
 		}
 		return nil, fmt.Errorf("%s is not a map: its creation did not finish (its creator died or failed, or is only starting: then try again); remove it, then run mapctl create", path)
 	}
+	switch {
+	case errors.Is(err, offheap.ErrChecksum) || errors.Is(err, offheap.ErrCorrupt):
+		return nil, fmt.Errorf("%w; mapctl dump --salvage %s writes out every entry that is still sound, to load into a new map", err, path)
+	case errors.Is(err, offheap.ErrNotSharedMap):
+		if st, serr := os.Stat(path); serr == nil && st.Size() > offheap.HeaderSize {
+			return nil, fmt.Errorf("%w (if it was a map whose first page was overwritten, mapctl dump --salvage %s writes out its entries)", err, path)
+		}
+	}
 	return m, err
 }
