@@ -2,11 +2,14 @@ package hashmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
@@ -151,5 +154,62 @@ func TestLargestLayoutFits(t *testing.T) {
 	}
 	if largest != 210 {
 		t.Errorf("the largest layout record is %d bytes; docs/FORMAT.md and offheap/layout.go say 210", largest)
+	}
+}
+
+// TestVersion1MapOpens: a map whose header page is version 1, as builds
+// before the two header copies wrote it (one copy filling the page, its
+// checksum over the whole page with the state and checksum read as zero),
+// opens read-only and writable, reads every entry, takes a Put, checks
+// clean after Repair, and keeps its version-1 header.
+func TestVersion1MapOpens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	want := filledMap(t, path, &Options{Entries: 500, AverageKeySize: 8, AverageValueSize: 40, MaxProcesses: 4}, 300)
+	clean, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	v1 := make([]byte, offheap.HeaderSize)
+	n := int(le.Uint32(clean[52:]))
+	copy(v1, clean[:1024+n]) // copy A: the fields and the layout record, at version 1's offsets
+	le.PutUint32(v1[8:], 1)
+	sum := bytes.Clone(v1)
+	clear(sum[16:20])
+	clear(sum[56:64])
+	le.PutUint64(v1[56:], xxhash.Sum64(sum))
+	writeAt(t, path, v1, 0)
+
+	m, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open of a version-1 map: %v", err)
+	}
+	if msg := dumpAll(m, want); msg != "" {
+		t.Fatal(msg)
+	}
+	m.Close()
+	m, err = Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open of a version-1 map: %v", err)
+	}
+	if err := m.Put([]byte("new"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	want["new"] = "value"
+	if _, err := m.Repair(); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := m.Check()
+	msg := dumpAll(m, want)
+	m.Close()
+	if err != nil || len(problems) != 0 || msg != "" {
+		t.Fatalf("version-1 map after a Put and Repair: Check = %v, %v; %s", problems, err, msg)
+	}
+	now, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(now[:offheap.HeaderSize], v1) {
+		t.Fatal("the version-1 header page changed")
 	}
 }

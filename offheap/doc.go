@@ -32,6 +32,8 @@
 // Opening never panics on any file content and never writes to a file that
 // fails validation: a foreign, truncated, extended, damaged or newer-format
 // file gives a [*FileError] wrapping one of the sentinels in errors.go.
+// [OpenSalvage] maps such a file read-only all the same, for the layers
+// above to get out what it still holds.
 //
 // # Concurrency
 //
