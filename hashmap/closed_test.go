@@ -51,7 +51,6 @@ func TestClosedMapAnswers(t *testing.T) {
 	if s := m.Segments(); s != nil {
 		t.Errorf("Segments after Close = %v", s)
 	}
-	_ = m.Expvar()()
 	if err := m.WritePrometheus(new(nopWriter), "m"); err != nil {
 		t.Errorf("WritePrometheus after Close: %v", err)
 	}

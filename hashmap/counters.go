@@ -1,7 +1,6 @@
 package hashmap
 
 import (
-	"expvar"
 	"fmt"
 	"io"
 	"strings"
@@ -79,14 +78,6 @@ func (m *Map) slotCounters() [][]uint64 {
 		out[i] = m.reg.Counters(i)
 	}
 	return out
-}
-
-// Expvar returns the map's Stats as an expvar variable, read afresh each
-// time it is shown:
-//
-//	expvar.Publish("sharedmap", m.Expvar())
-func (m *Map) Expvar() expvar.Func {
-	return func() any { return m.Stats() }
 }
 
 // WritePrometheus writes the map's counters and sizes in the Prometheus

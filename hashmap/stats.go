@@ -42,6 +42,11 @@ type Stats struct {
 // Stats reads the map's counters and geometry, and how much of the file
 // this process has in memory (from /proc/self/smaps, about a millisecond:
 // call it for monitoring, not per operation). A closed map has zero Stats.
+//
+// Stats marshals to JSON; to publish it with expvar (which the package
+// does not import, so that importing it registers no /debug/vars):
+//
+//	expvar.Publish("sharedmap", expvar.Func(func() any { return m.Stats() }))
 func (m *Map) Stats() Stats {
 	c, err := m.enterAny(false)
 	if err != nil {
