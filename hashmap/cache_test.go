@@ -235,42 +235,6 @@ func TestStatsAcrossProcesses(t *testing.T) {
 	}
 }
 
-// TestExports: the Prometheus text has every counter with its type line
-// and the map label.
-func TestExports(t *testing.T) {
-	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	_ = m.Put([]byte("k"), []byte("v"))
-	_, _ = m.Get([]byte("k"))
-	_, _ = m.Get([]byte("nope"))
-	var b strings.Builder
-	if err := m.WritePrometheus(&b, "test"); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`sharedmap_hits_total{map="test"} 1`, `sharedmap_misses_total{map="test"} 1`, `sharedmap_puts_total{map="test"} 1`,
-		"# TYPE sharedmap_entries gauge", "# TYPE sharedmap_evictions_total counter", `sharedmap_lock_timeouts_total{map="test"} 0`} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("Prometheus text lacks %q:\n%s", want, b.String())
-		}
-	}
-	if !strings.Contains(b.String(), `sharedmap_resident_bytes{map="test"} `) || strings.Contains(b.String(), `sharedmap_resident_bytes{map="test"} 0`+"\n") ||
-		!strings.Contains(b.String(), `sharedmap_huge_page_bytes{map="test"} `) {
-		t.Errorf("Prometheus text lacks the residency gauges, or has none resident:\n%s", b.String())
-	}
-	// A name with what the format escapes, a tab and a byte that is not
-	// UTF-8: escaped as Prometheus reads it, nothing else.
-	b.Reset()
-	if err := m.WritePrometheus(&b, "a\\b\"c\nd\te\xff"); err != nil {
-		t.Fatal(err)
-	}
-	if want := `sharedmap_puts_total{map="a\\b\"c\nd` + "\te\uFFFD" + `"} 1`; !strings.Contains(b.String(), want) {
-		t.Errorf("Prometheus text lacks %q:\n%s", want, b.String())
-	}
-}
-
 // TestVersions: a version stays current until a write changes or removes a
 // value of its segment (from another handle too), or its entry expires;
 // inserting another key does not end it.

@@ -51,6 +51,9 @@ func TestClosedMapAnswers(t *testing.T) {
 	if s := m.Segments(); s != nil {
 		t.Errorf("Segments after Close = %v", s)
 	}
+	if ms := m.Metrics(); ms != nil {
+		t.Errorf("Metrics after Close = %v", ms)
+	}
 	if err := m.WritePrometheus(new(nopWriter), "m"); err != nil {
 		t.Errorf("WritePrometheus after Close: %v", err)
 	}

@@ -1,11 +1,6 @@
 package hashmap
 
-import (
-	"fmt"
-	"io"
-	"strings"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Statistics live in the file, so that any process can read them while
 // others use the map: counters written under a segment's lock (puts,
@@ -78,41 +73,4 @@ func (m *Map) slotCounters() [][]uint64 {
 		out[i] = m.reg.Counters(i)
 	}
 	return out
-}
-
-// WritePrometheus writes the map's counters and sizes in the Prometheus
-// text exposition format, labelled map="name", for a /metrics handler of
-// the embedding program. It needs no Prometheus library.
-func (m *Map) WritePrometheus(w io.Writer, name string) error {
-	st := m.Stats()
-	label := `{map="` + promLabelValue(name) + `"}`
-	var b []byte
-	metric := func(kind, metricName, help string, v float64) {
-		b = fmt.Appendf(b, "# HELP sharedmap_%s %s\n# TYPE sharedmap_%s %s\nsharedmap_%s%s %g\n",
-			metricName, help, metricName, kind, metricName, label, v)
-	}
-	metric("gauge", "entries", "Entries stored now.", float64(st.Entries))
-	metric("gauge", "capacity", "Entries the map was sized for.", float64(st.Capacity))
-	metric("gauge", "tiers_in_use", "First tiers and linked overflow tiers.", float64(st.TiersInUse))
-	metric("gauge", "bytes_used", "Entry space in use, in bytes.", float64(st.BytesUsed))
-	metric("counter", "hits_total", "Lookups that found the key (processes with the map open for writing).", float64(st.Hits))
-	metric("counter", "misses_total", "Lookups that did not find the key.", float64(st.Misses))
-	metric("counter", "puts_total", "Entries stored.", float64(st.Puts))
-	metric("counter", "deletes_total", "Entries removed.", float64(st.Deletes))
-	metric("counter", "evictions_total", "Entries evicted to make room (cache maps).", float64(st.Evictions))
-	metric("counter", "expired_total", "Expired entries reclaimed (cache maps).", float64(st.Expired))
-	metric("counter", "lock_waits_total", "Operations that waited for a segment lock.", float64(st.LockWaits))
-	metric("counter", "lock_timeouts_total", "Segment lock waits that ran out LockTimeout, recovered after or not.", float64(st.LockTimeouts))
-	metric("gauge", "resident_bytes", "Bytes of the map file this process has mapped in.", float64(st.Resident))
-	metric("gauge", "huge_page_bytes", "Of the resident bytes, those mapped with 2 MiB pages.", float64(st.HugePageBytes))
-	_, err := w.Write(b)
-	return err
-}
-
-// promLabelValue is name as a label value of the Prometheus text format:
-// UTF-8 (other bytes become U+FFFD) with only backslash, double quote and
-// newline escaped, which is all that format knows (Go's %q would write
-// escapes such as \t and \x00 that Prometheus rejects).
-func promLabelValue(name string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(strings.ToValidUTF8(name, "\uFFFD"))
 }

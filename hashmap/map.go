@@ -46,6 +46,7 @@ type Map struct {
 	reg        *registry.Registry // nil: a file from before the registry, or damaged (regErr)
 	regErr     error              // why a read-only open could not attach the registry (Check reports it)
 	counters   []uint64           // this process's hits and misses, two per segment, in its registry slot (nil: none)
+	baseCounts []uint64           // what counters held when this process joined its slot (see ownLookups)
 	segMask    uint64             // Segments - 1: a hash's low bits pick its segment
 	rangeBufs  sync.Pool          // of *rangeBuf, for RangeView
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
@@ -312,7 +313,7 @@ func (m *Map) join(l registry.Layout) error {
 		return err
 	}
 	m.reg = reg
-	m.counters = reg.Counters(slot)
+	m.joinCounters(reg.Counters(slot))
 	inherited := false
 	if a := m.lockTable.arena; a != nil {
 		journals := make([][]uint64, l.Slots)

@@ -47,12 +47,19 @@ type Stats struct {
 // does not import, so that importing it registers no /debug/vars):
 //
 //	expvar.Publish("sharedmap", expvar.Func(func() any { return m.Stats() }))
+//
+// For Prometheus, see WritePrometheus and Metrics.
 func (m *Map) Stats() Stats {
 	c, err := m.enterAny(false)
 	if err != nil {
 		return Stats{}
 	}
 	defer c.Leave()
+	return m.stats()
+}
+
+// stats is Stats for a caller already counted in.
+func (m *Map) stats() Stats {
 	l := m.layout
 	st := Stats{
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
