@@ -24,7 +24,7 @@ type Stats struct {
 	Cache            bool    `json:"cache"`             // created as a cache: entries expire and are evicted
 	Counters         bool    `json:"counters"`          // the file keeps the counters below (files from before them do not)
 	UndoRecords      bool    `json:"undo_records"`      // values rewritten in place go through an undo record first, so a process killed in the middle loses no key (see Options.NoUndo)
-	FastLedgers      bool    `json:"fast_ledgers"`      // the file has fast ledgers for Put's fast path (files created before 2026-11-26 do not; their Puts are a little slower)
+	FastLedgers      bool    `json:"fast_ledgers"`      // the file has fast ledgers for Put's fast path (files created before them do not; their Puts are a little slower)
 	Hits             int64   `json:"hits"`              // Gets, GetMany keys and Contains that found the key, by every process that opened the map for writing
 	Misses           int64   `json:"misses"`            // Gets, GetMany keys and Contains that did not
 	Puts             int64   `json:"puts"`              // entries stored by Put, PutMany, PutWithTTL, PutIfAbsent, Compute and Update
