@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/offheap"
@@ -185,15 +183,15 @@ func (e *env) runArgs(args []string) int {
 	if c.flags != nil {
 		opts = c.flags(fs)
 	}
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := parseArgs(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		e.commandHelp(c, stdout)
 		return exitOK
 	}
 	if err != nil {
 		msg := shortenArgs(err.Error(), args[1:])
-		if strings.HasPrefix(msg, "flag provided but not defined") && strings.Contains(c.args, "KEY") {
-			msg += ` (a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args + `)`
+		if _, unknown := errors.AsType[*unknownFlagError](err); unknown && strings.Contains(c.args, "KEY") {
+			msg += `; a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args
 		}
 		return e.usageError(c, msg)
 	}
@@ -230,58 +228,6 @@ func newFlagSet(c *command) *flag.FlagSet {
 	return fs
 }
 
-// parseInterspersed parses flags anywhere among the arguments and returns
-// the positional ones. After "--" everything is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, explainFlagError(fs, err)
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// badFlagValue matches the flag package's error for a value its parser
-// refused, which keeps none of the parser's reason.
-var badFlagValue = regexp.MustCompile(`^invalid value (".*") for flag -([^:]+): parse error$`)
-
-// explainFlagError says, for a flag value that did not parse, what the
-// flag takes, with an example: "parse error" alone does not tell a user
-// that --ttl wants a unit or that --entries takes no 1e6.
-func explainFlagError(fs *flag.FlagSet, err error) error {
-	m := badFlagValue.FindStringSubmatch(err.Error())
-	if m == nil {
-		return err
-	}
-	f := fs.Lookup(m[2])
-	if f == nil {
-		return err
-	}
-	var want string
-	switch f.Value.(flag.Getter).Get().(type) {
-	case time.Duration:
-		want = "a duration with its unit, as 90s, 15m or 2h"
-	case int, int64, uint, uint64:
-		want = "a whole number in digits, as 1000000 (no exponent, no suffix)"
-	case float64:
-		want = "a number, as 1.5"
-	case bool:
-		want = "true or false"
-	default:
-		return err
-	}
-	return fmt.Errorf("invalid value %s for flag --%s: want %s", m[1], m[2], want)
-}
-
 // commandHelp prints the full help of c.
 func (e *env) commandHelp(c *command, w io.Writer) {
 	fmt.Fprintf(w, "usage: %s\n\n%s.\n\n%s\n", c.usageLine(), upperFirst(c.summary), strings.TrimSpace(c.help))
@@ -293,8 +239,7 @@ func (e *env) commandHelp(c *command, w io.Writer) {
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
 		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
 	fmt.Fprintf(w, "\n%s\n", exitStatusHelp)
 }

@@ -1394,8 +1394,8 @@ func TestTimeoutSaysWhatReleases(t *testing.T) {
 
 // TestBadFlagValuesSayWhatTheFlagTakes: a flag value that does not parse
 // is answered with what the flag takes and an example, where the flag
-// package says only "parse error" (a reviewing helper's finding: --ttl 5
-// and --entries 1e6 gave no clue).
+// package says only "parse error", which gives no clue that --ttl wants a
+// unit or that --entries takes no exponent.
 func TestBadFlagValuesSayWhatTheFlagTakes(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	for _, tc := range []struct {
