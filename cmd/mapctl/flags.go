@@ -45,7 +45,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 				return nil, flag.ErrHelp
 			}
 			written, _, _ := strings.Cut(a, "=")
-			return nil, &unknownFlagError{written: written}
+			return nil, &unknownFlagError{written: written, suggest: suggestFlag(fs, name)}
 		}
 		if isBool(f) {
 			if !hasValue {
@@ -66,12 +66,34 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // unknownFlagError is a flag the command does not define, as it was
-// written (-k, --entires).
+// written (-k, --entires), and the flags it may have meant.
 type unknownFlagError struct {
 	written string
+	suggest []string
 }
 
-func (e *unknownFlagError) Error() string { return "unknown flag " + e.written }
+func (e *unknownFlagError) Error() string {
+	msg := "unknown flag " + e.written
+	if len(e.suggest) > 0 {
+		msg += ": did you mean " + orList(dashed(e.suggest)) + "?"
+	}
+	return msg
+}
+
+// suggestFlag names the flags of fs close to name (see suggest).
+func suggestFlag(fs *flag.FlagSet, name string) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return suggest(name, names)
+}
+
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return out
+}
 
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,6 +80,61 @@ func TestFlagsAnywhere(t *testing.T) {
 		c, o, e := mapctl(t, "", tc.args...)
 		if c != exitUsage || o != "" || !strings.Contains(e, tc.want) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, c, o, e, exitUsage, tc.want)
+		}
+	}
+}
+
+// TestMisspeltNamesSuggestTheNear: an unknown command or flag is answered
+// with the names within a couple of edits of it, or that it starts, and
+// exit status 2; a name far from any suggests nothing.
+func TestMisspeltNamesSuggestTheNear(t *testing.T) {
+	p := newMap(t)
+	for _, tc := range []struct {
+		args []string
+		want string // "" for no suggestion
+	}{
+		{[]string{"creat"}, `unknown command "creat": did you mean "create"?`},
+		{[]string{"crate", p}, `did you mean "create"?`},
+		{[]string{"stat", p}, `did you mean "stats"?`},
+		{[]string{"dmup", p}, `did you mean "dump"?`},
+		{[]string{"rec"}, `did you mean "recover"?`},
+		{[]string{"de"}, `did you mean "delete" or "demo"?`},
+		{[]string{"hlep"}, `did you mean "help"?`},
+		{[]string{"help", "inspcet"}, `did you mean "inspect"?`},
+		{[]string{"--hlep"}, `did you mean --help?`},
+		{[]string{"create", p, "--entires", "5"}, "unknown flag --entires: did you mean --entries?"},
+		{[]string{"stats", p, "--wacth", "1s"}, "did you mean --watch?"},
+		{[]string{"stats", p, "-jsno"}, "unknown flag -jsno: did you mean --json?"},
+		{[]string{"bench", "--value-szie=8"}, "unknown flag --value-szie: did you mean --value-size?"},
+		{[]string{"xyzzy"}, ""},
+		{[]string{"demo-wrker"}, ""}, // hidden commands are not offered
+		{[]string{"stats", p, "-k"}, ""},
+		{[]string{"create", p, "--colour"}, ""},
+	} {
+		c, o, e := mapctl(t, "", tc.args...)
+		if c != exitUsage || o != "" {
+			t.Errorf("%q: exit %d, stdout %q; want exit %d", tc.args, c, o, exitUsage)
+		}
+		if tc.want == "" && strings.Contains(e, "did you mean") || !strings.Contains(e, tc.want) {
+			t.Errorf("%q: stderr %q; want %q", tc.args, e, cmp.Or(tc.want, "no suggestion"))
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"", "abc", 3}, {"create", "create", 0}, {"creat", "create", 1},
+		{"entires", "entries", 1}, {"wacth", "watch", 1}, {"get", "put", 2}, {"ab", "ba", 1},
+		{"kitten", "sitting", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := editDistance(tc.b, tc.a); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.b, tc.a, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -167,7 +168,7 @@ func (e *env) runArgs(args []string) int {
 				e.commandHelp(helpCmd, stdout)
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "mapctl: help: unknown command %s (run \"mapctl help\" for the list)\n", quoteShort(args[1]))
+			fmt.Fprintf(stderr, "mapctl: help: %s (run \"mapctl help\" for the list)\n", unknownCommand(args[1]))
 			return exitUsage
 		}
 		e.mainUsage(stdout)
@@ -175,7 +176,7 @@ func (e *env) runArgs(args []string) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(stderr, "mapctl: unknown command %s (run \"mapctl help\" for the list)\n", quoteShort(args[0]))
+		fmt.Fprintf(stderr, "mapctl: %s (run \"mapctl help\" for the list)\n", unknownCommand(args[0]))
 		return exitUsage
 	}
 	fs := newFlagSet(c)
@@ -210,6 +211,37 @@ func (w *errorWriter) Write(p []byte) (int, error) {
 		w.err = err
 	}
 	return n, err
+}
+
+// rootFlags are the flags mapctl takes before a command, as
+// "mapctl --help".
+var rootFlags = []string{"help"}
+
+// unknownCommand says that name is no command, and which it may have
+// meant: a command whose name is close, or, for a name that starts with
+// "-", a flag of mapctl's own or where a command's flags go.
+func unknownCommand(name string) string {
+	if len(name) > 1 && name[0] == '-' {
+		written, _, _ := strings.Cut(name, "=")
+		if near := suggest(strings.TrimLeft(written, "-"), rootFlags); len(near) > 0 {
+			return fmt.Sprintf("unknown flag %s: did you mean %s?", quoteShort(written), orList(dashed(near)))
+		}
+		return fmt.Sprintf("unknown command %s: a command's flags go after its name, as in mapctl create PATH --entries 1000", quoteShort(name))
+	}
+	names := []string{helpCmd.name}
+	for _, c := range commands() {
+		if !c.hidden {
+			names = append(names, c.name)
+		}
+	}
+	msg := "unknown command " + quoteShort(name)
+	if near := suggest(name, names); len(near) > 0 {
+		for i, n := range near {
+			near[i] = strconv.Quote(n)
+		}
+		msg += ": did you mean " + orList(near) + "?"
+	}
+	return msg
 }
 
 func lookup(name string) *command {
