@@ -47,7 +47,8 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		createCmd, putCmd, getCmd, deleteCmd, loadCmd, dumpCmd,
-		statsCmd, inspectCmd, checkCmd, recoverCmd, demoCmd, benchCmd, lockbenchCmd, demoWorkerCmd, benchWorkerCmd, lockbenchWorkerCmd,
+		statsCmd, inspectCmd, checkCmd, recoverCmd, demoCmd, benchCmd, lockbenchCmd, versionCmd,
+		demoWorkerCmd, benchWorkerCmd, lockbenchWorkerCmd,
 	}
 }
 
@@ -78,7 +79,8 @@ Commands:
 
 Run "mapctl COMMAND --help" (or "mapctl help COMMAND") for a command's
 arguments, flags and an example. Flags may come before or after the
-arguments; put "--" before arguments that start with "-".
+arguments; put "--" before arguments that start with "-". "mapctl --version"
+is "mapctl version".
 
 %s
 
@@ -173,6 +175,9 @@ func (e *env) runArgs(args []string) int {
 		}
 		e.mainUsage(stdout)
 		return exitOK
+	case "--version", "-version":
+		// As "mapctl version".
+		args = append([]string{versionCmd.name}, args[1:]...)
 	}
 	c := lookup(args[0])
 	if c == nil {
@@ -215,7 +220,7 @@ func (w *errorWriter) Write(p []byte) (int, error) {
 
 // rootFlags are the flags mapctl takes before a command, as
 // "mapctl --help".
-var rootFlags = []string{"help"}
+var rootFlags = []string{"help", "version"}
 
 // unknownCommand says that name is no command, and which it may have
 // meant: a command whose name is close, or, for a name that starts with
@@ -303,6 +308,10 @@ func (c *command) usageLine() string {
 func (e *env) wantArgs(c *command, args []string, n int) bool {
 	if len(args) == n {
 		return true
+	}
+	if n == 0 {
+		e.usageError(c, fmt.Sprintf("takes no arguments, got %d", len(args)))
+		return false
 	}
 	plural := "s"
 	if n == 1 {
