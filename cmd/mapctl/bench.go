@@ -394,7 +394,7 @@ func benchTailOK(tail []byte, s uint64) bool {
 // terminal.
 func fillBenchMap(ctx context.Context, m *hashmap.Map, cfg *benchConfig, w io.Writer) error {
 	key, value := make([]byte, cfg.KeySize), make([]byte, cfg.ValueSize)
-	p := progress{w: w, on: isTerminal(w), total: int64(cfg.Entries), verb: "filling"}
+	p := newProgress(w, "filling", "keys", int64(cfg.Entries))
 	defer p.done()
 	for i := range cfg.Entries {
 		benchKey(key, uint64(i))
@@ -406,7 +406,7 @@ func fillBenchMap(ctx context.Context, m *hashmap.Map, cfg *benchConfig, w io.Wr
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("interrupted after %d keys", i)
 			}
-			p.update(int64(i), i)
+			p.update(int64(i), int64(i))
 		}
 	}
 	return nil

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,5 +79,65 @@ func TestLoadStoresAsLinesComeAndOnInterrupt(t *testing.T) {
 	}
 	if c, out, e := mapctl(t, "", "check", p); c != exitOK {
 		t.Errorf("check after the interrupted load: %d %s %s", c, out, e)
+	}
+}
+
+// TestLoadCountsAddedAndReplaced: load says how many lines it read, how
+// many keys were new to the map and how many it replaced, where a count of
+// stored entries alone would say 12 for 3 keys written 4 times.
+func TestLoadCountsAddedAndReplaced(t *testing.T) {
+	p := newMap(t)
+	var in strings.Builder
+	for round := range 4 {
+		for _, k := range []string{"a", "b", "c"} {
+			fmt.Fprintf(&in, "%s\t%d\n", k, round)
+		}
+	}
+	in.WriteString("\n")
+	if c, o, e := mapctl(t, in.String(), "load", p, "-"); c != exitOK || o != "read 13 lines: 3 keys added, 9 replaced\n" || e != "" {
+		t.Errorf("load of 3 keys 4 times: exit %d, stdout %q, stderr %q", c, o, e)
+	}
+	if c, o, _ := mapctl(t, "", "get", p, "b"); c != exitOK || o != "3\n" {
+		t.Errorf("get b after the load: exit %d, %q; want the last line's value", c, o)
+	}
+	if c, o, _ := mapctl(t, "d\t1\na\t9\n", "load", p, "-"); c != exitOK || o != "read 2 lines: 1 key added, 1 replaced\n" {
+		t.Errorf("second load: exit %d, stdout %q", c, o)
+	}
+	if c, o, _ := mapctl(t, "", "load", p, "/dev/null"); c != exitOK || o != "read 0 lines: 0 keys added, 0 replaced\n" {
+		t.Errorf("load of nothing: exit %d, stdout %q", c, o)
+	}
+}
+
+// TestProgressLine: the progress line shows the part done, the count, the
+// rate and the time left, grouped in thousands, and fits 80 columns at
+// its widest; with no total it shows the count and the rate.
+func TestProgressLine(t *testing.T) {
+	for _, tc := range []struct {
+		done, total, count int64
+		elapsed            time.Duration
+		want               string
+	}{
+		{31, 100, 620_000, 2 * time.Second, "loading [######..............]  31% 620,000 lines 310,000/s ETA 4s"},
+		{1, 2, 1_000_000, 90 * time.Second, "loading [##########..........]  50% 1,000,000 lines 11,111/s ETA 1m30s"},
+		{100, 100, 5, time.Second, "loading [####################] 100% 5 lines 5/s ETA 0s"},
+		{0, 0, 1_234_567, time.Second, "loading 1,234,567 lines 1,234,567/s"},
+	} {
+		if got := progressLine("loading", "lines", tc.done, tc.total, tc.count, tc.elapsed); got != tc.want {
+			t.Errorf("progressLine(%d of %d, %d lines, %v) =\n%q, want\n%q", tc.done, tc.total, tc.count, tc.elapsed, got, tc.want)
+		}
+	}
+	if got := progressLine("filling", "entries", 1, 1<<40, 999_999_999, 10*time.Second); len(got) > progressMax || !strings.HasSuffix(got, " ETA >99h") {
+		t.Errorf("widest progress line has %d columns, want at most %d: %q", len(got), progressMax, got)
+	}
+
+	// Drawn in place, cleared to the end of the line, and erased when done.
+	var b bytes.Buffer
+	now := time.Now()
+	p := &progress{w: &b, on: true, total: 100, unit: "lines", start: now.Add(-2 * time.Second), last: now.Add(-time.Second)}
+	p.update(31, 620_000)
+	p.update(32, 640_000) // within a tenth of a second: not drawn
+	p.done()
+	if want := regexp.MustCompile(`^\rloading \[#{6}\.{14}\]  31% 620,000 lines 3\d\d,\d\d\d/s ETA 4s\033\[K\r\033\[K$`); !want.MatchString(b.String()) {
+		t.Errorf("progress wrote %q, want a match for %q", b.String(), want)
 	}
 }

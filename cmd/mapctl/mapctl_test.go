@@ -271,7 +271,7 @@ func TestLoadDumpRoundTrip(t *testing.T) {
 		in.WriteByte('\n')
 	}
 	in.WriteString("\n") // empty lines are skipped
-	if c, o, e := mapctl(t, in.String(), "load", p, "-"); c != 0 || o != "loaded 9 entries\n" {
+	if c, o, e := mapctl(t, in.String(), "load", p, "-"); c != 0 || o != "read 10 lines: 9 keys added, 0 replaced\n" {
 		t.Fatalf("load: %d %q %q", c, o, e)
 	}
 	if c, o, _ := mapctl(t, "", "get", p, "tab\tkey"); c != 0 || o != "tab\tvalue\n" {
@@ -291,7 +291,7 @@ func TestLoadDumpRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := newMap(t)
-	if c, o, e := mapctl(t, "", "load", p2, f); c != 0 || o != "loaded 9 entries\n" {
+	if c, o, e := mapctl(t, "", "load", p2, f); c != 0 || o != "read 9 lines: 9 keys added, 0 replaced\n" {
 		t.Fatalf("load of the dump: %d %q %q", c, o, e)
 	}
 	for k, v := range entries {
