@@ -162,9 +162,8 @@ func (w *signalAfterFirstLine) Write(p []byte) (int, error) {
 }
 
 // TestStatsWatchEndsOnInterrupt: Ctrl-C, the documented way to end
-// stats --watch, ends it with status 0 (it was 130, a signal's death,
-// which the exit statuses --help lists do not include: a reviewing
-// helper's finding).
+// stats --watch, ends it with status 0, not 130 (a signal's death), which
+// is none of the exit statuses --help lists.
 func TestStatsWatchEndsOnInterrupt(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	fillNumbered(t, p, 10, "--entries", "100")
@@ -187,8 +186,8 @@ func TestStatsWatchEndsOnInterrupt(t *testing.T) {
 // TestWatchKeepsAnIgnoredInterrupt: a mapctl started with SIGINT ignored
 // (a shell does that to a job it starts in the background) goes on
 // ignoring it: stats --watch is still running after one. Catching the
-// signal to end the watch cleanly had undone the inherited ignore (a
-// reviewing helper's repro); commands now catch only signals not ignored.
+// signal to end the watch cleanly must not undo the inherited ignore:
+// commands catch only signals not ignored.
 // Started without the ignore, the same watch ends on SIGINT with status 0.
 func TestWatchKeepsAnIgnoredInterrupt(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
@@ -57,10 +60,32 @@ writing, since the map was created, so this command sees them while those
 processes run; lookups by read-only processes are not counted. Files from
 before the counters report "counters": false and zeros.
 
-With --watch INTERVAL it prints one line every INTERVAL, with the operations
-per second since the previous line, until interrupted (Ctrl-C, after which
-it exits with status 0) or --count lines (with --json, one JSON object per line, without per-segment rates: --segments
-is refused with --watch). --watch 0s is the default: print once.
+With --watch INTERVAL it prints a table within 80 columns: a header, then
+a row every INTERVAL with the rates since the row before, until
+interrupted (Ctrl-C, after which it exits with status 0) or for --count
+rows. --watch 0s is the default: print once.
+
+  time      the row's time of day
+  entries   entries stored, as entries above
+  gets/s    lookups a second (hits and misses)
+  hit%      of those lookups, the part that found the key; "-" if none
+  puts/s    entries stored a second
+  dels/s    entries deleted a second
+  evict/s   entries evicted a second (cache maps only)
+  exp/s     expired entries reclaimed a second (cache maps only)
+  waits/s   lock waits a second
+  tmo       lock timeouts since the row before
+
+  time         entries   gets/s   hit%   puts/s dels/s waits/s tmo
+  14:02:31   1,234,567  812,340  97.5%   40,112    103       2   0
+
+Counts are grouped in thousands; one too wide for its column is shortened
+to a suffix (12.3M, k for thousands, M millions, G billions). With --json
+each row is a JSON object on a line of its own, with no header and the
+keys time, entries, hits_per_s, misses_per_s, hit_ratio (0 with no
+lookups), puts_per_s, deletes_per_s, evictions_per_s, expired_per_s,
+lock_waits_per_s and lock_timeouts. --segments is refused with --watch:
+the rows have no per-segment rates.
 
 Counters are read without locks: while other processes write, they are a
 close estimate. Opens the map read-only.
@@ -72,8 +97,8 @@ Examples:
 		o := &statsOpts{}
 		fs.BoolVar(&o.json, "json", false, "print JSON instead of text")
 		fs.BoolVar(&o.segments, "segments", false, "with --json and no --watch: add per_segment, each segment's counters")
-		fs.DurationVar(&o.watch, "watch", 0, "print a line of rates every INTERVAL (e.g. 1s, at least 10ms) until interrupted; 0: print once")
-		fs.IntVar(&o.count, "count", 0, "with --watch: stop after this many lines (0: never)")
+		fs.DurationVar(&o.watch, "watch", 0, "print a table row of rates every INTERVAL (e.g. 1s, at least 10ms) until interrupted; 0: print once")
+		fs.IntVar(&o.count, "count", 0, "with --watch: stop after this many rows (0: never)")
 		return o
 	},
 	run: func(e *env, c *command, opts any, args []string) int {
@@ -136,6 +161,9 @@ func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
 	ctx, stop := interruptContext()
 	defer stop()
 	prev, at := m.Stats(), time.Now()
+	if !o.json {
+		fmt.Fprintln(e.stdout, watchHeader(prev.Cache))
+	}
 	tick := time.NewTicker(o.watch)
 	defer tick.Stop()
 	for round := 0; o.count == 0 || round < o.count; round++ {
@@ -147,12 +175,12 @@ func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
 		st, now := m.Stats(), time.Now()
 		secs := now.Sub(at).Seconds()
 		rate := func(a, b int64) float64 { return float64(a-b) / secs }
-		lookups := (st.Hits - prev.Hits) + (st.Misses - prev.Misses)
-		hitRatio := 0.0
-		if lookups > 0 {
-			hitRatio = float64(st.Hits-prev.Hits) / float64(lookups)
-		}
 		if o.json {
+			lookups := (st.Hits - prev.Hits) + (st.Misses - prev.Misses)
+			hitRatio := 0.0
+			if lookups > 0 {
+				hitRatio = float64(st.Hits-prev.Hits) / float64(lookups)
+			}
 			line := map[string]any{
 				"time": now.Format(time.RFC3339Nano), "entries": st.Entries,
 				"hits_per_s": rate(st.Hits, prev.Hits), "misses_per_s": rate(st.Misses, prev.Misses),
@@ -165,14 +193,117 @@ func watchStats(e *env, c *command, m *hashmap.Map, o *statsOpts) int {
 				return e.fail(c, err)
 			}
 		} else {
-			fmt.Fprintf(e.stdout, "%s entries %d  hits/s %.0f  misses/s %.0f  hit ratio %.3f  puts/s %.0f  deletes/s %.0f  evictions/s %.0f  expired/s %.0f  lock waits/s %.0f  lock timeouts %d\n",
-				now.Format("15:04:05"), st.Entries, rate(st.Hits, prev.Hits), rate(st.Misses, prev.Misses), hitRatio,
-				rate(st.Puts, prev.Puts), rate(st.Deletes, prev.Deletes), rate(st.Evictions, prev.Evictions),
-				rate(st.Expired, prev.Expired), rate(st.LockWaits, prev.LockWaits), st.LockTimeouts-prev.LockTimeouts)
+			fmt.Fprintln(e.stdout, watchRow(now, st, prev, secs))
 		}
 		prev, at = st, now
 	}
 	return exitOK
+}
+
+// watchColumns are the columns of the stats --watch table, in order:
+// their headers, their widths and whether only cache maps have them. The
+// widths, each with one space before it, add up to 79 for a cache map:
+// the table fits an 80-column terminal without wrapping.
+var watchColumns = []struct {
+	name  string
+	width int
+	cache bool
+}{
+	{"time", 8, false},
+	{"entries", 11, false},
+	{"gets/s", 8, false},
+	{"hit%", 6, false},
+	{"puts/s", 8, false},
+	{"dels/s", 6, false},
+	{"evict/s", 7, true},
+	{"exp/s", 6, true},
+	{"waits/s", 7, false},
+	{"tmo", 3, false},
+}
+
+// watchCell is one cell of the stats --watch table: text, or if that is
+// empty a count, grouped in thousands or shortened to fit its column.
+type watchCell struct {
+	text string
+	n    int64
+}
+
+// watchHeader is the first line of the stats --watch table.
+func watchHeader(cache bool) string {
+	cells := make([]watchCell, len(watchColumns))
+	for i, c := range watchColumns {
+		cells[i] = watchCell{text: c.name}
+	}
+	return watchLine(cells, cache)
+}
+
+// watchRow is the stats --watch table's row for st, read at now, secs
+// seconds after prev.
+func watchRow(now time.Time, st, prev hashmap.Stats, secs float64) string {
+	rate := func(a, b int64) watchCell { return watchCell{n: int64(math.Round(float64(a-b) / secs))} }
+	hitRatio := watchCell{text: "-"} // no lookups: no ratio
+	if lookups := (st.Hits - prev.Hits) + (st.Misses - prev.Misses); lookups > 0 {
+		hitRatio.text = fmt.Sprintf("%.1f%%", 100*float64(st.Hits-prev.Hits)/float64(lookups))
+	}
+	cells := []watchCell{
+		{text: now.Format("15:04:05")},
+		{n: int64(st.Entries)},
+		rate(st.Hits+st.Misses, prev.Hits+prev.Misses),
+		hitRatio,
+		rate(st.Puts, prev.Puts),
+		rate(st.Deletes, prev.Deletes),
+		rate(st.Evictions, prev.Evictions),
+		rate(st.Expired, prev.Expired),
+		rate(st.LockWaits, prev.LockWaits),
+		{n: st.LockTimeouts - prev.LockTimeouts},
+	}
+	return watchLine(cells, st.Cache)
+}
+
+// watchLine lays cells out in watchColumns: the first left-aligned, the
+// others right-aligned after a space.
+func watchLine(cells []watchCell, cache bool) string {
+	var b strings.Builder
+	for i, c := range watchColumns {
+		if c.cache && !cache {
+			continue
+		}
+		text := cells[i].text
+		if text == "" {
+			text = fitCount(cells[i].n, c.width)
+		}
+		if i == 0 {
+			fmt.Fprintf(&b, "%-*s", c.width, text)
+		} else {
+			fmt.Fprintf(&b, " %*s", c.width, text)
+		}
+	}
+	return b.String()
+}
+
+// fitCount writes n, at least 0, with its digits grouped in thousands
+// (1,234,567) or, if that is wider than width, shortened to a k, M, G or
+// T suffix and as many of three significant digits as fit (12.3M, 12M).
+func fitCount(n int64, width int) string {
+	n = max(n, 0)
+	s := thousands(uint64(n))
+	if len(s) <= width {
+		return s
+	}
+	v := float64(n)
+	var suffix string
+	for _, suffix = range []string{"k", "M", "G", "T"} {
+		if v /= 1000; math.Round(v) < 1000 {
+			break
+		}
+	}
+	whole := len(strconv.FormatFloat(v, 'f', 0, 64))
+	for digits := 3; ; digits-- {
+		s = strconv.FormatFloat(v, 'f', max(digits-whole, 0), 64) + suffix
+		if len(s) <= width || digits <= whole {
+			return s
+		}
+	}
 }
 
 // printStats writes st as "Key: value" lines.
