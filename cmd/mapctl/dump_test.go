@@ -56,9 +56,9 @@ func writeAtMarker(t *testing.T, p, marker string, at int64, data []byte) {
 // TestDumpSavesWhatDamageLeaves: one entry whose header is overwritten
 // (so that it no longer decodes) costs a dump that entry only: the other
 // entries of its segment and of the segments after it are written, and
-// dump exits 3 saying what it left out. Before, dump stopped at the
-// damaged segment: 1459 of 2999 sound entries written, where recover
-// --repair keeps all 2999 (a reviewing helper's repro).
+// dump exits 3 saying what it left out. Stopping at the damaged segment
+// would write 1459 of 2999 sound entries, where recover --repair keeps
+// all 2999.
 func TestDumpSavesWhatDamageLeaves(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	const n = 3000
@@ -95,10 +95,9 @@ func (w *holdFirstWrite) Write(p []byte) (int, error) {
 }
 
 // TestDumpOfATruncatedFileEnds: a map file truncated while dump reads it
-// makes dump fail with mapctl's memory-fault message and status 3. Before,
-// the fault's panic skipped Range's exit from the in-flight gate, and
-// dump's deferred Close waited for it for good (a reviewing helper's
-// repro: mapctl hung).
+// makes dump fail with mapctl's memory-fault message and status 3, and
+// does not hang: the fault's panic must not skip Range's exit from the
+// in-flight gate, for which dump's deferred Close would wait for good.
 func TestDumpOfATruncatedFileEnds(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	fillNumbered(t, p, 20000, "--entries", "20000", "--key-size", "8", "--value-size", "32")
@@ -128,8 +127,8 @@ func TestDumpOfATruncatedFileEnds(t *testing.T) {
 
 // TestGetRefusesADamagedValue: mapctl get verifies the entry's checksum
 // and prints no value whose bytes changed after it was written: it exits 3
-// naming the key, where it printed the damaged bytes with status 0 (a
-// reviewing helper's repro). The other keys print as before.
+// naming the key, rather than printing the damaged bytes with status 0.
+// The other keys print as before.
 func TestGetRefusesADamagedValue(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	fillNumbered(t, p, 3000, "--entries", "4000", "--key-size", "8", "--value-size", "32")

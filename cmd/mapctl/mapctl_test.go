@@ -976,9 +976,8 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space
 
 // TestCreateOverAnEmptyFile: a failed create leaves an empty file, which
 // is no map, and create makes one over it; a non-empty file at the path is
-// refused. (create used to remove the empty file itself, which could
-// unlink a map another process was creating in it: a reviewing helper's
-// repro.)
+// refused. create leaves the empty file in place rather than removing it
+// first, which could unlink a map another process was creating in it.
 func TestCreateOverAnEmptyFile(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.map")
@@ -1000,10 +999,9 @@ func TestCreateOverAnEmptyFile(t *testing.T) {
 	}
 }
 
-// TestLockbenchStopsWhileWorkersStart: a signal while lockbench waited for
-// its workers to be ready went unnoticed for up to 30 s, and workers that
-// never got ready were never killed (a reviewing helper's repro with a
-// worker that only sleeps).
+// TestLockbenchStopsWhileWorkersStart: a signal while lockbench waits for
+// its workers to be ready stops it at once, not after the 30 s wait, and
+// kills workers that never got ready (here a worker that only sleeps).
 func TestLockbenchStopsWhileWorkersStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -1054,8 +1052,8 @@ func lockbenchWithin(t *testing.T, ctx context.Context, script string, o *lockbe
 }
 
 // TestLockbenchMedianIsARun: with an even number of runs the reported
-// throughput was the mean of the middle two while ops and seconds were one
-// run's, so the JSON contradicted itself (a reviewing helper's check).
+// throughput is one run's, as its ops and seconds are, not the mean of the
+// middle two, which would make the JSON contradict itself.
 func TestLockbenchMedianIsARun(t *testing.T) {
 	r := medianResult([]lockbenchResult{{Ops: 100, Seconds: 1, OpsPerSec: 100, ExclusionOK: true}, {Ops: 300, Seconds: 1, OpsPerSec: 300, ExclusionOK: true}})
 	if got := float64(r.Ops) / r.Seconds; got != r.OpsPerSec {
@@ -1064,9 +1062,8 @@ func TestLockbenchMedianIsARun(t *testing.T) {
 }
 
 // TestLockbenchMedianFairnessIsTheRunsOwn: with an even count the reported
-// run's own fairness goes with its min_ops and max_ops (a fourth reviewing
-// helper's check found the lower of the fairness values beside another
-// run's counts).
+// run's own fairness goes with its min_ops and max_ops, not the lower of
+// the fairness values beside another run's counts.
 func TestLockbenchMedianFairnessIsTheRunsOwn(t *testing.T) {
 	r := medianResult([]lockbenchResult{
 		{Ops: 100, Seconds: 1, OpsPerSec: 100, Fairness: 0.9, MinOps: 90, MaxOps: 100, ExclusionOK: true},
@@ -1076,9 +1073,9 @@ func TestLockbenchMedianFairnessIsTheRunsOwn(t *testing.T) {
 	}
 }
 
-// TestLockbenchKillsUnreadyWorkers: workers that never got ready were
-// left running past the ready deadline, and lockbench waited for them (a
-// fourth reviewing helper's repro).
+// TestLockbenchKillsUnreadyWorkers: workers that never get ready are
+// killed at the ready deadline, not left running with lockbench waiting
+// for them.
 func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
 	defer func(d time.Duration) { lockbenchReadyWait = d }(lockbenchReadyWait)
 	lockbenchReadyWait = 300 * time.Millisecond
@@ -1088,10 +1085,10 @@ func TestLockbenchKillsUnreadyWorkers(t *testing.T) {
 	}
 }
 
-// TestLockbenchEndsWhenWorkersDoNot: a worker that exited before it was
-// ready was reported only at the ready deadline (30 s), and one that never
-// stopped after the stop word kept lockbench waiting for good (a fifth
-// reviewing helper's repros).
+// TestLockbenchEndsWhenWorkersDoNot: a worker that exits before it is
+// ready is reported at once, not at the ready deadline (30 s), and one that
+// never stops after the stop word does not keep lockbench waiting for
+// good.
 func TestLockbenchEndsWhenWorkersDoNot(t *testing.T) {
 	o := testLockbenchOpts(100 * time.Millisecond)
 	t.Run("exits before ready", func(t *testing.T) {
