@@ -641,24 +641,38 @@ func (b *keyBatches) next(t *segment.Table) bool {
 // what Put would return (ErrFull, ErrTooLarge, ...). values must be as
 // long as keys.
 func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
+	stored, _, err = m.PutManyAdded(keys, values)
+	return stored, err
+}
+
+// PutManyAdded is PutMany that also says how many of the keys it stored
+// were absent until then (added); it replaced the values of the others.
+// Each key is counted as its own write finds it, so the counts are exact
+// whatever other processes write at the same time (a key stored twice in
+// one batch is added once and replaced once).
+func (m *Map) PutManyAdded(keys, values [][]byte) (stored, added int, err error) {
 	if len(values) != len(keys) {
-		return 0, fmt.Errorf("PutMany: %d values for %d keys", len(values), len(keys))
+		return 0, 0, fmt.Errorf("PutMany: %d values for %d keys", len(values), len(keys))
 	}
 	c, err := m.enterAny(true)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Leave()
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
 		for i, k := range b.batch {
-			if _, err := m.table.For(b.hashes[i]).PutExpiring(b.hashes[i], k, values[b.start+i], expiry, segment.Replace); err != nil {
-				return b.start + i, fmt.Errorf("PutMany: key %d: %w", b.start+i, err)
+			inserted, err := m.table.For(b.hashes[i]).PutExpiring(b.hashes[i], k, values[b.start+i], expiry, segment.Replace)
+			if err != nil {
+				return b.start + i, added, fmt.Errorf("PutMany: key %d: %w", b.start+i, err)
+			}
+			if inserted {
+				added++
 			}
 		}
 	}
-	return len(keys), nil
+	return len(keys), added, nil
 }
 
 // getManyBatch is how many lookups GetMany overlaps: enough to keep many
