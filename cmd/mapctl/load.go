@@ -54,10 +54,10 @@ Loading stops at the first error (for example "map is full": create the map
 with more --entries or a larger --bloat), exiting with status 3 and telling
 how many entries were stored before it.
 
-Each line read is stored before load reads the next, so a reader of the
-map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
-SIGTERM) stops load after the line it is storing, says after which line
-it stopped and what it stored, and exits with status 3; a second one ends
+Each line read is stored before load waits for more input, so a reader of
+the map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
+SIGTERM) stores every line parsed so far, says after which line it
+stopped and what it stored, and exits with status 3; a second one ends
 load at once.
 
 In a cache map the loaded entries never expire unless --ttl gives them a
@@ -112,13 +112,40 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	var n loadCounts
 	line := 0 // lines read
 	var read int64
-	// An interrupt (Ctrl-C, SIGTERM) closes the map (so that no process
-	// reads as having died with it open) and says how far the load got.
-	// The loop holds mu but while it waits for input, and it stores each
-	// line before it reads the next, so the handler, once it holds mu,
-	// finds the map idle and nothing parsed unstored. A second interrupt,
-	// while the handler waits for a lock, say, ends the process at once:
-	// the handler lets interrupts go first.
+	// Entries are stored loadBatch at a time with PutManyAdded, which
+	// overlaps their lookups' cache misses and says which keys were new;
+	// lines remembers each one's line number for the error that stops the
+	// load.
+	var keys, values [][]byte
+	var lines []int
+	pending := 0 // bytes of keys and values not yet stored
+	flush := func() error {
+		pending = 0
+		if len(keys) == 0 {
+			return nil
+		}
+		stored, added, err := m.PutManyAdded(keys, values)
+		n.added += added
+		n.replaced += stored - added
+		if err != nil {
+			// PutMany names the key by its index in the batch; the line
+			// number says more.
+			if inner := errors.Unwrap(err); inner != nil && stored < len(lines) {
+				return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), lines[stored], inner, n.loaded())
+			}
+			return fmt.Errorf("%s: %w (loaded %d entries)", fileName(args[1]), err, n.loaded())
+		}
+		keys, values, lines = keys[:0], values[:0], lines[:0]
+		p.update(read, int64(line))
+		return nil
+	}
+	// An interrupt (Ctrl-C, SIGTERM) stores what was parsed, closes the map
+	// (so that no process reads as having died with it open) and says how
+	// far the load got. The loop holds mu but while it waits for input,
+	// and it never waits with entries unstored (see hasLine), so the
+	// handler, once it holds mu, finds the map idle and nothing lost. A
+	// second interrupt, while the handler waits for a lock, say, ends the
+	// process at once: the handler lets interrupts go first.
 	var mu sync.Mutex
 	mu.Lock()
 	done := make(chan struct{})
@@ -131,11 +158,23 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 		}
 		signal.Stop(sigs)
 		mu.Lock()
+		err := flush()
 		p.done()
 		m.Close()
-		os.Exit(e.fail(c, fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", fileName(args[1]), line, n.loaded(), n.added, n.replaced)))
+		if err == nil {
+			err = fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", fileName(args[1]), line, n.loaded(), n.added, n.replaced)
+		}
+		os.Exit(e.fail(c, err))
 	}()
 	for {
+		// Entries wait in the batch only while more lines are at hand: a
+		// slow stream's lines are stored as they come, not 64 at a time.
+		if len(keys) > 0 && !hasLine(r) {
+			if err := flush(); err != nil {
+				p.done()
+				return e.fail(c, err)
+			}
+		}
 		mu.Unlock()
 		text, rerr := r.ReadBytes('\n')
 		mu.Lock()
@@ -150,33 +189,57 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 			if len(text) > 0 {
 				key, value, err := parseLine(text)
 				if err == nil {
-					err = n.store(m, key, value)
+					keys, values, lines = append(keys, key), append(values, value), append(lines, line)
+					pending += len(key) + len(value)
+					if len(keys) == loadBatch || pending >= loadBatchBytes {
+						err = flush()
+					}
+				} else if ferr := flush(); ferr != nil {
+					err = ferr // an earlier line failed first
+				} else {
+					err = fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, n.loaded())
 				}
 				if err != nil {
 					p.done()
-					return e.fail(c, fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, n.loaded()))
+					return e.fail(c, err)
 				}
-			}
-			if line%progressEvery == 0 {
-				p.update(read, int64(line))
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
+			err := flush()
 			p.done()
+			if err != nil {
+				return e.fail(c, err)
+			}
 			return e.fail(c, fmt.Errorf("reading %s: %w (loaded %d entries)", fileName(args[1]), rerr, n.loaded()))
 		}
 	}
+	err = flush()
 	p.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
 	fmt.Fprintf(e.stdout, "read %d %s: %d %s added, %d replaced\n", line, plural(line, "line", "lines"), n.added, plural(n.added, "key", "keys"), n.replaced)
 	return exitOK
 }
 
-// progressEvery is how many lines load reads between looks at the clock
-// for the progress line.
-const progressEvery = 256
+// hasLine reports whether r holds a whole line already, so that reading it
+// will not wait for input.
+func hasLine(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// loadBatch is how many entries load stores with one PutManyAdded call,
+// and loadBatchBytes the most bytes of keys and values it holds for one:
+// lines may be of any length.
+const (
+	loadBatch      = 64
+	loadBatchBytes = 1 << 20
+)
 
 // loadCounts counts the entries load stored: keys that were absent, and
 // keys whose value it replaced.
@@ -185,26 +248,6 @@ type loadCounts struct {
 }
 
 func (n *loadCounts) loaded() int { return n.added + n.replaced }
-
-// store stores value under key and counts it. A key PutIfAbsent finds
-// present is replaced with Put: two lookups where PutMany makes one, but
-// a count of what this load did, which no sum of entry counts gives
-// while other processes write or a cache evicts.
-func (n *loadCounts) store(m *hashmap.Map, key, value []byte) error {
-	added, err := m.PutIfAbsent(key, value)
-	switch {
-	case err != nil:
-		return err
-	case added:
-		n.added++
-		return nil
-	}
-	if err := m.Put(key, value); err != nil {
-		return err
-	}
-	n.replaced++
-	return nil
-}
 
 func fileName(name string) string {
 	if name == "-" {
