@@ -512,6 +512,7 @@ type examined struct {
 	short           int // values shorter than a cache map's expiry
 	zeroPrefix      int // values whose first 8 bytes are zero (a cache map's "never expires")
 	recentPrefix    int // values whose first 8 bytes read as a time near now
+	hiddenPrefix    int // values whose first 8 bytes are Hidden (a cache map's placeholder)
 	cacheWords      int // segment headers with CLOCK hand or eviction counts
 }
 
@@ -548,6 +549,8 @@ func examine(r *offheap.Region, l *Layout) examined {
 				ex.zeroPrefix++
 			case int64(le.Uint64(value)) >= from && int64(le.Uint64(value)) <= to:
 				ex.recentPrefix++
+			case int64(le.Uint64(value)) == Hidden:
+				ex.hiddenPrefix++
 			}
 		}
 	}
@@ -574,9 +577,9 @@ func (ex examined) cache(canBe bool) (bool, string) {
 	case ex.cacheWords > 0 || ex.refBits > 0:
 		return true, fmt.Sprintf("read as a cache map (each stored value's first 8 bytes its expiry): %d segment headers hold eviction words and %d slots reference bits, which only cache maps have",
 			ex.cacheWords, ex.refBits)
-	case ex.entries > 0 && ex.zeroPrefix+ex.recentPrefix == ex.entries:
-		return true, fmt.Sprintf("read as a cache map (each stored value's first 8 bytes its expiry): all %d values looked at begin with 8 bytes that read as an expiry (%d never, %d a time near now); nothing else tells, so if this was a plain map, each value read lacks its first 8 bytes",
-			ex.entries, ex.zeroPrefix, ex.recentPrefix)
+	case ex.entries > 0 && ex.zeroPrefix+ex.recentPrefix+ex.hiddenPrefix == ex.entries:
+		return true, fmt.Sprintf("read as a cache map (each stored value's first 8 bytes its expiry): all %d values looked at begin with 8 bytes that read as an expiry (%d never, %d a time near now, %d placeholders); nothing else tells, so if this was a plain map, each value read lacks its first 8 bytes",
+			ex.entries, ex.zeroPrefix, ex.recentPrefix, ex.hiddenPrefix)
 	}
 	return false, "read as a plain map: nothing marks it a cache map (eviction words, reference bits, values that begin with an expiry)"
 }
