@@ -64,6 +64,10 @@ var (
 	// ErrNotCache: PutWithTTL on a map created without Options.Cache, or
 	// Open with Options.DefaultTTL of such a map.
 	ErrNotCache = errors.New("sharedmap: the map was not created as a cache (Options.Cache)")
+
+	// ErrLoadFailed: GetOrLoad waited for a load that failed in another
+	// process (the error carries its text), or for one that panicked.
+	ErrLoadFailed = errors.New("sharedmap: the load this call waited for failed")
 )
 
 // alsoIs is err, unchanged in what it says, that also matches sentinel

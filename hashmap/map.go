@@ -55,6 +55,7 @@ type Map struct {
 	mended     []string           // headers Open rewrote from the file's layout (Recovery.Mended)
 	admin      ipc.Mutex          // the map's own lock, arena lock 0; nil in files without a lock table
 	adminLocal sync.Mutex         // held with admin by this process's writers (adminLock), so that LockTable.Reset can wait for them
+	fills      fillGroup          // GetOrLoad's calls in progress in this process, by key
 }
 
 // FileSize is the size of the file Open would create for opts (nil: the

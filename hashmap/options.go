@@ -137,6 +137,10 @@ type Options struct {
 	// others may differ. Off by default: see the README for what it
 	// measured.
 	QueueWritersLocally bool
+	// LoadTimeout bounds how long GetOrLoad waits for a load that another
+	// goroutine or process runs: a load in flight that long is taken over,
+	// and the waiter loads itself. Default 5s. A choice of this process.
+	LoadTimeout time.Duration
 }
 
 // Defaults for zero Options fields.
@@ -146,6 +150,7 @@ const (
 	DefaultAverageValueSize = 256
 	DefaultMaxBloatFactor   = 2.0
 	DefaultLockTimeout      = 10 * time.Second
+	DefaultLoadTimeout      = 5 * time.Second
 )
 
 func (o *Options) withDefaults() (Options, error) {
@@ -159,7 +164,8 @@ func (o *Options) withDefaults() (Options, error) {
 		neg  bool
 	}{{"Entries", r.Entries < 0}, {"AverageKeySize", r.AverageKeySize < 0}, {"AverageValueSize", r.AverageValueSize < 0},
 		{"MaxBloatFactor", r.MaxBloatFactor < 0}, {"Segments", r.Segments < 0}, {"LockTimeout", r.LockTimeout < 0},
-		{"Locks", r.Locks < 0}, {"MaxProcesses", r.MaxProcesses < 0}, {"DefaultTTL", r.DefaultTTL < 0}} {
+		{"Locks", r.Locks < 0}, {"MaxProcesses", r.MaxProcesses < 0}, {"DefaultTTL", r.DefaultTTL < 0},
+		{"LoadTimeout", r.LoadTimeout < 0}} {
 		if f.neg {
 			negative = append(negative, f.name)
 		}
@@ -187,6 +193,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LockTimeout == 0 {
 		r.LockTimeout = DefaultLockTimeout
+	}
+	if r.LoadTimeout == 0 {
+		r.LoadTimeout = DefaultLoadTimeout
 	}
 	if r.MaxProcesses == 0 {
 		r.MaxProcesses = DefaultMaxProcesses

@@ -32,6 +32,9 @@ func TestHelperProcess(t *testing.T) {
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
+	if helperLoad(role) {
+		return
+	}
 	if role == "full-disk" {
 		helperFullDisk(os.Getenv("HASHMAP_FILE"))
 		return

@@ -14,7 +14,8 @@ import (
 // Like one, it is replaced by any write of its key (Put, PutIfAbsent,
 // Compute and Update see it as absent), removed by a Delete of it, and
 // reclaimed by the eviction hand whenever the hand passes it, reference
-// bit or not. Only GetEntry and UpdateEntry see it.
+// bit or not. Only GetEntry and UpdateEntry see it. hashmap keeps its fill
+// tokens so (docs/FORMAT.md section 3.12).
 const Hidden int64 = math.MinInt64
 
 // GetEntry appends to dst the value of key, which hashes to this
