@@ -93,6 +93,10 @@ func TestTerminalScreens(t *testing.T) {
 	}
 	// typed types command at the shell's prompt, once the shell shows it,
 	// and returns the prompts on the screen: one more, and it has ended.
+	// The count is taken once the shell shows the command after its
+	// prompt (tmux passes keys on without waiting for the shell to echo
+	// them), counting prompts up to that line: on a loaded machine the
+	// screen read before typing may not show the previous command yet.
 	typed := func(name, command string) int {
 		t.Helper()
 		s := screen(name)
@@ -102,7 +106,26 @@ func TestTerminalScreens(t *testing.T) {
 		}
 		tm("send-keys", "-t", name, "-l", command)
 		tm("send-keys", "-t", name, "Enter")
-		return prompts(s)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			n, through := 0, 0
+			for line := range strings.Lines(screen(name)) {
+				line = strings.TrimRight(line, "\n ")
+				if line == "#" || line == "$" || strings.HasPrefix(line, "# ") || strings.HasPrefix(line, "$ ") {
+					n++
+				}
+				if line == "# "+command || line == "$ "+command {
+					through = n
+				}
+			}
+			if through > 0 {
+				return through
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the shell did not show %q within 2 minutes", command)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	contains := func(sub string) func(string) string {
 		return func(s string) string {
