@@ -879,8 +879,11 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 // copied out consistently (see Get) and yielded from the copy, so no lock is
 // held while the loop body runs and it may call the map. The view is
 // consistent per segment, not across segments. The yielded slices stay
-// valid after the loop. errp must not be nil: the iteration sets *errp to
-// nil first, and to ErrClosed if the map is closed, which stops it.
+// valid after the loop. The iteration sets *errp to nil first, and to
+// ErrClosed if the map is closed, which stops it. A nil errp says the
+// caller does not want the error: the iteration is the same, and what it
+// left out, or why it stopped, goes unsaid (check Len, or Check, if that
+// matters).
 //
 // Neither damage nor a stuck lock stops it. An entry that fails its
 // checksum (a map created with checksums, the default) or whose header
@@ -913,6 +916,9 @@ type rangeBuf struct {
 }
 
 func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
+	if errp == nil {
+		errp = new(error) // the caller does not want the error
+	}
 	return func(yield func(key, value []byte) bool) {
 		*errp = nil // an error variable reused from an earlier call must not show through
 		if m.gate.Closed() {
