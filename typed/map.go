@@ -434,8 +434,9 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 // consistent view per segment, no lock held while the loop body runs, so
 // the body may call the map). It decodes each entry as it yields it. If
 // the map is closed, or a key or value does not decode with the map's
-// codecs, iteration stops and the error is stored in *errp, which must not
-// be nil: check it after the loop. Neither damage in the file nor a stuck
+// codecs, iteration stops and the error is stored in *errp: check it
+// after the loop (a nil errp says the caller does not want it: the loop
+// then just ends). Neither damage in the file nor a stuck
 // lock stops it: entries that fail their checksum or whose header does
 // not decode, and segments whose tier chain is broken or whose lock stays
 // held through the wait, are left out and reported at the end (ErrCorrupt,
@@ -443,6 +444,9 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 // through hashmap.Map.RangeView, since each entry is decoded at once, so
 // iterating over numbers allocates next to nothing.
 func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
+	if errp == nil {
+		errp = new(error) // the caller does not want the error
+	}
 	return func(yield func(K, V) bool) {
 		for kb, vb := range t.m.RangeView(errp) { // each entry is decoded at once
 			k, err := t.keys.Decode(kb)
