@@ -18,7 +18,7 @@ import (
 func TestFormatDocMatchesLayout(t *testing.T) {
 	d, f := formatdoc.Load(t, ".."), formatdoc.F
 	d.Expect(t, "3.6 Segment header", "", []formatdoc.Row{
-		f(shLock, "8", "lock word"), f(shSleepers, "4", "sleepers"), f(shSeq, "8", "seq"),
+		f(shLock, "8", "lock word"), f(shSleepers, "4", "sleepers"), f(shClearing, "4", "clearing"), f(shSeq, "8", "seq"),
 		f(shEntries, "8", "entries"), f(shTiers, "8", "overflow tiers"), f(shHand, "8", "cache maps: CLOCK hand"),
 		f(shEvicted, "8", "cache maps: entries evicted"), f(shExpired, "8", "cache maps: expired"),
 	})

@@ -24,7 +24,8 @@ package segment
 //	offset size field     written by                    guarded by
 //	0      8    lock      every operation               rwulock word (seed 002)
 //	8      4    sleepers  waiters of the lock           atomic add (futex wake hint)
-//	12     4    reserved
+//	12     4    clearing  Clear: the odd seq's low     write lock (atomic; see clear.go)
+//	                      32 bits while it runs, else 0
 //	16     8    seq       writers: odd while modifying  write lock; read optimistically by Get
 //	24     8    entries   inserts and deletes           update lock (atomic, read by Len)
 //	32     8    tiers     linking a tier (overflow tiers in the chain)  update lock (atomic, read by Stats)
@@ -118,6 +119,7 @@ const (
 	// Segment header offsets.
 	shLock     = 0
 	shSleepers = 8
+	shClearing = 12
 	shSeq      = 16
 	shEntries  = 24
 	shTiers    = 32

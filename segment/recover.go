@@ -77,6 +77,7 @@ type Recovered struct {
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
 	Relinked int64           // overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
 	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
+	Cleared  bool            // a Clear cut short was finished: the segment is empty
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
 
@@ -124,6 +125,8 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 		}
 	}
 	rep.Restored = s.restoreUndo() // before the sequence changes: the record names it
+	// Likewise: the clearing word names the odd sequence.
+	rep.Cleared = s.finishClear(false, &rep)
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
@@ -178,6 +181,7 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 		return rep, err
 	}
 	rep.Restored = s.restoreUndo()
+	rep.Cleared = s.finishClear(true, &rep)
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
@@ -781,13 +785,17 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 	if st := s.lock.State(); !st.Free() && !updating {
 		report(-1, "lock word not free: %v", st)
 	}
-	if atomic.LoadUint64(s.seq)&1 != 0 {
+	clearing := s.clearingNow()
+	switch {
+	case clearing:
+		report(-1, "clearing word set: a Clear is under way or died inside (recovery finishes it, leaving the segment empty)")
+	case atomic.LoadUint64(s.seq)&1 != 0:
 		report(-1, "modification sequence is odd: a writer is inside or died inside")
-	} else if s.undoActive() {
+	case s.undoActive():
 		report(-1, "undo record names a rewrite with no writer inside")
 	}
 	head, reserved, counters := s.reserved()
-	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 || !reservedZero(reserved) {
+	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 && !clearing || !reservedZero(reserved) {
 		report(-1, "reserved header bytes are not zero")
 	}
 	if !reservedZero(counters) {

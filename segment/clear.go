@@ -1,0 +1,173 @@
+package segment
+
+import (
+	"sync/atomic"
+)
+
+// A Clear empties a segment in many stores (every slot, every bitmap word,
+// the counts of every tier), and a process may die after any of them.
+// Left to rebuild, such a segment would come back with the entries whose
+// slots the Clear had not reached yet: neither cleared nor whole. So
+// before its first change the Clear writes the segment's clearing word
+// (segment header, offset 12: the low 32 bits of the odd sequence it
+// changes the segment at), and clears it after its last, before the
+// sequence is even again. A recoverer that finds the word naming the odd
+// sequence it still finds (finishClear) does the Clear over, whole, from
+// the start: every step of it is a store of zero, which a second pass
+// repeats harmlessly. So a Clear cut short at any instruction leaves its
+// segment cleared once recovered, and one that had not written the word
+// leaves it whole.
+//
+// Tiers linked from the overflow pool stay linked, empty: the pool is a
+// counter that hands tiers out and never takes them back (see linkTier),
+// so a tier let go could serve no other segment, and the segment that
+// keeps it refills without linking again.
+
+// clearingWord is the segment's clearing word.
+func (s *Segment) clearingWord() *uint32 {
+	l := &s.tb.layout
+	return s.tb.region.Uint32(l.SegmentsOff + s.index*segmentHeaderSize + shClearing)
+}
+
+// clearingNow reports whether the clearing word names a Clear at the
+// segment's present (odd) sequence: one cut short, for recovery to finish.
+// Any other value is damage to a reserved word (Check reports it, Repair
+// zeroes it) and is not acted on.
+func (s *Segment) clearingNow() bool {
+	seq := atomic.LoadUint64(s.seq)
+	c := atomic.LoadUint32(s.clearingWord())
+	return seq&1 != 0 && c == uint32(seq)
+}
+
+// Clear removes every entry of the segment and reports how many were live
+// (expired entries of a cache map, and entries that do not decode, go too,
+// uncounted). It takes the update lock as any writer does (ErrTimeout if
+// a live process holds it throughout), then the write lock for the change
+// itself, so every reader sees the segment whole or empty, never part
+// way, in every process. Its overflow tiers stay linked, empty. The
+// removed live entries count as deletes, the expired ones as expired
+// (counters a death in the middle of the Clear may leave short). A tier
+// chain that cannot be followed is an error matching ErrCorrupt, with
+// nothing changed. An empty segment is left untouched: no lock is
+// upgraded and no page written.
+func (s *Segment) Clear() (removed int64, err error) {
+	w, err := s.beginUpdate("clear")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { w.endOrAbandon(recover()) }()
+	chain, err := s.chainTiers()
+	if err != nil {
+		return 0, err
+	}
+	live, expired, any := s.countForClear(chain)
+	if !any {
+		return 0, nil
+	}
+	if err := w.modify("clear"); err != nil {
+		return 0, err
+	}
+	atomic.StoreUint32(s.clearingWord(), uint32(atomic.LoadUint64(s.seq)))
+	testStep()
+	s.clearTiers(chain)
+	s.count(stDeletes, uint64(live))
+	if expired > 0 {
+		atomic.AddUint64(s.expired, uint64(expired))
+	}
+	atomic.StoreUint32(s.clearingWord(), 0)
+	testStep()
+	return live, nil
+}
+
+// countForClear counts the live and the expired entries of the chain's
+// tiers and reports whether there is anything at all to clear: a slot,
+// a used chunk, an entry counted. Caller holds the update lock.
+func (s *Segment) countForClear(chain []tier) (live, expired int64, any bool) {
+	tb := s.tb
+	now := int64(0)
+	if tb.layout.Cache {
+		now = tb.now()
+	}
+	for i := range chain {
+		tv := &chain[i]
+		if tv.entries() != 0 || tv.usedChunks() != 0 || atomic.LoadUint64(&tv.header[thMove/8]) != 0 {
+			any = true
+		}
+		for pos := range tv.slots {
+			slot := atomic.LoadUint64(&tv.slots[pos])
+			if slot == 0 {
+				continue
+			}
+			any = true
+			c := slotChunk(slot)
+			klen, vlen, _, ok := tb.entryAt(tv, c)
+			if !ok {
+				continue
+			}
+			if tb.layout.Cache {
+				if exp, ok := expiryOf(tb.entryValue(tv, c, klen, vlen)); ok && exp != 0 && exp <= now {
+					expired++
+					continue
+				}
+			}
+			live++
+		}
+	}
+	return live, expired, any || atomic.LoadUint64(s.entries) != 0
+}
+
+// clearTiers empties every tier of chain and the segment's count of
+// entries: slots first (from here on a lookup finds nothing), then the
+// allocation bitmaps and the tiers' counts. Every store writes zero, and
+// words already zero are not written, so a second pass over a segment
+// half cleared (finishClear) repeats nothing that matters and dirties no
+// page the first left clean. Caller holds the write lock with the
+// sequence odd and the clearing word set.
+func (s *Segment) clearTiers(chain []tier) {
+	for i := range chain {
+		tv := &chain[i]
+		half := len(tv.slots) / 2
+		for pos := range tv.slots {
+			if atomic.LoadUint64(&tv.slots[pos]) != 0 {
+				atomic.StoreUint64(&tv.slots[pos], 0)
+			}
+			if pos == half {
+				testStep() // a death with the slot table half cleared
+			}
+		}
+		testStep()
+		for w := range tv.bitmap {
+			if atomic.LoadUint64(&tv.bitmap[w]) != 0 {
+				atomic.StoreUint64(&tv.bitmap[w], 0)
+			}
+		}
+		tv.clearMove()
+		atomic.StoreUint64(&tv.header[thEntries/8], 0)
+		atomic.StoreUint64(&tv.header[thUsedChunks/8], 0)
+		tv.setLowestFree(0)
+		testStep()
+	}
+	atomic.StoreUint64(s.entries, 0)
+	if s.tb.layout.Cache {
+		atomic.StoreUint64(s.hand, 0)
+	}
+}
+
+// finishClear completes a Clear cut short (clearingNow): it clears every
+// tier of the segment's chain, as chain finds it, and the clearing word,
+// and reports whether it did. Caller holds the write lock taken from a
+// dead writer (or for a rebuild), with the sequence still the odd one the
+// Clear changed the segment at.
+func (s *Segment) finishClear(salvage bool, rep *Recovered) bool {
+	if !s.clearingNow() {
+		return false
+	}
+	var chain []tier
+	for _, t := range s.chain(salvage, rep) {
+		chain = append(chain, s.tb.tier(t))
+	}
+	s.clearTiers(chain)
+	atomic.StoreUint32(s.clearingWord(), 0)
+	testStep()
+	return true
+}
