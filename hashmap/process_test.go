@@ -35,6 +35,9 @@ func TestHelperProcess(t *testing.T) {
 	if helperLoad(role) {
 		return
 	}
+	if helperOps(role) { // ops_process_test.go
+		return
+	}
 	if role == "full-disk" {
 		helperFullDisk(os.Getenv("HASHMAP_FILE"))
 		return

@@ -578,6 +578,7 @@ func mergeRebuilt(list []segment.Recovered, r segment.Recovered) []segment.Recov
 			e.Relinked += r.Relinked
 			e.Freed += r.Freed
 			e.Restored = e.Restored || r.Restored
+			e.Cleared = e.Cleared || r.Cleared
 			return list
 		}
 	}
