@@ -1,0 +1,136 @@
+package segment
+
+import (
+	"slices"
+	"sync/atomic"
+)
+
+// DeleteFunc removes every live entry of the segment for which fn returns
+// true, and returns how many it removed. It takes the segment's update
+// lock, so no other writer in any process changes the segment until it
+// is done, and calls fn on each live entry in turn, with copies of its
+// key and value (a cache map's value without its expiry) in buffers
+// reused for the next entry: valid only while fn runs. Readers still read
+// meanwhile. Then it takes the write lock and removes the entries fn
+// chose, all of them before any reader sees the segment again. fn sees
+// what Get would return; it does not verify checksums. Expired entries of
+// a cache map are not passed to fn, and stay until reclaimed.
+//
+// fn runs under the update lock: it must not write to the map (such a
+// write to this segment waits for the lock fn's caller holds and fails
+// with ErrTimeout, after up to twice LockTimeout). A panic in fn ends the
+// call with nothing removed from this segment and its lock released.
+//
+// Each removal is a Delete's (slot first, then its chunks), so a process
+// killed in the middle leaves every entry removed or whole, and recovery
+// finds the segment consistent. A tier chain that cannot be followed, or
+// an entry that does not decode, is an error matching ErrCorrupt before
+// anything is removed.
+func (s *Segment) DeleteFunc(fn func(key, value []byte) bool) (int64, error) {
+	tb := s.tb
+	w, err := s.beginUpdate("delete")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { w.endOrAbandon(recover()) }()
+	chain, err := s.chainTiers()
+	if err != nil {
+		return 0, err
+	}
+	now := int64(0)
+	if tb.layout.Cache {
+		now = tb.now()
+	}
+	// doomed[i] maps the slots of chain[i] whose entries fn chose (without
+	// the reference bit, which readers set meanwhile) to their runs.
+	doomed := make([]map[uint64]int64, len(chain))
+	var key, value []byte
+	n := 0
+	for i := range chain {
+		tv := &chain[i]
+		for pos := range tv.slots {
+			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+			if slot == 0 {
+				continue
+			}
+			c := slotChunk(slot)
+			klen, vlen, nch, ok := tb.entryAt(tv, c)
+			if !ok {
+				return 0, s.corrupt(tv.index, "undecodable entry during DeleteFunc")
+			}
+			v := tb.entryValue(tv, c, klen, vlen)
+			if tb.layout.Cache {
+				exp, ok := expiryOf(v)
+				if !ok {
+					return 0, s.corrupt(tv.index, "an entry too short for its expiry during DeleteFunc")
+				}
+				if exp != 0 && exp <= now {
+					continue
+				}
+				v = v[metaSize:]
+			}
+			key = append(key[:0], tb.entryKey(tv, c, klen)...)
+			value = append(value[:0], v...)
+			if !fn(key, value) {
+				continue
+			}
+			if doomed[i] == nil {
+				doomed[i] = make(map[uint64]int64)
+			}
+			doomed[i][slot] = nch
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for i := range chain {
+		if doomed[i] != nil && !slices.Contains(chain[i].slots, 0) {
+			return 0, s.corrupt(chain[i].index, errNoHole)
+		}
+	}
+	if err := w.modify("delete"); err != nil {
+		return 0, err
+	}
+	var removed int64
+	for i := range chain {
+		if doomed[i] != nil {
+			removed += s.removeSlots(&chain[i], doomed[i])
+		}
+	}
+	s.count(stDeletes, uint64(removed))
+	return removed, nil
+}
+
+// removeSlots removes from tier t every entry whose slot (without the
+// reference bit) doomed names, frees its run of doomed[slot] chunks, and
+// returns how many it removed, counted off the tier's and the segment's
+// entries as it goes.
+// The walk starts after an empty slot, so a backward shift only ever moves
+// into pos a slot not yet walked (as rebuild's removeUnkept). Caller holds
+// the write lock, with the sequence odd, and has made sure t has an empty
+// slot.
+func (s *Segment) removeSlots(t *tier, doomed map[uint64]int64) int64 {
+	tb := s.tb
+	mask := int64(tb.layout.slotMask)
+	start := int64(slices.Index(t.slots, 0))
+	var removed int64
+	for n := int64(1); n <= int64(len(t.slots)); n++ {
+		pos := (start + n) & mask
+		for {
+			slot := atomic.LoadUint64(&t.slots[pos]) &^ refBit
+			nch, ok := doomed[slot]
+			if slot == 0 || !ok {
+				break
+			}
+			delete(doomed, slot)
+			tb.removeSlot(t, pos) // a later slot may now sit at pos: look again
+			testStep()
+			t.free(slotChunk(slot), nch)
+			t.addEntries(-1)
+			atomic.AddUint64(s.entries, ^uint64(0))
+			removed++
+		}
+	}
+	return removed
+}
