@@ -88,8 +88,8 @@
 //     and a process polling with TryLock within a quarter of LockTimeout
 //     and a pass (see LockTable).
 //   - Another process truncating the file makes this one crash with SIGBUS.
-//   - Compute bodies run while a segment lock is held: keep them short,
-//     and do not call Close from one (Close waits for the Compute). Range
-//     holds a lock only while it copies a segment, never while its body
-//     runs.
+//   - Compute bodies run while a segment lock is held, as do Update's
+//     and DeleteFunc's functions: keep them short, and do not call Close
+//     from one (Close waits for the call). Range holds a lock only while
+//     it copies a segment, never while its body runs.
 package hashmap
