@@ -215,19 +215,20 @@ func (a *Arena) releaseALockHomes() {
 
 func (l *alock) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *alock) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
+func (l *alock) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *alock) lockWaiting(w waiter) error {
 	if took, err := l.a.lockByTurn(l.index, &w); took {
 		return err
 	}
-	if !l.a.reserve(1, w.deadline) {
+	if !l.a.reserveFor(1, &w) {
 		return ErrTimeout
 	}
 	e := l.a.claim()
 	for {
 		q, gen, ok := l.enqueue(e)
 		if !ok {
-			if !w.deadline.IsZero() && time.Now().After(w.deadline) {
+			if !w.deadline.IsZero() && time.Now().After(w.deadline) || w.cancelled() {
 				l.a.free(e)
 				return ErrTimeout
 			}

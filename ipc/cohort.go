@@ -83,20 +83,21 @@ func (a *Arena) cohortRecord(index int) *cohortRecord {
 
 func (l *cohort) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *cohort) LockTimeout(d time.Duration) error {
-	deadline := deadlineAfter(d)
+func (l *cohort) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *cohort) lockWaiting(w waiter) error {
 	r := l.rec
 	if !r.local.TryLock() {
-		if d < 0 {
+		if w.deadline == forever && w.done == nil {
 			r.waiting.Add(1)
 			r.local.Lock()
 			r.waiting.Add(-1)
-		} else if !l.lockLocalUntil(deadline) {
+		} else if !l.lockLocalUntil(&w) {
 			return ErrTimeout
 		}
 	}
 	if !r.keepsGlobal {
-		if err := lockUntil(l.global, deadline); err != nil {
+		if err := lockUntil(l.global, &w); err != nil {
 			r.local.Unlock()
 			return err
 		}
@@ -109,11 +110,12 @@ func (l *cohort) LockTimeout(d time.Duration) error {
 	return nil
 }
 
-// lockLocalUntil waits for the local lock until deadline. sync.Mutex cannot
-// time out, so a helper goroutine waits for it; when the caller gives up
-// first, the helper, once it gets the lock, releases it as an unlock would
-// (a holder may have kept the global lock for it), so nothing is stranded.
-func (l *cohort) lockLocalUntil(deadline time.Time) bool {
+// lockLocalUntil waits for the local lock within w's bounds (its deadline
+// and context). sync.Mutex cannot time out, so a helper goroutine waits
+// for it; when the caller gives up first, the helper, once it gets the
+// lock, releases it as an unlock would (a holder may have kept the global
+// lock for it), so nothing is stranded.
+func (l *cohort) lockLocalUntil(w *waiter) bool {
 	r := l.rec
 	const (
 		pending = iota
@@ -149,12 +151,13 @@ func (l *cohort) lockLocalUntil(deadline time.Time) bool {
 			r.local.Unlock()
 		}
 	}()
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(time.Until(w.deadline))
 	defer timer.Stop()
 	select {
 	case <-got:
 		return true
 	case <-timer.C:
+	case <-w.done:
 	}
 	if state.CompareAndSwap(pending, abandoned) {
 		return false

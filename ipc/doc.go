@@ -27,7 +27,10 @@
 // with a pause hint, a few OS yields, then a timed futex sleep on a 32-bit
 // sequence word beside the watched value. A waiter re-checks the ground
 // truth (Depart, the generation) on every wake, because a waker may die
-// between its store and its wake, and signals interrupt sleeps.
+// between its store and its wake, and signals interrupt sleeps. A wait
+// bounded by a context (LockContext) also looks at the context at every
+// wake, and sleeps at most a millisecond at a time; it gives up as a
+// LockTimeout that ran out does, leaving its turn to be passed on.
 //
 // Fairness is counted in critical sections, from a point inside Lock: a
 // waiter the OS does not run is passed until the others' turns run out,

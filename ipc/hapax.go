@@ -97,9 +97,10 @@ func openHapax(visible bool) func(*Arena, int) Mutex {
 
 func (l *hapax) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *hapax) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
-	if !l.a.reserve(1, w.deadline) {
+func (l *hapax) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *hapax) lockWaiting(w waiter) error {
+	if !l.a.reserveFor(1, &w) {
 		return ErrTimeout
 	}
 	return l.lockReserved(w)

@@ -223,6 +223,16 @@ func (e entry) ticketed(t uint64) {
 // waiting for them until deadline; false if the deadline passed. Without
 // journals it always succeeds.
 func (a *Arena) reserve(n int, deadline time.Time) bool {
+	return a.reserveWithin(n, deadline, nil)
+}
+
+// reserveFor is reserve within w's bounds: its deadline, and its context
+// (false once that is done).
+func (a *Arena) reserveFor(n int, w *waiter) bool {
+	return a.reserveWithin(n, w.deadline, w.done)
+}
+
+func (a *Arena) reserveWithin(n int, deadline time.Time, done <-chan struct{}) bool {
 	js := a.journals
 	if js == nil {
 		return true
@@ -254,6 +264,11 @@ func (a *Arena) reserve(n int, deadline time.Time) bool {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return false
+		}
+		select {
+		case <-done: // looked at least once a millisecond: see the timer below
+			return false
+		default:
 		}
 		// Entries come back through unreserve (which signals) or from
 		// another process's Unlock (jDone, found by the sweep): look again

@@ -114,8 +114,9 @@ func (l *restricted) passiveSlot(t uint64) slot {
 
 func (l *restricted) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *restricted) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
+func (l *restricted) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *restricted) lockWaiting(w waiter) error {
 	// The seat's entry and the inner lock's turn are reserved together, so
 	// that goroutines holding seats never wait for entries other seated
 	// goroutines would have to free.
@@ -124,7 +125,7 @@ func (l *restricted) LockTimeout(d time.Duration) error {
 	if journaled {
 		need = 2
 	}
-	if !l.a.reserve(need, w.deadline) {
+	if !l.a.reserveFor(need, &w) {
 		return ErrTimeout
 	}
 	e := l.a.claim()
@@ -134,9 +135,9 @@ func (l *restricted) LockTimeout(d time.Duration) error {
 	}
 	var err error
 	if journaled {
-		err = inner.lockReserved(newWaiterUntil(w.deadline))
+		err = inner.lockReserved(w.fresh())
 	} else {
-		err = lockUntil(l.inner, w.deadline)
+		err = lockUntil(l.inner, &w)
 	}
 	if err != nil {
 		l.leaveSeat(e)
@@ -327,7 +328,7 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 				return granted
 			}
 		}
-		if w.stop != nil && w.stop.Load() {
+		if w.stopped() {
 			return timedOut
 		}
 		// Passive waiters never spin: spinning is the CPU the circulating
@@ -336,6 +337,8 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 		nap := wait.MaxNap
 		if !headSince.IsZero() {
 			nap = crLook
+		} else if w.done != nil {
+			nap = cancelNap
 		}
 		if left := time.Until(w.deadline); left <= 0 {
 			return timedOut

@@ -286,12 +286,13 @@ func pos(e int64) int64 {
 
 func (l *ticketAWN) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *ticketAWN) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
+func (l *ticketAWN) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *ticketAWN) lockWaiting(w waiter) error {
 	if took, err := l.a.lockByTurn(l.index, &w); took {
 		return err
 	}
-	if !l.a.reserve(1, w.deadline) {
+	if !l.a.reserveFor(1, &w) {
 		return ErrTimeout
 	}
 	e := l.a.claim()

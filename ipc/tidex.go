@@ -17,12 +17,13 @@ func openTidex(a *Arena, index int) Mutex { return &tidex{newBody(a, index)} }
 
 func (l *tidex) Lock() { _ = l.LockTimeout(-1) }
 
-func (l *tidex) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
+func (l *tidex) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *tidex) lockWaiting(w waiter) error {
 	if took, err := l.a.lockByTurn(l.index, &w); took {
 		return err
 	}
-	if !l.a.reserve(1, w.deadline) {
+	if !l.a.reserveFor(1, &w) {
 		return ErrTimeout
 	}
 	e := l.a.claim()

@@ -40,8 +40,9 @@ func (l *ttas) Lock() { _ = l.LockTimeout(-1) }
 
 func (l *ttas) TryLock() bool { return atomic.CompareAndSwapUint32(l.word, 0, l.held()) }
 
-func (l *ttas) LockTimeout(d time.Duration) error {
-	w := newWaiter(d)
+func (l *ttas) LockTimeout(d time.Duration) error { return l.lockWaiting(newWaiter(d)) }
+
+func (l *ttas) lockWaiting(w waiter) error {
 	mine := l.held()
 	if atomic.CompareAndSwapUint32(l.word, 0, mine) {
 		return nil // free: no spin first
@@ -64,8 +65,8 @@ func (l *ttas) LockTimeout(d time.Duration) error {
 		if v&1 == 0 && !atomic.CompareAndSwapUint32(l.word, v, v|1) {
 			continue
 		}
-		nap := w.policy.Nap(w.deadline)
-		if nap == 0 {
+		nap := w.napUntilDeadline()
+		if nap == 0 || w.stopped() {
 			return ErrTimeout
 		}
 		wait.Sleep(l.word, v|1, nap)

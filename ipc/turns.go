@@ -167,6 +167,7 @@ func (a *Arena) takeOverTurn(index int, w *waiter) (outcome, bool) {
 	case <-t.gone:
 		return 0, false
 	case <-expired:
+	case <-w.done: // a context's (LockContext): ends as the deadline would
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
