@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -189,8 +190,15 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 // lock, or one whose lock the pass could not release yet. In all, it
 // returns within d, a recovery pass and that last wait.
 func (m *Map) waitInTurns(l ipc.Mutex, index int, d time.Duration, closable, recovering bool) error {
+	return m.waitInTurnsContext(context.Background(), l, index, d, closable, recovering)
+}
+
+// waitInTurnsContext is waitInTurns that also gives up, without the lock,
+// with ctx.Err() once ctx is done: each turn's wait is bounded by ctx too
+// (ipc.LockContext), so that it ends within about a millisecond of ctx.
+func (m *Map) waitInTurnsContext(ctx context.Context, l ipc.Mutex, index int, d time.Duration, closable, recovering bool) error {
 	recovering = recovering && m.reg != nil && m.reg.Self() >= 0
-	if d < 0 && !closable && !recovering {
+	if d < 0 && !closable && !recovering && ctx.Done() == nil {
 		l.Lock()
 		return nil
 	}
@@ -201,10 +209,12 @@ func (m *Map) waitInTurns(l ipc.Mutex, index int, d time.Duration, closable, rec
 		if d >= 0 {
 			turn = max(0, min(turn, time.Until(deadline)))
 		}
-		if l.LockTimeout(turn) == nil {
+		if lockTurn(ctx, l, turn) == nil {
 			return nil
 		}
-		switch {
+		switch err := contextEnded(ctx); {
+		case err != nil:
+			return err
 		case closable && m.gate.Closed():
 			return ErrClosed
 		case d >= 0 && !time.Now().Before(deadline):
@@ -221,6 +231,29 @@ func (m *Map) waitInTurns(l ipc.Mutex, index int, d time.Duration, closable, rec
 			m.recoveries.Add(1)
 		}
 	}
+}
+
+// contextEnded is ctx.Err(), or context.DeadlineExceeded once ctx's
+// deadline has passed and its timer has yet to say so.
+func contextEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// lockTurn is one turn of waitInTurnsContext: l.LockTimeout(turn), bounded
+// by ctx too when ctx can end.
+func lockTurn(ctx context.Context, l ipc.Mutex, turn time.Duration) error {
+	if ctx.Done() == nil {
+		return l.LockTimeout(turn)
+	}
+	tctx, cancel := context.WithTimeout(ctx, turn)
+	defer cancel()
+	return ipc.LockContext(tctx, l)
 }
 
 // deadParty reports whether a process that died with the map open is a
