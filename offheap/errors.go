@@ -11,6 +11,15 @@ import (
 // errors.Is and people read "open /path: <problem>: <detail>". A file that
 // fails any check is never written to, not even by an Open with Create.
 
+// Errors about the platform, found before anything else.
+var (
+	// ErrUnsupported reports a platform that lacks what a map file shared
+	// between processes needs: every platform but Linux. Open,
+	// OpenSalvage and MapRegion return it there, with the platform's
+	// missing system calls named, before touching the file.
+	ErrUnsupported = errors.New("platform not supported")
+)
+
 // Errors about the arguments, found before the file is touched.
 var (
 	// ErrBadOptions reports OpenOptions that cannot be used: a size too

@@ -2,13 +2,9 @@ package offheap
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // File is an open map file: the whole file mapped once (the embedded
@@ -48,9 +44,9 @@ func newFile(r *Region, fd *os.File, path string, h *header, o *OpenOptions, cre
 // on part of it would split the mapping in two, and the 2 MiB around the
 // seam could then not be mapped whole.
 func adviseMapping(r *Region, opts *OpenOptions) {
-	_ = r.Advise(0, r.Len(), unix.MADV_RANDOM) // advisory
+	_ = r.Advise(0, r.Len(), adviceRandom) // advisory
 	if !opts.NoHugePages {
-		_ = r.Advise(0, r.Len(), unix.MADV_HUGEPAGE) // advisory
+		_ = r.Advise(0, r.Len(), adviceHugePage) // advisory
 	}
 }
 
@@ -133,26 +129,7 @@ func reserve(fd *os.File, off, n, size int64) error {
 	}
 	end := min((off+n+hugePageSize-1)&^(hugePageSize-1), size)
 	off &^= hugePageSize - 1
-	n = end - off
-	for {
-		err := unix.Fallocate(int(fd.Fd()), 0, off, n)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return fallocateError(err, off, n)
-	}
-}
-
-// fallocateError maps what fallocate(2) returned onto this package's
-// errors.
-func fallocateError(err error, off, n int64) error {
-	switch {
-	case err == nil, errors.Is(err, unix.EOPNOTSUPP):
-		return nil // no fallocate here: the range stays sparse, as before
-	case errors.Is(err, unix.ENOSPC):
-		return fmt.Errorf("%w: reserving %d bytes at offset %d", ErrNoSpace, n, off)
-	}
-	return fmt.Errorf("fallocate: %w", err)
+	return fallocate(fd, off, end-off)
 }
 
 // Sync writes every modified page of the file, whoever modified it, to
@@ -165,16 +142,10 @@ func (f *File) Sync() error {
 		return &FileError{Path: f.path, Op: "sync", Err: os.ErrClosed}
 	}
 	if f.ReadOnly() {
-		for {
-			err := unix.Fdatasync(int(f.fd.Fd()))
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				return &FileError{Path: f.path, Op: "sync", Err: err}
-			}
-			return nil
+		if err := fdatasync(f.fd); err != nil {
+			return &FileError{Path: f.path, Op: "sync", Err: err}
 		}
+		return nil
 	}
 	if err := f.SyncRange(0, f.Len()); err != nil {
 		return &FileError{Path: f.path, Op: "sync", Err: err}

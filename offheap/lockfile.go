@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // LockFilePath is the path of the companion lock file of the map file at
@@ -47,31 +46,28 @@ func (f *File) LockFile() (uintptr, error) {
 }
 
 func openLockFile(mapFd *os.File, path string, writable bool) (*os.File, error) {
-	flags := os.O_RDONLY | syscall.O_NOFOLLOW
+	flags := os.O_RDONLY
 	if writable {
-		flags = os.O_RDWR | syscall.O_NOFOLLOW
+		flags = os.O_RDWR
 	}
 	var made bool
 	var perm fs.FileMode
 	var gid int
-	fd, err := os.OpenFile(path, flags, 0)
+	fd, err := openNoFollow(path, flags, 0)
 	if writable && errors.Is(err, fs.ErrNotExist) {
 		st, serr := mapFd.Stat()
 		if serr != nil {
 			return nil, pathless(serr)
 		}
 		perm = lockFilePerm(st.Mode().Perm())
-		gid = -1
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			gid = int(sys.Gid)
-		}
-		fd, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, perm)
+		gid = fileGroup(st)
+		fd, err = openNoFollow(path, flags|os.O_CREATE|os.O_EXCL, perm)
 		made = err == nil
 		if errors.Is(err, fs.ErrExist) { // another opener made it first
-			fd, err = os.OpenFile(path, flags, 0)
+			fd, err = openNoFollow(path, flags, 0)
 		}
 	}
-	if errors.Is(err, syscall.ELOOP) {
+	if errors.Is(err, errSymlink) {
 		return nil, errors.New("a symbolic link, not a lock file (remove it: it is made again)")
 	}
 	if err != nil {

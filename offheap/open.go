@@ -10,8 +10,6 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultInitTimeout is how long Open waits for another process to finish
@@ -143,9 +141,14 @@ func (o *OpenOptions) check() error {
 // refused with ErrDanglingLink (see openPath).
 //
 // Every error is a *FileError; a file that fails validation is never
-// written to.
+// written to. On a platform other than Linux, Open touches nothing and
+// returns an error wrapping ErrUnsupported that says what the platform
+// lacks.
 func Open(path string, opts OpenOptions) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	if err := checkPlatform(); err != nil {
+		return fail(err)
+	}
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		return fail(fmt.Errorf("%w: this host is big-endian; the format is little-endian", ErrEndianness))
 	}
@@ -224,14 +227,10 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	// Shared is enough for an opener that will not create: it only has to
 	// wait out a creator, which holds the lock exclusively, and readers
 	// need not queue behind each other.
-	how := unix.LOCK_SH
-	if o.Create {
-		how = unix.LOCK_EX
-	}
-	if err := flockTimeout(fd, how, o.InitTimeout); err != nil {
+	if err := flockTimeout(fd, o.Create, o.InitTimeout); err != nil {
 		return fail(err)
 	}
-	defer unix.Flock(int(fd.Fd()), unix.LOCK_UN) //nolint:errcheck // closing fd drops it too
+	defer unflock(fd) //nolint:errcheck // closing fd drops it too
 
 	st, err := fd.Stat()
 	if err != nil {
@@ -420,16 +419,12 @@ var testCreateStep = func(string) {}
 // a backoff from 100µs (an uncontended creation finishes in well under a
 // millisecond) to 10ms (so a waiter notices the release promptly without
 // burning CPU on a 2-core machine).
-func flockTimeout(fd *os.File, how int, timeout time.Duration) error {
+func flockTimeout(fd *os.File, exclusive bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	nap := 100 * time.Microsecond
 	for {
-		err := unix.Flock(int(fd.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("flock: %w", err)
+		if ok, err := tryFlock(fd, exclusive); ok || err != nil {
+			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {

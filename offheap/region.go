@@ -1,13 +1,11 @@
 package offheap
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"unsafe"
 
 	"github.com/edsrzf/mmap-go"
-	"golang.org/x/sys/unix"
 )
 
 // Region is a file mapped MAP_SHARED into this process, with bounds-checked
@@ -25,7 +23,13 @@ type Region struct {
 // MapRegion maps the first size bytes of f. The file must already be at
 // least size bytes long: a mapping past the end of the file faults with
 // SIGBUS on access, which this package never lets happen.
+//
+// Where Open refuses to run, MapRegion does too, with an error wrapping
+// ErrUnsupported.
 func MapRegion(f *os.File, size int64, writable bool) (*Region, error) {
+	if err := checkPlatform(); err != nil {
+		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
 	r, err := mapFile(f, size, writable)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
@@ -96,25 +100,16 @@ func (r *Region) retire(f *os.File) error {
 	}
 	r.retired = true
 	addr, n := unsafe.Pointer(&r.data[0]), uintptr(len(r.data))
-	_, err := mmapReservation(-1, 0, addr, n,
-		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|mapNoReserve)
+	err := mapZerosOver(addr, n)
 	if err == nil {
 		return nil
 	}
-	prot := unix.PROT_READ | unix.PROT_WRITE
-	if r.readOnly {
-		prot = unix.PROT_READ
-	}
-	if _, merr := unix.MmapPtr(int(f.Fd()), 0, addr, n, prot, unix.MAP_SHARED|unix.MAP_FIXED); merr != nil {
+	if merr := mapFileOver(f, addr, n, r.readOnly); merr != nil {
 		// Nothing is left to fall back on: a reader still running faults.
 		return fmt.Errorf("retire mapping: %w; mapping the file back: %v", err, merr)
 	}
 	return fmt.Errorf("retire mapping (the file stays mapped until the process ends): %w", err)
 }
-
-// mmapReservation is the mmap retire makes its reservation with; tests
-// make it fail to reach the fallback.
-var mmapReservation = unix.MmapPtr
 
 // inBounds reports whether [off, off+n) lies inside the region, without
 // overflow.
@@ -189,7 +184,7 @@ func (r *Region) Advise(off, n int64, advice int) error {
 	if end > int64(len(r.data)) {
 		end = int64(len(r.data))
 	}
-	if err := unix.Madvise(r.data[start:end], advice); err != nil {
+	if err := madvise(r.data[start:end], advice); err != nil {
 		return fmt.Errorf("madvise: %w", err)
 	}
 	return nil
@@ -203,12 +198,12 @@ func (r *Region) Advise(off, n int64, advice int) error {
 // they would dirty every page. On kernels before 5.14, which lack the
 // advice, it does nothing and returns nil.
 func (r *Region) Prefault(off, n int64, write bool) error {
-	advice := unix.MADV_POPULATE_READ
+	advice := advicePopulateRead
 	if write && !r.readOnly {
-		advice = unix.MADV_POPULATE_WRITE
+		advice = advicePopulateWrite
 	}
 	err := r.Advise(off, n, advice)
-	if errors.Is(err, unix.EINVAL) {
+	if unknownAdvice(err) {
 		return nil
 	}
 	return err
@@ -227,7 +222,7 @@ func (r *Region) SyncRange(off, n int64) error {
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
-	if err := unix.Msync(r.data[start:off+n], unix.MS_SYNC); err != nil {
+	if err := msync(r.data[start : off+n]); err != nil {
 		return fmt.Errorf("msync: %w", err)
 	}
 	return nil

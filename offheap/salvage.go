@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/edsrzf/mmap-go"
-	"golang.org/x/sys/unix"
 )
 
 // Salvage says how OpenSalvage read a file.
@@ -39,9 +38,13 @@ type Salvage struct {
 // file is mapped, File.Layout is nil, and Salvage().HeaderLost says why.
 // A file that is not initialized, of a newer format or of the other byte
 // order is refused as Open refuses it, and so is a file too short to hold
-// anything after the header.
+// anything after the header. Where Open refuses to run, OpenSalvage does
+// too, with an error wrapping ErrUnsupported.
 func OpenSalvage(path string) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "salvage", Err: err} }
+	if err := checkPlatform(); err != nil {
+		return fail(err)
+	}
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		return fail(fmt.Errorf("%w: this host is big-endian; the format is little-endian", ErrEndianness))
 	}
@@ -88,7 +91,7 @@ func OpenSalvage(path string) (f *File, err error) {
 	if err != nil {
 		return fail(err)
 	}
-	_ = r.Advise(0, r.Len(), unix.MADV_RANDOM) // advisory
+	_ = r.Advise(0, r.Len(), adviceRandom) // advisory
 	file := newFile(r, fd, path, &h, &OpenOptions{ReadOnly: true}, false)
 	file.salvage = s
 	return file, nil
@@ -109,7 +112,7 @@ func mapZeroFilled(fd *os.File, size, fileSize int64) (*Region, error) {
 	if fileSize >= size {
 		return mapFile(fd, size, false)
 	}
-	data, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|mapNoReserve)
+	data, err := mapZeros(size)
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %w", err)
 	}
@@ -117,8 +120,8 @@ func mapZeroFilled(fd *os.File, size, fileSize int64) (*Region, error) {
 	// reads zeros past it, as any mapping of a file does.
 	page := int64(os.Getpagesize())
 	if n := (fileSize + page - 1) / page * page; n > 0 {
-		if _, err := unix.MmapPtr(int(fd.Fd()), 0, unsafe.Pointer(&data[0]), uintptr(n), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
-			_ = unix.Munmap(data)
+		if err := mapFileOver(fd, unsafe.Pointer(&data[0]), uintptr(n), true); err != nil {
+			_ = munmap(data)
 			return nil, fmt.Errorf("mmap: %w", err)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxTailRead bounds how much of a file's bytes past its recorded size
@@ -43,9 +41,9 @@ func wrongSize(fd *os.File, path string, size, recorded int64) error {
 // reading at most maxTailRead bytes of data (holes read as zero and are
 // skipped); past that bound it gives up with an error saying so.
 func zeroFrom(fd *os.File, from, to int64) (bool, error) {
-	off, err := unix.Seek(int(fd.Fd()), from, unix.SEEK_DATA)
+	off, none, err := seekData(fd, from)
 	switch {
-	case errors.Is(err, unix.ENXIO):
+	case none:
 		return true, nil // no data past from: a hole to the end
 	case err != nil:
 		off = from // no SEEK_DATA here: read it all
