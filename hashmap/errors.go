@@ -68,6 +68,13 @@ var (
 	// ErrLoadFailed: GetOrLoad waited for a load that failed in another
 	// process (the error carries its text), or for one that panicked.
 	ErrLoadFailed = errors.New("sharedmap: the load this call waited for failed")
+
+	// ErrUnsupported: the platform lacks what a map shared between
+	// processes needs (OFD locks, futexes, fallocate): every platform but
+	// Linux. Open and Salvage return it there, before touching the file,
+	// wrapped with the lower layer's own (offheap.ErrUnsupported,
+	// registry.ErrUnsupported), whose text names what is missing.
+	ErrUnsupported = errors.New("sharedmap: platform not supported")
 )
 
 // alsoIs is err, unchanged in what it says, that also matches sentinel
@@ -81,9 +88,12 @@ func (e alsoIs) Unwrap() []error { return []error{e.err, e.sentinel} }
 // classifyOpenError makes the errors of Open's lower layers match this
 // package's sentinels as well as their own: file-header damage ErrCorrupt,
 // a file this build cannot read ErrIncompatible, a recovery lock busy
-// throughout the wait for a process slot ErrTimeout.
+// throughout the wait for a process slot ErrTimeout, a platform without
+// what a map needs ErrUnsupported.
 func classifyOpenError(err error) error {
 	switch {
+	case errors.Is(err, offheap.ErrUnsupported), errors.Is(err, registry.ErrUnsupported):
+		return alsoIs{err, ErrUnsupported}
 	case errors.Is(err, offheap.ErrChecksum), errors.Is(err, offheap.ErrCorrupt),
 		errors.Is(err, offheap.ErrTruncated), errors.Is(err, offheap.ErrSize):
 		return alsoIs{err, ErrCorrupt}
