@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -108,8 +107,8 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 	}
 	reserved := "" // of the file, how much is on disk already (the rest is a hole until used)
 	if fi, err := os.Stat(path); err == nil {
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-			reserved = fmt.Sprintf(", %s of it on disk now", humanBytes(sys.Blocks*512))
+		if n, ok := diskBytes(fi); ok {
+			reserved = fmt.Sprintf(", %s of it on disk now", humanBytes(n))
 		}
 	}
 	fmt.Fprintf(e.stdout, "created %s%s: sized for %d %s (up to x%g), %d %s, file size %s%s\n",

@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -575,7 +573,7 @@ func runLockbenchWorker(e *env, c *command, _ any, args []string) int {
 			if err != nil {
 				return e.fail(c, err)
 			}
-			defer lk.f.Close()
+			defer lk.Close()
 			lockers[g] = lk
 		} else if lockers[g], err = b.arena.Mutex(algo, 0); err != nil {
 			return e.fail(c, err)
@@ -620,31 +618,6 @@ func runLockbenchWorker(e *env, c *command, _ any, args []string) int {
 	wg.Wait()
 	return exitOK
 }
-
-// flockMutex is flock(2) on its own open file description, so that two
-// goroutines of one process exclude each other.
-type flockMutex struct{ f *os.File }
-
-func newFlockMutex(path string) (*flockMutex, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &flockMutex{f: f}, nil
-}
-
-func (l *flockMutex) Lock() {
-	for unix.Flock(int(l.f.Fd()), unix.LOCK_EX) == unix.EINTR {
-	}
-}
-
-func (l *flockMutex) LockTimeout(time.Duration) error { l.Lock(); return nil }
-
-func (l *flockMutex) TryLock() bool {
-	return unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
-}
-
-func (l *flockMutex) Unlock() error { return unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }
 
 // alockBudgetsEnv passes --alock-budgets to the workers.
 const alockBudgetsEnv = "SHAREDMAP_ALOCK_BUDGETS"
