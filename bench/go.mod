@@ -1,6 +1,6 @@
 module github.com/sharedmap/sharedmap/bench
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/PowerDNS/lmdb-go v1.9.3
