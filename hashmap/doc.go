@@ -92,4 +92,7 @@
 //     and DeleteFunc's functions: keep them short, and do not call Close
 //     from one (Close waits for the call). Range holds a lock only while
 //     it copies a segment, never while its body runs.
+//   - Linux only: the package builds on every platform Go supports, but
+//     elsewhere Open and Salvage return ErrUnsupported, saying what the
+//     platform lacks (OFD locks, futexes, fallocate).
 package hashmap

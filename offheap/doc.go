@@ -76,4 +76,7 @@
 //   - The format is little-endian only: Open refuses to run on a
 //     big-endian host and refuses a file written on one (ErrEndianness).
 //   - A file is only as durable as its last File.Sync; Close does not sync.
+//   - Linux only: the system calls are in sys_linux.go. The package builds
+//     elsewhere (sys_other.go), but Open, OpenSalvage and MapRegion return
+//     ErrUnsupported there, naming what the platform lacks.
 package offheap
