@@ -196,7 +196,8 @@ func (e *env) runArgs(args []string) int {
 	}
 	if err != nil {
 		msg := shortenArgs(err.Error(), args[1:])
-		if _, unknown := errors.AsType[*unknownFlagError](err); unknown && strings.Contains(c.args, "KEY") {
+		var unknown *unknownFlagError
+		if errors.As(err, &unknown) && strings.Contains(c.args, "KEY") {
 			msg += `; a key or value that starts with "-" goes after "--": mapctl ` + c.name + ` [flags] -- ` + c.args
 		}
 		return e.usageError(c, msg)
