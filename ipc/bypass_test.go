@@ -54,6 +54,15 @@ const (
 //     runs none of its threads) is bounded by nothing but the scheduler,
 //     and is reported.
 func TestCallersArePassedWithinTheStatedBounds(t *testing.T) {
+	if raceEnabled {
+		// The test's own marks of a waiter's arrival and entry are stores
+		// beside the lock's steps, not part of them; under the race
+		// detector the gaps between the two stretch many times over, and
+		// sections that run in a gap are counted as if the waiter were
+		// queued. The bound is asserted in the run without it, and the
+		// detector sees nothing of the mapped words anyway.
+		t.Skip("measures the lock's own ordering, which the race detector's slowed marks blur")
+	}
 	const procs, goroutines = 3, 4
 	run := 400 * time.Millisecond
 	if testing.Short() {
