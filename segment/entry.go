@@ -118,17 +118,7 @@ func (s *Segment) UpdateEntry(hash uint64, key []byte, fn func(value []byte, exp
 	if !cache {
 		expiry = 0
 	}
-	if err := s.checkSize(key, value); err != nil {
-		return err
-	}
-	stored, buf := s.tb.storedValue(value, expiry)
-	defer s.tb.releaseValue(buf)
-	if found {
-		err = s.replace(&w, hash, &loc, key, stored)
-	} else {
-		err = s.insert(&w, hash, key, stored)
-	}
-	if err != nil {
+	if err := s.store(&w, hash, &loc, found, key, value, expiry); err != nil {
 		return err
 	}
 	reclaimed()

@@ -502,6 +502,20 @@ func (s *Segment) live(loc *location) bool {
 	return live
 }
 
+// store writes value, with expiry, under key: over the entry at loc if
+// found, else as a new entry. The caller holds w's write lock.
+func (s *Segment) store(w *writer, hash uint64, loc *location, found bool, key, value []byte, expiry int64) error {
+	if err := s.checkSize(key, value); err != nil {
+		return err
+	}
+	stored, buf := s.tb.storedValue(value, expiry)
+	defer s.tb.releaseValue(buf)
+	if found {
+		return s.replace(w, hash, loc, key, stored)
+	}
+	return s.insert(w, hash, key, stored)
+}
+
 // replace changes the value of an entry: in place when it fits the entry's
 // chunks (or the free chunks after them), else by moving the entry. In
 // place, the undo record saves the entry first; an entry too large for it
@@ -1216,17 +1230,7 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 		}
 		return nil
 	}
-	if err := s.checkSize(key, value); err != nil {
-		return err
-	}
-	stored, buf := s.tb.storedValue(value, expiry)
-	defer s.tb.releaseValue(buf)
-	if found {
-		err = s.replace(&w, hash, &loc, key, stored)
-	} else {
-		err = s.insert(&w, hash, key, stored)
-	}
-	if err != nil {
+	if err := s.store(&w, hash, &loc, found, key, value, expiry); err != nil {
 		return err
 	}
 	if found && !live {
