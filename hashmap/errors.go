@@ -3,8 +3,8 @@ package hashmap
 import (
 	"errors"
 
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )

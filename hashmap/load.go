@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/sharedmap/sharedmap/registry"
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/segment"
 )
 

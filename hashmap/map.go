@@ -15,9 +15,9 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/internal/inflight"
 	"github.com/sharedmap/sharedmap/internal/keyhash"
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )

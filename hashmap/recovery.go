@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/ipc"
-	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )

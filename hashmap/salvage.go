@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/ipc"
 	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/registry"
 	"github.com/sharedmap/sharedmap/segment"
 )
 

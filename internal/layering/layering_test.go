@@ -26,10 +26,10 @@ var mayImport = map[string][]string{
 	"internal/inflight": {},
 	"rwulock":           {"internal/wait"},
 	"ipc":               {"internal/wait", "offheap"},
-	"registry":          {"offheap"},
+	"internal/registry": {"offheap"},
 	"segment":           {"rwulock", "offheap", "internal/wait", "internal/keyhash", "internal/testhook"}, // keyhash: the entry checksum; testhook: where tests stop a process
-	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "registry", "internal/wait", "internal/keyhash", "internal/inflight"},
-	"cmd/mapctl":        {"hashmap", "segment", "rwulock", "ipc", "offheap", "registry"},
+	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "internal/registry", "internal/wait", "internal/keyhash", "internal/inflight"},
+	"cmd/mapctl":        {"hashmap", "segment", "rwulock", "ipc", "offheap"},
 	"typed":             {"hashmap", "internal/inflight"},
 }
 

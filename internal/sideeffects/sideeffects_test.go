@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	_ "github.com/sharedmap/sharedmap/hashmap"
+	_ "github.com/sharedmap/sharedmap/internal/registry"
 	_ "github.com/sharedmap/sharedmap/ipc"
 	_ "github.com/sharedmap/sharedmap/offheap"
-	_ "github.com/sharedmap/sharedmap/registry"
 	_ "github.com/sharedmap/sharedmap/rwulock"
 	_ "github.com/sharedmap/sharedmap/segment"
 	_ "github.com/sharedmap/sharedmap/typed"

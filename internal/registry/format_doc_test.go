@@ -11,7 +11,7 @@ import (
 // TestFormatDocMatchesRegistry holds docs/FORMAT.md's registry tables to
 // the offsets the area header and the slots are written with.
 func TestFormatDocMatchesRegistry(t *testing.T) {
-	d, f := formatdoc.Load(t, ".."), formatdoc.F
+	d, f := formatdoc.Load(t, "../.."), formatdoc.F
 	d.Expect(t, "3.4 Process registry", "Area header", []formatdoc.Row{
 		f(0, "8", fmt.Sprintf("magic `%q`", magic)), f(hSlots, "8", "slots"), f(hLedgers, "8", "ledger words per slot"),
 		f(hGeneration, "8", "generation"), f(hCounters, "8", "counter words per slot"),
