@@ -32,9 +32,9 @@ var (
 	ErrTimeout = rwulock.ErrTimeout
 
 	// ErrCorrupt: the file holds data no correct writer produces. Open
-	// reports a damaged file header with it too, alongside offheap's more
-	// precise sentinel (offheap.ErrChecksum, ErrCorrupt, ErrTruncated or
-	// ErrSize).
+	// reports a damaged file header with it too, wrapped with an error that
+	// says what is wrong: a checksum that fails, a file shorter than its
+	// header records, or a size its header does not describe.
 	ErrCorrupt = segment.ErrCorrupt
 
 	// ErrClosed: the map was used after Close.
@@ -45,10 +45,9 @@ var (
 
 	// ErrIncompatible: the file exists with a layout other than the one the
 	// options ask for (an existing map keeps the layout it was created
-	// with), or one this build cannot read: a newer format
-	// (offheap.ErrVersion, or segment.ErrBadLayout for a layout record with
-	// features this build lacks) or the other byte order
-	// (offheap.ErrEndianness).
+	// with), or one this build cannot read: a newer format version, a
+	// layout with features this build lacks, or the other byte order. The
+	// error's text says which.
 	ErrIncompatible = errors.New("sharedmap: options conflict with the existing map")
 
 	// ErrBadOptions: the options cannot make a map, or an argument is out
@@ -72,9 +71,22 @@ var (
 	// ErrUnsupported: the platform lacks what a map shared between
 	// processes needs (OFD locks, futexes, fallocate): every platform but
 	// Linux. Open and Salvage return it there, before touching the file,
-	// wrapped with the lower layer's own (offheap.ErrUnsupported,
-	// registry.ErrUnsupported), whose text names what is missing.
+	// wrapped with an error whose text names what is missing.
 	ErrUnsupported = errors.New("sharedmap: platform not supported")
+
+	// ErrNotSharedMap: Open found a file at the path that is not a map
+	// (it does not start as a map file does) and left it as it is.
+	ErrNotSharedMap = offheap.ErrNotSharedMap
+
+	// ErrNotReady: the file is empty, all zeros, or was left half-created
+	// by a creator that died, and the Open may not create a map in it
+	// (Options.NoCreate or ReadOnly).
+	ErrNotReady = offheap.ErrNotReady
+
+	// ErrDanglingLink: the path is a symbolic link to a file that does not
+	// exist. Open creates no map through a link: in a directory others may
+	// write to, such a link would have it create one wherever it points.
+	ErrDanglingLink = offheap.ErrDanglingLink
 )
 
 // alsoIs is err, unchanged in what it says, that also matches sentinel

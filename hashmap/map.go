@@ -163,10 +163,10 @@ var testCreateWithoutFastLedgers bool
 // map, and opts.CreateNew only creates, in an absent or empty file. nil
 // opts means all defaults. When several processes open the same new path at once, exactly
 // one creates it and the others wait for it. Any other file that is not a
-// map is refused (offheap.ErrNotSharedMap) and left as it is. A symbolic
+// map is refused (ErrNotSharedMap) and left as it is. A symbolic
 // link at path is followed to an existing file, but a map is never created
 // through one: a link whose target does not exist is refused
-// (offheap.ErrDanglingLink, naming the target) rather than followed, since
+// (ErrDanglingLink, naming the target) rather than followed, since
 // in a directory others may write to, such a link would have Open create a
 // file wherever it points.
 //
@@ -410,15 +410,14 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 // them: for a Compute's function too, so a Compute function that calls
 // Close waits for itself forever, and for a LockTable.Lock or LockTimeout
 // still waiting, which gives up (ErrClosed) within LockTimeout (Close then
-// gives the turn it leaves in a FIFO lock's queue up to ipc.CloseWait to
-// pass).
-// Other processes are not affected. Calling Close again waits for the
-// first to finish and returns nil.
+// gives the turn it leaves in a FIFO lock's queue a short, bounded time
+// to pass). Other processes are not affected. Calling Close again waits
+// for the first to finish and returns nil.
 //
 // The addresses the file was mapped at stay reserved, filled with zeros
-// and using no memory, for as long as the process lives (see
-// offheap.File.Retire): a lock-free Get still running on another
-// goroutine reads those zeros, not unmapped memory, and returns ErrClosed.
+// and using no memory, for as long as the process lives: a lock-free Get
+// still running on another goroutine reads those zeros, not unmapped
+// memory, and returns ErrClosed.
 func (m *Map) Close() error {
 	m.closing.Lock()
 	defer m.closing.Unlock()

@@ -47,12 +47,12 @@ type Options struct {
 	ReadOnly bool
 	// NoCreate opens only a map that exists: where Open would create one,
 	// it fails instead, with an error matching fs.ErrNotExist for an
-	// absent file and offheap.ErrNotReady for an empty one or one whose
+	// absent file and ErrNotReady for an empty one or one whose
 	// creation did not finish (its creator died). A process that must not
 	// put a map of its own sizing where it expected another's sets it.
 	NoCreate bool
 	// CreateNew creates the map, and fails with an error matching
-	// fs.ErrExist (offheap.ErrExists) when the file exists and is not
+	// fs.ErrExist when the file exists and is not
 	// empty, a map included: of several processes creating one path at
 	// once, at most one succeeds (one, unless its creation fails).
 	CreateNew bool
@@ -89,7 +89,7 @@ type Options struct {
 	// NoHugePages maps the file with small pages only. By default the
 	// mapping asks for transparent huge pages, which on a kernel and
 	// filesystem that cache files in 2 MiB folios (such as ext4 on Linux
-	// 6.18) spare a random Get its page walks; see offheap.OpenOptions.
+	// 6.18) spare a random Get its page walks.
 	// Set it when writeback in 2 MiB units costs more than that saves.
 	NoHugePages bool
 	// Mode is the permission bits of a map file Open creates, set exactly,

@@ -50,11 +50,11 @@ var ErrNoRegistry = errors.New("sharedmap: the file has no process registry (cre
 
 // Recovery is what a recovery pass found and repaired.
 type Recovery struct {
-	DeadProcesses []registry.Slot     // slots of processes that died with the map open
-	Segments      []segment.Recovered // segments whose lock held something of the dead
+	DeadProcesses []DeadProcess   // processes that died with the map open
+	Segments      []SegmentRepair // segments whose lock held something of the dead
 	// Locks is what was done for the lock table (and the map's admin lock):
 	// queue turns of the dead taken over, seats and TTAS locks given back.
-	Locks ipc.Recovery
+	Locks LockRecovery
 	// Mended describes damage outside the segments that was rewritten: a
 	// copy of the file header that did not verify, rewritten from the
 	// other, and the process registry's and the lock table's headers,
@@ -70,10 +70,82 @@ func (r Recovery) Repaired() bool {
 	return len(r.Segments) > 0 || l.Adopted+l.Seats+l.Owners+l.Resets > 0 || len(r.Mended) > 0
 }
 
+// DeadProcess is a process that died with the map open, as the file's
+// process registry recorded it when it opened the map.
+type DeadProcess struct {
+	PID      int       // its process id (which another process may have been given since)
+	Slot     int       // its slot in the file's process registry
+	OpenedAt time.Time // when it opened the map
+}
+
+// SegmentRepair is what a recovery pass or a Repair did to one segment.
+type SegmentRepair struct {
+	Segment  int64         // the segment's number, 0 to Stats.Segments-1
+	Orphans  OrphanedLocks // what dead processes held of its lock, released for them
+	Rebuilt  bool          // a dead process held it exclusively: its data was rebuilt
+	Kept     int64         // entries kept by the rebuild
+	Dropped  int64         // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
+	Doubled  int64         // second copies of a key (a move across tiers cut short), dropped
+	Salvaged int64         // Repair only: sound entries no slot named (a damaged slot), named again
+	Relinked int64         // overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
+	Restored bool          // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value or the new one
+	Cleared  bool          // a Clear cut short was finished: the segment is empty
+	Freed    int64         // chunks marked used that no kept entry occupies (work of a writer cut short), freed
+}
+
+// OrphanedLocks is what processes that died held of one segment's lock.
+type OrphanedLocks struct {
+	Reads  uint32 // read locks
+	Update bool   // the update lock
+	Write  bool   // the write lock
+	Waits  uint32 // waits registered by writers
+}
+
+// LockRecovery is what a recovery pass did for the lock table and the
+// map's admin lock.
+type LockRecovery struct {
+	// Adopted counts lock-queue turns of dead processes that this process
+	// took over: it takes their turns and hands each lock on, so the
+	// waiters behind them keep their order.
+	Adopted int
+	// Seats counts places in a hapax-cr lock that dead processes held,
+	// given back.
+	Seats int
+	// Owners counts ttas locks whose dead holder was released.
+	Owners int
+	// Resets counts locks reset because their queue could not be read
+	// (two processes died in the same few instructions).
+	Resets int
+	// Pending counts what is left for a later pass: a live process was in
+	// the middle of a step, or this process could take on no more.
+	Pending int
+}
+
+// deadProcessOf is what a user is told of a dead process's registry slot.
+func deadProcessOf(s registry.Slot) DeadProcess {
+	return DeadProcess{PID: s.PID, Slot: s.Index, OpenedAt: s.ClaimedAt}
+}
+
+// segmentRepairOf is what a user is told of segment's recovery or
+// rebuild.
+func segmentRepairOf(r segment.Recovered) SegmentRepair {
+	o := r.Orphans
+	return SegmentRepair{
+		Segment: r.Segment, Orphans: OrphanedLocks{Reads: o.Reads, Update: o.Update, Write: o.Write, Waits: o.Waits},
+		Rebuilt: r.Rebuilt, Kept: r.Kept, Dropped: r.Dropped, Doubled: r.Doubled, Salvaged: r.Salvaged,
+		Relinked: r.Relinked, Restored: r.Restored, Cleared: r.Cleared, Freed: r.Freed,
+	}
+}
+
+// lockRecoveryOf is what a user is told of the lock arena's recovery.
+func lockRecoveryOf(r ipc.Recovery) LockRecovery {
+	return LockRecovery{Adopted: r.Adopted, Seats: r.Seats, Owners: r.Owners, Resets: r.Resets, Pending: r.Pending}
+}
+
 // Recover finds processes that died with the map open and releases
 // everything they held: read, update and write locks and registered waits
 // of every segment (segments a dead process was modifying are rebuilt from
-// their entries, see segment.Segment.Recover). It is safe while other
+// their entries, as Repair rebuilds a damaged one). It is safe while other
 // processes use the map: it only removes what no live process accounts
 // for. Operations run it by themselves when a lock wait times out; call it
 // (or `mapctl recover`) to repair at a time of your choosing.
@@ -118,9 +190,11 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 	if err != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
 	}
+	var dead []registry.Slot // as Slots listed them, for MarkDeadRecovered
 	for _, s := range slots {
 		if s.Dead() {
-			rep.DeadProcesses = append(rep.DeadProcesses, s)
+			dead = append(dead, s)
+			rep.DeadProcesses = append(rep.DeadProcesses, deadProcessOf(s))
 		}
 	}
 	live, err := m.reg.Live(nil)
@@ -138,7 +212,9 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 		for _, slot := range live {
 			alive[slot] = true
 		}
-		if rep.Locks, err = m.lockTable.arena.Recover(m.lockTable.algorithm, func(slot int) bool { return alive[slot] }); err != nil {
+		locks, err := m.lockTable.arena.Recover(m.lockTable.algorithm, func(slot int) bool { return alive[slot] })
+		rep.Locks = lockRecoveryOf(locks)
+		if err != nil {
 			return rep, fmt.Errorf("recover %s: locks: %w", m.Path(), err)
 		}
 	}
@@ -156,7 +232,7 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 			firstErr = err
 		}
 		if !r.Orphans.None() {
-			rep.Segments = append(rep.Segments, r)
+			rep.Segments = append(rep.Segments, segmentRepairOf(r))
 		}
 	}
 	if rep.Repaired() {
@@ -168,7 +244,7 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 	if len(only) == int(m.layout.Segments) && rep.Locks.Pending == 0 {
 		// Everything the dead held is released: their slots need no more
 		// attention.
-		_, _ = m.reg.MarkDeadRecovered(rep.DeadProcesses)
+		_, _ = m.reg.MarkDeadRecovered(dead)
 	}
 	return rep, nil
 }
@@ -473,9 +549,9 @@ func countOf(n int, one, many string) string {
 
 // Repaired is what Repair did.
 type Repaired struct {
-	Recovery Recovery            // what dead processes held, released first
-	Rebuilt  []segment.Recovered // the segments rebuilt for damage Check found
-	Failed   []Problem           // segments Repair could not rebuild, and why
+	Recovery Recovery        // what dead processes held, released first
+	Rebuilt  []SegmentRepair // the segments rebuilt for damage Check found
+	Failed   []Problem       // segments Repair could not rebuild, and why
 	// NoRegistry: the file predates the process registry, so Repair could
 	// not run Recover (what dead processes hold stays held; see
 	// ErrNoRegistry) and only checked and rebuilt the segments.
@@ -489,7 +565,7 @@ type Repaired struct {
 // state is garbage, which then count as dead processes'), runs Recover
 // (which also clears damaged free entries of dead processes' lock
 // journals), then Check, and rebuilds every segment Check finds
-// damaged from its entries (see segment.Segment.Rebuild): entries that do
+// damaged from its entries: entries that do
 // not decode or fail their checksum, as a machine crash can leave them
 // (see Sync), are dropped; every other entry is kept, including those of
 // an overflow tier that a damaged link or owner word cut from its chain,
@@ -559,7 +635,7 @@ func (m *Map) Repair() (Repaired, error) {
 		case err != nil:
 			rep.Failed = append(rep.Failed, Problem{p.Segment, err})
 		case rebuilt:
-			rep.Rebuilt = append(rep.Rebuilt, r)
+			rep.Rebuilt = append(rep.Rebuilt, segmentRepairOf(r))
 		}
 	}
 	m.relinkCutTiers(&rep)
@@ -593,7 +669,7 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 				rep.Failed = append(rep.Failed, Problem{int(seg), err})
 				continue
 			}
-			rep.Rebuilt = mergeRebuilt(rep.Rebuilt, r)
+			rep.Rebuilt = mergeRebuilt(rep.Rebuilt, segmentRepairOf(r))
 		}
 	}
 }
@@ -601,7 +677,7 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 // mergeRebuilt adds r to list, folding it into an earlier rebuild of the
 // same segment: the later one's count of entries kept, the sum of what
 // each dropped, relinked, salvaged and freed.
-func mergeRebuilt(list []segment.Recovered, r segment.Recovered) []segment.Recovered {
+func mergeRebuilt(list []SegmentRepair, r SegmentRepair) []SegmentRepair {
 	for i := range list {
 		if e := &list[i]; e.Segment == r.Segment {
 			e.Kept = r.Kept

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 // putSeg (a reviewing helper's, of 3ee8fbd, with the tests below) puts keys of segment seg only until its chain has tiers tiers
@@ -59,7 +58,7 @@ func lostOf(m *Map, keys []string) int {
 // lossReported fails the test if m lost more of keys, all segment seg's,
 // than reps (recoveries' and repairs' reports, in order) say were dropped
 // there.
-func lossReported(t *testing.T, m *Map, keys []string, seg int64, reps ...[]segment.Recovered) {
+func lossReported(t *testing.T, m *Map, keys []string, seg int64, reps ...[]SegmentRepair) {
 	t.Helper()
 	if lost, dropped := lostOf(m, keys), droppedIn(seg, reps...); lost > int(dropped) {
 		problems, _ := m.Check()
@@ -68,7 +67,7 @@ func lossReported(t *testing.T, m *Map, keys []string, seg int64, reps ...[]segm
 }
 
 // droppedIn sums what the reports say was dropped (or doubled) in seg.
-func droppedIn(seg int64, reps ...[]segment.Recovered) int64 {
+func droppedIn(seg int64, reps ...[]SegmentRepair) int64 {
 	var d int64
 	for _, rs := range reps {
 		for _, r := range rs {

@@ -14,7 +14,7 @@ import (
 // Salvaged says how Salvage read a map file.
 type Salvaged struct {
 	// Inferred: no copy of the file header verified, and the layout was
-	// found from the file's own areas (segment.InferLayout).
+	// found from the file's own areas (see Salvage).
 	Inferred bool
 	// Notes say how the layout was found and what was read as what, for
 	// a person: what a salvage rests on is said, never guessed silently.
@@ -35,7 +35,7 @@ const maxRegistrySearch = 1 << 30
 // file.
 //
 // With a copy of the header that verifies, the layout is the header's.
-// Without one, it is found from the file itself (segment.InferLayout): the
+// Without one, it is found from the file itself: the
 // lock arena's and the process registry's own headers say where the
 // segments start and how many there are, and the layout whose tiers'
 // entries verify is chosen; Salvaged.Notes says what it rests on. Either

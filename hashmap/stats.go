@@ -1,7 +1,5 @@
 package hashmap
 
-import "github.com/sharedmap/sharedmap/rwulock"
-
 // Stats describe the map at one moment, read without locks.
 type Stats struct {
 	Entries          int     `json:"entries"`           // entries stored now
@@ -104,9 +102,9 @@ type SegmentInfo struct {
 	// Seq is the segment's modification sequence: odd while a writer is
 	// inside (or died inside, until recovery), moved by every change
 	// that rewrites, moves or removes an entry.
-	Seq     uint64        `json:"seq"`
-	Lock    rwulock.State `json:"-"`    // the segment's lock word when read
-	LockStr string        `json:"lock"` // Lock as text: "free", or the locks held and the waiters
+	Seq     uint64    `json:"seq"`
+	Lock    LockState `json:"-"`    // the segment's lock when read
+	LockStr string    `json:"lock"` // Lock as text: "free", or the locks held and the waiters
 	// Counters since creation, as in Stats.
 	Hits         int64 `json:"hits"`          // as Stats.Hits, for this segment
 	Misses       int64 `json:"misses"`        // as Stats.Misses
@@ -118,6 +116,15 @@ type SegmentInfo struct {
 	LockTimeouts int64 `json:"lock_timeouts"` // as Stats.LockTimeouts
 	Compactions  int64 `json:"compactions"`   // files that count them (Stats.MovesCounted)
 	Relocations  int64 `json:"relocations"`   // likewise
+}
+
+// LockState is what a segment's lock word held when it was read: the
+// locks taken and the writers waiting.
+type LockState struct {
+	Readers uint32 // read locks held
+	Update  bool   // the update lock is held
+	Write   bool   // the write lock is held
+	Waiters uint32 // writers and upgraders waiting
 }
 
 // Segments describes every segment: entries, tiers, modification sequence,
@@ -141,7 +148,8 @@ func (m *Map) segments() []SegmentInfo {
 		st := s.Lock().State()
 		c := s.Counters()
 		hits, misses := m.lookups(i, slots)
-		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(), Lock: st, LockStr: st.String(),
+		out[i] = SegmentInfo{Index: i, Entries: int(s.Len()), Tiers: int(s.Tiers()), Seq: s.Seq(),
+			Lock: LockState{Readers: st.Readers, Update: st.Update, Write: st.Write, Waiters: st.Waiters}, LockStr: st.String(),
 			Hits: hits, Misses: misses, Puts: c.Puts, Deletes: c.Deletes,
 			Evicted: c.Evicted, Expired: c.Expired, LockWaits: c.LockWaits, LockTimeouts: c.LockTimeouts,
 			Compactions: c.Compactions, Relocations: c.Relocations}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 var checkCmd = &command{
@@ -104,7 +103,7 @@ Examples:
 		}
 		defer m.Close()
 		var rep hashmap.Recovery
-		var rebuilt []segment.Recovered
+		var rebuilt []hashmap.SegmentRepair
 		o := opts.(*recoverOpts)
 		if o.resetLocks {
 			n, err := m.Locks().Reset()
@@ -135,7 +134,7 @@ Examples:
 			fmt.Fprintf(e.stdout, "mended: %s\n", what)
 		}
 		for _, d := range rep.DeadProcesses {
-			fmt.Fprintf(e.stdout, "dead process %d (slot %d, opened %s)\n", d.PID, d.Index, d.ClaimedAt.Format("2006-01-02 15:04:05"))
+			fmt.Fprintf(e.stdout, "dead process %d (slot %d, opened %s)\n", d.PID, d.Slot, d.OpenedAt.Format("2006-01-02 15:04:05"))
 		}
 		for _, s := range rep.Segments {
 			fmt.Fprintf(e.stdout, "segment %d: released %+v", s.Segment, s.Orphans)

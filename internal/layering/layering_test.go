@@ -29,7 +29,7 @@ var mayImport = map[string][]string{
 	"internal/registry": {"offheap"},
 	"segment":           {"rwulock", "offheap", "internal/wait", "internal/keyhash", "internal/testhook"}, // keyhash: the entry checksum; testhook: where tests stop a process
 	"hashmap":           {"segment", "rwulock", "ipc", "offheap", "internal/registry", "internal/wait", "internal/keyhash", "internal/inflight"},
-	"cmd/mapctl":        {"hashmap", "segment", "rwulock", "ipc", "offheap"},
+	"cmd/mapctl":        {"hashmap", "rwulock", "ipc", "offheap"},
 	"typed":             {"hashmap", "internal/inflight"},
 }
 
