@@ -1,0 +1,197 @@
+package hashmap
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sharedmap/sharedmap/internal/registry"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// FileSize is the size of the file Open would create for opts (nil: the
+// defaults), or the error it would give for them. Most of it is sparse
+// until entries are written; what a creation allocates at once is the lock
+// arena, the process registry and every segment's first tier.
+func FileSize(opts *Options) (int64, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	if o.DefaultTTL > 0 && !o.Cache {
+		return 0, fmt.Errorf("DefaultTTL without Cache: %w", ErrNotCache)
+	}
+	l, _, _, err := plan(o)
+	if err != nil {
+		return 0, err
+	}
+	return l.End, nil
+}
+
+// plan lays out a new file for o, which has its defaults: the lock arena
+// after the file header, then the registry, then the segments. Options too
+// large for the format are refused with the largest Entries that fits.
+func plan(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
+	l, locks, reg, err := planLayout(o)
+	if err != nil {
+		err = withLargestEntries(o, err)
+	}
+	return l, locks, reg, err
+}
+
+func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) {
+	locks, err := newLockLayout(o.Locks, o.LockAlgorithm)
+	if err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	params := segment.Params{
+		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
+		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
+	}
+	// The registry's size depends on the count of segments (a ledger and
+	// counters per segment in every slot), and the segments' offset on the
+	// registry's size: a first layout gives the count.
+	layoutAt := func(off int64) (segment.Layout, error) {
+		l, err := segment.NewLayout(params, off, !o.NoChecksums)
+		l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
+		return l, err
+	}
+	l, err := layoutAt(offheap.HeaderSize + locks.bytes)
+	if err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
+		Counters: countersPerSlot(l.Segments, l.Stats)}
+	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	}
+	return l, locks, reg, nil
+}
+
+// fileLayout is where the parts of a map file lie, as its header's layout
+// records say: the lock arena after the file header, then the process
+// registry, then the segments, as plan lays out a new file.
+type fileLayout struct {
+	segments segment.Layout
+	locks    lockLayout      // the zero lockLayout: a file from before lock tables
+	registry registry.Layout // Slots 0: a file from before the registry
+}
+
+// decodeFileLayout reads the layout of the file f that Open mapped for o
+// (opts as the caller gave them): segRecordLen is the length of the segment
+// record that starts the header's layout records. It refuses a file that
+// is no cache for a DefaultTTL, and one whose layout disagrees with the
+// sizing that opts asks for.
+func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Options) (fileLayout, error) {
+	l, locks, regSlots, err := readRecords(f, segRecordLen)
+	if err != nil {
+		return fileLayout{}, classifyOpenError(fmt.Errorf("open %s: %w", f.Path(), err))
+	}
+	if o.DefaultTTL > 0 && !l.Cache {
+		return fileLayout{}, fmt.Errorf("open %s: DefaultTTL: %w", f.Path(), ErrNotCache)
+	}
+	if !f.Created() && opts != nil {
+		if err := conflicts(opts, &l, locks, regSlots); err != nil {
+			return fileLayout{}, fmt.Errorf("open %s: %w", f.Path(), err)
+		}
+	}
+	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats)}
+	return fileLayout{segments: l, locks: locks, registry: reg}, nil
+}
+
+// readRecords decodes the layout records of f's header: the segment
+// record, segLen bytes, then, in files that have them, the lock record
+// and the registry record. Files from before lock tables have no lock
+// record and no arena (the zero lockLayout), nor those from before the
+// registry a registry (0 slots).
+func readRecords(f *offheap.File, segLen int) (segment.Layout, lockLayout, int, error) {
+	rec := f.Layout()
+	var locks lockLayout
+	regSlots := 0
+	if len(rec) > segLen {
+		lockRec := rec[segLen:]
+		var err error
+		if n := lockRecordLen(lockRec); n < len(lockRec) {
+			if regSlots, err = decodeRegistryRecord(lockRec[n:]); err != nil {
+				return segment.Layout{}, lockLayout{}, 0, err
+			}
+			lockRec = lockRec[:n]
+		}
+		if locks, err = decodeLockLayout(lockRec); err != nil {
+			return segment.Layout{}, lockLayout{}, 0, err
+		}
+		rec = rec[:segLen]
+	}
+	var regBytes int64
+	if regSlots > 0 {
+		// The ledger count is the segment count, which the segment record
+		// holds; the registry's size does not depend on where it starts
+		// (and a wrong count makes DecodeLayout below fail).
+		if segs, ok := segment.RecordSegments(rec); ok {
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
+		}
+	}
+	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
+	return l, locks, regSlots, err
+}
+
+// testCreateWithoutFastLedgers, set only by tests, makes Open create files
+// as builds before fast ledgers did.
+var testCreateWithoutFastLedgers bool
+
+// conflicts reports sizing options that disagree with an existing map.
+func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) error {
+	var diffs []string
+	check := func(name string, asked, has int) {
+		if asked != 0 && asked != has {
+			diffs = append(diffs, fmt.Sprintf("%s %d (the file has %d)", name, asked, has))
+		}
+	}
+	check("Entries", o.Entries, l.Entries)
+	check("AverageKeySize", o.AverageKeySize, l.AverageKeySize)
+	check("AverageValueSize", o.AverageValueSize, l.AverageValueSize)
+	check("Segments", o.Segments, int(l.Segments))
+	check("Locks", o.Locks, locks.locks)
+	check("MaxProcesses", o.MaxProcesses, processes)
+	if o.LockAlgorithm != "" && o.LockAlgorithm != locks.algorithm {
+		diffs = append(diffs, fmt.Sprintf("LockAlgorithm %q (the file has %q)", o.LockAlgorithm, locks.algorithm))
+	}
+	if o.Cache && !l.Cache {
+		diffs = append(diffs, "Cache (the file is not a cache map)")
+	}
+	if o.MaxBloatFactor != 0 && o.MaxBloatFactor != l.MaxBloatFactor {
+		diffs = append(diffs, fmt.Sprintf("MaxBloatFactor %v (the file has %v)", o.MaxBloatFactor, l.MaxBloatFactor))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: asked for %v; open with those fields zero to use the file's layout", ErrIncompatible, diffs)
+	}
+	return nil
+}
+
+// DefaultMaxProcesses is how many processes may have a new map open for
+// writing at once when Options.MaxProcesses is zero.
+const DefaultMaxProcesses = 64
+
+// registryRecordMagic starts the registry's part of the layout record.
+// Files from before the registry have none; they open without one, and
+// recovery then refuses to run (it could not tell the living from the dead).
+const registryRecordMagic = "SMREGLY1"
+
+func encodeRegistryRecord(slots int) []byte {
+	return binary.LittleEndian.AppendUint64([]byte(registryRecordMagic), uint64(slots))
+}
+
+func decodeRegistryRecord(b []byte) (int, error) {
+	if len(b) != len(registryRecordMagic)+8 || string(b[:len(registryRecordMagic)]) != registryRecordMagic {
+		return 0, fmt.Errorf("%w: damaged process-registry record in the header", ErrCorrupt)
+	}
+	slots := binary.LittleEndian.Uint64(b[len(registryRecordMagic):])
+	if slots == 0 || slots > maxProcesses {
+		return 0, fmt.Errorf("%w: process registry of %d slots", ErrCorrupt, slots)
+	}
+	return int(slots), nil
+}
+
+// maxProcesses bounds Options.MaxProcesses: the liveness scan costs one
+// system call per slot.
+const maxProcesses = 4096

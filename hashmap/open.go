@@ -1,0 +1,268 @@
+package hashmap
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/registry"
+	"github.com/sharedmap/sharedmap/ipc"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/rwulock"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// Open opens the map at path, creating it (sized by opts) if the file does
+// not exist or is empty (as os.CreateTemp leaves it), or was left
+// half-created by a creator that died; opts.NoCreate opens only an existing
+// map, and opts.CreateNew only creates, in an absent or empty file. nil
+// opts means all defaults. When several processes open the same new path at once, exactly
+// one creates it and the others wait for it. Any other file that is not a
+// map is refused (ErrNotSharedMap) and left as it is. A symbolic
+// link at path is followed to an existing file, but a map is never created
+// through one: a link whose target does not exist is refused
+// (ErrDanglingLink, naming the target) rather than followed, since
+// in a directory others may write to, such a link would have Open create a
+// file wherever it points.
+//
+// The map's liveness for other processes is its descriptor of the file:
+// hand no descriptor of it to a child process (exec.Cmd.ExtraFiles, a
+// fork without exec). A child that keeps one keeps this process's locks
+// alive after it dies, until the child lets the descriptor go
+// (docs/RELIABILITY.md). Likewise the map is the file, not its path: a
+// file renamed or removed while processes have it open stays their map,
+// and an Open of the old path then creates a new, empty one beside it.
+func Open(path string, opts *Options) (*Map, error) {
+	o, err := openOptions(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	f, segRecordLen, err := openFile(path, o)
+	if err != nil {
+		return nil, err
+	}
+	fl, err := decodeFileLayout(f, segRecordLen, o, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m, err := attach(f, fl, o)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := m.joinAndRecover(fl.registry); err != nil {
+		// The lock table first: its recovery may have adopted dead
+		// processes' lock episodes into this slot's journal and be
+		// driving them, which must stop before the slot is free for
+		// another process to take (and adopt them too).
+		m.lockTable.close()
+		if m.reg != nil {
+			_ = m.reg.Leave() // the slot it took: else it reads as a process that died with the map open
+		}
+		f.Close()
+		return nil, classifyOpenError(fmt.Errorf("open %s: %w", path, err))
+	}
+	return m, nil
+}
+
+// openOptions is opts with its defaults, or why Open refuses them.
+func openOptions(path string, opts *Options) (Options, error) {
+	o, err := opts.withDefaults()
+	if err == nil && o.DefaultTTL > 0 && !o.Cache && !o.ReadOnly && !o.NoCreate {
+		// Refused again by decodeFileLayout for an existing file that is
+		// no cache; said here too so that a file about to be created is
+		// not left behind as the wrong kind of map.
+		if st, serr := os.Stat(path); serr != nil || st.Size() == 0 {
+			return o, fmt.Errorf("open %s: DefaultTTL without Cache: %w", path, ErrNotCache)
+		}
+	}
+	return o, err
+}
+
+// openFile maps the file at path, creating it as plan lays it out for o
+// when it is absent, empty or half-created (and o allows it). It returns
+// the length of the segment layout record that starts the header's
+// layout records.
+func openFile(path string, o Options) (*offheap.File, int, error) {
+	want, wantLocks, wantReg, err := plan(o)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	segRecord := want.Encode()
+	f, err := offheap.Open(path, offheap.OpenOptions{
+		Create:      !o.ReadOnly && !o.NoCreate,
+		CreateNew:   o.CreateNew,
+		ReadOnly:    o.ReadOnly,
+		Size:        want.End,
+		NoHugePages: o.NoHugePages,
+		Mode:        o.Mode,
+		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
+		// The disk blocks of everything every map writes (the lock
+		// arena, the registry with every process's slot, ledgers and
+		// counters, the global and segment headers and the first tiers),
+		// so that a full disk fails the creation rather than a later write
+		// (SIGBUS), and leaves no map that looks ready.
+		ReserveOff: offheap.HeaderSize,
+		ReserveLen: want.TiersOff + want.Segments*want.TierSize - offheap.HeaderSize,
+		Init: func(r *offheap.Region) error {
+			// A sparse file is all zeros: every segment starts empty and
+			// unlocked. Only the lock arena and the registry need headers.
+			registry.Format(r.Bytes(wantReg.Off, wantReg.Bytes()), wantReg)
+			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
+		},
+	})
+	if err != nil {
+		return nil, 0, classifyOpenError(err)
+	}
+	return f, len(segRecord), nil
+}
+
+// attach opens the parts of the file that fl lays out, for this process:
+// the segment table and the lock table, in a Map that has yet to join the
+// process registry.
+func attach(f *offheap.File, fl fileLayout, o Options) (*Map, error) {
+	l := fl.segments
+	if !o.NoPrefault {
+		// Every operation touches a segment header and its first tier; fault
+		// them in here rather than one page at a time inside Puts.
+		_ = f.Region.Prefault(l.SegmentsOff, l.TiersOff+l.Segments*l.TierSize-l.SegmentsOff, f.Created()) // advisory
+	}
+	alloc := f.Allocate
+	if o.ReadOnly {
+		alloc = nil
+	}
+	tb, err := segment.Open(f.Region, l, alloc, o.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	tb.SetLocalQueue(o.QueueWritersLocally)
+	if o.Now != nil {
+		now := o.Now
+		tb.SetClock(func() int64 { return now().UnixNano() })
+	}
+	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: o.ReadOnly, lockLayout: fl.locks}
+	m.mended = append(m.mended, f.HeaderMended()...)
+	if m.lockTable, err = newLockTable(m, f.Region, fl.locks); err != nil {
+		return nil, err
+	}
+	if m.admin != nil {
+		tb.SetAdminLock(adminLock{m})
+	}
+	return m, nil
+}
+
+// joinAndRecover takes this process's place in the process registry laid
+// out as l, and releases what processes that died with the map open held
+// (see join). A read-only map takes no place (a place is written) but
+// reads the registry, so that Check can still see who died with the map
+// open. A file from before the registry has none to join.
+func (m *Map) joinAndRecover(l registry.Layout) error {
+	switch {
+	case l.Slots == 0:
+		return nil
+	case m.readOnly:
+		m.reg, m.regErr = registry.Attach(m.file, l)
+		return nil
+	}
+	return m.join(l)
+}
+
+// join takes this process's registry slot, gives the segment locks their
+// ledgers, and, if processes died with the map open, releases what they
+// held before this process starts using the map.
+func (m *Map) join(l registry.Layout) error {
+	reg, err := registry.Attach(m.file, l)
+	if errors.Is(err, registry.ErrCorrupt) {
+		// As for the lock table: the registry header's sizes are copies
+		// of what the file header says.
+		if n, merr := registry.MendHeader(m.file, l); merr == nil && n > 0 {
+			m.mended = append(m.mended, fmt.Sprintf("process registry header: %s rewritten from the file's layout", countOf(n, "word", "words")))
+			reg, err = registry.Attach(m.file, l)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	before, err := reg.Slots()
+	if err != nil {
+		return err
+	}
+	// A recovery pass holds the recovery lock for up to about LockTimeout
+	// (while a live process it waits on stays busy), and passes may follow
+	// one another: Join waits through a few before it gives up.
+	slot, err := reg.Join(joinWait(m.opts.LockTimeout))
+	if err != nil {
+		return err
+	}
+	m.reg = reg
+	m.joinCounters(reg.Counters(slot))
+	inherited := false
+	if a := m.lockTable.arena; a != nil {
+		journals := make([][]uint64, l.Slots)
+		for i := range journals {
+			journals[i] = reg.Journal(i)
+		}
+		if err := a.SetJournals(journals, slot); err != nil {
+			return err
+		}
+		// The slot's last process (closed, or dead) may have left locks
+		// under its owner id, now ours, or turns still to be taken: a
+		// recovery pass sees neither as a dead process's.
+		inherited = a.ReleaseInherited(m.lockTable.algorithm)
+	}
+	m.table.SetLedgers(func(i int) *uint64 { return reg.Ledger(slot, i) })
+	if m.layout.FastLedgers {
+		// Join left them zero, FastEmpty; they start at a version of
+		// their own (rwulock.FastSeed).
+		self, err := reg.Slot(slot)
+		if err != nil {
+			return err
+		}
+		m.table.SetFastLedgers(func(i int) *uint64 { return m.fastLedger(slot, i) }, rwulock.FastSeed(self.Generation))
+		m.fastPuts = !m.layout.Cache && !m.opts.QueueWritersLocally
+	}
+	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
+	// A process dead before we joined (we may have taken its slot), or one
+	// that died since we looked and whose slot Join gave us, or episodes
+	// our slot inherited: release what they held. This is also how a file
+	// everyone left by dying is cleaned: its first opener finds only dead
+	// slots.
+	if !inherited && !reg.TookDeadSlot() && !slices.ContainsFunc(before, registry.Slot.Dead) {
+		return nil
+	}
+	return m.recoverAtOpen()
+}
+
+// recoverAtOpen is the recovery pass of an Open that found processes
+// dead with the map open, or inherited their lock episodes: what it
+// released is RecoveredAtOpen.
+func (m *Map) recoverAtOpen() error {
+	var err error
+	m.atOpen, err = m.recoverSegments(nil)
+	if errors.Is(err, rwulock.ErrUnsettled) || errors.Is(err, rwulock.ErrTimeout) || errors.Is(err, registry.ErrRecoveryBusy) {
+		// A live process was busy with the lock for the whole wait (a
+		// loaded machine), or another recovery pass was (it may be waiting
+		// on such a process): what the dead left stays for the next pass,
+		// which any lock timeout runs. Not a reason to refuse the map.
+		return nil
+	}
+	return err
+}
+
+// joinWait is how long Open waits for its process slot: 3 x LockTimeout,
+// or LockTimeout and an hour when that is shorter, and never past what a
+// Duration holds (a LockTimeout of centuries, meant as "forever", must not
+// wrap into no wait at all).
+func joinWait(lockTimeout time.Duration) time.Duration {
+	switch {
+	case lockTimeout <= 30*time.Minute:
+		return 3 * lockTimeout
+	case lockTimeout <= math.MaxInt64-time.Hour:
+		return lockTimeout + time.Hour
+	}
+	return math.MaxInt64
+}

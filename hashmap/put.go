@@ -1,0 +1,151 @@
+package hashmap
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/keyhash"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// The ways into a segment's write, one per public call: Put overwrites
+// the value in place outside the in-flight gate when it can (see
+// fastPuts), and otherwise stores inside the gate (putEntered);
+// PutWithTTL, PutIfAbsent and PutManyAdded (and PutMany through it) each
+// store inside the gate with their own expiry and mode; Compute and
+// Update (map.go) store what their function returns.
+
+// Put stores value under key, replacing any value. Both are copied into the
+// file. It fails with ErrFull when the map is at its bloat limit and
+// ErrTooLarge for an entry larger than a tier; nothing is written then. In
+// a cache map the entry lives for DefaultTTL, and Put never fails with
+// ErrFull: it evicts.
+func (m *Map) Put(key, value []byte) error {
+	h := keyhash.Inline(key)
+	if h == 0 {
+		h = xxhash.Sum64(key)
+	}
+	seg := m.table.For(h)
+	// Not once Close has begun (the gate closed): such a call returns
+	// ErrClosed. One that checked before is a call already running, which
+	// CloseFastPaths waits for.
+	tried := m.fastPuts && !m.gate.Closed()
+	if tried && seg.TryOverwrite(h, key, value) {
+		return nil // see fastPuts
+	}
+	return m.putEntered(seg, h, key, value, tried)
+}
+
+// putEntered is Put inside the in-flight gate: the store of every Put that
+// did not overwrite a value in place outside it. overwriteTried says Put
+// tried that overwrite first and it did not apply (the key absent, or the
+// value's size another), which the segment takes on from where it stopped.
+func (m *Map) putEntered(seg *segment.Segment, h uint64, key, value []byte, overwriteTried bool) error {
+	c, err := m.enter(h, true)
+	if err != nil {
+		return err
+	}
+	defer c.Leave()
+	if overwriteTried {
+		_, err = seg.PutAfterTry(h, key, value, m.expiry(m.opts.DefaultTTL))
+	} else {
+		_, err = seg.PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
+	}
+	return err
+}
+
+// NoExpiry, as PutWithTTL's ttl, stores an entry that never expires (it
+// may still be evicted), whatever the map's DefaultTTL.
+const NoExpiry = time.Duration(math.MaxInt64)
+
+// PutWithTTL is Put for a cache map, with an entry that expires ttl from
+// now: from then on no process sees it, and its space is reclaimed when
+// needed. ttl must be positive (NoExpiry: never); ErrNotCache on a map
+// created without Options.Cache.
+func (m *Map) PutWithTTL(key, value []byte, ttl time.Duration) error {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
+		return err
+	}
+	defer c.Leave()
+	if !m.layout.Cache {
+		return ErrNotCache
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: TTL %v must be positive (hashmap.NoExpiry for an entry that never expires)", ErrBadOptions, ttl)
+	}
+	_, err = m.table.For(h).PutExpiring(h, key, value, m.expiry(ttl), segment.Replace)
+	return err
+}
+
+// expiry is the expiry time of an entry stored now to live ttl (0: never,
+// as for NoExpiry).
+func (m *Map) expiry(ttl time.Duration) int64 {
+	if ttl <= 0 || ttl == NoExpiry || !m.layout.Cache {
+		return 0
+	}
+	now := m.table.Now()
+	if now > 0 && int64(ttl) > math.MaxInt64-now {
+		return math.MaxInt64 // centuries away: as good as never, and not in the past
+	}
+	return now + int64(ttl)
+}
+
+// PutIfAbsent stores value under key only if the key is absent (or, in a
+// cache map, expired), and reports whether it did.
+func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, true)
+	if err != nil {
+		return false, err
+	}
+	defer c.Leave()
+	return m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
+}
+
+// PutMany stores values[i] under keys[i] for every i, in order, as a Put
+// of each would: each key's write is atomic and visible to every process
+// as soon as it is done, but the batch is not a transaction. Like GetMany
+// it overlaps the cache misses of the lookups every write begins with,
+// so for random keys in a map larger than the CPU's caches a key costs a
+// fraction of a lone Put. It stops at the first error, returning how many
+// keys it stored before it; the error names the key's index and matches
+// what Put would return (ErrFull, ErrTooLarge, ...). values must be as
+// long as keys.
+func (m *Map) PutMany(keys, values [][]byte) (stored int, err error) {
+	stored, _, err = m.PutManyAdded(keys, values)
+	return stored, err
+}
+
+// PutManyAdded is PutMany that also says how many of the keys it stored
+// were absent until then (added); it replaced the values of the others.
+// Each key is counted as its own write finds it, so the counts are exact
+// whatever other processes write at the same time (a key stored twice in
+// one batch is added once and replaced once).
+func (m *Map) PutManyAdded(keys, values [][]byte) (stored, added int, err error) {
+	if len(values) != len(keys) {
+		return 0, 0, fmt.Errorf("PutMany: %d values for %d keys", len(values), len(keys))
+	}
+	c, err := m.enterAny(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Leave()
+	b := keyBatches{keys: keys}
+	for b.next(m.table) {
+		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
+		for i, k := range b.batch {
+			inserted, err := m.table.For(b.hashes[i]).PutExpiring(b.hashes[i], k, values[b.start+i], expiry, segment.Replace)
+			if err != nil {
+				return b.start + i, added, fmt.Errorf("PutMany: key %d: %w", b.start+i, err)
+			}
+			if inserted {
+				added++
+			}
+		}
+	}
+	return len(keys), added, nil
+}

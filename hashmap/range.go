@@ -1,0 +1,150 @@
+package hashmap
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// Range iterates over every entry, one segment at a time. Each segment is
+// copied out consistently (see Get) and yielded from the copy, so no lock is
+// held while the loop body runs and it may call the map. The view is
+// consistent per segment, not across segments. The yielded slices stay
+// valid after the loop. The iteration sets *errp to nil first, and to
+// ErrClosed if the map is closed, which stops it. A nil errp says the
+// caller does not want the error: the iteration is the same, and what it
+// left out, or why it stopped, goes unsaid (check Len, or Check, if that
+// matters).
+//
+// Neither damage nor a stuck lock stops it. An entry that fails its
+// checksum (a map created with checksums, the default) or whose header
+// does not decode is not yielded, nor are the entries of a segment whose
+// chain of tiers cannot be followed, or whose lock stays held through the
+// whole wait (see LockTimeout: in a map opened read-only, a process that
+// died holding it keeps it until a writer's recovery releases it). The
+// iteration goes on without them, and at its end (or with an error that
+// stops it) stores in *errp an error matching ErrCorrupt or ErrTimeout
+// that counts what was left out and names the first of each kind (Repair
+// drops damaged entries and rebuilds such segments, keeping what it can).
+// A loop that breaks early hears of none.
+//
+// The check hashes every entry, which makes an iteration markedly slower
+// than a copy alone; a map created with NoChecksums skips it.
+func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, false) }
+
+// RangeView is Range for loops that use each entry at once: the slices it
+// yields are valid only until the loop body returns (one buffer is reused
+// for every segment, and by later RangeViews), so the iteration allocates
+// next to nothing once that buffer has grown to the largest segment.
+func (m *Map) RangeView(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, true) }
+
+// rangeBuf is a RangeView's copy of a segment, kept for the next one.
+type rangeBuf struct {
+	arena []byte
+	ends  []int
+}
+
+// rangeSegments is Range, and with reuse RangeView: it copies one segment
+// at a time and yields from the copy.
+func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
+	if errp == nil {
+		errp = new(error) // the caller does not want the error
+	}
+	return func(yield func(key, value []byte) bool) {
+		*errp = nil // an error variable reused from an earlier call must not show through
+		if m.gate.Closed() {
+			*errp = ErrClosed
+			return
+		}
+		var arena []byte
+		var ends []int
+		var left rangeLeftOut
+		if reuse {
+			if b, ok := m.rangeBufs.Get().(*rangeBuf); ok {
+				arena, ends = b.arena, b.ends
+			}
+			defer func() {
+				if cap(arena) <= 1<<24 {
+					m.rangeBufs.Put(&rangeBuf{arena[:0], ends[:0]})
+				}
+			}()
+		}
+		for i := range int(m.layout.Segments) {
+			if !reuse {
+				arena = nil // fresh per segment: slices already yielded keep theirs
+			}
+			var damaged segment.Damaged
+			var err error
+			arena, ends, damaged, err = m.copySegment(i, arena, ends)
+			switch {
+			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrTimeout):
+				// A chain that cannot be followed, or a lock held
+				// throughout the wait (a process that died holding
+				// it, in a map opened read-only, which cannot release
+				// it): the other segments are still worth reading
+				// (mapctl dump saves what it can).
+				if left.skipped++; left.unread == nil {
+					left.unread = err
+				}
+				continue
+			case err != nil:
+				// The damage met so far goes with it, which the end
+				// would have reported.
+				if d := left.err(); d != nil {
+					err = errors.Join(err, d)
+				}
+				*errp = err
+				return
+			}
+			left.bad.Add(damaged)
+			for j := 0; j+3 < len(ends); j += 4 {
+				if !yield(arena[ends[j]:ends[j+1]:ends[j+1]], arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
+					return
+				}
+			}
+		}
+		if d := left.err(); d != nil {
+			*errp = d
+		}
+	}
+}
+
+// rangeLeftOut is what a Range has left out so far.
+type rangeLeftOut struct {
+	bad     segment.Damaged // entries left out
+	unread  error           // the first segment that could not be read
+	skipped int             // segments that could not be read
+}
+
+// err is the error a Range ends with for what it left out: the entries
+// and the segments skipped; nil for none.
+func (l *rangeLeftOut) err() error {
+	var errs []error
+	switch {
+	case l.skipped == 1:
+		errs = append(errs, fmt.Errorf("%w; its entries were left out", l.unread))
+	case l.skipped > 1:
+		errs = append(errs, fmt.Errorf("%w; its entries, and those of %d more segments that could not be read, were left out", l.unread, l.skipped-1))
+	}
+	if l.bad.Any() {
+		errs = append(errs, fmt.Errorf("%w: %v; Repair drops them", ErrCorrupt, l.bad))
+	}
+	return errors.Join(errs...)
+}
+
+// copySegment is one segment's AppendEntries for rangeSegments, inside
+// the in-flight gate but not across the loop body's yield, which may close
+// the map. The deferred Leave matters: mapctl reads under
+// debug.SetPanicOnFault, and a fault on a file truncated under it panics
+// out of AppendEntries; without the Leave, the Close that follows waits for
+// this call for good.
+func (m *Map) copySegment(i int, arena []byte, ends []int) ([]byte, []int, segment.Damaged, error) {
+	c, err := m.enterAny(false)
+	if err != nil {
+		return arena, ends, segment.Damaged{}, err
+	}
+	defer c.Leave()
+	return m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+}

@@ -1,0 +1,161 @@
+package hashmap
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Repaired is what Repair did.
+type Repaired struct {
+	Recovery Recovery        // what dead processes held, released first
+	Rebuilt  []SegmentRepair // the segments rebuilt for damage Check found
+	Failed   []Problem       // segments Repair could not rebuild, and why
+	// NoRegistry: the file predates the process registry, so Repair could
+	// not run Recover (what dead processes hold stays held; see
+	// ErrNoRegistry) and only checked and rebuilt the segments.
+	NoRegistry bool
+}
+
+// Repair makes a damaged map sound again, as far as its entries allow. It
+// mends the file header (a copy that does not verify is rewritten from the
+// header the map was opened with, and padding that is not zero is
+// zeroed), the process registry (words no process writes, and slots whose
+// state is garbage, which then count as dead processes'), runs Recover
+// (which also clears damaged free entries of dead processes' lock
+// journals), then Check, and rebuilds every segment Check finds
+// damaged from its entries: entries that do
+// not decode or fail their checksum, as a machine crash can leave them
+// (see Sync), are dropped; every other entry is kept, including those of
+// an overflow tier that a damaged link or owner word cut from its chain,
+// when the tier's own words say whose it is and where (Rebuilt's Relinked
+// counts such tiers). Before the rebuilds it mends the count of overflow
+// tiers handed out, if damage moved it below the tiers in use or beyond
+// the pool, and clears owner words that damage wrote in tiers the pool
+// has not handed out (Recovery.Mended says so). It
+// is safe while other processes use the map, which wait for each
+// segment's rebuild as for any writer. What is still wrong afterwards is for Check to say. In a
+// file without a process registry it skips Recover and says so
+// (Repaired.NoRegistry).
+func (m *Map) Repair() (Repaired, error) {
+	var rep Repaired
+	c, err := m.enterAny(true)
+	if err != nil {
+		return rep, err
+	}
+	defer c.Leave()
+	if m.reg != nil {
+		// Slots with a garbage state become dead processes' first, for
+		// Recover to release and free.
+		n, err := m.reg.Mend(m.opts.LockTimeout)
+		if err != nil {
+			return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
+		}
+		rep.Recovery, err = m.Recover()
+		if n > 0 {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("process registry: %s rewritten", countOf(n, "place", "places")))
+		}
+		if err != nil {
+			return rep, err
+		}
+	} else {
+		rep.NoRegistry = true
+	}
+	// The file header first: a copy that does not verify, or padding that
+	// is not zero, rewritten from the header this process opened with.
+	headerFixed, err := m.file.RepairHeader()
+	rep.Recovery.Mended = append(rep.Recovery.Mended, headerFixed...)
+	if err != nil {
+		return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
+	}
+	m.table.ClearReservedGlobal()
+	// Before the rebuilds: a rebuild keeps a linked tier that lost its
+	// owner word only if the count covers it.
+	if from, to, strays, mended := m.table.MendPoolCount(); mended {
+		if from != to {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
+		}
+		if strays > 0 {
+			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s beyond that count, not blank, that no chain keeps: zeroed", countOf(strays, "overflow tier", "overflow tiers")))
+		}
+	}
+	problems, err := m.Check()
+	if err != nil {
+		return rep, err
+	}
+	done := make(map[int]bool)
+	for _, p := range problems {
+		if p.Segment < 0 || done[p.Segment] {
+			continue
+		}
+		done[p.Segment] = true
+		r, rebuilt, err := m.table.Segment(p.Segment).Repair()
+		switch {
+		case err != nil:
+			rep.Failed = append(rep.Failed, Problem{p.Segment, err})
+		case rebuilt:
+			rep.Rebuilt = append(rep.Rebuilt, segmentRepairOf(r))
+		}
+	}
+	m.relinkCutTiers(&rep)
+	if len(rep.Rebuilt) > 0 {
+		m.repairs.Add(1)
+	}
+	return rep, nil
+}
+
+// relinkCutTiers rebuilds again each segment that an overflow tier of its
+// own is cut from (segment.Table.UnlinkedTiers): a segment's rebuild
+// cannot take back a tier that another chain's damaged link still
+// reaches, and that chain's rebuild, later in the same Repair, cuts the
+// link; the second rebuild links the tier back or counts its entries as
+// dropped. Each segment is rebuilt again at most once a round, for a few
+// rounds: one more rebuild can free one more such tier.
+func (m *Map) relinkCutTiers(rep *Repaired) {
+	for round := 0; round < 3; round++ {
+		var segs []int64
+		m.table.UnlinkedTiers(func(seg, _ int64) {
+			if !slices.Contains(segs, seg) {
+				segs = append(segs, seg)
+			}
+		})
+		if len(segs) == 0 {
+			return
+		}
+		for _, seg := range segs {
+			r, err := m.table.Segment(int(seg)).Rebuild()
+			if err != nil {
+				rep.Failed = append(rep.Failed, Problem{int(seg), err})
+				continue
+			}
+			rep.Rebuilt = mergeRebuilt(rep.Rebuilt, segmentRepairOf(r))
+		}
+	}
+}
+
+// mergeRebuilt adds r to list, folding it into an earlier rebuild of the
+// same segment: the later one's count of entries kept, the sum of what
+// each dropped, relinked, salvaged and freed.
+func mergeRebuilt(list []SegmentRepair, r SegmentRepair) []SegmentRepair {
+	for i := range list {
+		if e := &list[i]; e.Segment == r.Segment {
+			e.Kept = r.Kept
+			e.Dropped += r.Dropped
+			e.Doubled += r.Doubled
+			e.Salvaged += r.Salvaged
+			e.Relinked += r.Relinked
+			e.Freed += r.Freed
+			e.Restored = e.Restored || r.Restored
+			e.Cleared = e.Cleared || r.Cleared
+			return list
+		}
+	}
+	return append(list, r)
+}
+
+// countOf is n with the noun for its number: "1 word", "3 words".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
