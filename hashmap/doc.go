@@ -39,12 +39,9 @@
 // A lookup in a map larger than the CPU's caches waits for memory two or
 // three times. GetMany, PutMany and DeleteMany take many keys at once and
 // request every key's lines before using the first, so those waits
-// overlap: for random keys, a key took 0.67x a lone Get's time with
-// GetMany in the peer benchmark with 64-byte values (149 against 224 ns,
-// bench/results/amd-0a260da; about a lone Get's with 1 KiB values, whose
-// copy is most of it), and with PutMany in BenchmarkMap 0.71x a Put per
-// key over the same batches (327 against 461 ns, keys from a table,
-// bench/results/gotest-map/2026-11-28.md). Each key is still read
+// overlap and a key of a batch costs less than a lone call's (little less
+// with large values, whose copy is most of the time; docs/PERFORMANCE.md
+// has the figures). Each key is still read
 // consistently, or written atomically, on its own; a batch is not a
 // transaction.
 //

@@ -16,10 +16,9 @@ import (
 // the fast ledgers, which Close waits on instead (see Map.fastPuts).
 //
 // The lock-free read paths (GetInto's fast path, Unchanged) do not count
-// themselves: the two locked instructions made a random Get 20% slower in
-// BenchmarkMap (474 -> 574 ns a GetInto, 4 alternating runs), since a
-// locked instruction keeps the next lookup's loads from overlapping this
-// one's. They check closed after reading instead, and Close leaves
+// themselves: a count is two locked instructions, and a locked
+// instruction keeps the next lookup's loads from overlapping this one's,
+// which makes a random Get markedly slower. They check closed after reading instead, and Close leaves
 // zero-filled memory where the file was mapped (offheap.File.Retire): a
 // reader still running reads zeros, not an unmapped page, and its answer
 // is replaced by ErrClosed.

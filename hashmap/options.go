@@ -77,9 +77,9 @@ type Options struct {
 	// (values larger than twice the average entry, or 4 KiB, are moved
 	// instead when their segment has a free run for them, and otherwise
 	// rewritten unsaved). Without records that key is lost instead (its entry is torn, and
-	// recovery drops it); in exchange such a Put takes about 5% less time
-	// with 64-byte values and 9-11% with 1 KiB ones (peer benchmark, 1M and
-	// 100k keys). Fixed at creation; ignored for an existing file.
+	// recovery drops it); in exchange such a Put takes a little less time
+	// (it writes no record), the more so the larger the value. Fixed at
+	// creation; ignored for an existing file.
 	NoUndo bool
 	// NoPrefault skips mapping the segment headers and first tiers into the
 	// process at Open. By default Open maps them up front (allocating them
@@ -134,8 +134,9 @@ type Options struct {
 	// that at most one of them waits on the word: the local half of lock
 	// cohorting, for processes with many writing goroutines. The wait in
 	// the queue counts towards LockTimeout. It is a choice of this process;
-	// others may differ. Off by default: see the README for what it
-	// measured.
+	// others may differ. Off by default: with many writing goroutines it
+	// measured within the spread of runs without it, so it is not a clear
+	// win (docs/PERFORMANCE.md has the runs).
 	QueueWritersLocally bool
 	// LoadTimeout bounds how long GetOrLoad waits for a load that another
 	// goroutine or process runs: a load in flight that long is taken over,
