@@ -17,7 +17,7 @@ import (
 // segment. Its optimistic read appends the value before it knows whether a
 // writer spoiled it, and a second look then compared the stored key with
 // the value's bytes: about 2% of such GetInto calls answered ErrNotFound
-// for a key present throughout (a reviewing helper's repro).
+// for a key present throughout.
 func TestLookupIntoTheKeysOwnBuffer(t *testing.T) {
 	m, _ := openTemp(t, &Options{Entries: 1000, Segments: 1})
 	key := []byte("stable-key-0001")

@@ -13,8 +13,7 @@ import (
 )
 
 // TestCacheModel runs random operations on a small, full cache map against
-// a Go map of what was written and when it expires (a reviewing helper's
-// test): a Get returns the last value written or ErrNotFound (evicted),
+// a Go map of what was written and when it expires: a Get returns the last value written or ErrNotFound (evicted),
 // never another value and never one past its expiry; a Put's value reads
 // back right after it; Compute finds only what the model holds live; and
 // Check finds the map sound at the end.

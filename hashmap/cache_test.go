@@ -445,7 +445,7 @@ func TestGetManyInACache(t *testing.T) {
 // past its run must move, and room for the new copy was sought beside the
 // old one, which eviction keeps: the search evicted everything else in the
 // segment and then failed with ErrFull, which a cache's Put never returns
-// (a reviewing helper's repro: 61 entries to 1). The old copy now goes
+// (61 entries went down to 1). The old copy now goes
 // first when no free run is at hand.
 func TestCachePutThatGrowsNeverFull(t *testing.T) {
 	m := mustOpen(t, filepath.Join(t.TempDir(), "c"), &Options{Entries: 128, AverageKeySize: 8, AverageValueSize: 64, MaxBloatFactor: 1, Segments: 2, Cache: true})
@@ -549,8 +549,7 @@ func TestNegativeOptionNamed(t *testing.T) {
 
 // TestContainsProtectsFromEviction: a key that Contains keeps looking at
 // survives a full cache's evictions, as one that Get reads does (Contains
-// did not mark the entry, and the key went within 1,412 puts in a
-// reviewing helper's run).
+// did not mark the entry, and the key went within some 1,400 puts).
 func TestContainsProtectsFromEviction(t *testing.T) {
 	m, err := Open(filepath.Join(t.TempDir(), "c"), &Options{Entries: 512, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1, Segments: 1, Cache: true})
 	if err != nil {

@@ -135,8 +135,7 @@ func applyDamage(b []byte, l segment.Layout, damage []byte) {
 	}
 }
 
-// FuzzDamagedMapReads (a reviewing helper's; it found Repair leaving a
-// damaged pool count as it was within seconds): a small filled map (overflow tiers, rewrites,
+// FuzzDamagedMapReads: a small filled map (overflow tiers, rewrites,
 // deletes; plain and cache) damaged in its segment headers, counters, undo
 // records and tiers, then reopened: nothing panics or hangs; RangeView and
 // Range yield only written keys with a value written for them unless they
@@ -144,8 +143,8 @@ func applyDamage(b []byte, l segment.Layout, damage []byte) {
 // ErrNotFound or ErrCorrupt (or ErrTimeout, before Repair, for a damaged
 // lock word); and after Repair, Check finds nothing, Range ends clean and
 // no live key of the plain map is gone unless Repair reported a drop in
-// its segment (lossOracle; a reviewing helper showed the target passing
-// while Repair lost 41 of 201 keys without a word). Its seeds under
+// its segment (lossOracle: without it the target passed while Repair
+// lost keys without a word). Its seeds under
 // testdata are inputs it failed on.
 func FuzzDamagedMapReads(f *testing.F) {
 	f.Add(false, []byte{})
@@ -370,7 +369,7 @@ func TestDamageImageShape(t *testing.T) {
 
 // lossHunted says whether lossOracle runs: always on the seed corpus (a
 // plain go test, which CI runs too), and while fuzzing only with
-// SHAREDMAP_FUZZ_LOSS=1. Each review of Repair's handling of damaged
+// SHAREDMAP_FUZZ_LOSS=1. Each look at Repair's handling of damaged
 // chain words has found another combination of two or three damaged
 // words that loses keys without a report, and CI's bounded fuzzing must
 // not turn red on the next one found by chance: hunt for them by hand,

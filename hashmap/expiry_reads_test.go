@@ -12,8 +12,7 @@ import (
 // TestExpiredIsAbsentToEveryRead: once an entry has expired, every way of
 // reading treats it as absent (Get, GetChecked, Contains, GetVersioned,
 // GetMany, Range, RangeView), PutIfAbsent takes its key, Delete reports it
-// absent, and each expired entry reclaimed is counted once (a reviewing
-// helper's test).
+// absent, and each expired entry reclaimed is counted once.
 func TestExpiredIsAbsentToEveryRead(t *testing.T) {
 	m, clock := openClockedCache(t, 1000, 0)
 	for i := range 100 {

@@ -71,9 +71,8 @@ func faultWhile(t *testing.T, m *Map, page int, f func()) any {
 // leaves its lock to recovery, as a death there would: after Recover the
 // key has its old value or its new one, whole, and Repair finds nothing.
 // It released the lock on the way out: the key read as a value nobody
-// wrote, no recovery ran, and Repair dropped the key (a reviewing helper's
-// finding; the fast path's fault already kept the lock for recovery,
-// TestCloseAfterAFaultInAFastPut).
+// wrote, no recovery ran, and Repair dropped the key (the fast path's
+// fault already kept the lock for recovery, TestCloseAfterAFaultInAFastPut).
 func TestAFaultInComputeIsRecovered(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	m := mustOpen(t, path, &Options{Entries: 1000, Segments: 1, AverageValueSize: 100, LockTimeout: 200 * time.Millisecond})
@@ -107,7 +106,7 @@ func TestAFaultInComputeIsRecovered(t *testing.T) {
 // takes it as a dead holder's and repairs the segment, and the write goes
 // through. It unwound with the lock held under this live process's
 // ledger: every later write of the segment timed out, and recovery
-// released nothing (a reviewing helper's finding).
+// released nothing.
 func TestAFaultInPutManyLeavesTheLockToRecovery(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	m := mustOpen(t, path, &Options{Entries: 1000, Segments: 1, AverageValueSize: 100, LockTimeout: 200 * time.Millisecond})

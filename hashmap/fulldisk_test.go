@@ -55,7 +55,7 @@ func smallFilesystem(t *testing.T) string {
 // TestCreateOnAFullDisk: a map whose first tiers the disk cannot hold used
 // to be marked ready before its blocks were reserved, so the failed create
 // left a full disk and a file that opened as a map and then died of SIGBUS
-// at the first Put (a reviewing helper's repro with mapctl create). The
+// at the first Put (mapctl create showed it). The
 // reservation now comes before the file is ready: Open fails with
 // ErrNoSpace, gives the blocks back, and leaves an empty file that the
 // next create starts over.
@@ -164,8 +164,8 @@ func helperFullDisk(path string) {
 // TestSecondOpenOnAFullDisk: the creator reserved the disk blocks from
 // the global header on, not the lock arena and registry before it, where
 // every process's slot, ledgers and counters are written: with the disk
-// full, a second process's Open faulted (SIGBUS) in registry.Join (a
-// reviewing helper's repro, with huge pages off so that the reservation's
+// full, a second process's Open faulted (SIGBUS) in registry.Join (with
+// huge pages off so that the reservation's
 // start was not rounded down to 0; since reservations are widened to whole
 // 2 MiB pages whatever the process asks, it is, in a file this small, and
 // this test guards the two rules together).
@@ -225,7 +225,7 @@ func fillDisk(t *testing.T, mnt string) {
 // range, not each process's NoHugePages. A map created with NoHugePages
 // reserved its first tiers exactly; a default process then mapped the
 // 2 MiB around the reservation's end as one folio, and on a full disk its
-// first Put there faulted (SIGBUS; a reviewing helper's repro). Every
+// first Put there faulted (SIGBUS). Every
 // reservation is now widened to whole 2 MiB pages.
 func TestMixedHugePagesOnAFullDisk(t *testing.T) {
 	for _, creatorNoHuge := range []bool{false, true} {

@@ -14,7 +14,7 @@ import (
 // TestGetManyErrorNamesTheKey: GetMany's error, like PutMany's and
 // DeleteMany's, says which key it stopped at, and leaves the values from it
 // on as they were: otherwise the caller cannot tell which values[i] were
-// set (a reviewing helper's finding).
+// set.
 func TestGetManyErrorNamesTheKey(t *testing.T) {
 	m, path := openTemp(t, &Options{Entries: 400, Segments: 4})
 	const damaged = 1

@@ -234,7 +234,7 @@ func wordsToBytes(w []uint64) []byte {
 // TestTTASLeftInAReusedSlotIsReleased: D holds ttas lock 0 and dies; every
 // other slot is in use, so the next opener N takes D's slot. The TTAS word
 // names its owner by slot, so recovery took D's lock for N's and never
-// released it: held by nobody, for good (a reviewing helper's repro). N
+// released it: held by nobody, for good. N
 // now releases what its slot's owner id holds as it joins.
 func TestTTASLeftInAReusedSlotIsReleased(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
@@ -277,8 +277,7 @@ func lockWithin(t *testing.T, m *Map, d time.Duration, why string) {
 // in its journal (Arena.Close: "as if this process had died waiting").
 // N opens next and takes P's freed slot, adopting the turn, but runs no
 // recovery (no slot looked dead). A's recovery passes skip N's journal
-// (N lives), so nobody took P's turn and lock 0 stayed stuck for A (a
-// reviewing helper's repro). A process that adopts episodes as it joins
+// (N lives), so nobody took P's turn and lock 0 stayed stuck for A. A process that adopts episodes as it joins
 // now runs a recovery pass, which takes them over.
 func TestTurnLeftInAReusedSlotIsTaken(t *testing.T) {
 	for _, newcomer := range []bool{false, true} {
@@ -315,8 +314,7 @@ func TestTurnLeftInAReusedSlotIsTaken(t *testing.T) {
 
 // TestLockTimeoutRecoversTheDead: LockTimeout waited in turns without
 // recovering between them, as Lock does, so a lock whose holder's process
-// had gone was waited for to the end of d, and with d < 0 for good (a
-// reviewing helper's repro).
+// had gone was waited for to the end of d, and with d < 0 for good.
 func TestLockTimeoutRecoversTheDead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.map")
 	opts := &Options{Entries: 1000, Locks: 1, LockTimeout: 50 * time.Millisecond}
@@ -335,8 +333,8 @@ func TestLockTimeoutRecoversTheDead(t *testing.T) {
 
 // TestLockTimeoutsLeaveTheJournalUsable: at map level, forty timed-out
 // waits on a held lock used to take all of the process's journal entries
-// (one per abandoned turn), so a free lock could no longer be taken (a
-// reviewing helper's repro). Later waits now take over the abandoned turn.
+// (one per abandoned turn), so a free lock could no longer be taken.
+// Later waits now take over the abandoned turn.
 func TestLockTimeoutsLeaveTheJournalUsable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.map")
 	opts := &Options{Entries: 1000, Locks: 2, LockTimeout: 50 * time.Millisecond}
@@ -419,8 +417,8 @@ func TestLockTableReset(t *testing.T) {
 // holds the map's own lock (as linking an overflow tier does) keeps
 // LockTable.Reset from forcing it free: Reset waits for it, and fails with
 // ErrResetBusy after LockTimeout if it stays held. Before, Reset freed it
-// under the write, and a second write got it too (a reviewing helper's
-// repro: both would link the same tier).
+// under the write, and a second write got it too (both would link the
+// same tier).
 func TestLockTableResetWaitsForTheMapsOwnLock(t *testing.T) {
 	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, Locks: 1, LockTimeout: 100 * time.Millisecond})
 	if err != nil {

@@ -28,8 +28,7 @@ func openLeaky(t *testing.T, o *Options) *Map {
 // TestQueuedComputeWritingItsSegmentTimesOut: with QueueWritersLocally, a
 // Compute whose function writes to its own segment gets ErrTimeout there,
 // as without the option and as Compute's doc says. It waited for itself on
-// the local queue's mutex for good, and Close after it (a reviewing
-// helper's finding).
+// the local queue's mutex for good, and Close after it.
 func TestQueuedComputeWritingItsSegmentTimesOut(t *testing.T) {
 	m := openLeaky(t, &Options{Entries: 100, Segments: 1, LockTimeout: 200 * time.Millisecond, QueueWritersLocally: true})
 	k := []byte("k")

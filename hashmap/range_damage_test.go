@@ -156,8 +156,8 @@ func TestGetCheckedRefusesDamage(t *testing.T) {
 // TestGetCheckedSeesDamagedExpiry: damage to a cache entry's expiry that
 // makes it look expired is damage to GetChecked, as to Range: ErrCorrupt,
 // not ErrNotFound. GetChecked verifies the checksum before it decides the
-// entry's liveness (a reviewing helper's repro; before, it answered
-// ErrNotFound and mapctl get "not found").
+// entry's liveness (before, it answered ErrNotFound and mapctl get "not
+// found").
 func TestGetCheckedSeesDamagedExpiry(t *testing.T) {
 	m, path := openTemp(t, &Options{Entries: 1000, Cache: true})
 	if err := m.Put([]byte("beta"), []byte("VALUE-OF-beta")); err != nil {
@@ -223,7 +223,7 @@ func writeWord(t *testing.T, path string, off int64, v uint64) {
 
 // TestRangeClearsAReusedError: the error variable a Range reports into is
 // set to nil when the iteration starts, so an error it held from an
-// earlier call does not read as the Range's (a reviewing helper's finding).
+// earlier call does not read as the Range's.
 func TestRangeClearsAReusedError(t *testing.T) {
 	m, _ := openTemp(t, &Options{Entries: 100})
 	if err := m.Put([]byte("k"), []byte("v")); err != nil {
@@ -250,7 +250,7 @@ func TestRangeClearsAReusedError(t *testing.T) {
 // ending in ErrTimeout that names it. It stopped the iteration there, so a
 // dump of a map whose writer died holding a segment's write lock (opened
 // read-only, which cannot release it) wrote nothing of the segments after
-// it (a reviewing helper's finding). The dead writer is stood in for by
+// it. The dead writer is stood in for by
 // this test holding the segment's write lock with the sequence odd.
 func TestRangeGoesPastAHeldLock(t *testing.T) {
 	m, path := openTemp(t, &Options{Entries: 400, Segments: 4, LockTimeout: 50 * time.Millisecond})

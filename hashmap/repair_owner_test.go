@@ -11,7 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// putSeg (a reviewing helper's, of 3ee8fbd, with the tests below) puts keys of segment seg only until its chain has tiers tiers
+// putSeg puts keys of segment seg only until its chain has tiers tiers
 // and at least atLast keys in its last; keys by chain position.
 func putSeg(t *testing.T, m *Map, seg uint64, from int, tiers int64, atLast int) map[int64]map[string][]byte {
 	t.Helper()
@@ -146,7 +146,8 @@ func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 // tier X at position 1, segment 1's out of the pool. Repair (segment 0
 // first) takes X for segment 0 (linksTo(X)==1, no keys of others), so
 // segment 0's own tier W, the one lostTierAt would relink, is disowned and
-// segment 1's Y after X is lost too. At 09e4fa0 all were kept.
+// segment 1's Y after X is lost too. Repair must take the tier whose own
+// words say it belongs, and keep every one.
 func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
@@ -171,8 +172,7 @@ func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 	repairKeepsAll(t, m, keep)
 }
 
-// TestRecoverLeavesATierBeingAttached (a reviewing helper's repro of
-// 89eb98a): segment 1's writer, in another process, has taken tier Y and
+// TestRecoverLeavesATierBeingAttached: segment 1's writer, in another process, has taken tier Y and
 // written its owner and position words but not linked it yet, when one
 // damaged word points segment 0's last link at Y and a writer of segment
 // 0 dies. Recover of segment 0 must not take Y (before, it rewrote Y's
@@ -203,8 +203,7 @@ func TestRecoverLeavesATierBeingAttached(t *testing.T) {
 	}
 }
 
-// TestRepairLeavesAnotherChainsTierWithNoOwner (a reviewing helper's repro
-// of 89eb98a): segment 1's linked tier X, its owner word damaged to 0,
+// TestRepairLeavesAnotherChainsTierWithNoOwner: segment 1's linked tier X, its owner word damaged to 0,
 // and segment 0's first link damaged to name X. Segment 0 must not take X
 // on its position word alone (before, it did, dropped segment 1's 8 keys
 // as its own, and segment 1 then cut its chain: nothing reported there).

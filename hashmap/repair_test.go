@@ -215,8 +215,8 @@ func TestCheckNamesALiveHolder(t *testing.T) {
 // registry slot alive through the child (liveness follows the open file
 // description), so recovery leaves its lock alone. Check says so, naming
 // the gone pid, instead of calling it a live process to wait for; and the
-// lock is recovered once the child is gone. (A reviewing helper's find:
-// Check said "a live process" for a pid that no longer existed.)
+// lock is recovered once the child is gone. (Check said "a live
+// process" for a pid that no longer existed.)
 func TestCheckSaysAHolderPassedItsDescriptorOn(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	opts := *helperOpts
@@ -302,9 +302,8 @@ func TestRepairSaysWithoutRegistry(t *testing.T) {
 // every Put that needs a tier fails with ErrFull; lowered, the next link
 // hands out a tier a segment already uses, and Check had found nothing
 // wrong. Check now reports both, Repair sets the count back to the tiers
-// in use, and the map takes as many keys as an undamaged copy. (A
-// reviewing helper's fuzz target found it: Repair left the count as it
-// was.)
+// in use, and the map takes as many keys as an undamaged copy. (Repair
+// left the count as it was.)
 func TestRepairMendsThePoolCount(t *testing.T) {
 	for _, damaged := range []uint64{48, 0} {
 		m, path, keys := fillTwoOverflowTiers(t)
@@ -415,7 +414,7 @@ const tierOwnerOff = 32
 // TestCheckSeesAnOwnedTierBeyondTheCount: an owner word set by damage in a
 // tier the pool has not handed out makes the link that takes it fail with
 // ErrCorrupt; Check reports the count as short of it, as Repair judges it
-// (before, Check found nothing; a reviewing helper's repro).
+// (before, Check found nothing).
 func TestCheckSeesAnOwnedTierBeyondTheCount(t *testing.T) {
 	m, path, _ := fillTwoOverflowTiers(t)
 	l := *m.layout
@@ -435,7 +434,7 @@ func TestCheckSeesAnOwnedTierBeyondTheCount(t *testing.T) {
 // count must not be raised over the tiers between, which no chain would
 // ever get again. Before, Repair raised it to the whole pool, and the map
 // took 124 more keys before ErrFull against an undamaged copy's 267,
-// while Check after Repair found nothing (a reviewing helper's repro).
+// while Check after Repair found nothing.
 func TestRepairSpendsNoTierOnAStrayName(t *testing.T) {
 	for _, damage := range []string{"a link to the pool's last tier", "an owner on the pool's last tier"} {
 		m, path, keys := fillTwoOverflowTiers(t)
@@ -470,7 +469,7 @@ func TestRepairSpendsNoTierOnAStrayName(t *testing.T) {
 // links it, its position word agrees and every key in it hashes here.
 // Repair takes the owner word for the damaged one and keeps the tier
 // (before, it cut the chain there: 5 of 138 keys lost, reported as none
-// dropped; a reviewing helper's repro).
+// dropped).
 func TestRepairKeepsATierWhoseOwnerNamesAnother(t *testing.T) {
 	m, path, keys := fillTwoOverflowTiers(t)
 	l := *m.layout
@@ -490,7 +489,7 @@ func TestRepairKeepsATierWhoseOwnerNamesAnother(t *testing.T) {
 // rebuild keeps an owner-less linked tier only if the count covers it, so
 // Repair mends the count first and keeps every key (before, it mended the
 // count after the rebuild had cut the chain there: 5 of 138 keys lost,
-// reported as none dropped; a reviewing helper's repro).
+// reported as none dropped).
 func TestRepairKeepsALinkedTierWithoutItsOwner(t *testing.T) {
 	m, path, keys := fillTwoOverflowTiers(t)
 	l := *m.layout
@@ -526,8 +525,7 @@ func TestRepairRelinksTiersCutLoose(t *testing.T) {
 	keptAndClean(t, m, numberedKeys(keys), rep)
 }
 
-// TestRepairFollowsTheTiersOwnWords (a reviewing helper's repros of
-// dded539): the first tier's link damaged to name the chain's second
+// TestRepairFollowsTheTiersOwnWords: the first tier's link damaged to name the chain's second
 // overflow tier, skipping the first, which still links the second; a tier
 // cut from its chain (owner word zeroed, position word damaged) with the
 // pool's count damaged to 0; and segment 0's link damaged to name segment
@@ -642,8 +640,7 @@ func numberedKeys(n int) []string {
 	return keys
 }
 
-// TestRecoverRelinksATierCutLoose (a reviewing helper's fuzz input): a
-// segment's lock word damaged to read as held for update by a dead
+// TestRecoverRelinksATierCutLoose: a segment's lock word damaged to read as held for update by a dead
 // process, and its first tier's next link out of range. Repair's Recover
 // rebuilds that segment first, without salvage; it now links the tier
 // back too (before, it cut the chain and rewrote the counts, so the
@@ -712,8 +709,7 @@ func repairedEmptyFirstTier(t *testing.T) (string, map[string][]byte, *Map, Repa
 	return path, byPos[2], m, rep
 }
 
-// TestRepairAndRecoverLeaveNoStaleTier (a reviewing helper's repros of
-// 09e4fa0). An empty overflow tier whose owner word damage made segment
+// TestRepairAndRecoverLeaveNoStaleTier: an empty overflow tier whose owner word damage made segment
 // 1's, linked only from segment 0's chain: Repair keeps it and the tier
 // after it (before: it cut the chain there, 8 of 8 keys after it lost,
 // none reported). A key of that later tier put again and deleted, then
@@ -801,7 +797,7 @@ func mapKeys(m map[string][]byte) []string {
 // too, so nothing says where it belongs. Repair cuts the chain there,
 // counts the tier's sound entries as dropped, and clears its owner word,
 // so that no later recovery links it back with values since rewritten or
-// keys since deleted (before 09e4fa0's review, the tier kept its words).
+// keys since deleted (before, the tier kept its words).
 func TestRepairDisownsATierItCannotPlace(t *testing.T) {
 	m, path, keys := fillTwoOverflowTiers(t)
 	l := *m.layout

@@ -15,7 +15,7 @@ import (
 // writes the file's dirty pages, as its doc promises of every change by
 // any process. It returned nil and wrote nothing: the kernel makes a
 // shared mapping of a read-only descriptor private, where msync reaches
-// no file (a reviewing helper's finding); it now calls fdatasync.
+// no file; it now calls fdatasync.
 func TestReadOnlySyncWritesTheFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.map")
 	w := mustOpen(t, p, &Options{Entries: 20000, AverageKeySize: 16, AverageValueSize: 64})

@@ -202,7 +202,7 @@ func TestKilledProcessIsDead(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	// A repair that began while it lived did not repair it as dead: its
-	// slot is not freed (a reviewing helper's finding).
+	// slot is not freed.
 	if n, err := r.MarkDeadRecovered([]Slot{s}); err != nil || n != 0 {
 		t.Fatalf("MarkDeadRecovered of a slot alive when the repair began = %d, %v; want 0", n, err)
 	}
