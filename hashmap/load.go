@@ -18,66 +18,33 @@ import (
 // it calls load for the value, stores it (for DefaultTTL in a cache map)
 // and returns it. Among all the goroutines of all the processes that ask
 // for one missing key at once, load runs once in the usual case, and the
-// others get its value: a cold key costs the backend one load per host.
+// others wait for its value: a cold key costs the backend one load per host.
+// (In a map that is not a cache, whose entries cannot hide a token from
+// readers, only the goroutines of one process share a load.)
 //
-//   - In a process, the goroutines that ask for a key while another of
-//     them loads it, or waits for another process's load, wait for that
-//     one: no traffic to the file.
-//   - Between processes, in a cache map (Options.Cache), the loading
-//     process holds a fill token in the file: an entry under the key,
-//     naming the loader's registry slot, that every reader takes for an
-//     absent key (Len and Stats count it, as they count expired entries).
-//     The others find it, poll the key with a pause doubling from 50µs to
-//     2ms, and return the value once stored.
+// load runs again for the same missing key only when the loading process
+// dies or closes the map before its value is stored (a waiter takes over
+// within a few milliseconds of the death), when a load outlives
+// Options.LoadTimeout (a waiter takes over, so no wait for another's load
+// is longer), when the caller running load gives up (its ctx ends), or when
+// a write of the key, a Clear or an eviction removes the load's token.
 //
-// load runs more than once for one missing key only when:
-//
-//   - the loading process dies, or closes the map, before its value is
-//     stored: a waiting process sees its registry slot dead or taken at
-//     its next poll, at most 2ms after the kernel drops the dead process's
-//     lock, takes the token over and loads;
-//   - a load outlives Options.LoadTimeout, counted by a waiter of another
-//     process from when it first saw the load's token, and by one of the
-//     loading process from the load's start: the waiter takes over and
-//     loads, which bounds every wait for another's load. The slow load's
-//     value is still returned to its own callers, but not stored;
-//   - the token is gone before the load ends: a write of the key (Put,
-//     PutIfAbsent, Compute, Update, Delete), a Clear, or a full cache's
-//     eviction hand. Waiters then find the written value, or, after a
-//     removal, load again: the next load reads the backend after the
-//     change the Delete stands for;
-//   - the caller whose goroutine runs load gives up (its ctx ends): the
-//     goroutines waiting on it in its process go on with their own
-//     contexts, and other processes take the token over.
-//
-// The loaded value is stored only if the load's token still stands, in
-// one step under the key's segment lock: a Put during the load keeps its
-// later value, and a Delete during it leaves the key absent (the load may
-// have read the backend before the change the Delete signals). The load's
-// callers get the loaded value either way.
-//
-// A load that fails is stored nowhere. Its error goes to its caller and to
-// every caller that waited for that load: in its process the error
-// itself, in other processes an error matching ErrLoadFailed that carries
-// its text. The next call loads again. A load that panics releases its
-// token (marked failed, so waiters stop at once); the panic propagates to
-// the goroutine that ran load, as a panic in Compute's function does, and
-// the others get an error matching ErrLoadFailed.
+// The loaded value is stored only if its token still stands, in one step
+// under the key's segment lock: a Put during the load keeps its later
+// value, and a Delete during it leaves the key absent, since the load may
+// have read the backend before the change the Delete stands for. Every
+// caller gets a copy of the loaded value either way. A load that fails or
+// panics stores nothing: its error goes to every caller that waited for it
+// (in other processes as an error matching ErrLoadFailed), a panic
+// propagates in the goroutine that ran load, and the next call loads again.
 //
 // ctx bounds the call's waits and is passed to load; when it ends first,
-// GetOrLoad returns ctx.Err(). load runs outside every lock and may use
-// the map, but must not ask for its own key: that call would wait for
-// itself until LoadTimeout. If the value cannot be stored (ErrTooLarge, a
-// lock timeout), GetOrLoad returns it along with the error. Each caller
-// gets a copy of its own. A map opened ReadOnly answers ErrReadOnly for a
-// missing key, without calling load.
-//
-// A map that is not a cache has no place for a token that readers do not
-// see (its entries have no expiry), so there only the goroutines of a
-// process coalesce: each process loads a missing key once, and stores its
-// value if the key is still absent, whatever Delete came meanwhile.
-//
-// For a key that is present, GetOrLoad costs a Get.
+// GetOrLoad returns ctx.Err(). load runs outside every lock and may use the
+// map, but must not ask for its own key, or it waits for itself until
+// LoadTimeout. If the value cannot be stored (ErrTooLarge, a lock timeout),
+// GetOrLoad returns it with the error. A map opened ReadOnly answers
+// ErrReadOnly for a missing key without calling load. For a present key,
+// GetOrLoad costs a Get.
 func (m *Map) GetOrLoad(ctx context.Context, key []byte, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if load == nil {
 		return nil, fmt.Errorf("%w: GetOrLoad with a nil load function", ErrBadOptions)
@@ -208,7 +175,16 @@ func (g *fillGroup) supersede(k string, c *fillCall, timeout time.Duration) (wai
 	return 0, true
 }
 
-// loadMissing is GetOrLoad after a miss.
+// loadMissing is GetOrLoad after a miss. In a process, the goroutines that
+// ask for a key while another of them loads it, or waits for another
+// process's load, wait for that one, with no traffic to the file. Between
+// processes, in a cache map, the loading process holds a fill token in the
+// file: an entry under the key whose expiry marks it hidden, naming the
+// loader's registry slot, which every reader takes for an absent key (Len
+// and Stats count it, as they count expired entries). The others poll the
+// key with a pause doubling from 50µs to 2ms, and take the token over when
+// the loader's slot is dead or taken, or when LoadTimeout has passed since
+// they first saw the token.
 func (m *Map) loadMissing(ctx context.Context, key []byte, load loadFunc) ([]byte, error) {
 	if ctx == nil {
 		ctx = context.Background()
