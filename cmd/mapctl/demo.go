@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -190,6 +192,46 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 	ctx, stop := interruptContext()
 	defer stop()
 	start := time.Now()
+	reports, errs := runDemoWorkers(ctx, self, path, o)
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		return e.fail(c, errors.New("interrupted; the workers are stopped"))
+	}
+
+	var v demoVerdict
+	fmt.Fprintln(e.stdout, "per process:")
+	want, total, incs := v.tallyWorkers(e.stdout, reports, errs)
+	v.checkCounters(m, want)
+	stored, missing := v.checkOwnKeys(m, reports)
+	counters := 0
+	for c := range want {
+		if want[c] > 0 {
+			counters++
+		}
+	}
+	if n := m.Len(); n != stored+counters && missing == 0 {
+		v.problem("the map holds %d entries, expected %d puts + %d counters", n, stored, counters)
+	}
+	fmt.Fprintf(e.stdout, "total: %d operations (%d increments, %d puts verified) in %v across %d processes: %.0f ops/s\n",
+		total, incs, stored, wall.Round(time.Millisecond), o.procs, float64(total)/wall.Seconds())
+	fmt.Fprintln(e.stdout, "map stats:")
+	printStats(&indenter{w: e.stdout}, m.Stats())
+	if len(v.failures) > 0 {
+		for _, f := range v.failures {
+			fmt.Fprintf(e.stdout, "FAIL: %s\n", f)
+		}
+		fmt.Fprintf(e.stderr, "mapctl: demo: %d failures\n", len(v.failures))
+		return exitError
+	}
+	fmt.Fprintln(e.stdout, "demo OK: every counter exact, every put readable, no bad read")
+	return exitOK
+}
+
+// runDemoWorkers starts o.procs demo workers on the map at path, waits for
+// them all, and returns each one's report, or the error that stands for
+// it: one that could not start, failed without saying why, or sent no
+// report.
+func runDemoWorkers(ctx context.Context, self, path string, o *demoOpts) ([]workerReport, []error) {
 	reports := make([]workerReport, o.procs)
 	errs := make([]error, o.procs)
 	var wg sync.WaitGroup
@@ -210,15 +252,7 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 		go func() {
 			defer wg.Done()
 			werr := cmd.Wait()
-			sc := bufio.NewScanner(&out)
-			sc.Buffer(nil, 1<<20)
-			got := false
-			for sc.Scan() {
-				if json.Unmarshal(sc.Bytes(), &reports[p]) == nil {
-					got = true
-					break
-				}
-			}
+			got := readWorkerReport(&out, &reports[p])
 			switch {
 			case werr != nil && got && reports[p].Err != "":
 				// Its report says why, and what it did before: both count.
@@ -230,26 +264,44 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
-	if ctx.Err() != nil {
-		return e.fail(c, errors.New("interrupted; the workers are stopped"))
-	}
+	return reports, errs
+}
 
-	var failures []string
-	problem := func(format string, a ...any) { failures = append(failures, fmt.Sprintf(format, a...)) }
-	var want [demoCounters]uint64
-	var total, incs uint64
-	fmt.Fprintln(e.stdout, "per process:")
+// readWorkerReport decodes into r the first line of out that is a JSON
+// report, and says whether there was one.
+func readWorkerReport(out io.Reader, r *workerReport) bool {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if json.Unmarshal(sc.Bytes(), r) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// demoVerdict gathers what the demo's checks found wrong.
+type demoVerdict struct {
+	failures []string
+}
+
+func (v *demoVerdict) problem(format string, a ...any) {
+	v.failures = append(v.failures, fmt.Sprintf(format, a...))
+}
+
+// tallyWorkers prints a line per worker and adds up what they did: the
+// increments of each counter, all operations, and all increments.
+func (v *demoVerdict) tallyWorkers(w io.Writer, reports []workerReport, errs []error) (want [demoCounters]uint64, total, incs uint64) {
 	for p, r := range reports {
 		if errs[p] != nil {
-			problem("worker %d failed: %v", p, errs[p])
+			v.problem("worker %d failed: %v", p, errs[p])
 			continue
 		}
 		if r.Err != "" {
-			problem("worker %d: %s", p, r.Err)
+			v.problem("worker %d: %s", p, r.Err)
 		}
 		if r.BadReads > 0 {
-			problem("worker %d read %d wrong values", p, r.BadReads)
+			v.problem("worker %d read %d wrong values", p, r.BadReads)
 		}
 		var n uint64
 		for c := range want {
@@ -259,34 +311,45 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 		incs += n
 		ops := n + uint64(r.Puts+r.Gets)
 		total += ops
-		fmt.Fprintf(e.stdout, "  worker %d: %d increments, %d puts, %d gets, %d bad reads in %.2fs (%.0f ops/s)\n",
+		fmt.Fprintf(w, "  worker %d: %d increments, %d puts, %d gets, %d bad reads in %.2fs (%.0f ops/s)\n",
 			p, n, r.Puts, r.Gets, r.BadReads, r.Seconds, float64(ops)/max(r.Seconds, 1e-9))
 	}
+	return want, total, incs
+}
+
+// checkCounters checks that each counter in m holds the increments the
+// workers made to it; one never incremented may be absent.
+func (v *demoVerdict) checkCounters(m *hashmap.Map, want [demoCounters]uint64) {
 	for c := range want {
-		v, err := m.Get(counterKey(c))
+		val, err := m.Get(counterKey(c))
 		var got uint64
 		switch {
-		case err == nil && len(v) == 8:
-			got = binary.LittleEndian.Uint64(v)
+		case err == nil && len(val) == 8:
+			got = binary.LittleEndian.Uint64(val)
 		case err == nil:
-			problem("counter %d holds %d bytes, not 8", c, len(v))
+			v.problem("counter %d holds %d bytes, not 8", c, len(val))
 			continue
 		case !(want[c] == 0 && errors.Is(err, hashmap.ErrNotFound)):
-			problem("counter %d: %v", c, err)
+			v.problem("counter %d: %v", c, err)
 			continue
 		}
 		if got != want[c] {
-			problem("counter %d is %d, the workers made %d increments", c, got, want[c])
+			v.problem("counter %d is %d, the workers made %d increments", c, got, want[c])
 		}
 	}
-	stored, missing := 0, 0
+}
+
+// checkOwnKeys checks that every key the workers put holds its value, and
+// returns how many do and how many are missing or wrong (the first five
+// of those are problems of their own, the rest one problem).
+func (v *demoVerdict) checkOwnKeys(m *hashmap.Map, reports []workerReport) (stored, missing int) {
 	for p, r := range reports {
 		for g, n := range r.PutsPerG {
 			for i := range n {
 				k := ownKey(p, g, i)
-				if v, err := m.Get(k); err != nil || !bytes.Equal(v, ownValue(k)) {
+				if val, err := m.Get(k); err != nil || !bytes.Equal(val, ownValue(k)) {
 					if missing++; missing <= 5 {
-						problem("key %s = %s, %v; want %q", k, quoteShort(string(v)), err, ownValue(k))
+						v.problem("key %s = %s, %v; want %q", k, quoteShort(string(val)), err, ownValue(k))
 					}
 					continue
 				}
@@ -295,28 +358,7 @@ func runDemo(e *env, c *command, opts any, args []string) int {
 		}
 	}
 	if missing > 5 {
-		problem("... %d keys missing or wrong in all", missing)
+		v.problem("... %d keys missing or wrong in all", missing)
 	}
-	counters := 0
-	for c := range want {
-		if want[c] > 0 {
-			counters++
-		}
-	}
-	if n := m.Len(); n != stored+counters && missing == 0 {
-		problem("the map holds %d entries, expected %d puts + %d counters", n, stored, counters)
-	}
-	fmt.Fprintf(e.stdout, "total: %d operations (%d increments, %d puts verified) in %v across %d processes: %.0f ops/s\n",
-		total, incs, stored, wall.Round(time.Millisecond), o.procs, float64(total)/wall.Seconds())
-	fmt.Fprintln(e.stdout, "map stats:")
-	printStats(&indenter{w: e.stdout}, m.Stats())
-	if len(failures) > 0 {
-		for _, f := range failures {
-			fmt.Fprintf(e.stdout, "FAIL: %s\n", f)
-		}
-		fmt.Fprintf(e.stderr, "mapctl: demo: %d failures\n", len(failures))
-		return exitError
-	}
-	fmt.Fprintln(e.stdout, "demo OK: every counter exact, every put readable, no bad read")
-	return exitOK
+	return stored, missing
 }
