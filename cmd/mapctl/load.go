@@ -107,38 +107,7 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 		}
 		in = f
 	}
-	p := newProgress(e.stderr, "loading", "lines", total)
-	r := bufio.NewReaderSize(in, 64<<10)
-	var n loadCounts
-	line := 0 // lines read
-	var read int64
-	// Entries are stored loadBatch at a time with PutManyAdded, which
-	// overlaps their lookups' cache misses and says which keys were new;
-	// lines remembers each one's line number for the error that stops the
-	// load.
-	var keys, values [][]byte
-	var lines []int
-	pending := 0 // bytes of keys and values not yet stored
-	flush := func() error {
-		pending = 0
-		if len(keys) == 0 {
-			return nil
-		}
-		stored, added, err := m.PutManyAdded(keys, values)
-		n.added += added
-		n.replaced += stored - added
-		if err != nil {
-			// PutMany names the key by its index in the batch; the line
-			// number says more.
-			if inner := errors.Unwrap(err); inner != nil && stored < len(lines) {
-				return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), lines[stored], inner, n.loaded())
-			}
-			return fmt.Errorf("%s: %w (loaded %d entries)", fileName(args[1]), err, n.loaded())
-		}
-		keys, values, lines = keys[:0], values[:0], lines[:0]
-		p.update(read, int64(line))
-		return nil
-	}
+	l := &loader{m: m, p: newProgress(e.stderr, "loading", "lines", total), name: fileName(args[1])}
 	// An interrupt (Ctrl-C, SIGTERM) stores what was parsed, closes the map
 	// (so that no process reads as having died with it open) and says how
 	// far the load got. The loop holds mu but while it waits for input,
@@ -150,29 +119,69 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	mu.Lock()
 	done := make(chan struct{})
 	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
+	go l.stopOnInterrupt(e, c, sigs, done, &mu)
+	err = l.readAll(bufio.NewReaderSize(in, 64<<10), &mu)
+	l.p.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	fmt.Fprintf(e.stdout, "read %d %s: %d %s added, %d replaced\n", l.line, plural(l.line, "line", "lines"), l.n.added, plural(l.n.added, "key", "keys"), l.n.replaced)
+	return exitOK
+}
+
+// loader is one load's state: the entries parsed and not yet stored, and
+// how far it got.
+//
+// Entries are stored loadBatch at a time with PutManyAdded, which overlaps
+// their lookups' cache misses and says which keys were new; lines
+// remembers each one's line number for the error that stops the load.
+type loader struct {
+	m    *hashmap.Map
+	p    *progress
+	name string // of the input, for errors: the file's, or "stdin"
+
+	n    loadCounts
+	line int   // lines read
+	read int64 // bytes read
+
+	keys, values [][]byte
+	lines        []int
+	pending      int // bytes of keys and values not yet stored
+}
+
+// flush stores the entries parsed and not yet stored.
+func (l *loader) flush() error {
+	l.pending = 0
+	if len(l.keys) == 0 {
+		return nil
+	}
+	stored, added, err := l.m.PutManyAdded(l.keys, l.values)
+	l.n.added += added
+	l.n.replaced += stored - added
+	if err != nil {
+		// PutMany names the key by its index in the batch; the line
+		// number says more.
+		if inner := errors.Unwrap(err); inner != nil && stored < len(l.lines) {
+			return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", l.name, l.lines[stored], inner, l.n.loaded())
 		}
-		signal.Stop(sigs)
-		mu.Lock()
-		err := flush()
-		p.done()
-		m.Close()
-		if err == nil {
-			err = fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", fileName(args[1]), line, n.loaded(), n.added, n.replaced)
-		}
-		os.Exit(e.fail(c, err))
-	}()
+		return fmt.Errorf("%s: %w (loaded %d entries)", l.name, err, l.n.loaded())
+	}
+	l.keys, l.values, l.lines = l.keys[:0], l.values[:0], l.lines[:0]
+	l.p.update(l.read, int64(l.line))
+	return nil
+}
+
+// readAll reads r to its end, storing each line's entry, and stores the
+// last ones. The caller holds mu, and readAll lets it go only while it
+// waits for input, with every entry parsed stored; it returns with mu
+// held.
+func (l *loader) readAll(r *bufio.Reader, mu *sync.Mutex) error {
 	for {
 		// Entries wait in the batch only while more lines are at hand: a
 		// slow stream's lines are stored as they come, not 64 at a time.
-		if len(keys) > 0 && !hasLine(r) {
-			if err := flush(); err != nil {
-				p.done()
-				return e.fail(c, err)
+		if len(l.keys) > 0 && !hasLine(r) {
+			if err := l.flush(); err != nil {
+				return err
 			}
 		}
 		mu.Unlock()
@@ -182,48 +191,67 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 			text = nil // a line cut short by the failed read is not an entry
 		}
 		if len(text) > 0 {
-			line++
-			read += int64(len(text))
-			text = bytes.TrimSuffix(text, []byte("\n"))
-			text = bytes.TrimSuffix(text, []byte("\r"))
-			if len(text) > 0 {
-				key, value, err := parseLine(text)
-				if err == nil {
-					keys, values, lines = append(keys, key), append(values, value), append(lines, line)
-					pending += len(key) + len(value)
-					if len(keys) == loadBatch || pending >= loadBatchBytes {
-						err = flush()
-					}
-				} else if ferr := flush(); ferr != nil {
-					err = ferr // an earlier line failed first
-				} else {
-					err = fmt.Errorf("%s line %d: %w (loaded %d entries before it)", fileName(args[1]), line, err, n.loaded())
-				}
-				if err != nil {
-					p.done()
-					return e.fail(c, err)
-				}
+			if err := l.take(text); err != nil {
+				return err
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
-			err := flush()
-			p.done()
-			if err != nil {
-				return e.fail(c, err)
+			if err := l.flush(); err != nil {
+				return err
 			}
-			return e.fail(c, fmt.Errorf("reading %s: %w (loaded %d entries)", fileName(args[1]), rerr, n.loaded()))
+			return fmt.Errorf("reading %s: %w (loaded %d entries)", l.name, rerr, l.n.loaded())
 		}
 	}
-	err = flush()
-	p.done()
-	if err != nil {
-		return e.fail(c, err)
+	return l.flush()
+}
+
+// take counts one line read, text with its newline, and adds its entry to
+// the batch, storing the batch when it is full. An empty line is skipped;
+// one that does not parse stores the batch before it and is the error.
+func (l *loader) take(text []byte) error {
+	l.line++
+	l.read += int64(len(text))
+	text = bytes.TrimSuffix(text, []byte("\n"))
+	text = bytes.TrimSuffix(text, []byte("\r"))
+	if len(text) == 0 {
+		return nil
 	}
-	fmt.Fprintf(e.stdout, "read %d %s: %d %s added, %d replaced\n", line, plural(line, "line", "lines"), n.added, plural(n.added, "key", "keys"), n.replaced)
-	return exitOK
+	key, value, err := parseLine(text)
+	if err != nil {
+		if ferr := l.flush(); ferr != nil {
+			return ferr // an earlier line failed first
+		}
+		return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", l.name, l.line, err, l.n.loaded())
+	}
+	l.keys, l.values, l.lines = append(l.keys, key), append(l.values, value), append(l.lines, l.line)
+	l.pending += len(key) + len(value)
+	if len(l.keys) == loadBatch || l.pending >= loadBatchBytes {
+		return l.flush()
+	}
+	return nil
+}
+
+// stopOnInterrupt waits for an interrupt on sigs, or for done to close.
+// On an interrupt it takes mu, stores what was parsed, closes the map and
+// ends the process, saying how far the load got.
+func (l *loader) stopOnInterrupt(e *env, c *command, sigs chan os.Signal, done chan struct{}, mu *sync.Mutex) {
+	select {
+	case <-sigs:
+	case <-done:
+		return
+	}
+	signal.Stop(sigs)
+	mu.Lock()
+	err := l.flush()
+	l.p.done()
+	l.m.Close()
+	if err == nil {
+		err = fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", l.name, l.line, l.n.loaded(), l.n.added, l.n.replaced)
+	}
+	os.Exit(e.fail(c, err))
 }
 
 // hasLine reports whether r holds a whole line already, so that reading it
