@@ -195,10 +195,10 @@ var (
 // where the value is addressable; a map key of string kind is used as it
 // is; bytes are base64 unless their type has a marshaler; struct fields
 // are those json keeps (see jsonFields), less omitempty fields that are
-// empty and omitzero fields that are zero. It checks the value, not the encoding: an escaped U+FFFD in a
-// MarshalJSON's output is that type's own, and a ",string" field escapes
-// it twice. depth counts the pointers, interfaces, maps and slices on the
-// way (errTooDeep past maxJSONDepth).
+// empty and omitzero fields that are zero. It checks the value, not the
+// encoding: an escaped U+FFFD in a MarshalJSON's output is that type's
+// own, and a ",string" field escapes it twice. depth counts the pointers,
+// interfaces, maps and slices on the way (errTooDeep past maxJSONDepth).
 func checkUTF8(v reflect.Value, depth int) error {
 	if !v.IsValid() {
 		return nil
@@ -237,53 +237,68 @@ func checkUTF8(v reflect.Value, depth int) error {
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if e := t.Elem(); t.Kind() == reflect.Slice && e.Kind() == reflect.Uint8 &&
-			!reflect.PointerTo(e).Implements(jsonMarshalerType) && !reflect.PointerTo(e).Implements(textMarshalerType) {
-			return nil // bytes: base64
-		}
-		if t.Kind() == reflect.Slice {
-			if depth >= maxJSONDepth {
-				return errTooDeep
-			}
-			depth++
-		}
-		for i := range v.Len() {
-			if err := checkUTF8(v.Index(i), depth); err != nil {
-				return err
-			}
-		}
+		return checkElemsUTF8(v, depth)
 	case reflect.Map:
+		return checkMapUTF8(v, depth)
+	}
+	return nil
+}
+
+// checkElemsUTF8 is checkUTF8 of slice or array v: its elements, unless
+// json writes it as base64 bytes. A slice is a level of depth.
+func checkElemsUTF8(v reflect.Value, depth int) error {
+	t := v.Type()
+	if e := t.Elem(); t.Kind() == reflect.Slice && e.Kind() == reflect.Uint8 &&
+		!reflect.PointerTo(e).Implements(jsonMarshalerType) && !reflect.PointerTo(e).Implements(textMarshalerType) {
+		return nil // bytes: base64
+	}
+	if t.Kind() == reflect.Slice {
 		if depth >= maxJSONDepth {
 			return errTooDeep
 		}
-		// Keys of string kind are distinct strings, and integer keys
-		// distinct numbers; keys named by their MarshalText may share a
-		// name, which json writes twice, in map order: the encoding then
-		// differs from call to call and decodes to one entry.
-		var names map[string]bool
-		for it := v.MapRange(); it.Next(); {
-			k := it.Key()
-			switch {
-			case k.Kind() == reflect.String:
-				if !utf8.ValidString(k.String()) {
-					return errNotUTF8
-				}
-			case k.Type().Implements(textMarshalerType):
-				name, err := keyText(k)
-				if err != nil {
-					return err
-				}
-				if names == nil {
-					names = make(map[string]bool, v.Len())
-				}
-				if names[name] {
-					return fmt.Errorf("%w: %q", errDupKey, name)
-				}
-				names[name] = true
+		depth++
+	}
+	for i := range v.Len() {
+		if err := checkUTF8(v.Index(i), depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMapUTF8 is checkUTF8 of map v: its keys as json names them, and its
+// values.
+func checkMapUTF8(v reflect.Value, depth int) error {
+	if depth >= maxJSONDepth {
+		return errTooDeep
+	}
+	// Keys of string kind are distinct strings, and integer keys distinct
+	// numbers; keys named by their MarshalText may share a name, which json
+	// writes twice, in map order: the encoding then differs from call to
+	// call and decodes to one entry.
+	var names map[string]bool
+	for it := v.MapRange(); it.Next(); {
+		k := it.Key()
+		switch {
+		case k.Kind() == reflect.String:
+			if !utf8.ValidString(k.String()) {
+				return errNotUTF8
 			}
-			if err := checkUTF8(it.Value(), depth+1); err != nil {
+		case k.Type().Implements(textMarshalerType):
+			name, err := keyText(k)
+			if err != nil {
 				return err
 			}
+			if names == nil {
+				names = make(map[string]bool, v.Len())
+			}
+			if names[name] {
+				return fmt.Errorf("%w: %q", errDupKey, name)
+			}
+			names[name] = true
+		}
+		if err := checkUTF8(it.Value(), depth+1); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -404,18 +419,31 @@ func jsonFields(t reflect.Type) []jsonField {
 	if f, ok := jsonFieldCache.Load(t); ok {
 		return f.([]jsonField)
 	}
-	type field struct {
-		name      string
-		index     []int
-		tagged    bool
-		omitEmpty bool
-		omitZero  bool
-	}
+	out := dominantJSONFields(jsonCandidates(t))
+	jsonFieldCache.Store(t, out)
+	return out
+}
+
+// jsonCandidate is a field json could encode, before the fields of one
+// name are weighed against each other.
+type jsonCandidate struct {
+	name      string
+	index     []int
+	tagged    bool
+	omitEmpty bool
+	omitZero  bool
+}
+
+// jsonCandidates walks struct type t and the structs embedded in it
+// breadth first, as json's typeFields does, and returns the fields json
+// could encode, in the order found: a field of a struct reached twice at
+// one depth is returned twice, which makes its name ambiguous.
+func jsonCandidates(t reflect.Type) []jsonCandidate {
 	type level struct {
 		typ   reflect.Type
 		index []int
 	}
-	var fields []field
+	var fields []jsonCandidate
 	var count map[reflect.Type]int
 	current, nextCount := []level{}, map[reflect.Type]int{t: 1}
 	next := []level{{typ: t}}
@@ -452,7 +480,7 @@ func jsonFields(t reflect.Type) []jsonField {
 				index := append(slices.Clone(l.index), i)
 				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
 					optList := strings.Split(opts, ",")
-					f := field{name: name, index: index, tagged: name != "",
+					f := jsonCandidate{name: name, index: index, tagged: name != "",
 						omitEmpty: slices.Contains(optList, "omitempty"), omitZero: slices.Contains(optList, "omitzero")}
 					if f.name == "" {
 						f.name = sf.Name
@@ -470,7 +498,14 @@ func jsonFields(t reflect.Type) []jsonField {
 			}
 		}
 	}
-	slices.SortStableFunc(fields, func(a, b field) int {
+	return fields
+}
+
+// dominantJSONFields keeps, of the fields of each name, the one at the
+// shallowest depth, the tagged one if several are there, and none if that
+// does not decide; the fields come out sorted by name.
+func dominantJSONFields(fields []jsonCandidate) []jsonField {
+	slices.SortStableFunc(fields, func(a, b jsonCandidate) int {
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
@@ -497,7 +532,6 @@ func jsonFields(t reflect.Type) []jsonField {
 		}
 		i = j
 	}
-	jsonFieldCache.Store(t, out)
 	return out
 }
 
