@@ -244,10 +244,10 @@ func TestEncodeErrors(t *testing.T) {
 }
 
 // TestJSONRefusesInvalidUTF8: encoding/json replaces bytes that are not
-// UTF-8 with U+FFFD, so "\xff" and "\xfe" were one key, and the second Put
-// overwrote the first (a reviewing helper's repro), and such a value came
-// back changed. Append now refuses them; valid strings, U+FFFD itself and
-// backslashes before "ufffd" still encode.
+// UTF-8 with U+FFFD, so "\xff" and "\xfe" would be one key, the second Put
+// overwriting the first, and such a value would come back changed. Append
+// must refuse them; valid strings, U+FFFD itself and backslashes before
+// "ufffd" must still encode.
 func TestJSONRefusesInvalidUTF8(t *testing.T) {
 	c := JSON[string]()
 	for _, bad := range []string{"\xff", "a\xfeb", "ok\\\xff"} {
@@ -269,9 +269,9 @@ func TestJSONRefusesInvalidUTF8(t *testing.T) {
 	if err := m.Put("\xff", 1); err == nil {
 		t.Error("Put of a key that is not UTF-8 succeeded")
 	}
-	// The check is on the value, not on the encoding (a second reviewing
-	// helper's repros): a MarshalJSON's own escaped U+FFFD is fine, and a
-	// ",string" field, escaped twice, is checked all the same.
+	// The check is on the value, not on the encoding: a MarshalJSON's own
+	// escaped U+FFFD is fine, and a ",string" field, escaped twice, is
+	// checked all the same.
 	if _, err := JSON[json.RawMessage]().Append(nil, json.RawMessage(`{"name":"caf\ufffd"}`)); err != nil {
 		t.Errorf("a RawMessage holding an escaped U+FFFD: %v", err)
 	}
@@ -329,8 +329,7 @@ type jsonShadowed struct {
 type jsonInner struct{ X string }
 
 // TestJSONFollowsEncodingJSONRules: the UTF-8 check follows encoding/json's
-// rules for what it encodes (a third reviewing helper's repros): a method
-// on the pointer does not apply to a value that is not addressable, a map
+// rules for what it encodes: a method on the pointer does not apply to a value that is not addressable, a map
 // key of string kind is used as it is, MarshalText's output is a string,
 // a value nested past the walk's depth is refused; and unexported embedded
 // non-structs and shadowed fields are not encoded, so not checked.
@@ -404,13 +403,13 @@ type jsonOmitZero struct {
 	Z jsonZeroer `json:",omitzero"`
 }
 
-// TestJSONFollowsEncodingJSONRulesMore: a fourth reviewing helper's
-// repros against the walk: a nil TextMarshaler interface field (panicked),
-// a struct embedded twice at one depth (json encodes neither copy), a tag
-// name json finds invalid (it keeps the Go name), byte elements with
-// MarshalText (json writes them as strings), an omitzero field its own
-// IsZero calls zero (json leaves it out), and a long list of valid strings
-// (was refused as too deep).
+// TestJSONFollowsEncodingJSONRulesMore: the walk agrees with encoding/json
+// on a nil TextMarshaler interface field (no panic), a struct embedded
+// twice at one depth (json encodes neither copy), a tag name json finds
+// invalid (it keeps the Go name), byte elements with MarshalText (json
+// writes them as strings), an omitzero field its own IsZero calls zero
+// (json leaves it out), and a long list of valid strings (a list's length
+// is no depth).
 func TestJSONFollowsEncodingJSONRulesMore(t *testing.T) {
 	accepted := func(name string, enc func() ([]byte, error)) {
 		t.Helper()
@@ -473,9 +472,9 @@ type jsonWithZeroerIface struct {
 }
 
 // TestJSONOmitZeroAsEncodingJSON: omitzero with a pointer-receiver IsZero
-// on a value that is not addressable (json calls it on a copy) was not
-// applied, and an interface holding a nil pointer (zero to json, IsZero
-// not called) panicked (a fifth reviewing helper's repros).
+// on a value that is not addressable applies (json calls it on a copy),
+// and an interface holding a nil pointer (zero to json, IsZero not
+// called) is left out without a panic.
 func TestJSONOmitZeroAsEncodingJSON(t *testing.T) {
 	defer func() {
 		if r := recover(); r != nil {

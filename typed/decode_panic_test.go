@@ -24,10 +24,9 @@ type rvUntaggedEmb struct {
 }
 
 // TestJSONDecodeNeverPanics: Decode must not panic whatever b holds
-// (Codec's contract, doc.go's caveat). json.Unmarshal panicked on the
-// bytes Append itself wrote, for a tagged embedded pointer to an
-// unexported struct, and so did Get and Range (a reviewing helper's
-// differential fuzzing); it is now a DecodeError.
+// (Codec's contract, doc.go's caveat). json.Unmarshal panics on the bytes
+// Append itself writes for a tagged embedded pointer to an unexported
+// struct; Decode, Get and Range must return a DecodeError instead.
 func TestJSONDecodeNeverPanics(t *testing.T) {
 	decode := func(name string, f func() error) {
 		t.Helper()

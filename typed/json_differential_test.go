@@ -1,11 +1,11 @@
 package typed
 
-// A reviewing helper's differential fuzz test of JSON[T] against
-// encoding/json: Append must fail exactly when json.Marshal replaces a
-// byte that is not UTF-8 (it then writes the escape \ufffd, which the
-// builders below make impossible otherwise: fuzzed strings lose their
-// backslashes, and the MarshalJSON types never write an escape), and must
-// otherwise give json.Marshal's bytes.
+// A differential fuzz test of JSON[T] against encoding/json: Append must
+// fail exactly when json.Marshal replaces a byte that is not UTF-8 (it
+// then writes the escape \ufffd, which the builders below make impossible
+// otherwise: fuzzed strings lose their backslashes, and the MarshalJSON
+// types never write an escape), and must otherwise give json.Marshal's
+// bytes.
 
 import (
 	"bytes"

@@ -37,7 +37,7 @@ type rvExotic struct {
 // target does not build (a tagged unexported embedded pointer, an embedded
 // interface, anonymous structs, omitzero on pointers and interfaces,
 // ",string" on interfaces and text types) get JSON's UTF-8 refusal exactly
-// where encoding/json would change a byte (a reviewing helper's cases).
+// where encoding/json would change a byte, and nowhere else.
 func TestJSONExoticFieldsAgreeWithEncodingJSON(t *testing.T) {
 	for _, s := range []string{"ok", "\xff", "", "zz", "a\xfe", "\ufffd"} {
 		n := rvName(s)

@@ -25,9 +25,9 @@ type rvMapKey struct {
 
 // TestJSONRefusesMapKeysWithOneName: encoding/json sorts map keys by
 // their text with an unstable sort, so two keys whose MarshalText agree
-// came out in map order: one key value encoded two ways (Get of a key just
-// Put missed), and a value map of two entries decoded as one. JSON now
-// refuses such a map (a reviewing helper's finding).
+// come out in map order: one key value would encode two ways (Get of a key
+// just Put would miss), and a value map of two entries would decode as
+// one. JSON must refuse such a map.
 func TestJSONRefusesMapKeysWithOneName(t *testing.T) {
 	k := rvMapKey{M: map[rvTextKey]int{{"A", 0}: 1, {"a", 1}: 2}}
 	seen := map[string]bool{}

@@ -506,10 +506,10 @@ func TestGetMany(t *testing.T) {
 	}
 }
 
-// TestGetManyPoolKeepsLittle: one large GetMany left a value buffer per
-// key in the pooled batch, each under the per-buffer cap, so 30,000 values
-// of 2 KB stayed pooled for good (58.6 MiB; a reviewing helper's repro).
-// The buffers are now held to the cap together.
+// TestGetManyPoolKeepsLittle: the value buffers a GetMany leaves in the
+// pooled batch are held to the cap together, not each under the
+// per-buffer cap: otherwise one GetMany of 30,000 values of 2 KB would
+// keep a buffer per key pooled for good.
 func TestGetManyPoolKeepsLittle(t *testing.T) {
 	raw, err := hashmap.Open(filepath.Join(t.TempDir(), "m"), &hashmap.Options{Entries: 40_000, AverageKeySize: 8, AverageValueSize: 2048})
 	if err != nil {
