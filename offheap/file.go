@@ -102,9 +102,9 @@ func (f *File) Fd() uintptr { return f.fd.Fd() }
 // needs blocks for all of it, so a reserved page beside unreserved holes
 // would still fault with SIGBUS on a full disk. That holds whatever this
 // process asked for: the folios are the file's, made by whichever process
-// first touched the range (a reviewing helper's finding: a map created
-// with NoHugePages, opened by a default process on a full disk, faulted on
-// its first Put).
+// first touched the range, so a map created with NoHugePages and opened by
+// a process with the default would otherwise fault on its first Put on a
+// full disk.
 func (f *File) Allocate(off, n int64) error {
 	fail := func(err error) error { return &FileError{Path: f.path, Op: "allocate", Err: err} }
 	switch {

@@ -68,12 +68,12 @@ type OpenOptions struct {
 	InitTimeout time.Duration
 	// NoHugePages maps the file with the kernel's default pages only. By
 	// default the mapping asks for transparent huge pages (MADV_HUGEPAGE).
-	// A kernel and filesystem that cache files in 2 MiB folios (ext4 on
-	// Linux 6.18 did so here; so does a tmpfs mounted huge=within_size)
-	// then map each folio with one TLB entry, and a random lookup in a map
-	// of hundreds of MiB walks no page tables. The cost is page-cache
-	// granularity: a page first touched brings in its whole 2 MiB, and
-	// writeback writes dirty folios whole. Elsewhere the advice is ignored.
+	// A kernel and filesystem that cache files in 2 MiB folios (recent
+	// ext4, or a tmpfs mounted huge=within_size) then map each folio with
+	// one TLB entry, and a random lookup in a map of hundreds of MiB walks
+	// no page tables. The cost is page-cache granularity: a page first
+	// touched brings in its whole 2 MiB, and writeback writes dirty folios
+	// whole. Elsewhere the advice is ignored.
 	// The disk blocks reserved for the file (see File.Allocate) are whole
 	// 2 MiB pages either way: the folios are the file's, made by whichever
 	// process touches a range first.
@@ -416,9 +416,9 @@ var testCreateStep = func(string) {}
 
 // flockTimeout takes flock(2) without blocking: a blocking flock cannot be
 // bounded, and the holder is a creator that may hang in Init. It polls with
-// a backoff from 100µs (an uncontended creation finishes in well under a
-// millisecond) to 10ms (so a waiter notices the release promptly without
-// burning CPU on a 2-core machine).
+// a backoff from 100µs, since an uncontended creation is short, to 10ms, so
+// that a waiter notices the release promptly without taking a core from
+// the creator it waits for.
 func flockTimeout(fd *os.File, exclusive bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	nap := 100 * time.Microsecond

@@ -6,11 +6,10 @@ package offheap
 // atomic read-modify-write, only seen in program order with the writer's
 // other stores. On amd64 every plain store is (stores are not reordered
 // with other stores, nor loads with other loads), so there it is a plain
-// add: a Put that made its two sequence steps and its count with atomic
-// adds took 1.015x the time (1.028x against the add inlined; medians of 40
-// runs of each in the peer benchmark), since every lock-prefixed
-// instruction is a full barrier. Elsewhere it is sync/atomic's add
-// (order_other.go).
+// add: an atomic add is a lock-prefixed instruction, a full barrier, and
+// a Put makes three of them (its two sequence steps and its count), each
+// waiting for every store before it to drain, where program order is all
+// that is needed. Elsewhere it is sync/atomic's add (order_other.go).
 //
 // The hardware keeps the order; the compiler must too. A plain store is
 // outside Go's memory model when another goroutine or process reads the

@@ -9,8 +9,9 @@ package offheap
 // CPU without LSE atomics (ARMv8.0: Cortex-A53 and A72, Graviton1) it is
 // a load-acquire/store-release loop, after which a later plain store, an
 // entry's byte under an odd sequence, may be seen before the odd value
-// itself (a reviewing helper's reading of the disassembly; qemu on an x86
-// host cannot show it).
+// itself. That follows from the instructions sync/atomic emits there; the
+// tests, run under emulation on an x86 host whose own ordering is
+// stronger, cannot show it.
 //
 //go:noescape
 func AddExclusive(p *uint64, d uint64)

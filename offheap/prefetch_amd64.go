@@ -22,9 +22,10 @@ func PrefetchForRead(b []byte)
 // PrefetchWordsForRead asks the CPU to fetch the cache lines of four words
 // for reading (PREFETCHT0) and returns without waiting: a hint. A lookup
 // names with it the lines of its key's home runs, which it wants on their
-// way with the slot's: requested by loads, as before, a Get took 1.03-1.06x
-// the time (see segment.Table.TryGet). On arm64 it is PRFM; on other
-// architectures it loads the words, which requests their lines too.
+// way with the slot's: requested by the loads that use them, they would
+// come only after the slot's line, and a Get would wait for both in turn.
+// On arm64 it is PRFM; on other architectures it loads the words, which
+// requests their lines too.
 //
 //go:noescape
 func PrefetchWordsForRead(a, b, c, d *uint64)

@@ -1,9 +1,8 @@
 package offheap
 
 // PrefetchForRead asks the CPU to fetch b's cache lines for reading (PRFM
-// PLDL1KEEP) and returns without waiting: a hint, as on amd64, where it
-// was measured (see segment.Table.TryGet); on arm64 it is only tested to
-// change nothing.
+// PLDL1KEEP) and returns without waiting: a hint, as on amd64; on arm64
+// it is only tested to change nothing, not timed.
 //
 //go:noescape
 func PrefetchForRead(b []byte)

@@ -19,8 +19,9 @@ type Residency struct {
 // Residency reads how much of the region is resident in this process and
 // how much of that is mapped with huge pages (FilePmdMapped for a disk
 // file, ShmemPmdMapped for tmpfs), which is how a caller checks that the
-// huge-page advice took. It reads /proc/self/smaps, which takes about a
-// millisecond in a small process: a diagnostic, not for a hot path.
+// huge-page advice took. It reads /proc/self/smaps, which the kernel
+// builds by walking every mapping of the process: a diagnostic, not for a
+// hot path.
 func (r *Region) Residency() (Residency, error) {
 	if len(r.data) == 0 {
 		return Residency{}, nil // unmapped: nothing resident

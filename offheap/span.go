@@ -11,10 +11,9 @@ import (
 // offsets come from the validated layout (a segment's header, a slot, the
 // home runs of a tag) or from a slot and an entry header it has checked
 // against the tier before following them. There the compiler's checks,
-// one or two instructions on each of a dozen loads, repeated what the
-// probe had already established, and dropping them took a Get to 0.96x
-// the time (1M keys with 64-byte values and 100k with 1 KiB, AMD EPYC VM,
-// 16 and 10 alternating pairs of bench binaries).
+// one or two instructions on each of a dozen loads, only repeat what the
+// probe has already established, and on a path that short they are a
+// share of a Get's time that shows.
 //
 // In a build with the sharedmap_checked tag every access is checked and a
 // range outside the span panics, as Region.Bytes does: the fuzz targets
