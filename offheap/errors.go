@@ -6,7 +6,7 @@ import (
 	"io/fs"
 )
 
-// Open reports every problem as a *FileError naming the path and wrapping
+// Open reports every problem as a *fileError naming the path and wrapping
 // one of the sentinels below (or an OS error), so callers match with
 // errors.Is and people read "open /path: <problem>: <detail>". A file that
 // fails any check is never written to, not even by an Open with Create.
@@ -22,18 +22,14 @@ var (
 
 // Errors about the arguments, found before the file is touched.
 var (
-	// ErrBadOptions reports OpenOptions that cannot be used: a size too
+	// errBadOptions reports OpenOptions that cannot be used: a size too
 	// small or too large, a layout too long, Create with ReadOnly, or
 	// CreateNew without Create.
-	ErrBadOptions = errors.New("invalid open options")
+	errBadOptions = errors.New("invalid open options")
 )
 
 // Errors while waiting for or doing the creation of a file.
 var (
-	// ErrInitTimeout reports that another process held the file's creation
-	// lock for longer than OpenOptions.InitTimeout: it is still
-	// initializing the file, or its Init hangs.
-	ErrInitTimeout = errors.New("timed out waiting for another process to finish creating the file")
 	// ErrNotReady reports a file that is not initialized (empty, all zeros,
 	// or left half-written by a creator that died) and an Open that may
 	// not initialize it, because it lacks Create or is ReadOnly.
@@ -45,6 +41,10 @@ var (
 	// Create was given, whose target does not exist: Open does not create
 	// a file through a link (see Open).
 	ErrDanglingLink = errors.New("a symbolic link to a file that does not exist")
+	// errInitTimeout reports that another process held the file's creation
+	// lock for longer than OpenOptions.initTimeout: it is still
+	// initializing the file, or its Init hangs.
+	errInitTimeout = errors.New("timed out waiting for another process to finish creating the file")
 )
 
 // existsError is ErrExists: a sentinel of its own that errors.Is also
@@ -92,32 +92,32 @@ var (
 	// ErrNoSpace reports that the filesystem has no room for the blocks
 	// File.Allocate reserves.
 	ErrNoSpace = errors.New("no space left for the map file")
-	// ErrReadOnly reports a change requested through a read-only File.
-	ErrReadOnly = errors.New("file is open read-only")
+	// errReadOnly reports a change requested through a read-only File.
+	errReadOnly = errors.New("file is open read-only")
 )
 
-// FileError is an error about one file: what was being done to which
+// fileError is an error about one file: what was being done to which
 // path, and why it failed (usually one of the sentinels above, wrapped
 // with details).
-type FileError struct {
+type fileError struct {
 	Path string // the path given to Open
 	Op   string // "open", "create", "allocate", "sync" or "close"
 	Err  error  // the cause
 }
 
 // Error reads "op path: cause", the form os.PathError uses.
-func (e *FileError) Error() string { return e.Op + " " + e.Path + ": " + e.Err.Error() }
+func (e *fileError) Error() string { return e.Op + " " + e.Path + ": " + e.Err.Error() }
 
 // Unwrap returns the cause, so errors.Is sees the sentinel.
-func (e *FileError) Unwrap() error { return e.Err }
+func (e *fileError) Unwrap() error { return e.Err }
 
-// RangeError reports an access outside the mapping, usually an offset read
+// rangeError reports an access outside the mapping, usually an offset read
 // from a corrupted file.
-type RangeError struct {
+type rangeError struct {
 	Off, Len, Size int64
 }
 
 // Error gives the range and the mapping size, enough to locate the bad offset.
-func (e *RangeError) Error() string {
+func (e *rangeError) Error() string {
 	return fmt.Sprintf("range [%d, %d+%d) is outside the %d-byte mapping", e.Off, e.Off, e.Len, e.Size)
 }

@@ -44,9 +44,9 @@ func newFile(r *Region, fd *os.File, path string, h *header, o *OpenOptions, cre
 // on part of it would split the mapping in two, and the 2 MiB around the
 // seam could then not be mapped whole.
 func adviseMapping(r *Region, opts *OpenOptions) {
-	_ = r.Advise(0, r.Len(), adviceRandom) // advisory
+	_ = r.advise(0, r.Len(), adviceRandom) // advisory
 	if !opts.NoHugePages {
-		_ = r.Advise(0, r.Len(), adviceHugePage) // advisory
+		_ = r.advise(0, r.Len(), adviceHugePage) // advisory
 	}
 }
 
@@ -69,22 +69,22 @@ func (f *File) Path() string { return f.path }
 // other. Only a writable Open mends; nil if nothing was.
 func (f *File) HeaderMended() []string { return f.mended }
 
-// FormatVersion is the header format of the file: FormatVersion, or 1
+// formatVersion is the header format of the file: FormatVersion, or 1
 // for a file made by a build before the header had two copies.
-func (f *File) FormatVersion() int { return int(f.hdr.version) }
+func (f *File) formatVersion() int { return int(f.hdr.version) }
 
 // Created reports whether this Open created (initialized) the file. Exactly
 // one Open per creation reports true, even when several processes race.
 func (f *File) Created() bool { return f.created }
 
-// CreatorPID is the pid of the process that created the file, as recorded
+// creatorPID is the pid of the process that created the file, as recorded
 // in the header. It is for diagnostics: the process may be gone and the
 // pid reused.
-func (f *File) CreatorPID() int { return int(f.hdr.pid) }
+func (f *File) creatorPID() int { return int(f.hdr.pid) }
 
-// CreatedAt is the creation time recorded in the header; together with
-// CreatorPID it tells two creations of one path apart.
-func (f *File) CreatedAt() time.Time { return time.Unix(0, f.hdr.created) }
+// createdAt is the creation time recorded in the header; together with
+// creatorPID it tells two creations of one path apart.
+func (f *File) createdAt() time.Time { return time.Unix(0, f.hdr.created) }
 
 // Fd is the file descriptor, for byte-range locks (F_OFD_SETLK) on the
 // file. It stays valid until Close.
@@ -106,12 +106,12 @@ func (f *File) Fd() uintptr { return f.fd.Fd() }
 // a process with the default would otherwise fault on its first Put on a
 // full disk.
 func (f *File) Allocate(off, n int64) error {
-	fail := func(err error) error { return &FileError{Path: f.path, Op: "allocate", Err: err} }
+	fail := func(err error) error { return &fileError{Path: f.path, Op: "allocate", Err: err} }
 	switch {
 	case f.ReadOnly():
-		return fail(ErrReadOnly)
+		return fail(errReadOnly)
 	case !f.inBounds(off, n):
-		return fail(&RangeError{Off: off, Len: n, Size: f.Len()})
+		return fail(&rangeError{Off: off, Len: n, Size: f.Len()})
 	case n == 0:
 		return nil // fallocate rejects an empty range with EINVAL
 	}
@@ -125,7 +125,7 @@ func (f *File) Allocate(off, n int64) error {
 // bytes, widened to whole huge pages (see Allocate).
 func reserve(fd *os.File, off, n, size int64) error {
 	if off < 0 || n < 0 || off > size || n > size-off {
-		return &RangeError{Off: off, Len: n, Size: size}
+		return &rangeError{Off: off, Len: n, Size: size}
 	}
 	end := min((off+n+hugePageSize-1)&^(hugePageSize-1), size)
 	off &^= hugePageSize - 1
@@ -139,16 +139,16 @@ func reserve(fd *os.File, off, n, size int64) error {
 // without it; it is for durability across a machine crash.
 func (f *File) Sync() error {
 	if f.Region == nil || f.data == nil {
-		return &FileError{Path: f.path, Op: "sync", Err: os.ErrClosed}
+		return &fileError{Path: f.path, Op: "sync", Err: os.ErrClosed}
 	}
 	if f.ReadOnly() {
 		if err := fdatasync(f.fd); err != nil {
-			return &FileError{Path: f.path, Op: "sync", Err: err}
+			return &fileError{Path: f.path, Op: "sync", Err: err}
 		}
 		return nil
 	}
-	if err := f.SyncRange(0, f.Len()); err != nil {
-		return &FileError{Path: f.path, Op: "sync", Err: err}
+	if err := f.syncRange(0, f.Len()); err != nil {
+		return &fileError{Path: f.path, Op: "sync", Err: err}
 	}
 	return nil
 }
@@ -189,7 +189,7 @@ func (f *File) closeWith(letGo func() error) error {
 	f.fd = nil
 	f.lockMu.Unlock()
 	if err != nil {
-		return &FileError{Path: f.path, Op: "close", Err: err}
+		return &fileError{Path: f.path, Op: "close", Err: err}
 	}
 	return nil
 }

@@ -385,7 +385,7 @@ func mendCopies(r *Region, h *header, faults []headerFault) ([]string, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	if err := r.SyncRange(0, HeaderSize); err != nil {
+	if err := r.syncRange(0, HeaderSize); err != nil {
 		return nil, err
 	}
 	return done, nil
@@ -439,12 +439,12 @@ func (f *File) HeaderProblems() []error {
 // verifies is on the disk if there was one. It does nothing to a
 // version-1 header.
 func (f *File) RepairHeader() ([]string, error) {
-	fail := func(err error) ([]string, error) { return nil, &FileError{Path: f.path, Op: "repair header", Err: err} }
+	fail := func(err error) ([]string, error) { return nil, &fileError{Path: f.path, Op: "repair header", Err: err} }
 	switch {
 	case f.Region == nil || f.data == nil:
 		return fail(os.ErrClosed)
 	case f.ReadOnly():
-		return fail(ErrReadOnly)
+		return fail(errReadOnly)
 	case f.hdr.version != FormatVersion:
 		return nil, nil
 	}
@@ -456,7 +456,7 @@ func (f *File) RepairHeader() ([]string, error) {
 		switch {
 		case r.kind == copySound && !r.h.same(&f.hdr):
 			// Not ours to choose between two headers that verify.
-			return done, &FileError{Path: f.path, Op: "repair header", Err: fmt.Errorf(
+			return done, &fileError{Path: f.path, Op: "repair header", Err: fmt.Errorf(
 				"%w: copy %c verifies but says something else than the header the file was opened with; left as it is", ErrCorrupt, 'A'+i)}
 		case r.kind == copySound:
 			n := zeroPadding(c, len(f.hdr.layout))
@@ -468,8 +468,8 @@ func (f *File) RepairHeader() ([]string, error) {
 			writeCopy(f.Region, i, &f.hdr)
 			done = append(done, fmt.Sprintf("file header copy %c rewritten (%v)", 'A'+i, r.err))
 		}
-		if err := f.SyncRange(0, HeaderSize); err != nil {
-			return done, &FileError{Path: f.path, Op: "repair header", Err: err}
+		if err := f.syncRange(0, HeaderSize); err != nil {
+			return done, &fileError{Path: f.path, Op: "repair header", Err: err}
 		}
 	}
 	return done, nil

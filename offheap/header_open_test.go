@@ -158,9 +158,9 @@ func TestVersion1FileOpens(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%+v) of a version-1 file: %v", o, err)
 		}
-		if f.FormatVersion() != 1 || string(f.Layout()) != string(createOpts().Layout) || f.Size() != testSize || f.Created() ||
+		if f.formatVersion() != 1 || string(f.Layout()) != string(createOpts().Layout) || f.Size() != testSize || f.Created() ||
 			!bytes.Equal(f.Bytes(HeaderSize, 16), orig[HeaderSize:HeaderSize+16]) || len(f.HeaderProblems()) != 0 {
-			t.Fatalf("Open(%+v) of a version-1 file: version %d, layout %q, size %d, problems %v", o, f.FormatVersion(), f.Layout(), f.Size(), f.HeaderProblems())
+			t.Fatalf("Open(%+v) of a version-1 file: version %d, layout %q, size %d, problems %v", o, f.formatVersion(), f.Layout(), f.Size(), f.HeaderProblems())
 		}
 		if !f.ReadOnly() {
 			if did, err := f.RepairHeader(); err != nil || len(did) != 0 {

@@ -35,11 +35,11 @@ func (f *File) LockFile() (uintptr, error) {
 		return f.lockFile.Fd(), nil
 	}
 	if f.fd == nil {
-		return 0, &FileError{Path: f.path, Op: "open lock file", Err: os.ErrClosed}
+		return 0, &fileError{Path: f.path, Op: "open lock file", Err: os.ErrClosed}
 	}
 	fd, err := openLockFile(f.fd, LockFilePath(f.path), !f.ReadOnly())
 	if err != nil {
-		return 0, &FileError{Path: LockFilePath(f.path), Op: "open lock file", Err: err}
+		return 0, &fileError{Path: LockFilePath(f.path), Op: "open lock file", Err: err}
 	}
 	f.lockFile = fd
 	return fd.Fd(), nil

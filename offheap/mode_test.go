@@ -44,8 +44,8 @@ func TestModeBeyondPermissionBitsIsRefused(t *testing.T) {
 	o := createOpts()
 	o.Mode = fs.ModeSetuid | 0o600
 	_, err := Open(filepath.Join(t.TempDir(), "map"), o)
-	if !errors.Is(err, ErrBadOptions) {
-		t.Fatalf("Mode with setuid: %v, want ErrBadOptions", err)
+	if !errors.Is(err, errBadOptions) {
+		t.Fatalf("Mode with setuid: %v, want errBadOptions", err)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestFlockOnAReadyFileDoesNotStallOpens(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range []OpenOptions{createOpts(), {}, {ReadOnly: true}} {
-			o.InitTimeout = 2 * time.Second
+			o.initTimeout = 2 * time.Second
 			start := time.Now()
 			f, err := Open(path, o)
 			if err != nil {
@@ -109,10 +109,10 @@ func TestInitTimeoutNamesTheFlockHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := createOpts()
-	o.InitTimeout = 50 * time.Millisecond
+	o.initTimeout = 50 * time.Millisecond
 	_, err = Open(path, o)
-	if !errors.Is(err, ErrInitTimeout) {
-		t.Fatalf("create under a reader's flock: %v, want ErrInitTimeout", err)
+	if !errors.Is(err, errInitTimeout) {
+		t.Fatalf("create under a reader's flock: %v, want errInitTimeout", err)
 	}
 	if want := "FLOCK read lock"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not name the holder (%q)", err, want)

@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// DefaultInitTimeout is how long Open waits for another process to finish
-// creating a file when OpenOptions.InitTimeout is zero. Creation writes one
+// defaultInitTimeout is how long Open waits for another process to finish
+// creating a file when OpenOptions.initTimeout is zero. Creation writes one
 // page and whatever Init writes, normally milliseconds; ten seconds leaves
 // room for a loaded machine and a slow disk without hanging a caller
 // forever behind a creator that is stuck.
-const DefaultInitTimeout = 10 * time.Second
+const defaultInitTimeout = 10 * time.Second
 
 // OpenOptions say how to open, or create, a map file.
 type OpenOptions struct {
@@ -63,9 +63,6 @@ type OpenOptions struct {
 	// (its partial reservation given back), for the next Create to start
 	// over. Ignored when the file already exists.
 	ReserveOff, ReserveLen int64
-	// InitTimeout bounds the wait for another process to finish creating
-	// the file. Zero means DefaultInitTimeout.
-	InitTimeout time.Duration
 	// NoHugePages maps the file with the kernel's default pages only. By
 	// default the mapping asks for transparent huge pages (MADV_HUGEPAGE).
 	// A kernel and filesystem that cache files in 2 MiB folios (recent
@@ -85,11 +82,15 @@ type OpenOptions struct {
 	// for writers: see the registry package); write permission lets a user
 	// change or destroy the map. Ignored when the file already exists.
 	Mode fs.FileMode
+
+	// initTimeout bounds the wait for another process to finish creating
+	// the file. Zero means defaultInitTimeout.
+	initTimeout time.Duration
 }
 
-// DefaultMode is the permission of a map file created with a zero
+// defaultMode is the permission of a map file created with a zero
 // OpenOptions.Mode: its creator's alone.
-const DefaultMode fs.FileMode = 0o600
+const defaultMode fs.FileMode = 0o600
 
 // check validates the options and fills in defaults, without touching the
 // file.
@@ -97,24 +98,24 @@ func (o *OpenOptions) check() error {
 	page := int64(os.Getpagesize())
 	switch {
 	case o.Create && o.ReadOnly:
-		return fmt.Errorf("%w: Create and ReadOnly together (a read-only open never writes the file)", ErrBadOptions)
+		return fmt.Errorf("%w: Create and ReadOnly together (a read-only open never writes the file)", errBadOptions)
 	case o.CreateNew && !o.Create:
-		return fmt.Errorf("%w: CreateNew without Create", ErrBadOptions)
-	case o.InitTimeout < 0:
-		return fmt.Errorf("%w: negative InitTimeout %v", ErrBadOptions, o.InitTimeout)
+		return fmt.Errorf("%w: CreateNew without Create", errBadOptions)
+	case o.initTimeout < 0:
+		return fmt.Errorf("%w: negative initTimeout %v", errBadOptions, o.initTimeout)
 	case o.Create && (o.Size < HeaderSize+page || o.Size > maxMapSize-page):
 		return fmt.Errorf("%w: size %d must be at least %d (the header and one page of data) and at most %d",
-			ErrBadOptions, o.Size, HeaderSize+page, int64(maxMapSize-page))
+			errBadOptions, o.Size, HeaderSize+page, int64(maxMapSize-page))
 	case o.Mode&^fs.ModePerm != 0:
-		return fmt.Errorf("%w: mode %#o has bits beyond the permission bits (0o777)", ErrBadOptions, uint32(o.Mode))
+		return fmt.Errorf("%w: mode %#o has bits beyond the permission bits (0o777)", errBadOptions, uint32(o.Mode))
 	case o.Create && len(o.Layout) > MaxLayoutSize:
-		return fmt.Errorf("%w: layout of %d bytes exceeds the %d the header holds", ErrBadOptions, len(o.Layout), MaxLayoutSize)
+		return fmt.Errorf("%w: layout of %d bytes exceeds the %d the header holds", errBadOptions, len(o.Layout), MaxLayoutSize)
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
+	if o.initTimeout == 0 {
+		o.initTimeout = defaultInitTimeout
 	}
 	if o.Mode == 0 {
-		o.Mode = DefaultMode
+		o.Mode = defaultMode
 	}
 	if o.Create {
 		o.Size = (o.Size + page - 1) / page * page
@@ -128,7 +129,7 @@ func (o *OpenOptions) check() error {
 // finds it not ready, holds flock(2) on it meanwhile (exclusive for an Open
 // with Create, shared otherwise), so when several processes open a new
 // path at once, exactly one initializes it and the others wait, up to
-// InitTimeout, then open what it wrote. The lock is dropped before Open
+// initTimeout, then open what it wrote. The lock is dropped before Open
 // returns. A creator that dies loses its lock with its descriptor and
 // leaves the header "initializing"; the next Open with Create starts the
 // creation over. A file whose header says ready is opened without the
@@ -140,12 +141,12 @@ func (o *OpenOptions) check() error {
 // never creates a file through one: a link whose target does not exist is
 // refused with ErrDanglingLink (see openPath).
 //
-// Every error is a *FileError; a file that fails validation is never
-// written to. On a platform other than Linux, Open touches nothing and
-// returns an error wrapping ErrUnsupported that says what the platform
-// lacks.
+// Every error names the operation and the path and wraps the cause (see
+// errors.go); a file that fails validation is never written to. On a
+// platform other than Linux, Open touches nothing and returns an error
+// wrapping ErrUnsupported that says what the platform lacks.
 func Open(path string, opts OpenOptions) (f *File, err error) {
-	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
 	if err := checkPlatform(); err != nil {
 		return fail(err)
 	}
@@ -179,7 +180,7 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			err = pe.Err // FileError names the path already
+			err = pe.Err // fileError names the path already
 		}
 		return fail(err)
 	}
@@ -218,7 +219,7 @@ func notRegular(m fs.FileMode) error {
 // openLocked takes the creation lock on fd and opens or creates the file
 // under it. The lock is released on return; the caller closes fd on error.
 func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
-	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
 	if !o.CreateNew {
 		if f, err := openReady(fd, path, o); f != nil || err != nil {
 			return f, err
@@ -227,7 +228,7 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 	// Shared is enough for an opener that will not create: it only has to
 	// wait out a creator, which holds the lock exclusively, and readers
 	// need not queue behind each other.
-	if err := flockTimeout(fd, o.Create, o.InitTimeout); err != nil {
+	if err := flockTimeout(fd, o.Create, o.initTimeout); err != nil {
 		return fail(err)
 	}
 	defer unflock(fd) //nolint:errcheck // closing fd drops it too
@@ -300,7 +301,7 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 // one copy that verifies, into the other, which nobody reads while it
 // fails to verify.
 func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
-	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "open", Err: err} }
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
 	if size != h.fileSize {
 		return fail(wrongSize(fd, path, size, h.fileSize))
 	}
@@ -324,7 +325,7 @@ func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFa
 // initializing (and sync it), size the file as a hole, run Init, and flip
 // the state to ready. The caller holds the exclusive creation lock.
 func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
-	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "create", Err: err} }
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "create", Err: err} }
 	// Truncating to zero first drops whatever a dead creator wrote, so Init
 	// always starts from zeros. The header, saying "initializing", goes in
 	// next, by write(2) before the file is sized: so a creator that dies at
@@ -394,7 +395,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	}
 	// Everything Init wrote must be on disk before the state that vouches
 	// for it, or a power cut could leave a ready file with missing data.
-	if err := r.SyncRange(0, o.Size); err != nil {
+	if err := r.syncRange(0, o.Size); err != nil {
 		return fail(err)
 	}
 	// The commit point is copy A's flip; B's follows. A crash between the
@@ -403,7 +404,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	atomic.StoreUint32(r.Uint32(copyA+hdrState), stateReady)
 	testCreateStep("copy A ready")
 	atomic.StoreUint32(r.Uint32(copyB+hdrState), stateReady)
-	if err := r.SyncRange(0, HeaderSize); err != nil {
+	if err := r.syncRange(0, HeaderSize); err != nil {
 		return fail(err)
 	}
 	h.state = stateReady
@@ -429,7 +430,7 @@ func flockTimeout(fd *os.File, exclusive bool, timeout time.Duration) error {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("%w: its creation lock (flock) was still held after %v%s; the creator is still initializing it, or hangs, or another process holds flock on the file",
-				ErrInitTimeout, timeout, lockHoldersText(fd, "FLOCK"))
+				errInitTimeout, timeout, lockHoldersText(fd, "FLOCK"))
 		}
 		time.Sleep(min(nap, left))
 		nap = min(2*nap, 10*time.Millisecond)
@@ -437,7 +438,7 @@ func flockTimeout(fd *os.File, exclusive bool, timeout time.Duration) error {
 }
 
 // pathless drops the path from an *fs.PathError, keeping the operation and
-// the errno, because the FileError around it names the path already.
+// the errno, because the fileError around it names the path already.
 func pathless(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

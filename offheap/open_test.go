@@ -55,17 +55,17 @@ func TestCreateReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !f.Created() || inits.Load() != 1 || string(f.Layout()) != "layout-v1" || f.Size() != testSize ||
-		f.DataOffset() != HeaderSize || f.Path() != path || f.CreatorPID() != os.Getpid() ||
-		f.CreatedAt().Before(before.Add(-time.Second)) || f.ReadOnly() {
+		f.DataOffset() != HeaderSize || f.Path() != path || f.creatorPID() != os.Getpid() ||
+		f.createdAt().Before(before.Add(-time.Second)) || f.ReadOnly() {
 		t.Fatalf("created=%v inits=%d layout=%q size=%d data=%d pid=%d at=%v",
-			f.Created(), inits.Load(), f.Layout(), f.Size(), f.DataOffset(), f.CreatorPID(), f.CreatedAt())
+			f.Created(), inits.Load(), f.Layout(), f.Size(), f.DataOffset(), f.creatorPID(), f.createdAt())
 	}
 	f.Layout()[0] = 'X' // a copy: must not change the File
 	atomic.AddUint64(f.Uint64(HeaderSize), 1)
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	created := f.CreatedAt()
+	created := f.createdAt()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestCreateReopen(t *testing.T) {
 	o.Layout, o.Size = []byte("other"), 2*testSize
 	g := mustOpen(t, path, o)
 	if g.Created() || inits.Load() != 1 || string(g.Layout()) != "layout-v1" || g.Size() != testSize ||
-		!g.CreatedAt().Equal(created) || atomic.LoadUint64(g.Uint64(HeaderSize)) != 43 {
+		!g.createdAt().Equal(created) || atomic.LoadUint64(g.Uint64(HeaderSize)) != 43 {
 		t.Fatalf("reopen: created=%v inits=%d layout=%q size=%d", g.Created(), inits.Load(), g.Layout(), g.Size())
 	}
 	// Two open Files of one path share the pages.
@@ -111,7 +111,7 @@ func TestReadOnly(t *testing.T) {
 	if !ro.ReadOnly() || atomic.LoadUint64(ro.Uint64(HeaderSize)) != 99 || string(ro.Layout()) != "layout-v1" {
 		t.Fatal("read-only view is wrong")
 	}
-	if err := ro.Allocate(HeaderSize, 4096); !errors.Is(err, ErrReadOnly) {
+	if err := ro.Allocate(HeaderSize, 4096); !errors.Is(err, errReadOnly) {
 		t.Fatalf("Allocate through a read-only File = %v", err)
 	}
 	if err := ro.Sync(); err != nil {
@@ -134,7 +134,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatal("the file changed")
 	}
 
-	if _, err := Open(path, OpenOptions{ReadOnly: true, Create: true, Size: testSize}); !errors.Is(err, ErrBadOptions) {
+	if _, err := Open(path, OpenOptions{ReadOnly: true, Create: true, Size: testSize}); !errors.Is(err, errBadOptions) {
 		t.Fatalf("Create+ReadOnly = %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
@@ -157,13 +157,13 @@ func TestBadOptions(t *testing.T) {
 		{Create: true, Size: -1},
 		{Create: true, Size: 1 << 62},
 		{Create: true, Size: testSize, Layout: make([]byte, MaxLayoutSize+1)},
-		{Create: true, Size: testSize, InitTimeout: -time.Second},
+		{Create: true, Size: testSize, initTimeout: -time.Second},
 		{CreateNew: true, Size: testSize},
 	} {
 		_, err := Open(path, o)
-		var fe *FileError
-		if !errors.Is(err, ErrBadOptions) || !errors.As(err, &fe) || fe.Path != path {
-			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)
+		var fe *fileError
+		if !errors.Is(err, errBadOptions) || !errors.As(err, &fe) || fe.Path != path {
+			t.Errorf("Open(%+v) = %v, want errBadOptions", o, err)
 		}
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
@@ -252,7 +252,7 @@ func TestBadFiles(t *testing.T) {
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("Open(%+v) = %v, want %v", o, err, tc.want)
 				}
-				var fe *FileError
+				var fe *fileError
 				if !errors.As(err, &fe) || fe.Path != path || !strings.HasPrefix(err.Error(), "open "+path+": "+tc.want.Error()) {
 					t.Fatalf("error %q does not read \"open PATH: %v: ...\"", err, tc.want)
 				}
@@ -410,7 +410,7 @@ func TestInitFailure(t *testing.T) {
 		t.Fatalf("Open with an Init that overwrites the header = %v", err)
 	}
 	// A panicking Init must not leak the descriptor, which holds the lock:
-	// the next Open would then wait for InitTimeout.
+	// the next Open would then wait for initTimeout.
 	o.Init = func(*Region) error { panic("init panics") }
 	func() {
 		defer func() {
@@ -420,7 +420,7 @@ func TestInitFailure(t *testing.T) {
 		}()
 		_, _ = Open(path, o)
 	}()
-	o.Init, o.InitTimeout = nil, time.Second
+	o.Init, o.initTimeout = nil, time.Second
 	if f := mustOpen(t, path, o); !f.Created() {
 		t.Fatal("the file was not initialized after the failures")
 	}
@@ -435,9 +435,9 @@ func TestAllocate(t *testing.T) {
 		t.Fatalf("empty range: %v", err)
 	}
 	for _, r := range [][2]int64{{-1, 10}, {0, -1}, {f.Size() - 10, 11}, {1 << 62, 1 << 62}} {
-		var re *RangeError
+		var re *rangeError
 		if err := f.Allocate(r[0], r[1]); !errors.As(err, &re) {
-			t.Errorf("Allocate(%d, %d) = %v, want a RangeError", r[0], r[1], err)
+			t.Errorf("Allocate(%d, %d) = %v, want a rangeError", r[0], r[1], err)
 		}
 	}
 	if st, _ := os.Stat(f.Path()); st.Size() != testSize {
@@ -483,9 +483,9 @@ func TestSpecialFilesRefused(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				var fe *FileError
+				var fe *fileError
 				if !errors.As(err, &fe) {
-					t.Errorf("%s (%s): %v, want a *FileError", path, name, err)
+					t.Errorf("%s (%s): %v, want a *fileError", path, name, err)
 				}
 				if path != dir && !errors.Is(err, ErrNotSharedMap) {
 					t.Errorf("%s (%s): %v, want ErrNotSharedMap", path, name, err)

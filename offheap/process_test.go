@@ -68,7 +68,7 @@ func TestHelperProcess(t *testing.T) {
 		}
 		defer f.Close()
 		testutil.Report("ok pid=%d created=%v creator=%d at=%d mark=%d layout=%s", os.Getpid(), f.Created(),
-			f.CreatorPID(), f.CreatedAt().UnixNano(), atomic.LoadUint64(f.Uint64(HeaderSize)), f.Layout())
+			f.creatorPID(), f.createdAt().UnixNano(), atomic.LoadUint64(f.Uint64(HeaderSize)), f.Layout())
 	case "hang":
 		o.Init = func(r *Region) error {
 			copy(r.Bytes(HeaderSize, 5), "dirty")
@@ -195,11 +195,11 @@ func TestCrashedCreator(t *testing.T) {
 
 	// While the creator lives, every kind of opener waits for it.
 	for _, o := range []OpenOptions{createOpts(), {}, {ReadOnly: true}} {
-		o.InitTimeout = 50 * time.Millisecond
+		o.initTimeout = 50 * time.Millisecond
 		t0 := time.Now()
 		_, err := Open(path, o)
-		if !errors.Is(err, ErrInitTimeout) {
-			t.Fatalf("Open(%+v) during creation = %v, want ErrInitTimeout", o, err)
+		if !errors.Is(err, errInitTimeout) {
+			t.Fatalf("Open(%+v) during creation = %v, want errInitTimeout", o, err)
 		}
 		if d := time.Since(t0); d < 50*time.Millisecond || d > 2*time.Second {
 			t.Errorf("timed out after %v, want about 50ms", d)
@@ -226,8 +226,8 @@ func TestCrashedCreator(t *testing.T) {
 	}
 
 	f := mustOpen(t, path, createOpts())
-	if !f.Created() || f.CreatorPID() != os.Getpid() {
-		t.Fatalf("not re-initialized: created=%v creator=%d", f.Created(), f.CreatorPID())
+	if !f.Created() || f.creatorPID() != os.Getpid() {
+		t.Fatalf("not re-initialized: created=%v creator=%d", f.Created(), f.creatorPID())
 	}
 	if !allZero(f.Bytes(HeaderSize, 5)) {
 		t.Fatal("the dead creator's writes survived re-initialization")

@@ -38,7 +38,7 @@ func MapRegion(f *os.File, size int64, writable bool) (*Region, error) {
 }
 
 // mapFile is MapRegion without the file name in its errors, for callers
-// that wrap them in a FileError.
+// that wrap them in a fileError.
 func mapFile(f *os.File, size int64, writable bool) (*Region, error) {
 	if size <= 0 || size > maxMapSize {
 		return nil, fmt.Errorf("size %d out of range (1..%d)", size, int64(maxMapSize))
@@ -121,7 +121,7 @@ func (r *Region) inBounds(off, n int64) bool {
 // the region. Use it for offsets read from the file, which are untrusted.
 func (r *Region) Slice(off, n int64) ([]byte, error) {
 	if !r.inBounds(off, n) {
-		return nil, &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+		return nil, &rangeError{Off: off, Len: n, Size: int64(len(r.data))}
 	}
 	return r.data[off : off+n : off+n], nil
 }
@@ -145,7 +145,7 @@ func (r *Region) Uint64(off int64) *uint64 {
 // Uint32 returns the 4-byte aligned word at off, for use with sync/atomic.
 // off must come from the validated layout.
 func (r *Region) Uint32(off int64) *uint32 {
-	return &r.Uint32s(off, 1)[0]
+	return &r.uint32s(off, 1)[0]
 }
 
 // Uint64s views n 8-byte aligned words starting at off as a slice.
@@ -160,8 +160,8 @@ func (r *Region) Uint64s(off, n int64) []uint64 {
 	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n)
 }
 
-// Uint32s views n 4-byte aligned words starting at off as a slice.
-func (r *Region) Uint32s(off, n int64) []uint32 {
+// uint32s views n 4-byte aligned words starting at off as a slice.
+func (r *Region) uint32s(off, n int64) []uint32 {
 	b := r.Bytes(off, n*4)
 	if off%4 != 0 {
 		panic(fmt.Sprintf("sharedmap: assertion failed: offset %d of a 32-bit word is not 4-aligned", off))
@@ -172,11 +172,11 @@ func (r *Region) Uint32s(off, n int64) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
 }
 
-// Advise passes a madvise(2) hint for [off, off+n), rounded out to pages.
+// advise passes a madvise(2) hint for [off, off+n), rounded out to pages.
 // Hints are advisory: an error only means the kernel ignored it.
-func (r *Region) Advise(off, n int64, advice int) error {
+func (r *Region) advise(off, n int64, advice int) error {
 	if !r.inBounds(off, n) {
-		return &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+		return &rangeError{Off: off, Len: n, Size: int64(len(r.data))}
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
@@ -202,20 +202,20 @@ func (r *Region) Prefault(off, n int64, write bool) error {
 	if write && !r.readOnly {
 		advice = advicePopulateWrite
 	}
-	err := r.Advise(off, n, advice)
+	err := r.advise(off, n, advice)
 	if unknownAdvice(err) {
 		return nil
 	}
 	return err
 }
 
-// SyncRange writes the pages holding [off, off+n) to the file and waits
+// syncRange writes the pages holding [off, off+n) to the file and waits
 // (msync MS_SYNC). Other processes see stores at once without it; it only
 // orders what reaches the disk, e.g. the data before the flag that
 // declares it valid.
-func (r *Region) SyncRange(off, n int64) error {
+func (r *Region) syncRange(off, n int64) error {
 	if !r.inBounds(off, n) {
-		return &RangeError{Off: off, Len: n, Size: int64(len(r.data))}
+		return &rangeError{Off: off, Len: n, Size: int64(len(r.data))}
 	}
 	if n == 0 || r.readOnly {
 		return nil // a read-only mapping has no dirty pages

@@ -57,16 +57,16 @@ func TestRegionBounds(t *testing.T) {
 	}
 	for _, c := range [][2]int64{{-1, 1}, {0, -1}, {size - 4, 8}, {size + 1, 0}, {math.MaxInt64, 1}, {1, math.MaxInt64}} {
 		_, err := r.Slice(c[0], c[1])
-		var re *RangeError
+		var re *rangeError
 		if !errors.As(err, &re) || re.Off != c[0] || re.Len != c[1] || re.Size != size {
-			t.Errorf("Slice(%d, %d) = %v, want a RangeError", c[0], c[1], err)
+			t.Errorf("Slice(%d, %d) = %v, want a rangeError", c[0], c[1], err)
 		}
 	}
 	mustPanic(t, "Bytes past the end", func() { r.Bytes(size-1, 2) })
 	mustPanic(t, "Uint64 misaligned", func() { r.Uint64(4) })
 	mustPanic(t, "Uint32 misaligned", func() { r.Uint32(2) })
 	mustPanic(t, "Uint64 past the end", func() { r.Uint64(size) })
-	mustPanic(t, "Uint32s past the end", func() { r.Uint32s(size-8, 3) })
+	mustPanic(t, "uint32s past the end", func() { r.uint32s(size-8, 3) })
 	if r.Uint64s(8, 0) != nil {
 		t.Error("zero words should be nil")
 	}
@@ -74,21 +74,21 @@ func TestRegionBounds(t *testing.T) {
 	if b := r.Bytes(8, 8); b[0] != 1 || b[7] != 8 {
 		t.Errorf("word bytes % x: not little-endian", b)
 	}
-	if w := r.Uint32s(8, 2); w[0] != 0x04030201 || w[1] != 0x08070605 {
-		t.Errorf("Uint32s = %#x", w)
+	if w := r.uint32s(8, 2); w[0] != 0x04030201 || w[1] != 0x08070605 {
+		t.Errorf("uint32s = %#x", w)
 	}
-	var re *RangeError
-	if err := r.Advise(size, 1, unix.MADV_RANDOM); !errors.As(err, &re) {
-		t.Errorf("Advise out of range = %v", err)
+	var re *rangeError
+	if err := r.advise(size, 1, unix.MADV_RANDOM); !errors.As(err, &re) {
+		t.Errorf("advise out of range = %v", err)
 	}
-	if err := r.Advise(10, 100, unix.MADV_RANDOM); err != nil {
-		t.Errorf("Advise: %v", err)
+	if err := r.advise(10, 100, unix.MADV_RANDOM); err != nil {
+		t.Errorf("advise: %v", err)
 	}
-	if err := r.SyncRange(4000, 200); err != nil {
-		t.Errorf("SyncRange: %v", err)
+	if err := r.syncRange(4000, 200); err != nil {
+		t.Errorf("syncRange: %v", err)
 	}
-	if err := r.SyncRange(0, size+1); !errors.As(err, &re) {
-		t.Errorf("SyncRange out of range = %v", err)
+	if err := r.syncRange(0, size+1); !errors.As(err, &re) {
+		t.Errorf("syncRange out of range = %v", err)
 	}
 	if err := r.Unmap(); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ type Salvage struct {
 // anything after the header. Where Open refuses to run, OpenSalvage does
 // too, with an error wrapping ErrUnsupported.
 func OpenSalvage(path string) (f *File, err error) {
-	fail := func(err error) (*File, error) { return nil, &FileError{Path: path, Op: "salvage", Err: err} }
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "salvage", Err: err} }
 	if err := checkPlatform(); err != nil {
 		return fail(err)
 	}
@@ -91,7 +91,7 @@ func OpenSalvage(path string) (f *File, err error) {
 	if err != nil {
 		return fail(err)
 	}
-	_ = r.Advise(0, r.Len(), adviceRandom) // advisory
+	_ = r.advise(0, r.Len(), adviceRandom) // advisory
 	file := newFile(r, fd, path, &h, &OpenOptions{ReadOnly: true}, false)
 	file.salvage = s
 	return file, nil

@@ -81,6 +81,6 @@ func (s Span) Bytes(off, n uint64) []byte {
 // check panics unless [off, off+n) lies in the span.
 func (s Span) check(off, n uint64) {
 	if off > s.size || n > s.size-off {
-		panic("sharedmap: assertion failed: span " + (&RangeError{Off: int64(off), Len: int64(n), Size: int64(s.size)}).Error())
+		panic("sharedmap: assertion failed: span " + (&rangeError{Off: int64(off), Len: int64(n), Size: int64(s.size)}).Error())
 	}
 }

@@ -23,7 +23,7 @@ func checkPlatform() error { return nil }
 // never written.
 const mapNoReserve = unix.MAP_NORESERVE
 
-// The madvise(2) advice this package passes to Region.Advise.
+// The madvise(2) advice this package passes to Region.advise.
 const (
 	adviceRandom        = unix.MADV_RANDOM         // no readahead: lookups jump around
 	adviceHugePage      = unix.MADV_HUGEPAGE       // map 2 MiB folios with one TLB entry
