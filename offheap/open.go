@@ -326,40 +326,10 @@ func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFa
 // the state to ready. The caller holds the exclusive creation lock.
 func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "create", Err: err} }
-	// Truncating to zero first drops whatever a dead creator wrote, so Init
-	// always starts from zeros. The header, saying "initializing", goes in
-	// next, by write(2) before the file is sized: so a creator that dies at
-	// any point leaves an empty file or one that says it is ours, and
-	// openLocked can refuse every other file rather than wipe it.
-	if err := fd.Truncate(0); err != nil {
-		return fail(pathless(err))
+	h, written, err := writeInitializing(fd, o)
+	if err != nil {
+		return fail(err)
 	}
-	// EPERM: a file another user made (an empty one, or one whose creator
-	// died) keeps the mode its owner gave it.
-	if err := fd.Chmod(o.Mode); err != nil && !errors.Is(err, fs.ErrPermission) {
-		return fail(pathless(err))
-	}
-	testCreateStep("emptied")
-	h := header{
-		version:    FormatVersion,
-		state:      stateInitializing,
-		fileSize:   o.Size,
-		dataOffset: HeaderSize,
-		created:    time.Now().UnixNano(),
-		pid:        uint32(os.Getpid()),
-		layout:     bytes.Clone(o.Layout),
-	}
-	written := make([]byte, HeaderSize)
-	encodeHeader(written, &h)
-	if _, err := fd.WriteAt(written, 0); err != nil {
-		return fail(pathless(err))
-	}
-	// On disk before the size: after a power cut, a sized file of zeros
-	// (the size reached the disk, the page did not) would be refused.
-	if err := fd.Sync(); err != nil {
-		return fail(pathless(err))
-	}
-	testCreateStep("header written")
 	if err := fd.Truncate(o.Size); err != nil {
 		return fail(pathless(err))
 	}
@@ -374,29 +344,89 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 			_ = r.Unmap() // also when Init panics
 		}
 	}()
+	if err := initialize(fd, r, o, written); err != nil {
+		return fail(err)
+	}
+	if err := markReady(r, o.Size); err != nil {
+		return fail(err)
+	}
+	h.state = stateReady
+	return newFile(r, fd, path, &h, o, true), nil
+}
+
+// writeInitializing empties the file and writes the header, saying
+// "initializing", into it, synced; it returns the header and its bytes.
+//
+// Truncating to zero first drops whatever a dead creator wrote, so Init
+// always starts from zeros. The header goes in next, by write(2) before
+// the file is sized: so a creator that dies at any point leaves an empty
+// file or one that says it is ours, and openLocked can refuse every other
+// file rather than wipe it.
+func writeInitializing(fd *os.File, o *OpenOptions) (h header, written []byte, err error) {
+	if err := fd.Truncate(0); err != nil {
+		return h, nil, pathless(err)
+	}
+	// EPERM: a file another user made (an empty one, or one whose creator
+	// died) keeps the mode its owner gave it.
+	if err := fd.Chmod(o.Mode); err != nil && !errors.Is(err, fs.ErrPermission) {
+		return h, nil, pathless(err)
+	}
+	testCreateStep("emptied")
+	h = header{
+		version:    FormatVersion,
+		state:      stateInitializing,
+		fileSize:   o.Size,
+		dataOffset: HeaderSize,
+		created:    time.Now().UnixNano(),
+		pid:        uint32(os.Getpid()),
+		layout:     bytes.Clone(o.Layout),
+	}
+	written = make([]byte, HeaderSize)
+	encodeHeader(written, &h)
+	if _, err := fd.WriteAt(written, 0); err != nil {
+		return h, nil, pathless(err)
+	}
+	// On disk before the size: after a power cut, a sized file of zeros
+	// (the size reached the disk, the page did not) would be refused.
+	if err := fd.Sync(); err != nil {
+		return h, nil, pathless(err)
+	}
+	testCreateStep("header written")
+	return h, written, nil
+}
+
+// initialize reserves the disk blocks o asks for and runs o.Init on the
+// sized, mapped file r, whose header page must still hold written after.
+func initialize(fd *os.File, r *Region, o *OpenOptions, written []byte) error {
 	if o.ReserveLen > 0 {
 		if err := reserve(fd, o.ReserveOff, o.ReserveLen, o.Size); err != nil {
 			// Give back the blocks a partial fallocate kept: a full disk
 			// stays usable, and the empty file is one Create starts over.
 			_ = fd.Truncate(0)
-			return fail(err)
+			return err
 		}
 	}
 	testCreateStep("reserved")
-	hp := r.Bytes(0, HeaderSize)
-	if o.Init != nil {
-		if err := o.Init(r); err != nil {
-			return fail(fmt.Errorf("initialize: %w", err))
-		}
-		if !bytes.Equal(hp, written) {
-			copy(hp, written) // leave a header the next Create recognises as ours
-			return fail(errors.New("initialize: Init wrote into the header page"))
-		}
+	if o.Init == nil {
+		return nil
 	}
+	if err := o.Init(r); err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	if hp := r.Bytes(0, HeaderSize); !bytes.Equal(hp, written) {
+		copy(hp, written) // leave a header the next Create recognises as ours
+		return errors.New("initialize: Init wrote into the header page")
+	}
+	return nil
+}
+
+// markReady syncs the size bytes of r, then flips both header copies to
+// ready and syncs the header.
+func markReady(r *Region, size int64) error {
 	// Everything Init wrote must be on disk before the state that vouches
 	// for it, or a power cut could leave a ready file with missing data.
-	if err := r.syncRange(0, o.Size); err != nil {
-		return fail(err)
+	if err := r.syncRange(0, size); err != nil {
+		return err
 	}
 	// The commit point is copy A's flip; B's follows. A crash between the
 	// two leaves A ready and B initializing, which opens as ready (and a
@@ -404,11 +434,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	atomic.StoreUint32(r.Uint32(copyA+hdrState), stateReady)
 	testCreateStep("copy A ready")
 	atomic.StoreUint32(r.Uint32(copyB+hdrState), stateReady)
-	if err := r.syncRange(0, HeaderSize); err != nil {
-		return fail(err)
-	}
-	h.state = stateReady
-	return newFile(r, fd, path, &h, o, true), nil
+	return r.syncRange(0, HeaderSize)
 }
 
 // testCreateStep marks the steps of create, for tests that kill a creator
