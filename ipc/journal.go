@@ -23,9 +23,9 @@ import (
 // arrives with it: an entry that died there says "arriving", and recovery
 // decides from the other entries whether it is in the queue (see ownerOf).
 //
-// Entry layout, journalEntryWords words: state (phase in bits 0-7, kind in
-// 8-15, lock index in 16-39), own value (hapax, Tidex identity, passive
-// ticket), predecessor value, the lock's generation when the episode began.
+// Entry layout, journalEntryWords words: the state word (entryState), own
+// value (hapax, Tidex identity, passive ticket), predecessor value, the
+// lock's generation when the episode began.
 const (
 	journalEntryWords = 4
 
@@ -44,13 +44,6 @@ const (
 	jArbitrate = 11 // alock, adopted: the surrogate has raised its claim (victim) and arbitrates
 	jRetired   = 12 // alock, adopted: the episode is over; its node goes back once no entry names it (Recover)
 
-	// adopted marks an entry a survivor took over from a dead process's
-	// journal: its own process does not drive it, its surrogate does.
-	adopted = 0x80
-	// registered marks a Hapax-VW waiter that registered in its
-	// predecessor's waiting slot (state bit 40).
-	registered = 1 << 40
-
 	// Kinds.
 	kindHapax   = 1
 	kindHapaxVW = 2
@@ -61,9 +54,79 @@ const (
 	kindLast    = kindALock
 )
 
-// Entry state fields: phase (its low 7 bits, and adopted), kind, lock.
-func entryState(phase, kind uint8, lock int) uint64 {
-	return uint64(phase) | uint64(kind)<<8 | uint64(lock)<<16
+// The state word's fields (docs/FORMAT.md, "Journal entry"):
+//
+//	bits 0..6    phase
+//	bit  7       adopted
+//	bits 8..15   kind
+//	bits 16..39  lock index in the arena
+//	bit  40      registered
+//
+// packState encodes a state word and entryState decodes one.
+const (
+	phaseMask = 0x7f // bits 0..6: the phase
+
+	// adopted marks an entry a survivor took over from a dead process's
+	// journal: its own process does not drive it, its surrogate does.
+	adopted = 0x80
+
+	kindShift = 8  // bits 8..15: the kind
+	lockShift = 16 // bits 16..39: the lock index
+	lockMask  = 1<<24 - 1
+
+	// registered marks a Hapax-VW waiter that registered in its
+	// predecessor's waiting slot.
+	registered = 1 << 40
+	stateBits  = 41 // no state sets a bit from here up
+)
+
+// packState encodes an entry's state word: phase (its low 7 bits, and
+// adopted), kind and lock.
+func packState(phase, kind uint8, lock int) uint64 {
+	return uint64(phase) | uint64(kind)<<kindShift | uint64(lock)<<lockShift
+}
+
+// An entryState is an entry's state word, decoded by its methods.
+type entryState uint64
+
+// stateAt loads the state word at p.
+func stateAt(p *uint64) entryState { return entryState(atomic.LoadUint64(p)) }
+
+// phase is the entry's phase, without the adopted bit.
+func (s entryState) phase() uint8 { return uint8(s & phaseMask) }
+
+// adopted reports whether a survivor took the entry over from a dead
+// process's journal.
+func (s entryState) adopted() bool { return s&adopted != 0 }
+
+// kind is the kind of lock the episode is on.
+func (s entryState) kind() uint8 { return uint8(s >> kindShift) }
+
+// lock is the arena index of the lock the episode is on.
+func (s entryState) lock() int { return int(s >> lockShift & lockMask) }
+
+// registered reports whether a Hapax-VW waiter registered in its
+// predecessor's slot.
+func (s entryState) registered() bool { return s&registered != 0 }
+
+// on reports whether the episode is of kind on lock index.
+func (s entryState) on(kind uint8, index int) bool { return s.kind() == kind && s.lock() == index }
+
+// bare reports whether s holds nothing but a phase and the adopted bit,
+// as a free entry's state must.
+func (s entryState) bare() bool { return s&^(phaseMask|adopted) == 0 }
+
+// stray reports whether s sets a bit that no state sets.
+func (s entryState) stray() bool { return s>>stateBits != 0 }
+
+// withPhase is the state word s moved to phase, keeping every other field
+// and the adopted bit.
+func (s entryState) withPhase(phase uint8) uint64 { return uint64(s)&^phaseMask | uint64(phase) }
+
+// seat reports whether s holds (or may hold) a hapax-cr seat.
+func (s entryState) seat() bool {
+	p := s.phase()
+	return s.kind() == kindCR && (p == jSeatAsk || p == jSeated || p == jSeatHold)
 }
 
 // JournalWords is the size of a journal with room for n episodes at once.
@@ -117,14 +180,14 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 	// for this process's Recover to finish.
 	own := all[self]
 	for e := 0; e < len(own); e += journalEntryWords {
-		switch s := atomic.LoadUint64(&own[e]); {
+		switch s := stateAt(&own[e]); {
 		case !a.namesLock(s):
 			// Nothing to finish, or a damaged entry that names no lock of
 			// this arena: there is nothing it could hold.
 			atomic.StoreUint64(&own[e], jFree)
 			js.free.Add(1)
 		default:
-			atomic.StoreUint64(&own[e], s|adopted)
+			atomic.StoreUint64(&own[e], uint64(s)|adopted)
 			js.adopted++
 		}
 	}
@@ -160,10 +223,10 @@ func (a *Arena) ReleaseInherited(algorithm string) (adoptedEpisodes bool) {
 // in a lock's queue or hold a seat: a phase past claiming and not done, a
 // journaled kind, and a lock index of this arena. Anything else in a dead
 // process's journal is finished or damaged, and is dropped.
-func (a *Arena) namesLock(s uint64) bool {
-	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+func (a *Arena) namesLock(s entryState) bool {
+	phase, kind := s.phase(), s.kind()
 	return phase >= jArriving && phase <= jRetired && phase != jDone &&
-		kind >= kindHapax && kind <= kindLast && index < a.cfg.Locks
+		kind >= kindHapax && kind <= kindLast && s.lock() < a.cfg.Locks
 }
 
 // entry is one claimed entry of this process's journal; the zero entry (no
@@ -181,16 +244,20 @@ func (e entry) set(phase, kind uint8, lock int, value, pred, gen uint64) {
 	atomic.StoreUint64(&e.w[1], value)
 	atomic.StoreUint64(&e.w[2], pred)
 	atomic.StoreUint64(&e.w[3], gen)
-	atomic.StoreUint64(&e.w[0], entryState(phase, kind, lock))
+	atomic.StoreUint64(&e.w[0], packState(phase, kind, lock))
 }
 
-// phase moves the entry to a new phase, keeping its fields.
+// state loads the entry's state word.
+func (e entry) state() entryState { return stateAt(&e.w[0]) }
+
+// phase moves the entry to a new phase, keeping its fields; phase replaces
+// the adopted bit too.
 func (e entry) phase(phase uint8) {
 	if e.w == nil {
 		return
 	}
-	s := atomic.LoadUint64(&e.w[0])
-	atomic.StoreUint64(&e.w[0], s&^0xff|uint64(phase))
+	s := e.state()
+	atomic.StoreUint64(&e.w[0], uint64(s)&^(phaseMask|adopted)|uint64(phase))
 }
 
 // markRegistered records a Hapax-VW registration.
@@ -290,8 +357,8 @@ func (a *Arena) reserveWithin(n int, deadline time.Time, done <-chan struct{}) b
 func (js *journals) sweepDone() int {
 	own, n := js.all[js.self], 0
 	for e := 0; e < len(own); e += journalEntryWords {
-		s := atomic.LoadUint64(&own[e])
-		if s&0x7f == jDone && atomic.CompareAndSwapUint64(&own[e], s, jFree) {
+		s := stateAt(&own[e])
+		if s.phase() == jDone && atomic.CompareAndSwapUint64(&own[e], uint64(s), jFree) {
 			js.free.Add(1)
 			n++
 		}
@@ -353,9 +420,9 @@ func (a *Arena) findEpisode(index int, kind uint8, value uint64) (e entry, own b
 		return entry{}, false
 	}
 	match := func(j []uint64, i int) bool {
-		s := atomic.LoadUint64(&j[i])
-		return s&adopted == 0 && s>>8&0xff == uint64(kind) && int(s>>16&0xffffff) == index &&
-			(s&0xff == jQueued || s&0xff == jArriving) && atomic.LoadUint64(&j[i+1]) == value
+		s := stateAt(&j[i])
+		return !s.adopted() && s.on(kind, index) &&
+			(s.phase() == jQueued || s.phase() == jArriving) && atomic.LoadUint64(&j[i+1]) == value
 	}
 	for n := range js.all {
 		k := (js.self + n) % len(js.all) // this process's own first
@@ -389,7 +456,7 @@ func (a *Arena) findSeat(index int) (e entry, own bool) {
 	if js == nil {
 		return entry{}, false
 	}
-	want := entryState(jSeatHold, kindCR, index)
+	want := packState(jSeatHold, kindCR, index)
 	for n := range js.all {
 		k := (js.self + n) % len(js.all) // this process's own first
 		j := js.all[k]
@@ -439,7 +506,7 @@ func (a *Arena) Parties(algorithm string, index int, dst []int) []int {
 			continue
 		}
 		for i := 0; i < len(j); i += journalEntryWords {
-			if s := atomic.LoadUint64(&j[i]); a.namesLock(s) && int(s>>16&0xffffff) == index {
+			if s := stateAt(&j[i]); a.namesLock(s) && s.lock() == index {
 				add(k)
 				break
 			}

@@ -66,8 +66,8 @@ func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, e
 	// dead ones.
 	own := js.all[js.self]
 	for i := 0; i < len(own); i += journalEntryWords {
-		if v := atomic.LoadUint64(&own[i]); v&adopted != 0 && isSeat(v) {
-			a.recoverSeats(int(v>>16&0xffffff), live, &r)
+		if v := stateAt(&own[i]); v.adopted() && v.seat() {
+			a.recoverSeats(v.lock(), live, &r)
 		}
 	}
 	for d := range js.all {
@@ -99,11 +99,11 @@ func (a *Arena) returnRetiredNodes(r *Recovery) {
 	for k, j := range js.all {
 		for i := 0; i < len(j); i += journalEntryWords {
 			e := entry{j[i : i+journalEntryWords : i+journalEntryWords]}
-			s := atomic.LoadUint64(&e.w[0])
-			if s&0x7f != jRetired || uint8(s>>8) != kindALock {
+			s := e.state()
+			if s.phase() != jRetired || s.kind() != kindALock {
 				continue
 			}
-			index, node := int(s>>16&0xffffff), atomic.LoadUint64(&e.w[1])
+			index, node := s.lock(), atomic.LoadUint64(&e.w[1])
 			if index >= a.cfg.Locks || !a.isNode(node) {
 				continue
 			}
@@ -116,7 +116,7 @@ func (a *Arena) returnRetiredNodes(r *Recovery) {
 			if k == js.self {
 				a.free(e)
 			} else {
-				atomic.CompareAndSwapUint64(&e.w[0], s, s&^0x7f|jDone)
+				atomic.CompareAndSwapUint64(&e.w[0], uint64(s), s.withPhase(jDone))
 			}
 		}
 	}
@@ -130,7 +130,7 @@ func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
 		return true
 	}
 	for w, s := range a.alockEntries(index) {
-		if &w[0] == &retired.w[0] || s&0x7f == jDone || s&0x7f == jRetired {
+		if &w[0] == &retired.w[0] || s.phase() == jDone || s.phase() == jRetired {
 			continue
 		}
 		if atomic.LoadUint64(&w[1]) == node || atomic.LoadUint64(&w[2]) == node {
@@ -142,12 +142,12 @@ func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
 
 // alockEntries yields every journal entry, of any process, of an alock
 // episode on lock index, with the state it was read in.
-func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, uint64] {
-	return func(yield func([]uint64, uint64) bool) {
+func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, entryState] {
+	return func(yield func([]uint64, entryState) bool) {
 		for _, j := range a.journals.all {
 			for i := 0; i < len(j); i += journalEntryWords {
-				s := atomic.LoadUint64(&j[i])
-				if uint8(s>>8) != kindALock || int(s>>16&0xffffff) != index {
+				s := stateAt(&j[i])
+				if !s.on(kindALock, index) {
 					continue
 				}
 				if !yield(j[i:i+journalEntryWords:i+journalEntryWords], s) {
@@ -160,12 +160,12 @@ func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, uint64] {
 
 // queueEntries lists the journal entries of every process for hapax,
 // hapax-vw and tidex lock index in generation gen, each with its state.
-func (a *Arena) queueEntries(index int, gen uint64) iter.Seq2[[]uint64, uint64] {
-	return func(yield func([]uint64, uint64) bool) {
+func (a *Arena) queueEntries(index int, gen uint64) iter.Seq2[[]uint64, entryState] {
+	return func(yield func([]uint64, entryState) bool) {
 		for _, j := range a.journals.all {
 			for i := 0; i < len(j); i += journalEntryWords {
-				s := atomic.LoadUint64(&j[i])
-				if kind := uint8(s >> 8); kind < kindHapax || kind > kindTidex || int(s>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+				s := stateAt(&j[i])
+				if kind := s.kind(); kind < kindHapax || kind > kindTidex || s.lock() != index || atomic.LoadUint64(&j[i+3]) != gen {
 					continue
 				}
 				if !yield(j[i:i+journalEntryWords:i+journalEntryWords], s) {
@@ -288,7 +288,7 @@ func (a *Arena) namedNodes() map[uint32]bool {
 	}
 	for _, j := range a.journals.all {
 		for i := 0; i < len(j); i += journalEntryWords {
-			if s := atomic.LoadUint64(&j[i]); s != jFree && uint8(s>>8) == kindALock {
+			if s := stateAt(&j[i]); s != jFree && s.kind() == kindALock {
 				name(atomic.LoadUint64(&j[i+1]))
 				name(atomic.LoadUint64(&j[i+2]))
 			}
@@ -326,11 +326,11 @@ func (a *Arena) dropForeignEntries(kinds uint8, live func(int) bool) {
 			continue
 		}
 		for i := 0; i < len(j); i += journalEntryWords {
-			s := atomic.LoadUint64(&j[i])
-			if !a.namesLock(s) || kinds&(1<<uint8(s>>8)) != 0 || (d == js.self && s&adopted == 0) {
+			s := stateAt(&j[i])
+			if !a.namesLock(s) || kinds&(1<<s.kind()) != 0 || (d == js.self && !s.adopted()) {
 				continue
 			}
-			if atomic.CompareAndSwapUint64(&j[i], s, jFree) && d == js.self {
+			if atomic.CompareAndSwapUint64(&j[i], uint64(s), jFree) && d == js.self {
 				a.unreserve(1) // as driveAdopted frees what it finished
 			}
 		}
@@ -356,10 +356,10 @@ func (a *Arena) recoverTTAS(live func(int) bool, r *Recovery) {
 
 // recoverEntry handles one entry of a dead process's journal.
 func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
-	s := atomic.LoadUint64(&e[0])
-	phase, index := uint8(s&0x7f), int(s>>16&0xffffff)
+	s := stateAt(&e[0])
+	phase, index := s.phase(), s.lock()
 	if phase == jFree {
-		if s&^(0x7f|adopted) != 0 { // damage (CheckJournal reports it): a free entry holds nothing
+		if !s.bare() { // damage (CheckJournal reports it): a free entry holds nothing
 			atomic.StoreUint64(&e[0], jFree)
 			r.Cleared++
 		}
@@ -370,7 +370,7 @@ func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 		r.Cleared++
 		return
 	}
-	if isSeat(s) {
+	if s.seat() {
 		a.recoverSeats(index, live, r)
 		return
 	}
@@ -385,8 +385,8 @@ func (a *Arena) recoverEntry(e []uint64, live func(int) bool, r *Recovery) {
 		r.Pending++
 		return
 	}
-	own.set(phase|adopted, uint8(s>>8), index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
-	if s&registered != 0 {
+	own.set(phase|adopted, s.kind(), index, atomic.LoadUint64(&e[1]), atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3]))
+	if s.registered() {
 		own.markRegistered() // its turn may show in its slot before the Depart this step read
 	}
 	atomic.StoreUint64(&e[0], jFree)
@@ -410,19 +410,19 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		for k, j := range a.journals.all {
 			alive := k == a.journals.self || live(k)
 			for i := 0; i < len(j); i += journalEntryWords {
-				v := atomic.LoadUint64(&j[i])
-				if v&0xff00 != kindCR<<8 || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+				v := stateAt(&j[i])
+				if !v.on(kindCR, index) || atomic.LoadUint64(&j[i+3]) != gen {
 					continue
 				}
-				if !isSeat(v) {
+				if !v.seat() {
 					continue
 				}
 				switch {
-				case !alive || v&adopted != 0:
+				case !alive || v.adopted():
 					deadSeats++
 					dead = append(dead, j[i:i+journalEntryWords])
 					ours = append(ours, k == a.journals.self)
-				case v&0x7f == jSeatAsk:
+				case v.phase() == jSeatAsk:
 					busy = true
 				default:
 					liveSeats++
@@ -441,11 +441,11 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		for i, w := range dead {
 			// A dead seat entry that asked for a served ticket's seat and
 			// did not get it still has the ticket: it goes on as a ticket.
-			v := atomic.LoadUint64(&w[0])
-			if t := atomic.LoadUint64(&w[1]); v&0x7f == jSeatAsk && t != 0 &&
+			v := stateAt(&w[0])
+			if t := atomic.LoadUint64(&w[1]); v.phase() == jSeatAsk && t != 0 &&
 				crState(atomic.LoadUint64(state)).serving() == t-1 {
 				atomic.StoreUint64(&w[1], t-1)
-				atomic.StoreUint64(&w[0], v&^0x7f|jTicket)
+				atomic.StoreUint64(&w[0], v.withPhase(jTicket))
 				if !ours[i] {
 					a.recoverEntry(w, live, r)
 				}
@@ -465,12 +465,6 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		return
 	}
 	r.Pending++
-}
-
-// isSeat reports whether entry state v holds (or may hold) a hapax-cr seat.
-func isSeat(v uint64) bool {
-	p := v & 0x7f
-	return v>>8&0xff == kindCR && (p == jSeatAsk || p == jSeated || p == jSeatHold)
 }
 
 // startSurrogate starts the goroutine that drives this process's adopted
@@ -532,17 +526,17 @@ func (a *Arena) driveAdopted() int {
 	left := 0
 	for i := 0; i < len(own); i += journalEntryWords {
 		e := entry{own[i : i+journalEntryWords : i+journalEntryWords]}
-		s := atomic.LoadUint64(&e.w[0])
+		s := e.state()
 		switch {
-		case s&adopted == 0 || isSeat(s) || s&0x7f == jRetired:
+		case !s.adopted() || s.seat() || s.phase() == jRetired:
 			continue // seats and retired nodes are given back by Recover, not by turns
-		case s&0x7f == jDone:
+		case s.phase() == jDone:
 			// Another process's Recover gave its node back: sweepDone frees
 			// it. Freeing it here too could count it free twice.
 			continue
 		}
 		a.steps.Lock() // see Arena.steps
-		over := a.stepAdopted(e, s)
+		over := a.stepAdopted(e, uint64(s))
 		a.steps.Unlock()
 		if over {
 			a.free(e)
@@ -556,7 +550,8 @@ func (a *Arena) driveAdopted() int {
 // stepAdopted takes the turn of an adopted episode if it has come, and
 // reports whether the episode is over.
 func (a *Arena) stepAdopted(e entry, s uint64) bool {
-	phase, kind, index := uint8(s&0x7f), uint8(s>>8), int(s>>16&0xffffff)
+	st := entryState(s)
+	phase, kind, index := st.phase(), st.kind(), st.lock()
 	value, pred, gen := atomic.LoadUint64(&e.w[1]), atomic.LoadUint64(&e.w[2]), atomic.LoadUint64(&e.w[3])
 	b := newBody(a, index)
 	if atomic.LoadUint64(b.gen) != gen {
@@ -576,7 +571,7 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		// A visible waiter that registered in its predecessor's slot is
 		// handed the lock there; with journals the releaser stored Depart
 		// first, but Depart was read above, before the slot.
-		handed := s&registered != 0 && atomic.LoadUint64(a.toSlot(index, pred).value) != pred
+		handed := st.registered() && atomic.LoadUint64(a.toSlot(index, pred).value) != pred
 		if depart != pred && !handed {
 			return false // not its turn yet
 		}
@@ -584,7 +579,7 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		// killed after that store leaves an entry the next survivor
 		// finishes (Depart has moved past pred; releaseFor always moves
 		// it), not a queued one whose turn never seems to come.
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		atomic.StoreUint64(&e.w[0], st.withPhase(jReleasing))
 	case jReleasing:
 		if depart != pred {
 			// The dead process stored Depart: finish the slot's part.
@@ -613,7 +608,7 @@ func (a *Arena) stepAdopted(e entry, s uint64) bool {
 		}
 		// It holds the lock, after Depart: releasing, as above.
 		atomic.StoreUint64(&e.w[2], depart)
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		atomic.StoreUint64(&e.w[0], st.withPhase(jReleasing))
 	default:
 		return true
 	}
@@ -658,7 +653,7 @@ func (a *Arena) releasedSince(index int, value, depart, arrive, gen uint64, e en
 		if &w[0] == &e.w[0] {
 			continue
 		}
-		switch uint8(v & 0x7f) {
+		switch v.phase() {
 		case jQueued, jReleasing:
 			if atomic.LoadUint64(&w[2]) == depart {
 				return ownerOther
@@ -668,7 +663,7 @@ func (a *Arena) releasedSince(index int, value, depart, arrive, gen uint64, e en
 			// left out: it waits for this episode's release in its own
 			// steps (ownerOf), and waiting for it here would deadlock
 			// the two.
-			if v&adopted == 0 {
+			if !v.adopted() {
 				verdict = ownerAmbiguous
 			}
 		}
@@ -728,9 +723,9 @@ func (a *Arena) passTicket(index int, t uint64, phase uint8) bool {
 func (a *Arena) ticketClaimed(index int, t uint64) bool {
 	for _, j := range a.journals.all {
 		for i := 0; i < len(j); i += journalEntryWords {
-			v := atomic.LoadUint64(&j[i])
-			if v&adopted == 0 && v&0xff00 == kindCR<<8 && int(v>>16&0xffffff) == index &&
-				(v&0x7f == jTicket || v&0x7f == jTicketAsk) && atomic.LoadUint64(&j[i+1]) == t {
+			v := stateAt(&j[i])
+			if !v.adopted() && v.on(kindCR, index) &&
+				(v.phase() == jTicket || v.phase() == jTicketAsk) && atomic.LoadUint64(&j[i+1]) == t {
 				return true
 			}
 		}
@@ -742,7 +737,8 @@ func (a *Arena) ticketClaimed(index int, t uint64) bool {
 func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 	l := openTicketAWN(a, index).(*ticketAWN)
 	egress := l.egress()
-	switch uint8(s & 0x7f) {
+	st := entryState(s)
+	switch st.phase() {
 	case jArriving:
 		switch drew, v := a.ticketOf(index, gen, egress); v {
 		case ownerOther:
@@ -752,7 +748,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			return true
 		case ownerThis:
 			atomic.StoreUint64(&e.w[1], drew)
-			atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
+			atomic.StoreUint64(&e.w[0], st.withPhase(jQueued))
 			return false // queued now: the next look takes its turn
 		}
 		return true // it never drew a ticket
@@ -805,7 +801,7 @@ func (a *Arena) stepTicket(e entry, s uint64, index int, t, gen uint64) bool {
 			(*hook)()
 		}
 		atomic.StoreUint64(l.holder, 0)
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jReleasing)
+		atomic.StoreUint64(&e.w[0], st.withPhase(jReleasing))
 		l.release()
 		if node != 0 {
 			a.returnDeadNodeOf(node, owner)
@@ -885,7 +881,8 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		return true // names no node: damaged
 	}
 	q := l.nodeQueued(name)
-	switch uint8(s & 0x7f) {
+	st := entryState(s)
+	switch st.phase() {
 	case jArriving:
 		// Did its CAS into the tail happen? Then the tail still names it,
 		// or a successor took the tail from it, and such a successor wrote
@@ -894,11 +891,11 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		// journals second, so a successor's CAS in between is seen.
 		switch a.alockEntered(index, gen, name, nil) {
 		case alockNo:
-			return retire(e, s) // it never entered the queue
+			return retire(e, st) // it never entered the queue
 		case alockWait:
 			return false
 		}
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
+		atomic.StoreUint64(&e.w[0], st.withPhase(jQueued))
 		return false
 	case jQueued:
 		if pred == 0 {
@@ -925,19 +922,19 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 		case 0:
 			atomic.StoreUint64(l.victim, alockVictimRemote)
 			signal(l.aseq, l.asleepers)
-			atomic.StoreUint64(&e.w[0], s&^0x7f|jArbitrate)
+			atomic.StoreUint64(&e.w[0], st.withPhase(jArbitrate))
 			return false
 		}
-		return a.alockReleaseFor(l, q, gen) && retire(e, s)
+		return a.alockReleaseFor(l, q, gen) && retire(e, st)
 	case jArbitrate:
 		if wanting(atomic.LoadUint64(l.tailL), atomic.LoadUint64(l.gen)) && atomic.LoadUint64(l.victim) == alockVictimRemote {
 			return false // the home cohort goes first
 		}
 		atomic.StoreUint32(q.budget, uint32(l.budgetOther))
-		atomic.StoreUint64(&e.w[0], s&^0x7f|jQueued)
-		return a.alockReleaseFor(l, q, gen) && retire(e, s)
+		atomic.StoreUint64(&e.w[0], st.withPhase(jQueued))
+		return a.alockReleaseFor(l, q, gen) && retire(e, st)
 	case jReleasing:
-		return a.alockReleaseFor(l, q, gen) && retire(e, s)
+		return a.alockReleaseFor(l, q, gen) && retire(e, st)
 	case jRetired:
 		return false // Recover gives the node back
 	}
@@ -948,8 +945,8 @@ func (a *Arena) stepALock(e entry, s uint64, index int, name, pred, gen uint64) 
 // node, until Recover finds nothing else naming it and gives it back to the
 // table (returnRetiredNodes). It reports false: the entry is not to be
 // freed yet.
-func retire(e entry, s uint64) bool {
-	atomic.StoreUint64(&e.w[0], s&^0x7f|jRetired)
+func retire(e entry, s entryState) bool {
+	atomic.StoreUint64(&e.w[0], s.withPhase(jRetired))
 	return false
 }
 
@@ -1049,9 +1046,9 @@ func (a *Arena) alockFollowers(index int, gen, name uint64, seen map[uint64]bool
 		if atomic.LoadUint64(&w[3]) != gen || atomic.LoadUint64(&w[2]) != name || !a.isNode(own) {
 			continue
 		}
-		switch uint8(v & 0x7f) {
+		switch v.phase() {
 		case jArriving:
-			if v&adopted == 0 {
+			if !v.adopted() {
 				verdict = alockWait
 				continue
 			}
@@ -1085,15 +1082,15 @@ func (a *Arena) ticketOf(index int, gen uint64, egress int64) (uint64, ownerVerd
 	dead := 0
 	for _, j := range a.journals.all {
 		for i := 0; i < len(j); i += journalEntryWords {
-			v := atomic.LoadUint64(&j[i])
-			if uint8(v>>8) != kindTicket || int(v>>16&0xffffff) != index || atomic.LoadUint64(&j[i+3]) != gen {
+			v := stateAt(&j[i])
+			if !v.on(kindTicket, index) || atomic.LoadUint64(&j[i+3]) != gen {
 				continue
 			}
-			switch uint8(v & 0x7f) {
+			switch v.phase() {
 			case jQueued, jReleasing:
 				named[atomic.LoadUint64(&j[i+1])] = true
 			case jArriving:
-				if v&adopted == 0 {
+				if !v.adopted() {
 					return 0, ownerOther // a live arrival may hold an unnamed ticket
 				}
 				dead++
@@ -1148,7 +1145,7 @@ func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVer
 	var arriving []cand
 	preds := map[uint64]bool{}
 	for w, v := range a.queueEntries(index, gen) {
-		switch uint8(v & 0x7f) {
+		switch v.phase() {
 		case jQueued, jReleasing:
 			p := atomic.LoadUint64(&w[2])
 			if p == depart {
@@ -1159,7 +1156,7 @@ func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVer
 			// Entries nobody drives (adopted ones) are the dead
 			// candidates; any other may be a live process's.
 			arriving = append(arriving, cand{value: atomic.LoadUint64(&w[1]),
-				live: v&adopted == 0, this: &w[0] == &e.w[0]})
+				live: !v.adopted(), this: &w[0] == &e.w[0]})
 		}
 	}
 	var swapped []cand
@@ -1192,19 +1189,19 @@ func (a *Arena) ownerOf(index int, depart, arrive, gen uint64, e entry) ownerVer
 func (a *Arena) CheckJournal(j []uint64) []error {
 	var out []error
 	for i := 0; i+journalEntryWords <= len(j); i += journalEntryWords {
-		s := atomic.LoadUint64(&j[i])
-		phase := s & 0x7f
+		s := stateAt(&j[i])
+		phase := s.phase()
 		if phase == jFree || phase == jClaimed || phase == jDone {
-			if s&^(0x7f|adopted) != 0 && phase == jFree {
+			if !s.bare() && phase == jFree {
 				out = append(out, fmt.Errorf("journal entry %d: free, with bits %#x set", i/journalEntryWords, s))
 			}
 			continue
 		}
-		if s>>41 != 0 || !a.namesLock(s) {
+		if s.stray() || !a.namesLock(s) {
 			out = append(out, fmt.Errorf("journal entry %d: state %#x names no lock episode", i/journalEntryWords, s))
 			continue
 		}
-		index := int(s >> 16 & 0xffffff)
+		index := s.lock()
 		if g, now := atomic.LoadUint64(&j[i+3]), atomic.LoadUint64(&a.lockBody(index)[lGen]); g > now {
 			out = append(out, fmt.Errorf("journal entry %d: lock %d generation %d, but the lock is at %d", i/journalEntryWords, index, g, now))
 		}

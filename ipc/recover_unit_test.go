@@ -27,7 +27,7 @@ import (
 func FuzzRecoverJournal(f *testing.F) {
 	entry := func(phase, kind uint8, lock int, value, pred, gen uint64) []byte {
 		var b []byte
-		for _, w := range []uint64{entryState(phase, kind, lock), value, pred, gen} {
+		for _, w := range []uint64{packState(phase, kind, lock), value, pred, gen} {
 			b = binary.LittleEndian.AppendUint64(b, w)
 		}
 		return b
@@ -870,7 +870,7 @@ func TestTicketSurrogateOnDamagedEgress(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var dead []byte
-			for _, w := range []uint64{entryState(jReleasing, kindTicket, 0), c.ticket, 0, 0} {
+			for _, w := range []uint64{packState(jReleasing, kindTicket, 0), c.ticket, 0, 0} {
 				dead = binary.LittleEndian.AppendUint64(dead, w)
 			}
 			a, _ := newJournaledArenaOf(t, c.cfg, nil, dead)
@@ -899,7 +899,7 @@ func TestTicketSurrogateOnDamagedEgress(t *testing.T) {
 // recovery could not have released.
 func TestRecoverSeatsFreesOnlyItsOwnCount(t *testing.T) {
 	var dead []byte
-	for _, w := range []uint64{entryState(jSeated, kindCR, 0) | adopted, 0, 0, 0} {
+	for _, w := range []uint64{packState(jSeated, kindCR, 0) | adopted, 0, 0, 0} {
 		dead = binary.LittleEndian.AppendUint64(dead, w)
 	}
 	a, js := newJournaledArenaOf(t, Config{Slots: 4, Locks: 40}, nil, dead)
@@ -935,7 +935,7 @@ func TestRecoverSeatsFreesOnlyItsOwnCount(t *testing.T) {
 func TestForeignEntriesDropped(t *testing.T) {
 	entry := func(phase, kind uint8, lock int, value uint64) []byte {
 		var b []byte
-		for _, w := range []uint64{entryState(phase, kind, lock), value, 0, 0} {
+		for _, w := range []uint64{packState(phase, kind, lock), value, 0, 0} {
 			b = binary.LittleEndian.AppendUint64(b, w)
 		}
 		return b
@@ -1011,7 +1011,7 @@ func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
 	voided := func(i int) { // an adopted episode of a past generation: finished at its first step
 		w := own[i*journalEntryWords:]
 		atomic.StoreUint64(&w[3], 99)
-		atomic.StoreUint64(&w[0], entryState(jQueued, kindHapax, 0)|adopted)
+		atomic.StoreUint64(&w[0], packState(jQueued, kindHapax, 0)|adopted)
 	}
 	a.journals.free.Add(-2) // the two entries below are not free
 	voided(0)
