@@ -39,8 +39,9 @@ func newBody(a *Arena, index int) body {
 // itself only after it sees the handover. A waiter that finds 0 watches
 // for a few microseconds whether its predecessor shows up in holder or in
 // Depart before it concludes it is not next: sleeping at such a moment
-// makes the handover it is about to get wait for a futex wake-up (measured:
-// Hapax at 2 processes on 2 cores ran at a third of the speed).
+// makes the handover it is about to get wait for a futex wake-up, which
+// costs far more than those microseconds of watching when processes
+// outnumber cores.
 func (b *body) pace(w *waiter, pred uint64) {
 	h := atomic.LoadUint64(b.holder)
 	for look := 0; h == 0 && look < paceLooks; look++ {
@@ -173,9 +174,10 @@ func (l *hapax) wait(pred, gen uint64, w *waiter, vw *vwWait) outcome {
 }
 
 // acquired records the episode for Unlock. It does not wake the successor
-// early: measured, a futex wake issued while holding the lock gets the
-// holder preempted by the woken waiter (lockbench, 4 processes on 2 cores:
-// 22k pairs/s with the early wake, 180k without).
+// early: a futex wake issued while holding the lock gets the holder
+// preempted by the woken waiter, which then only waits for the holder it
+// displaced, so throughput falls several times over when processes
+// outnumber cores.
 func (l *hapax) acquired(h uint64, waited bool) {
 	atomic.StoreUint64(l.holder, h)
 	if waited {

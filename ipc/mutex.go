@@ -164,11 +164,11 @@ func (a *Arena) reset(index int, algorithm string) {
 	} else {
 		// Depart := Arrive as Arrive was before the bump, stored right
 		// after it. A waiter that sees the bump queues again behind the
-		// last arrival; with Arrive read after the bump (until 2026-11-27),
-		// a waiter that swapped it first had its own arrival covered by
-		// the store and waited for a predecessor that never departs, until
-		// its timeout: 1 run in 5 of TestTidexResetGrantsNoStaleWaiter under
-		// qemu. What is left: an arrival of its own between this load and
+		// last arrival. Arrive read after the bump could include the
+		// arrival of a waiter that swapped it first: the store would cover
+		// it, and the waiter would wait for a predecessor that never
+		// departs, until its timeout (TestTidexResetGrantsNoStaleWaiter
+		// holds this). What is left: an arrival of its own between this load and
 		// the bump that then sees the bump before the store also queues
 		// again, and whoever queued behind its first place waits so; a
 		// window of two instructions, which only holding arrivals off
@@ -201,7 +201,7 @@ func (a *Arena) reset(index int, algorithm string) {
 	// generation of their queue, so the old queues' tails read as empty,
 	// and arrivals replace them. Stores here would erase the places of
 	// waiters that arrive in the new generation, and void a holder granted
-	// in it (reviewing helpers' repros: two holders).
+	// in it, letting in a second holder.
 	seq, _ := wait.Halves(&b[lDepartQ])
 	atomic.AddUint32(seq, 1)
 	wait.WakeAll(seq)
@@ -232,8 +232,8 @@ func freeTickets(b []uint64) {
 // ingress damage: above any ticket a lock draws in practice (2^62 episodes),
 // and below the damaged ones, so that no ticket a waiter drew before the
 // Reset recurs while that waiter has yet to see the Reset and could take
-// the new holder's egress for its own turn. (Restarting at 0 did that: a
-// stale ticket 1 beside the new ticket 1, a reviewing helper's repro.)
+// the new holder's egress for its own turn. (Restarting at 0 would let a
+// stale ticket 1 stand beside the new ticket 1.)
 // Tickets then still only count up, which TryLock relies on, for 2^62 more.
 // A second such damage after a restart can make restarted tickets recur.
 const ticketRestart = 1 << 62

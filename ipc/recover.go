@@ -227,9 +227,9 @@ func (a *Arena) returnDeadNodeOf(node uint32, o uint64) bool {
 // of dead processes' journals that name a kind of episode the algorithm
 // in use never writes (kinds, a mask of kinds): damage. Taken as what
 // they say, a surrogate would step another algorithm's procedure on the
-// lock's words, under the feet of its live users (found by
-// FuzzRecoverJournal: a damaged ticket-awn entry on a tidex lock made a
-// live TryLock's Unlock fail).
+// lock's words, under the feet of its live users: a damaged ticket-awn
+// entry on a tidex lock would make a live TryLock's Unlock fail
+// (FuzzRecoverJournal holds this).
 func (a *Arena) dropForeignEntries(kinds uint8, live func(int) bool) {
 	js := a.journals
 	for d, j := range js.all {
