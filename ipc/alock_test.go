@@ -375,12 +375,12 @@ func TestALockTwoArenasOneProcess(t *testing.T) {
 	}
 }
 
-// TestALockResetBeforeEnqueue: LockTimeout used to read the generation,
-// then enter the queue; a Reset landing in between made the arrival, with
-// the old generation in hand, the head of the new queue, and a waiter
-// that entered behind it waited until the next Reset. Arrivals now take
-// the generation with the tail they enter by CAS, so a place is always in
-// its own generation's queue. Here a waiter W entered before a Reset whose
+// TestALockResetBeforeEnqueue: were LockTimeout to read the generation,
+// then enter the queue, a Reset landing in between would make the
+// arrival, with the old generation in hand, the head of the new queue, and
+// a waiter that entered behind it would wait until the next Reset.
+// Arrivals take the generation with the tail they enter by CAS, so a place
+// is always in its own generation's queue. Here a waiter W entered before a Reset whose
 // clearing of the tail has not landed yet: W is told to queue again, and
 // a newcomer turns W's stale tail into an empty one of its own generation
 // instead of linking behind W.
@@ -419,11 +419,10 @@ func TestALockResetBeforeEnqueue(t *testing.T) {
 
 // TestALockResetKeepsNewArrivals: waiters that arrive while a Reset runs,
 // after its generation moved, are of the new generation, and keep their
-// places: a waiter N whose place Reset's stores erased used to head a
-// queue with its flag down beside the next queue's head, and an arrival
-// granted in that window was voided under its feet (reviewing helpers'
-// repros: two holders). A Reset of an alock now moves the generation
-// only. And a TryLock that read the empty tail of generation 0 (the zero
+// places: a waiter N whose place Reset's stores erased would head a queue
+// with its flag down beside the next queue's head, and an arrival granted
+// in that window would be voided under its feet, letting in a second
+// holder. So a Reset of an alock moves the generation only. And a TryLock that read the empty tail of generation 0 (the zero
 // word, which Reset stored) before a Reset must not win after it.
 func TestALockResetKeepsNewArrivals(t *testing.T) {
 	// The Reset runs in this arena, or in one over the same words that has
@@ -530,8 +529,8 @@ func TestALockResetKeepsNewArrivals(t *testing.T) {
 // arbitrating) and B linked behind it when a Reset voids it; in the new
 // generation remote C holds and home H1 arbitrates. A, told to queue
 // again, must not hand B the lock's headship: B would arbitrate after the
-// Reset, and its victim store would let H1 in beside C. (The first abandon
-// did hand over to whoever was linked behind; a reviewing helper's repro.)
+// Reset, and its victim store would let H1 in beside C. (So abandon hands
+// nothing over to whoever is linked behind.)
 func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
 	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
 	home := openALock(a, 0).(*alock)
@@ -601,9 +600,9 @@ func TestALockVoidedQueueHandsNothingOn(t *testing.T) {
 
 // TestALockDamagedWordsDoNotPanic: a tail, holder or link word damaged to
 // name no descriptor (out of the node table's range, or no home token)
-// used to be followed out of bounds, and the process died of the panic
-// (found by a reviewing helper). An arrival now heads the queue instead
-// of linking behind nobody, and Unlock reports what it cannot end.
+// must not be followed out of bounds, which would kill the process with a
+// panic: an arrival heads the queue instead of linking behind nobody, and
+// Unlock reports what it cannot end.
 func TestALockDamagedWordsDoNotPanic(t *testing.T) {
 	for _, home := range []bool{false, true} {
 		a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: 64})
@@ -651,10 +650,10 @@ func TestALockDamagedWordsDoNotPanic(t *testing.T) {
 }
 
 // TestNodeScanAsksEachOwnerOnce: with every node of the table drawn, get
-// scans it for a node a dead process left idle. It asked the system about
-// every idle node's owner, a /proc read each, so a full table of 128 Ki
-// nodes took 1.5 s to scan, past any lock timeout (a reviewing helper's
-// measure). Idle nodes of a live owner must cost one question per scan.
+// scans it for a node a dead process left idle. Asking the system about
+// every idle node's owner, a /proc read each, would make a scan of a full
+// table take longer than any lock timeout. Idle nodes of a live owner must
+// cost one question per scan.
 func TestNodeScanAsksEachOwnerOnce(t *testing.T) {
 	const nodes = 4096
 	a := newMemoryArena(t, Config{Slots: 4, Locks: 1, AWNNodes: nodes})

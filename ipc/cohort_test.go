@@ -32,8 +32,8 @@ func TestCohortBypassAcrossProcesses(t *testing.T) {
 	const procs, goroutines = 3, 4
 	iters := 3000
 	if testing.Short() {
-		// 800 ran for 10 ms, short enough that the processes sometimes
-		// did not overlap at all (a largest bypass of 0).
+		// Far fewer run so briefly that the processes may not overlap
+		// at all (a largest bypass of 0).
 		iters = 2000
 	}
 	bound := uint64((procs - 1) * DefaultPassLimit)
@@ -275,9 +275,9 @@ func helperTryLockAndLeave(t *testing.T) {
 }
 
 // TestCohortCloseWithHeldLock: a LockTimeout that gave up leaves a helper
-// waiting for the process-local lock. Close used to wait for it, that is
-// for the holder to unlock, forever if the holder never did (a map closed
-// while it held the lock). Close now returns, and a helper that gets the
+// waiting for the process-local lock. Close must not wait for it, that is
+// for the holder to unlock, forever if the holder never does (a map closed
+// while it held the lock). Close returns, and a helper that gets the
 // local lock after Close leaves the shared words alone: here they are
 // unmapped, and touching them would kill the test.
 func TestCohortCloseWithHeldLock(t *testing.T) {

@@ -671,13 +671,13 @@ func TestMendHeader(t *testing.T) {
 	}
 }
 
-// TestTimedOutTurnsDoNotUseUpTheJournal: every LockTimeout that timed out
-// on a held lock left a substitute waiting out its turn, each holding one
-// of the process's journal entries, until no other lock of the process
-// could be taken (a reviewing helper's repro: after 40 timeouts on lock 0,
-// free lock 1 could not be taken). A later waiter now takes over such a
-// turn, so the entries in use stay as many as the waiters at one time;
-// and the lock still goes to exactly one holder at a time.
+// TestTimedOutTurnsDoNotUseUpTheJournal: every LockTimeout that times out
+// on a held lock leaves a substitute waiting out its turn, holding one of
+// the process's journal entries. Were each to keep its entry, enough of
+// them (40 timeouts on lock 0) would leave no entry for any other lock of
+// the process (free lock 1 could not be taken). A later waiter takes over
+// such a turn, so the entries in use stay as many as the waiters at one
+// time; and the lock still goes to exactly one holder at a time.
 func TestTimedOutTurnsDoNotUseUpTheJournal(t *testing.T) {
 	for _, algo := range []string{"hapax-cr", "hapax", "hapax-vw", "cohort", "tidex", "ticket-awn", "alock"} {
 		t.Run(algo, func(t *testing.T) {
@@ -772,11 +772,11 @@ func TestTakenOverTurnsExclude(t *testing.T) {
 }
 
 // TestResetDropsPendingTurns: a turn a substitute waits out belongs to
-// the generation it was taken in. After a Reset freed the lock, the next
-// waiter of the process took over such a void turn and waited for its
-// sleeping substitute to notice the Reset (up to a nap of 10 ms), so a
-// short LockTimeout on the free lock failed (a reviewing helper's repro).
-// Reset now drops the lock's turns, and a void turn is never taken over.
+// the generation it was taken in. Were the next waiter of the process to
+// take over such a void turn after a Reset freed the lock, it would wait
+// for the sleeping substitute to notice the Reset (up to a nap of 10 ms),
+// and a short LockTimeout on the free lock would fail. Reset drops the
+// lock's turns, and a void turn is never taken over.
 func TestResetDropsPendingTurns(t *testing.T) {
 	for _, algo := range []string{"hapax", "hapax-vw", "hapax-cr", "alock"} {
 		t.Run(algo, func(t *testing.T) {

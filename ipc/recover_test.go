@@ -401,10 +401,9 @@ func TestKilledWaitersReturnTheirNodes(t *testing.T) {
 					// one: this test is about the steps that give back
 					// findable nodes. A waiter killed between drawing its
 					// node and making it findable is the sweep's case
-					// (TestUnfindableNodesOfKilledWaitersGoBack); under arm64
-					// emulation with a busy core, 1 to 5 runs in 40 killed
-					// helpers there when this waited for the node alone,
-					// before the sweep, and failed.
+					// (TestUnfindableNodesOfKilledWaitersGoBack); on a slow
+					// or busy machine a helper can be killed there, so a
+					// wait for the node alone is not enough.
 					if !testutil.WaitFor(10*time.Second, func() bool {
 						return nodesOf(tf, uint64(h.cmd.Process.Pid)) == 1 && nodeFindable(tf, algo, uint64(h.cmd.Process.Pid), h.slot)
 					}) {

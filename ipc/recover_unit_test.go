@@ -777,8 +777,8 @@ func TestHapaxVWJournaledHandoverStoresDepart(t *testing.T) {
 		}
 		hooked = true
 		// The slot may read 0 already: the waiter, seeing Depart, ratifies
-		// and clears its own registration (as it did under qemu's slower
-		// pace); Depart must be there either way.
+		// and clears its own registration (as it may on a slower
+		// machine); Depart must be there either way.
 		if d, v := atomic.LoadUint64(&b[lDepart]), atomic.LoadUint64(a.toSlot(0, first).value); d != first || v != first && v != 0 {
 			t.Errorf("between the release's stores: Depart %d, slot %d; want Depart %d and the slot %d or cleared by the waiter", d, v, first, first)
 		}
@@ -955,11 +955,11 @@ func TestForeignEntriesDropped(t *testing.T) {
 }
 
 // TestRecoverSeatsDuringLiveUnlock: a hapax-cr Unlock gives its seat back,
-// then ends its seat entry. A recovery pass in between counted the entry
-// as a live seat, gave back none of a dead process's seats, and freed the
-// dead entry all the same: the count stayed one too high for good, and
-// with as many leaked seats as cores every Lock waits out crPatience (a
-// reviewing helper's repro, run here step by step).
+// then ends its seat entry. A recovery pass in between must not count the
+// entry as a live seat and then free a dead process's seat entry without
+// giving its seat back: the count would stay one too high for good, and
+// with as many leaked seats as cores every Lock would wait out
+// crPatience. The steps are run here one by one.
 func TestRecoverSeatsDuringLiveUnlock(t *testing.T) {
 	a, journals := newJournaledArena(t, 1, nil, nil)
 	defer a.Close()
@@ -1000,10 +1000,9 @@ func TestRecoverSeatsDuringLiveUnlock(t *testing.T) {
 }
 
 // TestSurrogateSeesEpisodesAdoptedAsItStops: Recover adopts episodes and
-// leaves them to the running surrogate; one that had just found nothing
-// left used to stop without looking again, and the new episodes waited for
-// the next Recover (a reviewing helper's reading). The surrogate now stops
-// only if no Recover came since its look.
+// leaves them to the running surrogate. A surrogate that has just found
+// nothing left must look again before it stops, or the new episodes wait
+// for the next Recover: it stops only if no Recover came since its look.
 func TestSurrogateSeesEpisodesAdoptedAsItStops(t *testing.T) {
 	a, journals := newJournaledArena(t, 1, nil, nil)
 	defer a.Close()

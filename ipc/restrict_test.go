@@ -153,9 +153,9 @@ func TestRestrictionTimeoutsSettle(t *testing.T) {
 }
 
 // TestPatienceNeverOverflowsTheSeatCount: a passive head out of patience
-// waits while the seat count is at its field's width. Before, it took a
-// seat anyway, and the count carried into the arrival ticket: a ticket
-// nobody drew, whose turn never came, and the seat count read 0.
+// waits while the seat count is at its field's width. Taking a seat anyway
+// would carry the count into the arrival ticket: a ticket nobody drew,
+// whose turn never comes, and a seat count that reads 0.
 func TestPatienceNeverOverflowsTheSeatCount(t *testing.T) {
 	saved := crPatience
 	crPatience = 0
@@ -183,8 +183,7 @@ func TestPatienceNeverOverflowsTheSeatCount(t *testing.T) {
 
 // TestTryLockNeverOverflowsTheSeatCount: with every seat the field counts
 // taken, a TryLock that wins the free inner lock gives it back and fails.
-// Before, it took a seat anyway: the count carried into the arrival ticket
-// (a reviewing helper's repro).
+// Taking a seat anyway would carry the count into the arrival ticket.
 func TestTryLockNeverOverflowsTheSeatCount(t *testing.T) {
 	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
 	m, err := a.Mutex("hapax-cr", 0)
@@ -213,9 +212,9 @@ func TestTryLockNeverOverflowsTheSeatCount(t *testing.T) {
 // the seat and the next arrival queues with passive ticket 0 again. The
 // stale waiter then reads the state word, finds "its" ticket 0 served and
 // (its handle counting two seats) a seat free, and takes that turn: serving
-// moves to 1. Before, the new waiter, whose ticket 0 would never be served
-// again, waited until its LockTimeout (a Lock, forever). Now a waiter whose
-// ticket is no longer between serving and arrival queues again. (The inner
+// moves to 1. The new waiter, whose ticket 0 would never be served again,
+// would then wait until its LockTimeout (a Lock, forever). So a waiter
+// whose ticket is no longer between serving and arrival queues again. (The inner
 // lock keeps the two holders apart either way.)
 func TestRestrictionResetVoidsStalePassiveTickets(t *testing.T) {
 	saved := crPatience

@@ -162,10 +162,10 @@ func slowNodeTable(t *testing.T) *Arena {
 
 // TestTicketAWNResetWhilePublishing: a far-back waiter takes a node (slowly)
 // while a Reset clears the waiting array, and publishes the node after the
-// clear. It must take the entry back: a stale entry made the releaser of
-// the ticket 16 on hand the lock to that node, which nobody waits on,
-// while that ticket's waiter waited on egress, and the lock stuck for good
-// (found by a reviewing helper).
+// clear. It must take the entry back: a stale entry would make the
+// releaser of the ticket 16 on hand the lock to that node, which nobody
+// waits on, while that ticket's waiter waits on egress, and the lock would
+// stick for good.
 func TestTicketAWNResetWhilePublishing(t *testing.T) {
 	a := slowNodeTable(t)
 	b := a.lockBody(0)
@@ -229,13 +229,12 @@ func TestTicketAWNTimeoutWhileReleaserDecides(t *testing.T) {
 	}
 }
 
-// TestTicketRestartGrantsNoStaleTicket (a reviewing helper's repro): a
-// ticket-awn waiter drew ticket 1 and was preempted before it waited. Its
+// TestTicketRestartGrantsNoStaleTicket: a ticket-awn waiter drew ticket 1 and was preempted before it waited. Its
 // holder died, ingress was damaged past 2^63, and a Reset restarted the
 // tickets (freeTickets). New arrivals take the lock in turn; while one
-// holds it, the stale waiter resumes and must not be granted. When the
-// restart was at 0, the new arrivals drew 0 and 1 again, and the stale
-// waiter took the new ticket 1's egress for its turn: two holders.
+// holds it, the stale waiter resumes and must not be granted. Were the
+// restart at 0, the new arrivals would draw 0 and 1 again, and the stale
+// waiter would take the new ticket 1's egress for its turn: two holders.
 func TestTicketRestartGrantsNoStaleTicket(t *testing.T) {
 	a := newMemoryArena(t, Config{Slots: 4, Locks: 1})
 	defer closeWithin(t, a, 5*time.Second)

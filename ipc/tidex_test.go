@@ -10,14 +10,13 @@ import (
 	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
-// TestTidexTryLockNeverWaitsOnARecurringIdentity (a reviewing helper's
-// repro): TryLock reads Depart == Arrive == X (free)
-// and is delayed before its CAS (here: held at the identity pool's mutex,
+// TestTidexTryLockNeverWaitsOnARecurringIdentity: TryLock reads Depart ==
+// Arrive == X (free) and is delayed before its CAS (here: held at the identity pool's mutex,
 // which it takes between the read and the CAS). Meanwhile another process
 // runs A (takes the lock as -X), B (queues, then holds), C (reuses X,
-// queues behind B): Arrive is X again. TryLock's CAS succeeds; it waited,
-// with no deadline, for B and C to finish. It must fail at once, and the
-// turn it took must pass on.
+// queues behind B): Arrive is X again. TryLock's CAS would succeed and
+// then wait, with no deadline, for B and C to finish. It must fail at
+// once, and the turn it took must pass on.
 func TestTidexTryLockNeverWaitsOnARecurringIdentity(t *testing.T) {
 	p1 := newMemoryArena(t, Config{Slots: 4, Locks: 1}) // TryLock's process
 	p2, err := Attach(p1.w)                             // the other process
@@ -83,8 +82,7 @@ func TestTidexTryLockNeverWaitsOnARecurringIdentity(t *testing.T) {
 // negation). Old waiters may still be waiting for the old identity to appear
 // in Depart; had it recurred, the new episode's release would have let such
 // a waiter in beside the new queue's next holder: two holders, which
-// TestResetFreesALockHeldByTheDead met under arm64 emulation (2 to 6 runs in
-// 150).
+// TestResetFreesALockHeldByTheDead can meet on a slow machine.
 func TestTidexResetRetiresVoidedIdentities(t *testing.T) {
 	p1 := newMemoryArena(t, Config{Slots: 4, Locks: 1}) // the waiter's process
 	p2, err := Attach(p1.w)                             // the "dead" holder's
@@ -117,7 +115,7 @@ func TestTidexResetRetiresVoidedIdentities(t *testing.T) {
 	}
 }
 
-// TestTidexResetGrantsNoStaleWaiter (a reviewing helper's repro): a waiter
+// TestTidexResetGrantsNoStaleWaiter: a waiter
 // W preempted across a Reset waits for its predecessor H's identity in
 // Depart. H, voided, queues again and is granted; had it kept its identity
 // (pooled identities are handed out again at once), its release would put

@@ -355,10 +355,10 @@ func TestAbandonedUpdateIsAnOrphanAgain(t *testing.T) {
 }
 
 // TestUnderflowLeavesNoWaitInTheLedger: a waiting writer whose wait
-// vanished (the word was reset under it) returns ErrWaitCountUnderflow; its
-// process's ledger still counted the wait, so a later dead process's wait
-// hid behind that phantom: FindOrphans found nothing, and readers stayed
-// locked out for good (a reviewing helper's repro).
+// vanished (the word was reset under it) returns ErrWaitCountUnderflow, and
+// its process's ledger must stop counting the wait: a later dead process's
+// wait would hide behind that phantom, FindOrphans would find nothing, and
+// readers would stay locked out for good.
 func TestUnderflowLeavesNoWaitInTheLedger(t *testing.T) {
 	word, sleepers := new(uint64), new(uint32)
 	live, dead := AtWithSleepers(word, sleepers), AtWithSleepers(word, sleepers)
@@ -454,10 +454,10 @@ func TestInFlightCASesNeverReadAsSettled(t *testing.T) {
 
 // TestLedgerFieldsStayInTheirWidths: a process that holds as many read
 // locks of one lock, or waits on it, as its ledger's field counts is refused
-// one more at once, as when the lock word's own count is full. Before, the
-// next one carried into the next field (the ledger said the process held
-// the update lock); then, for a while, it waited for room only the caller's
-// own process could make, past any timeout (a reviewing helper's repro).
+// one more at once, as when the lock word's own count is full. It must
+// neither carry into the next field (the ledger would say the process
+// held the update lock) nor wait for room only the caller's own process
+// could make, past any timeout.
 // (The lock word allows 2^30 readers and 2^31 waits: only the ledger is full.)
 func TestLedgerFieldsStayInTheirWidths(t *testing.T) {
 	within := func(t *testing.T, what string, f func() error) error {
@@ -520,7 +520,7 @@ func TestLedgerFieldsStayInTheirWidths(t *testing.T) {
 // TestCASesInFlightAreNoOverflow: a process holding fewer read locks than
 // its ledger counts, but as many with its CASes in flight (releases that
 // add nothing among them), waits for those to settle instead of failing
-// with ErrReadCountOverflow (a reviewing helper's repro: it failed at once).
+// at once with ErrReadCountOverflow.
 func TestCASesInFlightAreNoOverflow(t *testing.T) {
 	const held, inFlight = 65300, 240
 	word, ledger := new(uint64), new(uint64)
