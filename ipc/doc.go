@@ -3,6 +3,12 @@
 // the caller maps from a shared file, and nothing in it is an address, so
 // processes that map the file at different places share the locks.
 //
+// To use them, size an arena with a Config (Config.Words), lay it out once
+// with Format in words the processes share, Attach it in every process, and
+// take a lock by algorithm and index with Arena.Mutex; LockContext bounds a
+// wait by a context. Arena.SetJournals, Arena.Recover and Arena.Reset
+// recover the locks of processes that die (see the last paragraph).
+//
 // The algorithms (see Algorithms) are Tidex, the Hapax locks of Dice and
 // Kogan with invisible ("hapax") and visible ("hapax-vw") waiters, Hapax
 // under concurrency restriction ("hapax-cr", the default: strict FIFO

@@ -43,11 +43,26 @@
 // that is what makes the lock work across processes: a release in one
 // process happens before the acquisition that sees it in another.
 //
+// # Repair
+//
+// Since the word names no owner, a process that may die keeps an account
+// of its share of each lock: a ledger word of its own per lock
+// ([Lock.SetLedger]) in the same shared memory, to which every change it
+// makes is written around its CAS. [Lock.FindOrphans] compares the word
+// with the live processes' ledgers and returns what no live process
+// accounts for ([Orphans]); [Lock.ReleaseOrphans] removes that in one CAS,
+// taking the update or write lock in the dead holder's place so that the
+// caller repairs the data under it before releasing. A fast ledger
+// ([FastNext], [FastAsLedger]) accounts for a write lock on a path too hot
+// for the ledger's protocol. [Decode] and [State] read a word for
+// diagnostics.
+//
 // # Caveats
 //
 //   - The word holds no owner identity. A process killed while holding or
 //     waiting for the lock leaves it held (or readers locked out) until a
-//     repair; time-limited acquisition turns that into ErrTimeout, not a hang.
+//     repair (see Repair); time-limited acquisition turns that into
+//     ErrTimeout, not a hang.
 //   - Read-to-update and read-to-write upgrades do not exist: two readers
 //     upgrading would deadlock. Take update from the start when you may write.
 //   - The lock is not reentrant: a goroutine that holds write and asks for
