@@ -192,9 +192,9 @@ type Arena struct {
 	tidexIDs     idPool
 	awnNodes     nodePool
 
-	// AWNNodeHandovers counts ticket-awn acquisitions in this process that
+	// awnNodeHandovers counts ticket-awn acquisitions in this process that
 	// were handed over through a waiting node rather than through egress.
-	AWNNodeHandovers atomic.Int64
+	awnNodeHandovers atomic.Int64
 
 	// Goroutines finishing the episodes of timed-out waiters; Close stops
 	// them before the caller unmaps the words.
@@ -436,9 +436,9 @@ func MendHeader(words []uint64, cfg Config) (int, error) {
 // Config returns the arena's configuration.
 func (a *Arena) Config() Config { return a.cfg }
 
-// HapaxBlocks is how many blocks of hapax values the file has handed out.
+// hapaxBlocks is how many blocks of hapax values the file has handed out.
 // It only grows, across every process and reopen.
-func (a *Arena) HapaxBlocks() uint64 { return atomic.LoadUint64(&a.w[hHapax]) }
+func (a *Arena) hapaxBlocks() uint64 { return atomic.LoadUint64(&a.w[hHapax]) }
 
 // lockBody returns the words of lock i.
 func (a *Arena) lockBody(i int) []uint64 {

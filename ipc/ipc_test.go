@@ -544,7 +544,7 @@ func TestAllocatorMonotonicAcrossReopen(t *testing.T) {
 	var last uint64
 	for round := range 3 {
 		tf := openTestFile(t, path)
-		before := tf.arena.HapaxBlocks()
+		before := tf.arena.hapaxBlocks()
 		if before < last {
 			t.Fatalf("round %d: allocator went back from %d to %d", round, last, before)
 		}
@@ -558,7 +558,7 @@ func TestAllocatorMonotonicAcrossReopen(t *testing.T) {
 			}
 			seen[h] = true
 		}
-		last = tf.arena.HapaxBlocks()
+		last = tf.arena.hapaxBlocks()
 		tf.close()
 	}
 }

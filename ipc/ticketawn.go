@@ -426,7 +426,7 @@ func (l *ticketAWN) waitNode(t int64, gen uint64, node uint32, w *waiter) outcom
 			return timedOut
 		}
 	}
-	l.a.AWNNodeHandovers.Add(1)
+	l.a.awnNodeHandovers.Add(1)
 	return granted
 }
 

@@ -64,7 +64,7 @@ func TestTicketAWNInProcess(t *testing.T) {
 			if n != uint64(goroutines*iters) || tf.scratch[scratchPRNG] != replay(n) {
 				t.Fatalf("%d critical sections, PRNG replays: %v; want %d: exclusion failed", n, tf.scratch[scratchPRNG] == replay(n), goroutines*iters)
 			}
-			handovers := tf.arena.AWNNodeHandovers.Load()
+			handovers := tf.arena.awnNodeHandovers.Load()
 			t.Logf("%d of %d acquisitions handed over through a node", handovers, n)
 			withNodes := cfg.AWNWaiters >= 0 && cfg.AWNWaiters != 2
 			if withNodes && handovers == 0 {
