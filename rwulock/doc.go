@@ -20,8 +20,7 @@
 // 64-bit CAS, so no reader slips in between. Among writers there is no
 // order: whoever's CAS lands first wins, so one writer can in principle lose
 // many times in a row; each gives up at its timeout instead of waiting
-// forever. A writer that registered a wait and then died leaves readers
-// locked out; the process registry of the map repairs that (see hashmap).
+// forever.
 //
 // # Waiting
 //
@@ -45,24 +44,19 @@
 //
 // # Repair
 //
-// Since the word names no owner, a process that may die keeps an account
-// of its share of each lock: a ledger word of its own per lock
-// ([Lock.SetLedger]) in the same shared memory, to which every change it
-// makes is written around its CAS. [Lock.FindOrphans] compares the word
-// with the live processes' ledgers and returns what no live process
-// accounts for ([Orphans]); [Lock.ReleaseOrphans] removes that in one CAS,
-// taking the update or write lock in the dead holder's place so that the
-// caller repairs the data under it before releasing. A fast ledger
-// ([FastNext], [FastAsLedger]) accounts for a write lock on a path too hot
-// for the ledger's protocol. [Decode] and [State] read a word for
-// diagnostics.
+// Each process may account for its share of a lock in a ledger word of its
+// own ([Lock.SetLedger]; a fast ledger on a hot write path, [FastNext]).
+// [Lock.FindOrphans] compares the word with the live ledgers and returns
+// what the dead held ([Orphans]); [Lock.ReleaseOrphans] removes it, taking
+// an exclusive mode in the dead holder's place so that the caller repairs
+// the data first.
 //
 // # Caveats
 //
 //   - The word holds no owner identity. A process killed while holding or
-//     waiting for the lock leaves it held (or readers locked out) until a
-//     repair (see Repair); time-limited acquisition turns that into
-//     ErrTimeout, not a hang.
+//     waiting for the lock (a registered wait) leaves it held, or readers
+//     locked out, until a repair (see Repair); time-limited acquisition
+//     turns that into ErrTimeout, not a hang.
 //   - Read-to-update and read-to-write upgrades do not exist: two readers
 //     upgrading would deadlock. Take update from the start when you may write.
 //   - The lock is not reentrant: a goroutine that holds write and asks for

@@ -2,10 +2,9 @@ package rwulock
 
 // A fast ledger is a second ledger word of one process for one lock, for
 // a write lock taken and released on a path too hot for the ledger's
-// protocol: that takes two locked instructions around every CAS of the
-// lock word (begin and settle), four for a write lock's taking and
-// release. The fast ledger takes one, and plain stores, so a map's
-// one-goroutine write path that uses it spends markedly less per Put.
+// protocol, which takes four locked instructions around a write lock's
+// taking and release (begin and settle at each CAS of the word); the fast
+// ledger takes one.
 //
 // The fast ledger is written by one goroutine at a time, the one that
 // moved it from FastEmpty to FastAcquiring by CAS; every other change is
@@ -39,15 +38,18 @@ const (
 )
 
 // FastSeed is the FastEmpty value a fast ledger starts at for the
-// process that took its registry slot as the slot's generation-th owner
-// (its generation, unique to each Join). A goroutine of the slot's last
-// owner may still CAS from a FastEmpty value it loaded before its Map
-// closed (takeFast loads, checks closing, then CASes): were versions to
-// start at 0 with every owner, as Join leaves them, that CAS would take the
-// new owner's word whenever both had made as many changes, leaving it
-// unsettled, for good if the old process exits first. Owners' values
+// generation-th owner of a process slot, so that a late CAS of an earlier
+// owner's goroutine never matches the new owner's word. Owners' values
 // differ while each makes fewer than 2^37 changes.
-func FastSeed(generation uint64) uint64 { return generation << 40 }
+func FastSeed(generation uint64) uint64 {
+	// A goroutine of the slot's last owner may still CAS from a FastEmpty
+	// value it loaded before its Map closed (takeFast loads, checks
+	// closing, then CASes): were versions to start at 0 with every owner,
+	// as Join leaves them, that CAS would take the new owner's word
+	// whenever both had made as many changes, leaving it unsettled, for
+	// good if the old process exits first.
+	return generation << 40
+}
 
 // FastNext is fast ledger word v moved to state, with its version one more.
 func FastNext(v, state uint64) uint64 { return v&^FastStateMask + fastVersion | state }

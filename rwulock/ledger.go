@@ -318,10 +318,9 @@ func (l *Lock) AbandonUpdate() {
 // the lock may be half changed, so instead of freeing the lock this handle
 // takes it in their place (takenOver is true, and its ledger says so): the
 // write lock if they held it, and then no reader can be inside or come in
-// before the caller has repaired the data and released as usual; else the
-// update lock, which the caller upgrades first. (Taking the update lock in
-// a dead writer's place let readers waiting on it in at once, onto data
-// half changed.)
+// before the caller has repaired the data and released as usual (the
+// update lock would let readers in at once, onto data half changed); else
+// the update lock, which the caller upgrades first.
 func (l *Lock) ReleaseOrphans(word uint64, o Orphans) (takenOver bool, err error) {
 	if o.None() {
 		return false, nil
