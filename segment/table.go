@@ -511,3 +511,12 @@ func (s *Segment) Counters() Counters {
 	}
 	return c
 }
+
+// SetLedgers gives each segment lock of this table its ledger word in this
+// process's registry slot (ledger(i) for segment i), so that what this
+// process holds can be told apart if it dies. Call it before any operation.
+func (tb *Table) SetLedgers(ledger func(i int) *uint64) {
+	for i := range tb.segs {
+		tb.segs[i].lock.SetLedger(ledger(i))
+	}
+}

@@ -2,7 +2,6 @@ package segment
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -41,14 +40,6 @@ func (t *tier) addEntries(d int64)    { atomic.AddUint64(&t.header[thEntries/8],
 func (t *tier) usedChunks() uint64    { return atomic.LoadUint64(&t.header[thUsedChunks/8]) }
 func (t *tier) lowestFree() uint64    { return atomic.LoadUint64(&t.header[thLowestFree/8]) }
 func (t *tier) setLowestFree(v int64) { atomic.StoreUint64(&t.header[thLowestFree/8], uint64(v)) }
-
-// slot packing: the high 32 bits are the tag, the 32 hash bits above the
-// segment bits, whose low bits are also the home slot (so backward-shift
-// deletion can find an entry's home without its key); the low 32 bits are
-// the entry's first chunk + 1, so no full slot is 0.
-func makeSlot(tag uint32, chunk int64) uint64 { return uint64(tag)<<32 | uint64(chunk+1) }
-func slotTag(s uint64) uint32                 { return uint32(s >> 32) }
-func slotChunk(s uint64) int64                { return int64(uint32(s)&^refBit) - 1 }
 
 // entryAt decodes the entry header at chunk c, checking every field against
 // the tier bounds. ok is false if the bytes cannot be an entry: corruption,
@@ -240,84 +231,23 @@ const (
 	smallChecksumBytes = 128
 )
 
-// chunksFor is the number of chunks an entry with these lengths needs
-// (chunks are a power of two in size: a shift, not a division, on Put's
-// path).
-func (tb *Table) chunksFor(klen, vlen int) int64 {
-	return (entryHeaderSize + int64(klen) + int64(vlen) + tb.layout.ChunkSize - 1) >> (tb.geom.chunkShift & 63)
+// validEntry decodes the entry at chunk c and checks its checksum (when the
+// map keeps them).
+func (tb *Table) validEntry(t *tier, c int64) (key []byte, nch int64, ok bool) {
+	klen, vlen, nch, ok := tb.entryAt(t, c)
+	if !ok {
+		return nil, 0, false
+	}
+	key = tb.entryKey(t, c, klen)
+	off := c * tb.layout.ChunkSize
+	if !tb.checksumHolds(t.space[off:off+entryHeaderSize], key, tb.entryValue(t, c, klen, vlen)) {
+		return nil, 0, false
+	}
+	return key, nch, true
 }
 
-// alloc finds and marks a run of n free chunks, first fit from the lowest
-// possibly free chunk. It returns -1 if the tier has no such run. Caller
-// holds the update lock. It steps from one run of free or used chunks to
-// the next a word at a time (trailing zeros of the bitmap word), not a
-// chunk at a time: in a tier fragmented by values of varied sizes, the
-// chunk-by-chunk scan was half of an overwrite's time (a churn of 2M
-// overwrites of 4 to 124-byte values over 200k entries, in pprof).
-func (t *tier) alloc(n, chunks int64) int64 {
-	runStart, run := int64(0), int64(0)
-	// The hint is read from the file: bounded, so a damaged one can only
-	// make the search come up empty.
-	for i := int64(min(t.lowestFree(), uint64(chunks))); i < chunks; {
-		w := t.bitmap[i>>6] >> (uint(i) & 63) // chunks i on, to the word's end
-		free := 64 - i&63
-		if w != 0 {
-			free = int64(bits.TrailingZeros64(w))
-		}
-		if free = min(free, chunks-i); free > 0 {
-			if run == 0 {
-				runStart = i
-			}
-			run += free
-			i += free
-			if run >= n {
-				t.take(runStart, n)
-				return runStart
-			}
-			continue
-		}
-		// Chunk i is used: skip it and the used chunks after it in its
-		// word (w's bits past the word's end are 0, so this stops there).
-		run = 0
-		i += int64(bits.TrailingZeros64(^w))
-	}
-	return -1
-}
-
-// take marks the free run of n chunks at c used. Caller holds the update
-// lock.
-func (t *tier) take(c, n int64) {
-	t.mark(c, n, true)
-	if uint64(c) == t.lowestFree() {
-		t.setLowestFree(c + n)
-	}
-	atomic.AddUint64(&t.header[thUsedChunks/8], uint64(n))
-}
-
-// free releases a run of n chunks at c. Caller holds the update lock.
-func (t *tier) free(c, n int64) {
-	t.mark(c, n, false)
-	atomic.AddUint64(&t.header[thUsedChunks/8], ^uint64(n-1))
-	if uint64(c) < t.lowestFree() {
-		t.setLowestFree(c)
-	}
-}
-
-// mark sets or clears the bits of chunks [c, c+n).
-func (t *tier) mark(c, n int64, used bool) {
-	for n > 0 {
-		bit := uint(c & 63)
-		k := int64(64 - bit)
-		if k > n {
-			k = n
-		}
-		mask := (^uint64(0) >> (64 - uint(k))) << bit
-		if used {
-			t.bitmap[c>>6] |= mask
-		} else {
-			t.bitmap[c>>6] &^= mask
-		}
-		c += k
-		n -= k
-	}
+// checksumHolds reports whether an entry's header, key and stored value
+// agree with the checksum in the header (always, in a map without them).
+func (tb *Table) checksumHolds(head, key, stored []byte) bool {
+	return !tb.layout.Checksums || binary.LittleEndian.Uint32(head[ehChecksum:]) == entryChecksum(head[:ehChecksum], key, stored)
 }

@@ -1,0 +1,394 @@
+package segment
+
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Check verifies segment s without taking its lock or writing anything,
+// and calls problem for each thing no correct writer leaves behind: lock
+// and sequence states (which a live writer may show for an instant),
+// chain links, slots, entries and their checksums, keys in the wrong
+// segment or present twice, and counters that disagree. It returns the
+// number of entries it found.
+func (s *Segment) Check(problem func(error)) int64 {
+	return s.check(problem, false)
+}
+
+// check is Check; updating says that the caller holds the update lock,
+// which the lock word then shows.
+func (s *Segment) check(problem func(error), updating bool) int64 {
+	tb := s.tb
+	l := &tb.layout
+	report := func(t int64, format string, args ...any) { problem(s.corrupt(t, fmt.Sprintf(format, args...))) }
+	if st := s.lock.State(); !st.Free() && !updating {
+		report(-1, "lock word not free: %v", st)
+	}
+	clearing := s.clearingNow()
+	switch {
+	case clearing:
+		report(-1, "clearing word set: a Clear is under way or died inside (recovery finishes it, leaving the segment empty)")
+	case atomic.LoadUint64(s.seq)&1 != 0:
+		report(-1, "modification sequence is odd: a writer is inside or died inside")
+	case s.undoActive():
+		report(-1, "undo record names a rewrite with no writer inside")
+	}
+	head, reserved, counters := s.reserved()
+	if atomic.LoadUint64(&head[shSleepers/8])>>32 != 0 && !clearing || !reservedZero(reserved) {
+		report(-1, "reserved header bytes are not zero")
+	}
+	if !reservedZero(counters) {
+		report(-1, "reserved bytes of the counters are not zero")
+	}
+	keys := make(map[string]bool)
+	var total, tiers int64
+	t := s.index
+	seen := map[int64]bool{}
+	for {
+		seen[t] = true
+		tiers++
+		tv := tb.tier(t)
+		if t >= l.Segments {
+			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
+				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
+			}
+			if order := atomic.LoadUint64(&tv.header[thOrder/8]); order != uint64(tiers-1) {
+				report(t, "overflow tier at position %d of the chain says it is at %d", tiers-1, order)
+			}
+		}
+		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
+			report(t, "a compaction move was cut short (recovery finishes it)")
+		}
+		var entries, chunks int64
+		used := make([]uint64, len(tv.bitmap))
+		for pos, sl := range tv.slots {
+			if sl == 0 {
+				continue
+			}
+			c := slotChunk(sl)
+			klen, vlen, nch, ok := tb.entryAt(&tv, c)
+			if !ok {
+				report(t, "slot %d: entry at chunk %d is undecodable", pos, c)
+				continue
+			}
+			if !reachable(tv.slots, int64(slotTag(sl))&int64(l.slotMask), int64(pos), int64(l.slotMask)) {
+				report(t, "slot %d: a lookup cannot reach it (an empty slot lies between it and its home)", pos)
+			}
+			key := tb.entryKey(&tv, c, klen)
+			if _, _, ok := tb.userValue(tb.entryValue(&tv, c, klen, vlen)); !ok {
+				report(t, "slot %d: cache entry at chunk %d is too short for its expiry", pos, c)
+			}
+			if _, _, ok := tb.validEntry(&tv, c); !ok {
+				// Still an entry for the counts below: one problem, not four.
+				report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)
+			}
+			h := xxhash.Sum64(key)
+			if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
+				report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
+			}
+			if keys[string(key)] {
+				report(t, "key %q stored twice", key)
+			}
+			keys[string(key)] = true
+			for i := c; i < c+nch; i++ {
+				if used[i>>6]>>(uint(i)&63)&1 != 0 {
+					report(t, "chunk %d belongs to two entries", i)
+					break
+				}
+				used[i>>6] |= 1 << (uint(i) & 63)
+			}
+			if tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
+				report(t, "entry at chunk %d is marked free in the bitmap", c)
+			}
+			entries++
+			chunks += nch
+		}
+		var leaked int64
+		for i, w := range tv.bitmap {
+			leaked += int64(bits.OnesCount64(w &^ used[i]))
+		}
+		if leaked != 0 {
+			report(t, "%d chunks marked used that no entry occupies", leaked)
+		}
+		if n := int64(tv.entries()); n != entries {
+			report(t, "header counts %d entries, slots hold %d", n, entries)
+		}
+		if n := int64(tv.usedChunks()); n != chunks+leaked {
+			report(t, "header counts %d used chunks, bitmap has %d", n, chunks+leaked)
+		}
+		total += entries
+		next := tv.next()
+		if next == 0 {
+			break
+		}
+		nt := int64(next - 1)
+		if next > uint64(l.Tiers) || nt < l.Segments || seen[nt] {
+			report(t, "next-tier link %d leads outside the pool or back into the chain", next)
+			break
+		}
+		t = nt
+	}
+	if n := s.Len(); n != total {
+		report(-1, "header counts %d entries, tiers hold %d", n, total)
+	}
+	if n := s.Tiers(); n != tiers {
+		report(-1, "header counts %d tiers, chain has %d", n, tiers)
+	}
+	return total
+}
+
+// reserved returns segment s's header and the words of it and of its
+// counters that no writer uses (words nobody writes, so anything in them is
+// damage). The sleepers word's high half is reserved too.
+func (s *Segment) reserved() (head, header, counters []uint64) {
+	l := &s.tb.layout
+	head = s.tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
+	if !l.Cache {
+		header = head[shTiers/8+1:] // a cache map keeps its hand and eviction counters there
+	}
+	if s.counters != nil {
+		from := stLockTimeouts/8 + 1
+		if l.MoveCounters {
+			from = stRelocations/8 + 1
+		}
+		counters = s.counters[from:]
+	}
+	return head, header, counters
+}
+
+// clearReserved zeroes what reserved returns. Caller holds the write lock.
+func (s *Segment) clearReserved() {
+	head, header, counters := s.reserved()
+	atomic.AndUint64(&head[shSleepers/8], 1<<32-1)
+	for _, w := range [][]uint64{header, counters} {
+		for i := range w {
+			atomic.StoreUint64(&w[i], 0)
+		}
+	}
+}
+
+// ClearReservedGlobal zeroes the words of the table's global state and the
+// padding before the tiers, which nothing writes (see CheckGlobal): part of
+// repairing a damaged file.
+func (tb *Table) ClearReservedGlobal() {
+	global, padding := tb.reservedGlobal()
+	for _, w := range [][]uint64{global, padding} {
+		for i := range w {
+			atomic.StoreUint64(&w[i], 0)
+		}
+	}
+}
+
+// reservedGlobal returns the words of the global state that nothing writes
+// and the padding between the counters and the tiers.
+func (tb *Table) reservedGlobal() (global, padding []uint64) {
+	l := &tb.layout
+	end := l.UndoOff + l.Segments*l.UndoSize // UndoOff is the end of the counters, UndoSize 0 without undo records
+	return tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1), tb.region.Uint64s(end, (l.TiersOff-end)/8)
+}
+
+// CheckGlobal verifies, read-only, the table's global state: the count of
+// overflow tiers handed out is within the pool and covers every tier a
+// segment links or that has an owner, and the reserved bytes are zero
+// (nothing writes them, so anything else is damage).
+func (tb *Table) CheckGlobal(problem func(error)) {
+	l := &tb.layout
+	// Before the count: a tier is handed out before it gets an owner and
+	// is linked, so an owner read first lies below a count read after.
+	inUse := tb.poolTiersInUse()
+	var strays []int64
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
+		if !handedOut {
+			strays = append(strays, idx)
+		}
+	})
+	n := atomic.LoadUint64(tb.extraTiers)
+	switch {
+	case n > uint64(l.Tiers-l.Segments):
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, l.Tiers-l.Segments))
+	case n < inUse:
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, but %d are linked or owned: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, inUse))
+	}
+	for _, idx := range strays {
+		if uint64(idx-l.Segments) >= max(n, inUse) {
+			problem(fmt.Errorf("%w: overflow tier %d is not zero, but the pool has not handed it out and no chain keeps it: the pool would refuse it; Repair clears it", ErrCorrupt, idx))
+		}
+	}
+	tb.UnlinkedTiers(func(seg, t int64) {
+		problem(fmt.Errorf("%w: overflow tier %d holds entries of segment %d, but no chain links it: Repair links it back, or reports its entries dropped", ErrCorrupt, t, seg))
+	})
+	global, padding := tb.reservedGlobal()
+	if !reservedZero(global) {
+		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
+	}
+	if !reservedZero(padding) {
+		problem(fmt.Errorf("%w: the padding before the tiers is not zero", ErrCorrupt))
+	}
+}
+
+// UnlinkedTiers calls found for each overflow tier the pool has handed out
+// that no tier links, whose owner and position words are not both zero
+// (as disownStrays leaves tiers it gave up), and whose sound entries are all of one
+// segment, seg: a tier a damaged link cut from seg's chain. It is what a
+// rebuild of one segment can leave behind when the link that reached the
+// tier was another chain's damaged one, cut only by that chain's rebuild
+// afterwards; rebuilding seg again then links it back (see lostTierAt) or
+// counts its entries as dropped. A tier a live writer is attaching (words
+// written, not linked yet) is empty, and not reported.
+func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
+	l := &tb.layout
+	end := tb.handedOutEnd()
+	linked := make(map[int64]bool)
+	for i := int64(0); i < end; i++ {
+		if next := tb.tierNext(i); next != 0 && next <= uint64(l.Tiers) {
+			linked[int64(next)-1] = true
+		}
+	}
+	for t := l.Segments; t < end; t++ {
+		h := tb.tier(t).header
+		if linked[t] || atomic.LoadUint64(&h[thOwner/8]) == 0 && atomic.LoadUint64(&h[thOrder/8]) == 0 {
+			continue // linked, or given up (see disownStrays)
+		}
+		if seg := tb.keysOfOneSegment(t); seg >= 0 {
+			found(seg, t)
+		}
+	}
+}
+
+// reservedZero reports whether every word of a reserved field is zero.
+func reservedZero(w []uint64) bool {
+	for i := range w {
+		if atomic.LoadUint64(&w[i]) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// linkedPoolTiers is how many overflow tiers the pool must have handed
+// out for the segments' chains: one past the highest, counted from the
+// pool's first, that a chain links and a rebuild would keep (see
+// linkedTierIsOf), each chain followed as far as a rebuild follows it. A
+// link that damage pointed at a tier of no chain's does not count: raised
+// to cover it, the count would give up every tier before it.
+func (tb *Table) linkedPoolTiers() uint64 {
+	l := &tb.layout
+	var n uint64
+	for i := range l.Segments {
+		t := tb.tier(i)
+		seen := map[int64]bool{}
+		for pos := int64(1); pos < l.Tiers; pos++ {
+			next := t.next()
+			idx := int64(next) - 1
+			if next == 0 || next > uint64(l.Tiers) || idx < l.Segments || seen[idx] {
+				break
+			}
+			if ours, _ := tb.linkedTierIsOf(i, idx, pos); !ours {
+				break
+			}
+			seen[idx] = true
+			n = max(n, uint64(idx-l.Segments+1))
+			t = tb.tier(idx)
+		}
+	}
+	return n
+}
+
+// usedPoolTiers calls used for each overflow tier whose header is not all
+// zeros, as the pool hands every tier out, saying whether the tier looks
+// handed out: its owner word names a segment and its position word a
+// place in a chain, as attachTier leaves them, or its owner word names a
+// segment whose entries it holds, or, damaged (neither zero nor a
+// segment), it holds entries of one segment only. Damage to a word of a
+// tier never handed out leaves it looking otherwise; a tier a damaged link
+// cut loose (chain links it again, or counts its entries as dropped)
+// looks handed out.
+func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
+	l := &tb.layout
+	for idx := l.Segments; idx < l.Tiers; idx++ {
+		h := tb.tier(idx).header
+		if reservedZero(h[:tierHeaderSize/8]) {
+			continue
+		}
+		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
+		named := owner != 0 && owner <= uint64(l.Segments)
+		handedOut := named && order >= 1 && order < uint64(l.Tiers)
+		switch {
+		case named && !handedOut:
+			// A damaged position word: entries of the segment named say it
+			// was handed out (zeroed, they would be lost unreported).
+			handedOut, _ = tb.keysIn(idx, int64(owner)-1)
+		case !named && (owner != 0 || order != 0):
+			// A damaged owner word (zero with a position is no tier given
+			// up: disownStrays zeroes both): so do entries all of one
+			// segment.
+			handedOut = tb.keysOfOneSegment(idx) >= 0
+		}
+		used(idx, handedOut)
+	}
+}
+
+// poolTiersInUse is how many overflow tiers the pool must have handed out:
+// one past the highest that a chain links and a rebuild would keep
+// (linkedPoolTiers), or that looks handed out (usedPoolTiers).
+func (tb *Table) poolTiersInUse() uint64 {
+	n := tb.linkedPoolTiers()
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
+		if handedOut {
+			n = max(n, uint64(idx-tb.layout.Segments+1))
+		}
+	})
+	return n
+}
+
+// MendPoolCount sets the count of overflow tiers handed out to what the
+// segments' chains and the tiers say the pool has handed out
+// (poolTiersInUse), when damage moved it below that (the next link would
+// take a tier in use) or beyond the pool (every link fails with ErrFull),
+// and returns the count before and after. A count within the pool and above that is left as it
+// is: the tiers between may have just been taken by a live process that
+// has not linked them yet, and handing one out twice is worse than losing
+// it. Then, under the file's admin lock, it zeroes each tier beyond the
+// count whose header is not zero but does not look handed out (strays): a
+// writer gives a tier its words only after the count covers it, so those
+// are damage, or what is left of a tier damage cut from every chain, and
+// left there they would make the pool refuse the tier. Part of repairing
+// a damaged file.
+func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
+	l := &tb.layout
+	pool := uint64(l.Tiers - l.Segments)
+	if tb.admin != nil {
+		tb.admin.Lock()
+		defer func() { _ = tb.admin.Unlock() }()
+	}
+	for {
+		inUse := tb.poolTiersInUse()
+		n := atomic.LoadUint64(tb.extraTiers)
+		from, to = n, n
+		if n >= inUse && n <= pool {
+			break
+		}
+		if atomic.CompareAndSwapUint64(tb.extraTiers, n, inUse) {
+			to, mended = inUse, true
+			break
+		}
+	}
+	if tb.admin == nil {
+		return from, to, 0, mended // a tier beyond the count may be being taken
+	}
+	tb.usedPoolTiers(func(idx int64, handedOut bool) {
+		if !handedOut && uint64(idx-l.Segments) >= to {
+			// The whole tier: attachTier takes only a tier that is zero,
+			// and slots left over from a tier cut loose would come back.
+			words := tb.region.Uint64s(l.TiersOff+idx*l.TierSize, l.TierSize/8)
+			for i := range words {
+				atomic.StoreUint64(&words[i], 0)
+			}
+			strays++
+		}
+	})
+	return from, to, strays, mended || strays > 0
+}

@@ -1,0 +1,246 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/wait"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/rwulock"
+)
+
+// optimisticTries is how many lock-free reads a reader attempts before it
+// takes the read lock. A read fails only when a writer changed the segment
+// during it; after a few such collisions the segment is busy and the read
+// lock (which makes writers wait for us) guarantees progress.
+const optimisticTries = 4
+
+var (
+	// errInconsistent: a read could not decode what it found.
+	errInconsistent = errors.New("inconsistent read")
+	// errBusy: writers kept changing the segment under optimistic reads.
+	errBusy = errors.New("segment busy")
+)
+
+// consistentRead runs read (which reports whether it could decode what it
+// saw) until one run is known to have seen no writer:
+//
+//   - first without any lock: the run counts if the segment's modification
+//     sequence is even and unchanged around it. Readers so write nothing
+//     shared, and any number of them in any number of processes cost the
+//     writers nothing. read must bounds-check every offset it follows,
+//     since what it reads may be torn.
+//   - after optimisticTries collisions, under the read lock. On a read-only
+//     mapping the lock word cannot be written, so there it keeps reading
+//     optimistically, pausing politely, until LockTimeout.
+//
+// A run that saw no writer and still could not decode the segment means the
+// data itself is bad: ErrCorrupt.
+func (s *Segment) consistentRead(op string, read func() bool) error {
+	_, err := s.consistentReadAt(op, read)
+	return err
+}
+
+// consistentReadAt is consistentRead that also returns the modification
+// sequence the accepted run saw (under the read lock it holds still: every
+// change of a value takes the write lock).
+func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) {
+	seq, err := s.readOptimistic(read)
+	if errors.Is(err, errBusy) {
+		if !s.lock.TryReadLock() {
+			s.count(stLockWaits, 1)
+			err = s.lock.ReadLock(s.tb.timeout)
+		} else {
+			err = nil
+		}
+		if err != nil {
+			err = s.retryAfterTimeout(err, s.lock.ReadLock)
+		}
+		if err == nil {
+			seq = atomic.LoadUint64(s.seq)
+			if !read() {
+				err = errInconsistent
+			}
+			_ = s.lock.ReadUnlock()
+		}
+	}
+	switch {
+	case err == nil:
+		return seq, nil
+	case errors.Is(err, errInconsistent):
+		return 0, s.corrupt(-1, "undecodable entry or tier chain during "+op)
+	}
+	return 0, s.lockErr(op, err)
+}
+
+// readOptimistic is the lock-free part of consistentRead; it returns the
+// sequence the accepted run saw.
+func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
+	var p wait.Policy
+	var deadline time.Time
+	for tries := 1; ; tries++ {
+		if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
+			ok := read()
+			if offheap.LoadAfterLoads(s.seq) == seq {
+				if ok {
+					return seq, nil
+				}
+				return 0, errInconsistent
+			}
+		}
+		if !s.tb.readOnly {
+			if tries >= optimisticTries {
+				return 0, errBusy
+			}
+			wait.Spin(30)
+			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.tb.timeout)
+		}
+		if !time.Now().Before(deadline) {
+			return 0, rwulock.ErrTimeout
+		}
+		if !p.Pause() {
+			time.Sleep(p.Nap(deadline))
+		}
+	}
+}
+
+// getSlow is Get through consistentRead: the whole chain, the read lock
+// after repeated collisions, corruption reported.
+func (s *Segment) getSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	start := len(dst)
+	var found bool
+	err := s.consistentRead("get", func() bool {
+		dst = dst[:start]
+		loc, f, ok := s.find(hash, key)
+		found = f && ok
+		if found {
+			v, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+			if !good {
+				return false
+			}
+			found = live
+			if live {
+				s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+				dst = append(dst, v...)
+			}
+		}
+		return ok
+	})
+	if err != nil {
+		return dst[:start], false, err
+	}
+	return dst, found, nil
+}
+
+// Has reports whether key is present, without copying its value.
+func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
+	var found bool
+	err := s.consistentRead("get", func() bool {
+		loc, f, ok := s.find(hash, key)
+		found = f && ok
+		if found {
+			_, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
+			found = live
+			if live {
+				// A look counts as a read for eviction, as Get's does.
+				s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+			}
+			return good
+		}
+		return ok
+	})
+	return found, err
+}
+
+// GetVersioned is Get that also returns the segment's modification
+// sequence the value was read at (even): while Seq still returns it, no
+// value of the segment changed or was removed since (inserts of new keys
+// do not count: they change no value). expiry is the entry's expiry time
+// in a cache map (0: none). A cache of decoded values relies on it.
+func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found bool, seq uint64, expiry int64, err error) {
+	start := len(dst)
+	seq, err = s.consistentReadAt("get", func() bool {
+		out, found, expiry = dst[:start], false, 0
+		loc, f, ok := s.find(hash, key)
+		if !ok || !f {
+			return ok
+		}
+		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
+		v, live, good := s.tb.userValue(stored)
+		if !good {
+			return false
+		}
+		if live {
+			found = true
+			if s.tb.layout.Cache {
+				expiry, _ = expiryOf(stored)
+			}
+			s.tb.reference(&loc.tier.slots[loc.pos], loc.slot)
+			out = append(out, v...)
+		}
+		return true
+	})
+	if err != nil {
+		return dst[:start], false, 0, 0, err
+	}
+	return out, found, seq, expiry, nil
+}
+
+// GetChecked is Get that also verifies the entry's checksum, on its copy
+// after the consistent read: an entry that fails it is an error matching
+// ErrCorrupt, and dst comes back unchanged. The checksum comes first, so
+// that damage to a cache map's expiry is not taken for an expiry; then
+// the entry's liveness is decided, once, from the copy. In a file without
+// checksums it is Get.
+func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	start := len(dst)
+	var head [entryHeaderSize]byte
+	var slotAt *uint64
+	var slot uint64
+	out, found := dst, false
+	_, err := s.consistentReadAt("get", func() bool {
+		out, found = dst[:start], false
+		loc, f, ok := s.find(hash, key)
+		if !ok || !f {
+			return ok
+		}
+		off := loc.chunk * s.tb.layout.ChunkSize
+		copy(head[:], loc.tier.space[off:off+entryHeaderSize])
+		// The stored value, a cache map's with its expiry: the checksum
+		// covers it.
+		out = append(out, s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)...)
+		found, slotAt, slot = true, &loc.tier.slots[loc.pos], loc.slot
+		return true
+	})
+	if err != nil || !found {
+		return dst[:start], false, err
+	}
+	if !s.tb.checksumHolds(head[:], key, out[start:]) {
+		return dst[:start], false, s.corrupt(-1, fmt.Sprintf("the entry of key %s fails its checksum", quoteKey(key)))
+	}
+	v, live, good := s.tb.userValue(out[start:])
+	switch {
+	case !good:
+		return dst[:start], false, s.corrupt(-1, fmt.Sprintf("the entry of key %s is too short for its expiry", quoteKey(key)))
+	case !live:
+		return dst[:start], false, nil
+	}
+	s.tb.reference(slotAt, slot) // a CAS from the slot as read: a slot changed since is left alone
+	return out[:start+copy(out[start:], v)], true, nil
+}
+
+// quoteKey quotes key for an error message as %q does, cut after 64 bytes
+// with its length said: enough to tell which key it was, where a whole
+// key of megabytes would bury the message.
+func quoteKey(key []byte) string {
+	const shown = 64
+	if len(key) <= shown {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", key[:shown], len(key))
+}
