@@ -101,7 +101,7 @@ func TestAFaultInComputeIsRecovered(t *testing.T) {
 }
 
 // TestAFaultInPutManyLeavesTheLockToRecovery: PutMany's overwrite (segment
-// tryOverwrite, with the write lock in this process's ledger) faults in
+// tryOverwriteOptimistic, with the write lock in this process's ledger) faults in
 // its rewrite; the next writer's wait times out on the lock, recovery
 // takes it as a dead holder's and repairs the segment, and the write goes
 // through. It unwound with the lock held under this live process's

@@ -82,7 +82,7 @@ func keyApart(dst, key []byte) []byte {
 // writer came between, or the entry is beyond what that read follows): the
 // lookup by the segment's read lock, inside the in-flight gate.
 func (m *Map) getEntered(h uint64, key, dst []byte) ([]byte, error) {
-	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.GetSlow(h, key, dst) })
+	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.GetConsistent(h, key, dst) })
 }
 
 // lookupEntered runs a lookup of the key hashed to h, appending to dst,
@@ -114,7 +114,7 @@ func (m *Map) getBatched(h uint64, key, dst []byte) ([]byte, bool, error) {
 	found := answer == segment.Found
 	if answer == segment.Unsure {
 		var err error
-		if v, found, err = m.table.GetSlow(h, key, dst); err != nil {
+		if v, found, err = m.table.GetConsistent(h, key, dst); err != nil {
 			return dst, false, err
 		}
 	}

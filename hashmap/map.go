@@ -23,7 +23,7 @@ type Map struct {
 	opts     Options
 	readOnly bool
 	gate     inflight.Gate // calls in progress, and whether Close has begun (see enter)
-	// fastPuts: Put tries segment.TryOverwrite before it counts itself in
+	// fastPuts: Put tries segment.TryOverwriteFastLedger before it counts itself in
 	// with the gate. That fast path keeps its lock in the fast ledgers,
 	// which Close waits on instead (Table.CloseFastPaths), so it needs
 	// neither the gate's two locked instructions nor the ledger's four.

@@ -32,7 +32,7 @@ func (m *Map) Put(key, value []byte) error {
 	// ErrClosed. One that checked before is a call already running, which
 	// CloseFastPaths waits for.
 	tried := m.fastPuts && !m.gate.Closed()
-	if tried && seg.TryOverwrite(h, key, value) {
+	if tried && seg.TryOverwriteFastLedger(h, key, value) {
 		return nil // see fastPuts
 	}
 	return m.putEntered(seg, h, key, value, tried)
@@ -49,7 +49,7 @@ func (m *Map) putEntered(seg *segment.Segment, h uint64, key, value []byte, over
 	}
 	defer c.Leave()
 	if overwriteTried {
-		_, err = seg.PutAfterTry(h, key, value, m.expiry(m.opts.DefaultTTL))
+		_, err = seg.PutGeneral(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	} else {
 		_, err = seg.PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	}

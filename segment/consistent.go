@@ -109,9 +109,9 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 	}
 }
 
-// getSlow is Get through consistentRead: the whole chain, the read lock
+// getConsistent is Get through consistentRead: the whole chain, the read lock
 // after repeated collisions, corruption reported.
-func (s *Segment) getSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
+func (s *Segment) getConsistent(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
 	var found bool
 	err := s.consistentRead("get", func() bool {

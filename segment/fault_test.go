@@ -99,7 +99,7 @@ func TestAFaultInARewriteIsRecovered(t *testing.T) {
 }
 
 // TestAFaultInTryOverwriteLeavesTheLockToRecovery: Put's own fast path
-// (tryOverwrite, which PutMany, and Put on files without fast ledgers,
+// (tryOverwriteOptimistic, which PutMany, and Put on files without fast ledgers,
 // take) faults in its rewrite; recovery then finds the write lock as a
 // dead holder's, and another key's Put goes through. Before, this
 // process's ledger, which lives on, kept accounting for the lock: every

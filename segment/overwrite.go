@@ -8,7 +8,7 @@ import (
 	"github.com/sharedmap/sharedmap/rwulock"
 )
 
-// tryOverwrite is Put's fast path for its most common case in a plain map:
+// tryOverwriteOptimistic is Put's fast path for its most common case in a plain map:
 // a present key's value replaced by one that fits the entry's chunks. It
 // finds the entry as an optimistic reader would, builds the new header
 // (checksum included) with no lock held, then, if the lock is free and
@@ -22,7 +22,7 @@ import (
 // key and 64-byte value took 945 instructions this way against 1,804 the
 // general way, and BenchmarkMap's Put went from 1.14x to 0.95x the RWMutex
 // map's Set (medians of 5 alternating runs, 1,350 -> 1,178 ns).
-func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
+func (s *Segment) tryOverwriteOptimistic(hash uint64, key, value []byte) bool {
 	tb := s.tb
 	seq := atomic.LoadUint64(s.seq)
 	if seq&1 != 0 {
@@ -51,7 +51,7 @@ func (s *Segment) tryOverwrite(hash uint64, key, value []byte) bool {
 	return done
 }
 
-// rewriteOrAbandon is tryOverwrite's rewriteLocked, under the write lock
+// rewriteOrAbandon is tryOverwriteOptimistic's rewriteLocked, under the write lock
 // taken in this process's ledger: a panic in it (a fault on the file's
 // pages) leaves the lock to recovery, as a death there would, instead of
 // held for as long as this process lives (see writer.endOrAbandon).
@@ -65,10 +65,10 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 	s.rewriteLocked(at, h, key, value, seq, saveOld)
 }
 
-// TryOverwrite is Put's fast path for a plain map's most common case, as
-// Put itself tries it (tryOverwrite), but with the write lock's taking and
+// TryOverwriteFastLedger is Put's fast path for a plain map's most common case, as
+// Put itself tries it (tryOverwriteOptimistic), but with the write lock's taking and
 // release kept in this process's fast ledger instead of its ledger (see
-// rwulock.FastNext): three locked instructions where tryOverwrite makes
+// rwulock.FastNext): three locked instructions where tryOverwriteOptimistic makes
 // six. It needs no in-flight count either: CloseFastPaths waits for the
 // calls under way instead. And it takes the lock before it looks, not
 // after: the lock's two CASes then run while the lines the look needs are
@@ -78,12 +78,12 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 // what it adds is the lock's three locked instructions to a Put that
 // inserts, and the look's wait to the time the lock is held. It reports
 // false, having changed nothing but the idle undo record's bytes (see
-// stageRewrite), in every case tryOverwrite does (but a writer coming
+// stageRewrite), in every case tryOverwriteOptimistic does (but a writer coming
 // between, which the lock excludes), and also when the table
 // has no fast ledgers (SetFastLedgers), is closing, or another goroutine of
 // this process is on the fast path of this segment: the caller then takes
-// Put's general path (PutAfterTry).
-func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
+// Put's general path (PutGeneral).
+func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	if s.fast == nil || s.tb.geom.cache || s.tb.queueLocal {
 		return false
 	}
@@ -131,7 +131,7 @@ func (s *Segment) TryOverwrite(hash uint64, key, value []byte) bool {
 	return done
 }
 
-// endFastOnPanic, deferred by TryOverwrite, ends a call that panicked with
+// endFastOnPanic, deferred by TryOverwriteFastLedger, ends a call that panicked with
 // the write lock held (*held non-zero), as a fault on the file's pages
 // does. Before any change (a fault in the probe, say) it releases the
 // lock: the segment is as it was. Once the rewrite has begun (*changing)
@@ -195,10 +195,10 @@ func (s *Segment) rewriteLocked(at uint64, h *entryHead, key, value []byte, seq 
 
 // SetFastLedgers gives each segment lock of this table a fast ledger word
 // in this process's registry slot (fast(i) for segment i), for
-// TryOverwrite (see rwulock.FastNext), and starts each at seed, a
+// TryOverwriteFastLedger (see rwulock.FastNext), and starts each at seed, a
 // FastEmpty value no earlier owner of the slot reached (see
 // rwulock.FastSeed). Like SetLedgers, call it before any operation.
-// Without it TryOverwrite does nothing.
+// Without it TryOverwriteFastLedger does nothing.
 func (tb *Table) SetFastLedgers(fast func(i int) *uint64, seed uint64) {
 	for i := range tb.segs {
 		tb.segs[i].fast = fast(i)
@@ -251,7 +251,7 @@ func (s *Segment) releaseFast(held uint64) {
 	offheap.StoreExclusive(s.fast, rwulock.FastNext(releasing, rwulock.FastEmpty))
 }
 
-// CloseFastPaths ends TryOverwrite in this process for good, waiting for
+// CloseFastPaths ends TryOverwriteFastLedger in this process for good, waiting for
 // the calls under way to finish with the file: it marks each fast ledger
 // FastClosed once it is back to FastEmpty (those calls never wait, so
 // this is short), and a call that begins after finds it so, or sees the

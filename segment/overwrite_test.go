@@ -20,8 +20,8 @@ import (
 // writer runs a random batch: inserts (some linking a tier or compacting
 // one), deletes that shift slots back, relocations, the key itself deleted
 // or stored again elsewhere. Whether the Put takes the fast path
-// (tryOverwrite) or the general one, the map must match the model after
-// every round. (Without tryOverwrite's check of the sequence after its
+// (tryOverwriteOptimistic) or the general one, the map must match the model after
+// every round. (Without tryOverwriteOptimistic's check of the sequence after its
 // lock, it fails within a few rounds.)
 func TestOverwriteInterleavings(t *testing.T) {
 	rounds := 20000
@@ -81,7 +81,7 @@ func TestOverwriteInterleavings(t *testing.T) {
 		}
 		testAfterPreview = func(*Segment) {
 			testAfterPreview = nil
-			if pc, _, _, ok := runtime.Caller(1); ok && strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".tryOverwrite") {
+			if pc, _, _, ok := runtime.Caller(1); ok && strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".tryOverwriteOptimistic") {
 				fast++
 			}
 			for _, f := range batch {
@@ -98,7 +98,7 @@ func TestOverwriteInterleavings(t *testing.T) {
 		}
 	}
 	checkTable(t, tb, model)
-	t.Logf("%d rounds, %d of them with the batch run inside tryOverwrite; %d compactions, %d relocations, %d tiers", rounds, fast, tb.Compactions.Load(), tb.Relocations.Load(), s.Tiers())
+	t.Logf("%d rounds, %d of them with the batch run inside tryOverwriteOptimistic; %d compactions, %d relocations, %d tiers", rounds, fast, tb.Compactions.Load(), tb.Relocations.Load(), s.Tiers())
 }
 
 // TestOverwriteConfinedToItsRun: the fast path bounds the value by what
@@ -141,12 +141,12 @@ func TestOverwriteConfinedToItsRun(t *testing.T) {
 	}()
 	escaped := false
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !escaped; {
-		escaped = s.tryOverwrite(hashOf(k), k, value)
+		escaped = s.tryOverwriteOptimistic(hashOf(k), k, value)
 	}
 	close(stop)
 	<-done
 	if escaped {
-		t.Errorf("tryOverwrite wrote a %d-byte value into a %d-byte run", len(value), run)
+		t.Errorf("tryOverwriteOptimistic wrote a %d-byte value into a %d-byte run", len(value), run)
 	}
 }
 
@@ -165,7 +165,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 		newValue func(tb *Table, old []byte) []byte // the rewrite
 		moves    bool                               // the rewrite relocates the entry
 		grows    bool                               // it takes the free chunks after its run
-		ledger   bool                               // TryOverwrite, with a fast ledger: the record staged
+		ledger   bool                               // TryOverwriteFastLedger: the record staged
 		large    bool                               // values of many lines (600 bytes)
 	}
 	for _, c := range []setup{
@@ -239,8 +239,8 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 					if chunks := tb.chunksFor(len(k), len(nv)); chunks == tb.chunksFor(len(k), len(old)) == (c.name == "fast-ledger-path-shorter") {
 						t.Fatalf("the new value takes %d chunks: the test lost its point", chunks)
 					}
-					if !s.TryOverwrite(hashOf(k), k, nv) {
-						t.Fatal("TryOverwrite declined")
+					if !s.TryOverwriteFastLedger(hashOf(k), k, nv) {
+						t.Fatal("TryOverwriteFastLedger declined")
 					}
 				} else {
 					_, err = s.Put(hashOf(k), k, nv, Replace)

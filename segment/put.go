@@ -33,24 +33,22 @@ func (s *Segment) Put(hash uint64, key, value []byte, mode PutMode) (inserted bo
 }
 
 // PutExpiring is Put with an expiry time (Unix nanoseconds, 0 = never) for
-// cache maps; other maps ignore it.
+// cache maps; other maps ignore it. A Replace in a plain map first tries
+// the optimistic overwrite (tryOverwriteOptimistic), then PutGeneral.
 func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
-	if mode == Replace && !s.tb.geom.cache && !s.tb.queueLocal && s.tryOverwrite(hash, key, value) {
+	if mode == Replace && !s.tb.geom.cache && !s.tb.queueLocal && s.tryOverwriteOptimistic(hash, key, value) {
 		return false, nil
 	}
-	return s.put(hash, key, value, expiry, mode)
+	return s.PutGeneral(hash, key, value, expiry, mode)
 }
 
-// PutAfterTry is PutExpiring with Replace for a caller whose TryOverwrite
-// of the same key and value just failed: it goes straight to the general
-// path, which the fast path's probe would only repeat (an insert, a value
-// that needs more chunks, the lock held).
-func (s *Segment) PutAfterTry(hash uint64, key, value []byte, expiry int64) (inserted bool, err error) {
-	return s.put(hash, key, value, expiry, Replace)
-}
-
-// put is PutExpiring's general path: the preview, then the update lock.
-func (s *Segment) put(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
+// PutGeneral is Put's general path, which every Put that no fast path
+// completes takes: the preview, then the update lock. PutExpiring ends in
+// it; a caller whose TryOverwriteFastLedger of the same key and value just
+// failed calls it directly, since the optimistic overwrite's probe would
+// only repeat the fast path's (an insert, a value that needs more chunks,
+// the lock held).
+func (s *Segment) PutGeneral(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
 	if err := s.checkSize(key, value); err != nil {
 		return false, err
 	}

@@ -11,7 +11,7 @@ import (
 // reports whether it was found.
 func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	if int64(hash&s.tb.geom.segMask) != s.index {
-		return s.getSlow(hash, key, dst)
+		return s.getConsistent(hash, key, dst)
 	}
 	return s.tb.Get(hash, key, dst)
 }
@@ -38,21 +38,21 @@ func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // entry header as two words. Its probe is a copy of the writers' look
 // (probeHome), for the price a call and bounds checks had (see TryGet).
 // Anything it cannot decide (a key beyond the first tier, a torn or
-// damaged entry, a writer in the segment) goes to getSlow, which reads
+// damaged entry, a writer in the segment) goes to GetConsistent, which reads
 // under the usual rules and reports corruption.
 func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	out, answer := tb.TryGet(hash, key, dst)
 	if answer != Unsure {
 		return out, answer == Found, nil
 	}
-	return tb.GetSlow(hash, key, dst)
+	return tb.GetConsistent(hash, key, dst)
 }
 
-// GetSlow is Get without its fast path, for a caller whose TryGet was
+// GetConsistent is Get without its fast path, for a caller whose TryGet was
 // unsure: it walks the whole chain, under the read lock after repeated
 // collisions with writers, and reports corruption.
-func (tb *Table) GetSlow(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	return tb.segs[hash&tb.geom.segMask].getSlow(hash, key, dst)
+func (tb *Table) GetConsistent(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	return tb.segs[hash&tb.geom.segMask].getConsistent(hash, key, dst)
 }
 
 // Answer is what TryGet found out.
@@ -175,7 +175,7 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 
 // probeHome looks for key in the first tier of segment index, without a
 // lock: the probe of the writers' lock-free looks (lookupHome,
-// tryOverwrite), and the model of TryGet's own copy of it. For keys of 8
+// tryOverwriteOptimistic), and the model of TryGet's own copy of it. For keys of 8
 // to 16 bytes it calls nothing.
 // Found: the stored value is bytes v to v+vlen of the tiers area, in the
 // entry's run of nch chunks, which it checked lies in the tier, and slot,

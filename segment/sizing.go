@@ -67,7 +67,7 @@ type Layout struct {
 	UndoSize int64
 	// FastLedgers: every process has a second ledger word per segment lock
 	// in its registry slot, for Put's fast path (see
-	// Segment.TryOverwrite); its registry is that much larger (the layers
+	// Segment.TryOverwriteFastLedger); its registry is that much larger (the layers
 	// above size it: RecordHasFastLedgers). An older build, which rejects
 	// the flag, would take those holds for a dead process's. Maps created
 	// by this version always have them.
