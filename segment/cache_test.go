@@ -40,12 +40,12 @@ func TestCacheExpiry(t *testing.T) {
 	if _, err := s.PutExpiring(hashOf(forever), forever, v, 0, Replace); err != nil {
 		t.Fatal(err)
 	}
-	got, found, err := s.Get(h, k, nil)
+	got, found, err := s.get(h, k, nil)
 	if err != nil || !found || string(got) != "value" {
 		t.Fatalf("before expiry: %q %v %v", got, found, err)
 	}
 	clock.advance(10)
-	if got, found, err := s.Get(h, k, nil); err != nil || found {
+	if got, found, err := s.get(h, k, nil); err != nil || found {
 		t.Fatalf("at expiry: %q %v %v, want absent", got, found, err)
 	}
 	if has, _ := s.Has(h, k); has {
@@ -61,7 +61,7 @@ func TestCacheExpiry(t *testing.T) {
 	}); err != nil || n != 1 {
 		t.Fatalf("Range: %d entries, %v", n, err)
 	}
-	if err := s.Compute(h, k, func(old []byte, found bool) ([]byte, bool) {
+	if err := s.compute(h, k, func(old []byte, found bool) ([]byte, bool) {
 		if found {
 			t.Errorf("Compute sees the expired value %q", old)
 		}
@@ -79,7 +79,7 @@ func TestCacheExpiry(t *testing.T) {
 	if inserted, err := s.PutExpiring(h, k, []byte("again"), 0, IfAbsent); err != nil || !inserted {
 		t.Fatalf("PutIfAbsent over an expired entry: inserted %v, %v", inserted, err)
 	}
-	if got, _, _ := s.Get(h, k, nil); string(got) != "again" {
+	if got, _, _ := s.get(h, k, nil); string(got) != "again" {
 		t.Fatalf("after PutIfAbsent: %q", got)
 	}
 	if _, err := s.PutExpiring(h, k, v, clock.read()+1, Replace); err != nil {
@@ -113,7 +113,7 @@ func TestCacheEvictsInsteadOfFull(t *testing.T) {
 		t.Fatalf("len %d + evicted %d != %d puts", s.Len(), s.Evicted(), puts)
 	}
 	k := fmt.Appendf(nil, "key-%05d", puts-1)
-	if _, found, err := s.Get(hashOf(k), k, nil); err != nil || !found {
+	if _, found, err := s.get(hashOf(k), k, nil); err != nil || !found {
 		t.Fatalf("the last put is gone: %v %v", found, err)
 	}
 	checkClean(t, tb)
@@ -141,7 +141,7 @@ func TestClockKeepsReadEntries(t *testing.T) {
 		put(fmt.Appendf(nil, "cold-%d", i))
 		if i%20 == 0 {
 			for _, k := range hot {
-				if _, _, err := s.Get(hashOf(k), k, nil); err != nil {
+				if _, _, err := s.get(hashOf(k), k, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -149,7 +149,7 @@ func TestClockKeepsReadEntries(t *testing.T) {
 	}
 	kept := 0
 	for _, k := range hot {
-		if _, found, _ := s.Get(hashOf(k), k, nil); found {
+		if _, found, _ := s.get(hashOf(k), k, nil); found {
 			kept++
 		}
 	}
@@ -165,7 +165,7 @@ func TestPlainMapStaysFull(t *testing.T) {
 	s := tb.Segment(0)
 	for i := range 5000 {
 		k := fmt.Appendf(nil, "key-%05d", i)
-		if _, err := s.Put(hashOf(k), k, []byte("v"), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, []byte("v"), Replace); err != nil {
 			if !errors.Is(err, ErrFull) {
 				t.Fatal(err)
 			}
@@ -222,7 +222,7 @@ func FuzzCacheOps(f *testing.F) {
 				}
 				delete(model, string(k))
 			case 3:
-				v, found, err := s.Get(h, k, nil)
+				v, found, err := s.get(h, k, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -23,7 +23,7 @@ func BenchmarkOverwriteChurn(b *testing.B) {
 	value := make([]byte, 124)
 	put := func(k []byte) {
 		h := hashOf(k)
-		if _, err := tb.For(h).Put(h, k, value[:4+r.IntN(121)], Replace); err != nil {
+		if _, err := tb.For(h).put(h, k, value[:4+r.IntN(121)], Replace); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,11 +2,11 @@ package segment
 
 import "sync/atomic"
 
-// Compute runs fn on the current value of key (a copy; found false if
+// compute runs fn on the current value of key (a copy; found false if
 // absent) under the segment's update lock, and stores what it returns: the
 // new value if keep, else removes the key. No other writer can change the
 // key in between, in any process. fn must not call into the map.
-func (s *Segment) Compute(hash uint64, key []byte, fn func(old []byte, found bool) ([]byte, bool)) error {
+func (s *Segment) compute(hash uint64, key []byte, fn func(old []byte, found bool) ([]byte, bool)) error {
 	return s.ComputeExpiring(hash, key, 0, fn)
 }
 

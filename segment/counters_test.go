@@ -18,7 +18,7 @@ func TestCounters(t *testing.T) {
 	tb, path := newTable(t, Params{Entries: 100, AverageKeySize: 4, AverageValueSize: 4, MaxBloatFactor: 1, Segments: 1})
 	s := tb.Segment(0)
 	put := func(k string, mode PutMode) {
-		if _, err := s.Put(hashOf([]byte(k)), []byte(k), []byte("v"), mode); err != nil {
+		if _, err := s.put(hashOf([]byte(k)), []byte(k), []byte("v"), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,10 +32,10 @@ func TestCounters(t *testing.T) {
 	if _, err := s.Delete(hashOf([]byte("zz")), []byte("zz")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Compute(hashOf([]byte("c")), []byte("c"), func([]byte, bool) ([]byte, bool) { return []byte("x"), true }); err != nil {
+	if err := s.compute(hashOf([]byte("c")), []byte("c"), func([]byte, bool) ([]byte, bool) { return []byte("x"), true }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Compute(hashOf([]byte("b")), []byte("b"), func([]byte, bool) ([]byte, bool) { return nil, false }); err != nil {
+	if err := s.compute(hashOf([]byte("b")), []byte("b"), func([]byte, bool) ([]byte, bool) { return nil, false }); err != nil {
 		t.Fatal(err)
 	}
 	if !s.Lock().TryUpdateLock() {
@@ -86,13 +86,13 @@ func TestMoveCounters(t *testing.T) {
 		k := []byte("moving!!")
 		blocker := keyWithHome(t, tb, homeChunk(tb, k)+tb.chunksFor(len(k), 1), k)
 		for _, kv := range [][2][]byte{{k, []byte("v")}, {blocker, []byte("b")}} {
-			if _, err := s.Put(hashOf(kv[0]), kv[0], kv[1], Replace); err != nil {
+			if _, err := s.put(hashOf(kv[0]), kv[0], kv[1], Replace); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// k's value outgrows its run, which the blocker, right after it,
 		// keeps from growing in place: k moves.
-		if _, err := s.Put(hashOf(k), k, bytes.Repeat([]byte("x"), 40), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, bytes.Repeat([]byte("x"), 40), Replace); err != nil {
 			t.Fatal(err)
 		}
 		tv := tb.tier(0)

@@ -46,17 +46,17 @@ func (o crashOp) run(tb *Table) error {
 	s := tb.For(h)
 	switch o.kind {
 	case 0:
-		_, err := s.Put(h, o.key, o.val, Replace)
+		_, err := s.put(h, o.key, o.val, Replace)
 		return err
 	case 1:
 		_, err := s.Delete(h, o.key)
 		return err
 	case 2:
-		return s.Compute(h, o.key, func(old []byte, found bool) ([]byte, bool) {
+		return s.compute(h, o.key, func(old []byte, found bool) ([]byte, bool) {
 			return append(append([]byte(nil), old...), o.val...), true
 		})
 	default:
-		_, err := s.Put(h, o.key, o.val, IfAbsent)
+		_, err := s.put(h, o.key, o.val, IfAbsent)
 		return err
 	}
 }

@@ -51,7 +51,7 @@ func fragmentedTier(t *testing.T) (*Table, *Segment, map[string][]byte) {
 	for i := range 90 {
 		k := fmt.Appendf(nil, "key-%03d", i)
 		v := bytes.Repeat([]byte{byte('a' + i%26)}, 1+rng.IntN(120))
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = v
@@ -65,7 +65,7 @@ func fragmentedTier(t *testing.T) (*Table, *Segment, map[string][]byte) {
 	}
 	for i := 1; i < 90; i += 5 { // shrink in place: runs longer than their entry
 		k := fmt.Appendf(nil, "key-%03d", i)
-		if _, err := s.Put(hashOf(k), k, []byte("s"), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, []byte("s"), Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = []byte("s")
@@ -187,7 +187,7 @@ func TestRebuildDiesAtEveryStep(t *testing.T) {
 func TestDeletedStaysDeleted(t *testing.T) {
 	tb, s, model := fragmentedTier(t)
 	victim := []byte("victim!!")
-	if _, err := s.Put(hashOf(victim), victim, bytes.Repeat([]byte("V"), 60), Replace); err != nil {
+	if _, err := s.put(hashOf(victim), victim, bytes.Repeat([]byte("V"), 60), Replace); err != nil {
 		t.Fatal(err)
 	}
 	loc, found, _ := s.find(hashOf(victim), victim)
@@ -210,7 +210,7 @@ func TestDeletedStaysDeleted(t *testing.T) {
 	if !rep.Rebuilt || rep.Freed < loc.nch {
 		t.Fatalf("recovery %+v", rep)
 	}
-	if _, found, _ := s.Get(hashOf(victim), victim, nil); found {
+	if _, found, _ := s.get(hashOf(victim), victim, nil); found {
 		t.Fatal("a deleted key came back")
 	}
 	checkClean(t, tb)

@@ -44,7 +44,7 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 		return arena[:a0], ends[:e0], Damaged{}, err
 	}
 	if undecodable > 0 {
-		damaged.Undecodable, damaged.UndecodableSegment = undecodable, s.index
+		damaged.undecodable, damaged.undecodableSegment = undecodable, s.index
 	}
 	tb := s.tb
 	kept := e0
@@ -52,10 +52,10 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 		ks, ke, ve := ends[j], ends[j+1], ends[j+3]
 		k, stored := arena[ks:ke], arena[ke:ve]
 		if !tb.checksumHolds(arena[ks-entryHeaderSize:ks], k, stored) {
-			if damaged.Count == 0 {
-				damaged.Segment, damaged.FirstKey = s.index, bytes.Clone(k)
+			if damaged.count == 0 {
+				damaged.segment, damaged.firstKey = s.index, bytes.Clone(k)
 			}
-			damaged.Count++
+			damaged.count++
 			continue
 		}
 		v, live, _ := tb.userValue(stored)
@@ -91,45 +91,45 @@ func (s *Segment) Entries(fn func(key, value []byte) bool) error {
 // their checksum (how many, and where the first was) and those whose
 // header does not decode (how many, and the segment of the first).
 type Damaged struct {
-	Count    int
-	Segment  int64  // of the first
-	FirstKey []byte // of the first
+	count    int
+	segment  int64  // of the first
+	firstKey []byte // of the first
 
-	Undecodable        int
-	UndecodableSegment int64 // of the first
+	undecodable        int
+	undecodableSegment int64 // of the first
 }
 
 // Any reports whether any entry was left out.
-func (d Damaged) Any() bool { return d.Count > 0 || d.Undecodable > 0 }
+func (d Damaged) Any() bool { return d.count > 0 || d.undecodable > 0 }
 
 // Add counts d's entries in with those of a later segment.
 func (d *Damaged) Add(later Damaged) {
-	if d.Count == 0 {
-		d.Segment, d.FirstKey = later.Segment, later.FirstKey
+	if d.count == 0 {
+		d.segment, d.firstKey = later.segment, later.firstKey
 	}
-	if d.Undecodable == 0 {
-		d.UndecodableSegment = later.UndecodableSegment
+	if d.undecodable == 0 {
+		d.undecodableSegment = later.undecodableSegment
 	}
-	d.Count += later.Count
-	d.Undecodable += later.Undecodable
+	d.count += later.count
+	d.undecodable += later.undecodable
 }
 
 // String says what was left out, for an error message.
 func (d Damaged) String() string {
 	var parts []string
-	if d.Count > 0 {
-		what := fmt.Sprintf("%d entries that fail their checksum", d.Count)
-		if d.Count == 1 {
+	if d.count > 0 {
+		what := fmt.Sprintf("%d entries that fail their checksum", d.count)
+		if d.count == 1 {
 			what = "1 entry that fails its checksum"
 		}
-		parts = append(parts, fmt.Sprintf("%s (the first: segment %d, key %s)", what, d.Segment, quoteKey(d.FirstKey)))
+		parts = append(parts, fmt.Sprintf("%s (the first: segment %d, key %s)", what, d.segment, quoteKey(d.firstKey)))
 	}
-	if d.Undecodable > 0 {
-		what := fmt.Sprintf("%d entries that do not decode", d.Undecodable)
-		if d.Undecodable == 1 {
+	if d.undecodable > 0 {
+		what := fmt.Sprintf("%d entries that do not decode", d.undecodable)
+		if d.undecodable == 1 {
 			what = "1 entry that does not decode"
 		}
-		parts = append(parts, fmt.Sprintf("%s (the first in segment %d)", what, d.UndecodableSegment))
+		parts = append(parts, fmt.Sprintf("%s (the first in segment %d)", what, d.undecodableSegment))
 	}
 	return "left out " + strings.Join(parts, " and ")
 }

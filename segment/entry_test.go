@@ -26,7 +26,7 @@ func TestPlaceholderEntries(t *testing.T) {
 	if c := s.Counters(); c.Puts != 0 || s.Len() != 1 {
 		t.Fatalf("a placeholder stored: %d puts, Len %d; want 0 and 1", c.Puts, s.Len())
 	}
-	if v, found, err := s.Get(h, k, nil); found || err != nil {
+	if v, found, err := s.get(h, k, nil); found || err != nil {
 		t.Fatalf("Get sees a placeholder: %q, %v", v, err)
 	}
 	if has, err := s.Has(h, k); has || err != nil {
@@ -62,7 +62,7 @@ func TestPlaceholderEntries(t *testing.T) {
 	if c := s.Counters(); c.Puts != 1 || c.Expired != 0 {
 		t.Fatalf("a placeholder replaced: %+v", c)
 	}
-	if v, found, _ := s.Get(h, k, nil); !found || string(v) != "value" {
+	if v, found, _ := s.get(h, k, nil); !found || string(v) != "value" {
 		t.Fatalf("Get = %q, %v", v, found)
 	}
 	// Removed by UpdateEntry: a live value, one delete.
@@ -86,7 +86,7 @@ func TestPlaceholderEntries(t *testing.T) {
 		{"Put", func() error { _, err := s.PutExpiring(h, k, []byte("put"), 0, Replace); return err }, true},
 		{"PutIfAbsent", func() error { _, err := s.PutExpiring(h, k, []byte("put"), 0, IfAbsent); return err }, true},
 		{"Compute", func() error {
-			return s.Compute(h, k, func(_ []byte, found bool) ([]byte, bool) {
+			return s.compute(h, k, func(_ []byte, found bool) ([]byte, bool) {
 				if found {
 					t.Error("Compute sees a placeholder")
 				}
@@ -146,7 +146,7 @@ func TestEntryPlainMap(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if v, found, err := s.Get(h, k, nil); !found || err != nil || string(v) != "v" {
+	if v, found, err := s.get(h, k, nil); !found || err != nil || string(v) != "v" {
 		t.Fatalf("Get = %q, %v, %v", v, found, err)
 	}
 	if v, exp, found, err := s.GetEntry(h, k, nil); !found || err != nil || exp != 0 || string(v) != "v" {

@@ -56,19 +56,19 @@ func TestKeysSharingATag(t *testing.T) {
 		k1, k2 := []byte(pair[0]), []byte(pair[1])
 		put := func(k []byte, v string) {
 			t.Helper()
-			if _, err := s.Put(h, k, []byte(v), Replace); err != nil {
+			if _, err := s.put(h, k, []byte(v), Replace); err != nil {
 				t.Fatal(err)
 			}
 		}
 		get := func(k []byte, want string) {
 			t.Helper()
-			v, found, err := s.Get(h, k, nil)
+			v, found, err := s.get(h, k, nil)
 			if err != nil || !found || string(v) != want {
 				t.Errorf("Get(%q) = %q, %v, %v; want %q", k, v, found, err, want)
 			}
 		}
 		put(k1, "value of one")
-		if v, found, err := s.Get(h, k2, nil); err != nil || found {
+		if v, found, err := s.get(h, k2, nil); err != nil || found {
 			t.Errorf("Get(%q) with only %q stored = %q, %v, %v", k2, k1, v, found, err)
 		}
 		put(k2, "value of two")
@@ -105,7 +105,7 @@ func TestFastPathsReportDamage(t *testing.T) {
 			s := tb.Segment(0)
 			const h = uint64(0x1234567800000000)
 			for _, k := range []string{"damaged!", "a"} {
-				if _, err := s.Put(h, []byte(k), []byte("v"), Replace); err != nil {
+				if _, err := s.put(h, []byte(k), []byte("v"), Replace); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -117,7 +117,7 @@ func TestFastPathsReportDamage(t *testing.T) {
 				if _, err := s.Has(h, []byte(k)); !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("Has(%s) = %v: the test's damage is not what find reports", k, err)
 				}
-				v, found, err := s.Get(h, []byte(k), nil)
+				v, found, err := s.get(h, []byte(k), nil)
 				if !errors.Is(err, ErrCorrupt) {
 					t.Errorf("Get(%s) = %q, %v, %v over a damaged entry; want ErrCorrupt", k, v, found, err)
 				}

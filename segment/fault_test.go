@@ -50,7 +50,7 @@ func smallTable(t *testing.T) (*Table, *Segment, map[string][]byte, *uint64) {
 	model := map[string][]byte{}
 	for i := range 20 {
 		k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'o'}, 30+i)
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = v
@@ -72,7 +72,7 @@ func TestAFaultInARewriteIsRecovered(t *testing.T) {
 		old := model[string(k)]
 		nv := bytes.Repeat([]byte{'n'}, len(old))
 		if !faultAt(step, func() {
-			_ = s.Compute(hashOf(k), k, func([]byte, bool) ([]byte, bool) { return nv, true })
+			_ = s.compute(hashOf(k), k, func([]byte, bool) ([]byte, bool) { return nv, true })
 		}) {
 			if step == 1 {
 				t.Fatal("the Compute passed no step: the test lost its point")
@@ -82,7 +82,7 @@ func TestAFaultInARewriteIsRecovered(t *testing.T) {
 		}
 		// Whatever recovery the process or another one may run now.
 		_, _ = s.Recover(func(dst []uint64) []uint64 { return append(dst, *ledger) }, time.Now().Add(100*time.Millisecond))
-		got, found, err := s.Get(hashOf(k), k, nil)
+		got, found, err := s.get(hashOf(k), k, nil)
 		if err != nil || !found || (!bytes.Equal(got, old) && !bytes.Equal(got, nv)) {
 			t.Errorf("fault at step %d: lock %v, seq %d, undo record active %v; Get = %q, found %v, %v; want %q or %q",
 				step, s.lock.State(), s.Seq(), s.undoActive(), got, found, err, old, nv)
@@ -91,7 +91,7 @@ func TestAFaultInARewriteIsRecovered(t *testing.T) {
 		s.Check(func(err error) { problems = append(problems, err.Error()) })
 		if len(problems) != 0 {
 			rep, _, _ := s.Repair()
-			got, found, _ = s.Get(hashOf(k), k, nil)
+			got, found, _ = s.get(hashOf(k), k, nil)
 			t.Errorf("fault at step %d: Check: %q; after Repair (%+v): found %v, %q", step, problems, rep, found, got)
 		}
 		_ = tb
@@ -109,13 +109,13 @@ func TestAFaultInTryOverwriteLeavesTheLockToRecovery(t *testing.T) {
 	tb.timeout = 100 * time.Millisecond
 	k := []byte("key0007")
 	nv := bytes.Repeat([]byte{'n'}, len(model[string(k)]))
-	if !faultAt(3, func() { _, _ = s.Put(hashOf(k), k, nv, Replace) }) {
+	if !faultAt(3, func() { _, _ = s.put(hashOf(k), k, nv, Replace) }) {
 		t.Fatal("no fault")
 	}
 	rep, err := s.Recover(func(dst []uint64) []uint64 { return append(dst, *ledger) }, time.Now().Add(100*time.Millisecond))
 	t.Logf("after the fault: lock %v, seq %d; Recover: %+v, %v", s.lock.State(), s.Seq(), rep, err)
 	other := []byte("key0003")
-	if _, err := s.Put(hashOf(other), other, []byte("x"), Replace); err != nil {
+	if _, err := s.put(hashOf(other), other, []byte("x"), Replace); err != nil {
 		t.Errorf("a Put of another key after the fault: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestAFaultInCompactionIsRecovered(t *testing.T) {
 		s.lock.SetLedger(ledger)
 		compactions := tb.Compactions.Load()
 		big := bytes.Repeat([]byte{'B'}, 1500)
-		faulted := faultAt(step, func() { _, _ = s.Put(hashOf([]byte("big")), []byte("big"), big, Replace) })
+		faulted := faultAt(step, func() { _, _ = s.put(hashOf([]byte("big")), []byte("big"), big, Replace) })
 		if tb.Compactions.Load() == compactions {
 			t.Fatal("the insert did not compact: the test lost its point")
 		}
@@ -151,14 +151,14 @@ func TestAFaultInCompactionIsRecovered(t *testing.T) {
 		for i := range 40 {
 			k := fmt.Appendf(nil, "new-%03d", i)
 			v := bytes.Repeat([]byte{'N'}, 20)
-			if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+			if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 				break
 			}
 			model[string(k)] = v
 		}
 		var lost []string
 		for k, want := range model {
-			got, found, err := s.Get(hashOf([]byte(k)), []byte(k), nil)
+			got, found, err := s.get(hashOf([]byte(k)), []byte(k), nil)
 			if err != nil || !found || !bytes.Equal(got, want) {
 				lost = append(lost, fmt.Sprintf("%s=%q(found %v, %v)", k, got, found, err))
 			}

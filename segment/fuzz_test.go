@@ -43,7 +43,7 @@ func FuzzOps(f *testing.F) {
 				// Values up to 12 times the layout's average, so that
 				// both tables fill, link overflow tiers and compact.
 				v := bytes.Repeat([]byte{prog[i+2]}, n*valueSize/8%(valueSize*25/2))
-				if _, err := s.Put(h, k, v, Replace); err != nil {
+				if _, err := s.put(h, k, v, Replace); err != nil {
 					if errors.Is(err, ErrFull) {
 						continue
 					}
@@ -60,7 +60,7 @@ func FuzzOps(f *testing.F) {
 				}
 				delete(model, string(k))
 			case 3:
-				v, found, err := s.Get(h, k, nil)
+				v, found, err := s.get(h, k, nil)
 				want, had := model[string(k)]
 				if err != nil || found != had || !bytes.Equal(v, want) {
 					t.Fatalf("get %q = %q %v %v, want %q %v", k, v, found, err, want, had)
@@ -85,7 +85,7 @@ func FuzzEntryDecoding(f *testing.F) {
 		s := tb.Segment(0)
 		for i := range 10 {
 			k := []byte{'k', byte(i)}
-			if _, err := s.Put(hashOf(k), k, []byte("value"), Replace); err != nil {
+			if _, err := s.put(hashOf(k), k, []byte("value"), Replace); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -103,14 +103,14 @@ func FuzzEntryDecoding(f *testing.F) {
 		var hashes []uint64
 		for i := range 12 {
 			k := []byte{'k', byte(i)}
-			_, _, _ = s.Get(hashOf(k), k, nil)
+			_, _, _ = s.get(hashOf(k), k, nil)
 			keys, hashes = append(keys, k), append(hashes, hashOf(k))
 		}
 		tb.Prefetch(hashes, keys) // reads the damage too, and must not trip on it
 		_ = s.Entries(func(k, v []byte) bool { return true })
 		for i := range 40 {
 			k := []byte{'k', byte(i % 14)}
-			_, _ = s.Put(hashOf(k), k, make([]byte, i*7%60), Replace)
+			_, _ = s.put(hashOf(k), k, make([]byte, i*7%60), Replace)
 			if i%5 == 0 {
 				_, _ = s.Delete(hashOf(k), k)
 			}
@@ -123,12 +123,12 @@ func FuzzEntryDecoding(f *testing.F) {
 		s.Check(func(err error) { t.Errorf("after Rebuild: %v", err) })
 		for i := range 14 {
 			k := []byte{'k', byte(i)}
-			if _, _, err := s.Get(hashOf(k), k, nil); err != nil {
+			if _, _, err := s.get(hashOf(k), k, nil); err != nil {
 				t.Errorf("Get after Rebuild: %v", err)
 			}
 		}
 		k := []byte("after")
-		if _, err := s.Put(hashOf(k), k, []byte("rebuild"), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, []byte("rebuild"), Replace); err != nil {
 			t.Errorf("Put after Rebuild: %v", err)
 		}
 	})

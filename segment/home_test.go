@@ -85,7 +85,7 @@ func TestNewEntriesGoHome(t *testing.T) {
 		t.Errorf("k3 at chunk %d, its home run (freed by k1) starts at %d", c, homeChunk(tb, k3))
 	}
 	for k, want := range map[string]string{string(k2): "value two", string(k3): "value three"} {
-		if v, found, err := s.Get(hashOf([]byte(k)), []byte(k), nil); err != nil || !found || string(v) != want {
+		if v, found, err := s.get(hashOf([]byte(k)), []byte(k), nil); err != nil || !found || string(v) != want {
 			t.Errorf("%s = %q, %v, %v; want %q", k, v, found, err, want)
 		}
 	}
@@ -114,7 +114,7 @@ func TestNewEntriesGoHome(t *testing.T) {
 	if c := chunkOf(k2); c != homeChunk(tb, k2) {
 		t.Errorf("k2 moved to chunk %d, its home run (free) starts at %d", c, homeChunk(tb, k2))
 	}
-	if v, found, err := s.Get(hashOf(k2), k2, nil); err != nil || !found || string(v) != string(long) {
+	if v, found, err := s.get(hashOf(k2), k2, nil); err != nil || !found || string(v) != string(long) {
 		t.Errorf("k2 = %q, %v, %v after its move", v, found, err)
 	}
 	if n := s.Check(func(err error) { t.Error(err) }); n != 2 {
@@ -146,7 +146,7 @@ func TestBothHomesTaken(t *testing.T) {
 		t.Errorf("k2 at chunk %d, one of its homes, which k1 and k3 hold", c)
 	}
 	for _, k := range [][]byte{k1, k2, k3} {
-		if v, found, err := s.Get(hashOf(k), k, nil); err != nil || !found || !bytes.HasPrefix(v, []byte("value ")) {
+		if v, found, err := s.get(hashOf(k), k, nil); err != nil || !found || !bytes.HasPrefix(v, []byte("value ")) {
 			t.Errorf("%s = %q, %v, %v", k, v, found, err)
 		}
 	}

@@ -51,13 +51,13 @@ type InferBase struct {
 // Inferred is the layout InferLayout found, and what it rests on.
 type Inferred struct {
 	Layout Layout
-	// Verified counts the entries the chosen layout was checked on (those
+	// verified counts the entries the chosen layout was checked on (those
 	// named by the slots of the tiers sampled) that decoded, hashed to
-	// their segment and slot and passed their checksums; Contradicted, the
+	// their segment and slot and passed their checksums; contradicted, the
 	// things looked at that disagreed with it.
-	Verified, Contradicted int
-	// Candidates is how many distinct geometries fit the file's size.
-	Candidates int
+	verified, contradicted int
+	// candidates is how many distinct geometries fit the file's size.
+	candidates int
 	// Notes say how each choice was made, for a person.
 	Notes []string
 }
@@ -117,7 +117,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 			best = i
 		}
 	}
-	out := Inferred{Layout: cands[best], Verified: scores[best].good, Contradicted: scores[best].bad, Candidates: len(cands)}
+	out := Inferred{Layout: cands[best], verified: scores[best].good, contradicted: scores[best].bad, candidates: len(cands)}
 	bk := readKeyOf(&cands[best])
 	for i := range cands {
 		if readKeyOf(&cands[i]) != bk && scores[i].value() >= scores[best].value() && scores[best].good > 0 {
@@ -156,7 +156,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	}
 	out.Layout = again
 	out.Notes = append(out.Notes, fmt.Sprintf("layout: %s, chosen of %d that fit the file's size; %d entries looked at verify under it, %d things disagree",
-		describe(&out.Layout), len(cands), out.Verified, out.Contradicted))
+		describe(&out.Layout), len(cands), out.verified, out.contradicted))
 	out.Notes = append(out.Notes, fmt.Sprintf("recorded as %d entries of %d-byte keys and %d-byte values, bloat %g: parameters that give this geometry, not necessarily those the map was created with",
 		out.Layout.Entries, out.Layout.AverageKeySize, out.Layout.AverageValueSize, out.Layout.MaxBloatFactor))
 	return out, nil

@@ -94,7 +94,7 @@ func TestModel(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 4:
 			v := bytes.Repeat([]byte{byte(i)}, rng.IntN(80))
-			inserted, err := s.Put(h, k, v, Replace)
+			inserted, err := s.put(h, k, v, Replace)
 			if errors.Is(err, ErrFull) {
 				full++
 				continue
@@ -109,7 +109,7 @@ func TestModel(t *testing.T) {
 			model[string(k)] = v
 		case op < 5:
 			v := []byte(fmt.Sprintf("abs%d", i))
-			inserted, err := s.Put(h, k, v, IfAbsent)
+			inserted, err := s.put(h, k, v, IfAbsent)
 			if errors.Is(err, ErrFull) {
 				full++
 				continue
@@ -136,7 +136,7 @@ func TestModel(t *testing.T) {
 			}
 			delete(model, string(k))
 		case op < 8:
-			err := s.Compute(h, k, func(old []byte, found bool) ([]byte, bool) {
+			err := s.compute(h, k, func(old []byte, found bool) ([]byte, bool) {
 				if !found {
 					return []byte("1"), true
 				}
@@ -162,7 +162,7 @@ func TestModel(t *testing.T) {
 				model[string(k)] = append(append([]byte(nil), old...), 'x')
 			}
 		default:
-			got, found, err := s.Get(h, k, nil)
+			got, found, err := s.get(h, k, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,7 +33,7 @@ func TestOverwriteInterleavings(t *testing.T) {
 	s := tb.Segment(0)
 	model := map[string][]byte{}
 	put := func(k, v []byte) {
-		if _, err := s.Put(hashOf(k), k, v, Replace); errors.Is(err, ErrFull) {
+		if _, err := s.put(hashOf(k), k, v, Replace); errors.Is(err, ErrFull) {
 			return
 		} else if err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestOverwriteInterleavings(t *testing.T) {
 		put(k, v)
 		testAfterPreview = nil
 		for kk, want := range model {
-			got, found, err := s.Get(hashOf([]byte(kk)), []byte(kk), nil)
+			got, found, err := s.get(hashOf([]byte(kk)), []byte(kk), nil)
 			if err != nil || !found || !bytes.Equal(got, want) {
 				t.Fatalf("round %d: %q = %q, %v, %v; want %q", round, kk, got, found, err, want)
 			}
@@ -111,7 +111,7 @@ func TestOverwriteConfinedToItsRun(t *testing.T) {
 	tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})
 	s := tb.Segment(0)
 	k := []byte("the-key!")
-	if _, err := s.Put(hashOf(k), k, []byte("small"), Replace); err != nil {
+	if _, err := s.put(hashOf(k), k, []byte("small"), Replace); err != nil {
 		t.Fatal(err)
 	}
 	_, slot, _, found, _ := tb.lookupHome(0, hashOf(k), k)
@@ -198,7 +198,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 				model := map[string][]byte{}
 				for i := range 20 {
 					k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'o'}, valueSize-10+i)
-					if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+					if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 						t.Fatal(err)
 					}
 					model[string(k)] = v
@@ -243,7 +243,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 						t.Fatal("TryOverwriteFastLedger declined")
 					}
 				} else {
-					_, err = s.Put(hashOf(k), k, nv, Replace)
+					_, err = s.put(hashOf(k), k, nv, Replace)
 				}
 				testhook.OnStep = nil
 				if err != nil {
@@ -269,7 +269,7 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 				if rep.Restored {
 					restored++
 				}
-				got, found, err := s.Get(hashOf(k), k, nil)
+				got, found, err := s.get(hashOf(k), k, nil)
 				if err != nil || !found || (!bytes.Equal(got, old) && !bytes.Equal(got, nv)) {
 					t.Fatalf("step %d: after recovery %s = %q, found %v, %v; want its old value or its new one (recovery: %+v)", step, k, got, found, err, rep)
 				}
@@ -308,7 +308,7 @@ func TestPutOfAnotherSegmentsHash(t *testing.T) {
 		k   []byte
 		v   string
 	}{{0, k0, "value in segment 0"}, {1, k1, "value in segment 1"}, {1, k0, "XXXXXXXXXXXXXXXXXX"}} {
-		if _, err := tb.Segment(p.seg).Put(hashOf(p.k), p.k, []byte(p.v), Replace); err != nil {
+		if _, err := tb.Segment(p.seg).put(hashOf(p.k), p.k, []byte(p.v), Replace); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +316,7 @@ func TestPutOfAnotherSegmentsHash(t *testing.T) {
 		k []byte
 		v string
 	}{0: {k0, "value in segment 0"}, 1: {k1, "value in segment 1"}} {
-		if v, found, err := tb.Segment(seg).Get(hashOf(want.k), want.k, nil); err != nil || !found || string(v) != want.v {
+		if v, found, err := tb.Segment(seg).get(hashOf(want.k), want.k, nil); err != nil || !found || string(v) != want.v {
 			t.Errorf("%s in segment %d = %q, %v, %v; want %q", want.k, seg, v, found, err, want.v)
 		}
 	}

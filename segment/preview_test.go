@@ -14,7 +14,7 @@ func previewTable(t *testing.T) (*Table, *Segment, func(k, v []byte)) {
 	s := tb.Segment(0)
 	return tb, s, func(k, v []byte) {
 		t.Helper()
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +33,7 @@ func TestPutPreviewGoneStale(t *testing.T) {
 	k2 := sameHome(t, tb, k1)
 	get := func(k []byte) ([]byte, bool) {
 		t.Helper()
-		v, found, err := s.Get(hashOf(k), k, nil)
+		v, found, err := s.get(hashOf(k), k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestPutPreviewMissedAnInsert(t *testing.T) {
 		put(k, []byte("the other writer"))
 	}
 	defer func() { testAfterPreview = nil }()
-	inserted, err := s.Put(hashOf(k), k, []byte("this put's value"), Replace)
+	inserted, err := s.put(hashOf(k), k, []byte("this put's value"), Replace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestPutPreviewMissedAnInsert(t *testing.T) {
 	if n := s.Check(func(err error) { t.Error(err) }); n != 1 || s.Len() != 1 {
 		t.Errorf("Check counted %d entries, Len %d; want 1 (one key)", n, s.Len())
 	}
-	if v, found, err := s.Get(hashOf(k), k, nil); err != nil || !found || string(v) != "this put's value" {
+	if v, found, err := s.get(hashOf(k), k, nil); err != nil || !found || string(v) != "this put's value" {
 		t.Errorf("Get = %q, %v, %v; want this put's value", v, found, err)
 	}
 }
@@ -132,12 +132,12 @@ func TestWritersUsePreview(t *testing.T) {
 			case "put":
 				want = 2
 				put(k1, []byte("short value k1"))
-				if v, _, _ := s.Get(hashOf(k1), k1, nil); string(v) != "short value k1" {
+				if v, _, _ := s.get(hashOf(k1), k1, nil); string(v) != "short value k1" {
 					t.Errorf("after Put, k1 = %q", v)
 				}
 			case "compute":
 				want = 2
-				if err := s.Compute(hashOf(k1), k1, func(old []byte, found bool) ([]byte, bool) {
+				if err := s.compute(hashOf(k1), k1, func(old []byte, found bool) ([]byte, bool) {
 					if string(old) != moved {
 						t.Errorf("Compute saw %q (found %v), want the moved value", old, found)
 					}
@@ -145,18 +145,18 @@ func TestWritersUsePreview(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				if v, _, _ := s.Get(hashOf(k1), k1, nil); string(v) != "computed value k1" {
+				if v, _, _ := s.get(hashOf(k1), k1, nil); string(v) != "computed value k1" {
 					t.Errorf("after Compute, k1 = %q", v)
 				}
 			case "delete":
 				if existed, err := s.Delete(hashOf(k1), k1); err != nil || !existed {
 					t.Fatalf("Delete = %v, %v; want true", existed, err)
 				}
-				if _, found, _ := s.Get(hashOf(k1), k1, nil); found {
+				if _, found, _ := s.get(hashOf(k1), k1, nil); found {
 					t.Error("k1 still present after its Delete")
 				}
 			}
-			if v, found, _ := s.Get(hashOf(k2), k2, nil); !found || string(v) != "value of key two!" {
+			if v, found, _ := s.get(hashOf(k2), k2, nil); !found || string(v) != "value of key two!" {
 				t.Errorf("k2 = %q (found %v): the stale preview's %s landed on it", v, found, op)
 			}
 			if n := s.Check(func(err error) { t.Error(err) }); n != int64(want) {

@@ -25,10 +25,10 @@ func (s *Segment) checkSize(key, value []byte) error {
 	return nil
 }
 
-// Put stores value under key. It reports whether the key was absent
+// put stores value under key. It reports whether the key was absent
 // (inserted). With IfAbsent a present key is left as it is. In a cache map
 // the entry never expires.
-func (s *Segment) Put(hash uint64, key, value []byte, mode PutMode) (inserted bool, err error) {
+func (s *Segment) put(hash uint64, key, value []byte, mode PutMode) (inserted bool, err error) {
 	return s.PutExpiring(hash, key, value, 0, mode)
 }
 

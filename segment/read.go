@@ -7,9 +7,9 @@ import (
 	"github.com/sharedmap/sharedmap/offheap"
 )
 
-// Get appends the value of key, which hashes to this segment, to dst and
+// get appends the value of key, which hashes to this segment, to dst and
 // reports whether it was found.
-func (s *Segment) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
+func (s *Segment) get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	if int64(hash&s.tb.geom.segMask) != s.index {
 		return s.getConsistent(hash, key, dst)
 	}

@@ -45,7 +45,7 @@ func TestRecoverRebuildsAfterDeadWriter(t *testing.T) {
 	for i := range 1500 {
 		k := []byte(fmt.Sprintf("key-%05d", i))
 		v := bytes.Repeat([]byte{byte('a' + i%26)}, 5+rng.IntN(40))
-		if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = v
@@ -112,12 +112,12 @@ func TestRecoverRebuildsAfterDeadWriter(t *testing.T) {
 	checkTable(t, tb, model)
 	// And the table keeps working.
 	for k, v := range model {
-		got, found, err := tb.For(hashOf([]byte(k))).Get(hashOf([]byte(k)), []byte(k), nil)
+		got, found, err := tb.For(hashOf([]byte(k))).get(hashOf([]byte(k)), []byte(k), nil)
 		if err != nil || !found || !bytes.Equal(got, v) {
 			t.Fatalf("%s: %q %v %v, want %q", k, got, found, err, v)
 		}
 	}
-	if _, err := s.Put(hashOf([]byte(torn)), []byte(torn), []byte("back"), Replace); err != nil {
+	if _, err := s.put(hashOf([]byte(torn)), []byte(torn), []byte("back"), Replace); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -199,7 +199,7 @@ func TestRecoverUpgradeTimeoutKeepsTheRebuild(t *testing.T) {
 	s := tb.Segment(0)
 	for i := range 20 {
 		k := []byte(fmt.Sprintf("key-%03d", i))
-		if _, err := s.Put(hashOf(k), k, []byte("value"), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, []byte("value"), Replace); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,7 +52,7 @@ func TestRebuildDeleteCutShortAcrossTheWrap(t *testing.T) {
 	}
 	model := map[string][]byte{}
 	for _, k := range keys {
-		if _, err := s.Put(hashOf(k), k, []byte("v-"+string(k)), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, []byte("v-"+string(k)), Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = []byte("v-" + string(k))
@@ -161,7 +161,7 @@ func TestInsertIntoFullSlotTable(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		k := []byte("a new key")
-		_, err := s.Put(hashOf(k), k, []byte("v"), Replace)
+		_, err := s.put(hashOf(k), k, []byte("v"), Replace)
 		done <- err
 	}()
 	select {
@@ -200,7 +200,7 @@ func TestDeleteInFullSlotTable(t *testing.T) {
 		<-done
 		t.Fatal("delete in a full slot table did not return")
 	}
-	if _, found, err := s.Get(hashOf(k), k, nil); err != nil || !found {
+	if _, found, err := s.get(hashOf(k), k, nil); err != nil || !found {
 		t.Fatalf("the key after the refused delete: found %v, %v", found, err)
 	}
 }
@@ -224,7 +224,7 @@ func TestDamagedPoolCounterTakesNoOwnedTier(t *testing.T) {
 			continue // segment 0 has its overflow tier; now for segment 1
 		}
 		before := tb.Segment(int(seg)).Tiers()
-		if _, err := tb.Segment(int(seg)).Put(h, k, bytes.Repeat([]byte{'v'}, 32), Replace); err != nil {
+		if _, err := tb.Segment(int(seg)).put(h, k, bytes.Repeat([]byte{'v'}, 32), Replace); err != nil {
 			if seg == 1 && errors.Is(err, ErrCorrupt) {
 				full[1] = true
 				continue
@@ -317,7 +317,7 @@ func TestDamagedOwnerWordMended(t *testing.T) {
 	for i := range 1500 {
 		k := fmt.Appendf(nil, "key-%05d", i)
 		v := fmt.Appendf(nil, "value-%d", i)
-		if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 		model[string(k)] = v

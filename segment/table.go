@@ -24,23 +24,23 @@ var (
 	ErrCorrupt = errors.New("map data corrupt")
 )
 
-// CorruptError locates a problem found in the file.
-type CorruptError struct {
-	Segment int64
-	Tier    int64 // -1 when the problem is not tied to one tier
-	Problem string
+// corruptError locates a problem found in the file.
+type corruptError struct {
+	segment int64
+	tier    int64 // -1 when the problem is not tied to one tier
+	problem string
 }
 
 // Error names the segment (and tier, when known) and the problem.
-func (e *CorruptError) Error() string {
-	if e.Tier < 0 {
-		return fmt.Sprintf("segment %d: %s", e.Segment, e.Problem)
+func (e *corruptError) Error() string {
+	if e.tier < 0 {
+		return fmt.Sprintf("segment %d: %s", e.segment, e.problem)
 	}
-	return fmt.Sprintf("segment %d tier %d: %s", e.Segment, e.Tier, e.Problem)
+	return fmt.Sprintf("segment %d tier %d: %s", e.segment, e.tier, e.problem)
 }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) hold.
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+func (e *corruptError) Unwrap() error { return ErrCorrupt }
 
 // Table is every segment of one mapped map, in one process.
 type Table struct {
@@ -263,7 +263,7 @@ func (t *Table) SetLocalQueue(on bool) {
 	}
 }
 
-// Segment is a handle on one segment: its header words and its lock.
+// Segment is a handle on one Segment: its header words and its lock.
 type Segment struct {
 	// local is the token of SetLocalQueue's queue, a channel of one rather
 	// than a mutex so that the wait for it can time out: its holder may be
@@ -436,7 +436,7 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 }
 
 func (s *Segment) corrupt(t int64, problem string) error {
-	return &CorruptError{Segment: s.index, Tier: t, Problem: problem}
+	return &corruptError{segment: s.index, tier: t, problem: problem}
 }
 
 // lockErr is err, from a lock wait of op, with the segment named. (A wait
@@ -481,7 +481,7 @@ func (s *Segment) countMove(local *atomic.Int64, field int) {
 	}
 }
 
-// Counters are a segment's counters since the map was created, summed over
+// Counters are a segment's Counters since the map was created, summed over
 // every process. (Hits and misses are the hashmap's: readers count them in
 // their own registry slots.)
 type Counters struct {

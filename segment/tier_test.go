@@ -141,7 +141,7 @@ func TestDamagedTierNeverPanics(t *testing.T) {
 	// chunks than the tier has.
 	big := make([]byte, tb.layout.MaxEntryBytes()*6/10)
 	k := []byte("big-key!")
-	if _, err := s.Put(hashOf(k), k, big, Replace); err != nil {
+	if _, err := s.put(hashOf(k), k, big, Replace); err != nil {
 		t.Fatal(err)
 	}
 	pos := slices.IndexFunc(tv.slots, func(v uint64) bool { return v != 0 })

@@ -117,12 +117,12 @@ func TestTouchAndExpiry(t *testing.T) {
 	if _, _, found := expiry("live"); found {
 		t.Fatal("expired at its touched expiry: still found")
 	}
-	if v, found, err := s.Get(hashOf([]byte("never")), []byte("never"), nil); err != nil || !found || string(v) != "v-never" {
+	if v, found, err := s.get(hashOf([]byte("never")), []byte("never"), nil); err != nil || !found || string(v) != "v-never" {
 		t.Fatalf("value after Touch: %q %v %v", v, found, err)
 	}
 	plain, _ := newTable(t, opsCases[0].p)
 	ps := plain.Segment(0)
-	if _, err := ps.Put(hashOf([]byte("k")), []byte("k"), []byte("v"), Replace); err != nil {
+	if _, err := ps.put(hashOf([]byte("k")), []byte("k"), []byte("v"), Replace); err != nil {
 		t.Fatal(err)
 	}
 	seq := ps.Seq()

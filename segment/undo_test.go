@@ -47,7 +47,7 @@ func TestUndoLayout(t *testing.T) {
 	k := []byte("key")
 	s := tb.For(hashOf(k))
 	for _, v := range [][]byte{bytes.Repeat([]byte{'o'}, 600), bytes.Repeat([]byte{'n'}, 600)} {
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestUndoLayout(t *testing.T) {
 	tb = openTable(t, filepath.Join(t.TempDir(), "map"), l, true)
 	s = tb.For(hashOf(k))
 	for i, v := range [][]byte{bytes.Repeat([]byte{'o'}, 600), bytes.Repeat([]byte{'n'}, 600), []byte("short"), []byte("SHORT")} {
-		if _, err := s.Put(hashOf(k), k, v, Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, v, Replace); err != nil {
 			t.Fatal(err)
 		}
 		if want := int64(min(i, 1)); tb.Relocations.Load() != want {
@@ -80,7 +80,7 @@ func TestUndoRecordDamage(t *testing.T) {
 	s := tb.Segment(0)
 	model := map[string][]byte{"a": []byte("value a"), "b": []byte("value b")}
 	for k, v := range model {
-		if _, err := s.Put(hashOf([]byte(k)), []byte(k), v, Replace); err != nil {
+		if _, err := s.put(hashOf([]byte(k)), []byte(k), v, Replace); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func TestLargeRewriteWhenFull(t *testing.T) {
 	var keys [][]byte
 	for i := 0; ; i++ {
 		k := []byte{'k', byte('a' + i)}
-		if _, err := s.Put(hashOf(k), k, big('o'), Replace); errors.Is(err, ErrFull) {
+		if _, err := s.put(hashOf(k), k, big('o'), Replace); errors.Is(err, ErrFull) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
@@ -128,7 +128,7 @@ func TestLargeRewriteWhenFull(t *testing.T) {
 	}
 	moved := tb.Relocations.Load()
 	for _, k := range keys {
-		if _, err := s.Put(hashOf(k), k, big('n'), Replace); err != nil {
+		if _, err := s.put(hashOf(k), k, big('n'), Replace); err != nil {
 			t.Fatalf("rewriting %s with a value of the same size in a full map: %v", k, err)
 		}
 		model[string(k)] = big('n')
@@ -143,7 +143,7 @@ func TestLargeRewriteWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(model, string(keys[0]))
-	if _, err := s.Put(hashOf(keys[1]), keys[1], big('m'), Replace); err != nil {
+	if _, err := s.put(hashOf(keys[1]), keys[1], big('m'), Replace); err != nil {
 		t.Fatal(err)
 	}
 	model[string(keys[1])] = big('m')
@@ -169,7 +169,7 @@ func FuzzUndoRecord(f *testing.F) {
 		tb, _ := newTable(t, Params{Entries: 64, AverageKeySize: 4, AverageValueSize: 8, MaxBloatFactor: 2, Segments: 2})
 		for i := range 20 {
 			k := []byte{'k', byte(i)}
-			if _, err := tb.For(hashOf(k)).Put(hashOf(k), k, bytes.Repeat([]byte{byte(i)}, i), Replace); err != nil {
+			if _, err := tb.For(hashOf(k)).put(hashOf(k), k, bytes.Repeat([]byte{byte(i)}, i), Replace); err != nil {
 				t.Fatal(err)
 			}
 		}
