@@ -241,7 +241,7 @@ func FuzzCacheOps(f *testing.F) {
 // read between any two steps of the hand (as readers on other cores can,
 // without the lock) do not keep a cache Put from finding room. Before, the
 // hand gave second chances for its three laps and the Put failed with
-// ErrFull (a reviewing helper's finding).
+// ErrFull.
 func TestEvictionUnderReadersOfEveryEntry(t *testing.T) {
 	tb, _ := newCacheTable(t, 200)
 	s := tb.Segment(0)
@@ -279,8 +279,8 @@ func TestEvictionUnderReadersOfEveryEntry(t *testing.T) {
 // answer. An entry that expires between two readings is either the whole
 // value or absent; before, its liveness was decided inside the read and
 // again after the checksum, and an entry expiring between the two came
-// back found, with an empty value (a reviewing helper's repro; the clock
-// here ticks at every reading).
+// back found, with an empty value (the clock here ticks at every
+// reading).
 func TestGetCheckedDecidesExpiryOnce(t *testing.T) {
 	tb, _ := newTable(t, Params{Entries: 100, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1, Cache: true})
 	var now atomic.Int64

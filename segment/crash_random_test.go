@@ -61,7 +61,7 @@ func (o crashOp) run(tb *Table) error {
 	}
 }
 
-// TestRandomWritesDieAtEveryStep (a reviewing helper's harness) runs
+// TestRandomWritesDieAtEveryStep runs
 // random writes (puts that grow, shrink and move values, deletes, computes
 // that grow values, inserts that link tiers, compact and evict) and kills
 // each at every testStep in turn, the eviction hand's steps included:

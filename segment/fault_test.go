@@ -63,8 +63,7 @@ func smallTable(t *testing.T) (*Table, *Segment, map[string][]byte, *uint64) {
 // in turn. The lock is left to recovery, which puts the entry right from
 // the undo record. Before, the deferred end made the sequence even and
 // released the write lock over the torn entry: readers got a value nobody
-// wrote, no recovery ran, and Repair dropped the key (a reviewing
-// helper's finding).
+// wrote, no recovery ran, and Repair dropped the key.
 func TestAFaultInARewriteIsRecovered(t *testing.T) {
 	for step := 1; ; step++ {
 		tb, s, model, ledger := smallTable(t)

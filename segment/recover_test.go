@@ -192,7 +192,7 @@ func TestRepairSalvagesUnnamedEntries(t *testing.T) {
 // counted. The recovery pass takes its update lock over, but a live reader
 // stays inside past the pass's deadline, so the upgrade to write fails.
 // The pass used to release the lock then: the next pass found no orphan,
-// and the counts stayed wrong for good (a reviewing helper's repro). The
+// and the counts stayed wrong for good. The
 // lock now goes back to the dead, and the next pass rebuilds.
 func TestRecoverUpgradeTimeoutKeepsTheRebuild(t *testing.T) {
 	tb, _ := newTable(t, Params{Entries: 200, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 1, Segments: 1})

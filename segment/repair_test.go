@@ -176,8 +176,7 @@ func TestInsertIntoFullSlotTable(t *testing.T) {
 
 // TestDeleteInFullSlotTable: with the same damage, a Delete of a present
 // key spun for good in removeSlot's backward shift, which ends only at an
-// empty slot, holding the segment's write lock (a reviewing helper's
-// repro). It now reports ErrCorrupt before it changes anything, and the
+// empty slot, holding the segment's write lock. It now reports ErrCorrupt before it changes anything, and the
 // segment stays usable.
 func TestDeleteInFullSlotTable(t *testing.T) {
 	tb, s, _ := fragmentedTier(t)
