@@ -19,16 +19,15 @@ func (tb *Table) chunksFor(klen, vlen int) int64 {
 // that is free, else wherever allocRun finds them. A home run is a place
 // computed from the tag alone (geometry.homeByte and secondHomeByte), so a
 // lookup can request the entry's lines together with its slot's instead of
-// after them. Two places instead of one put more entries at home: 82%
-// against 63% of a freshly filled 1M map of 16-byte keys and 64-byte
-// values, which made the peer benchmark's Get and Put about 2% faster
-// (see README). Where an entry lies is not part of the format: files
-// written before (or entries that got no home) are read the same way, one
-// miss later. A cost: free space is left in runs between entries, so a
-// tier under churn with values of varied sizes compacts more often (with
-// one home run, a test of 200k entries and 400k overwrites of 4 to 124
-// byte values compacted 438 times against 337 with first fit alone; the
-// second home run made BenchmarkOverwriteChurn compact 6% more often).
+// after them. Two places instead of one put more entries at home (most of
+// a freshly filled map's, against well under two thirds with one), and
+// each entry at home saves a lookup one wait for memory. Where an entry
+// lies is not part of the format: files written before (or entries that
+// got no home) are read the same way, one miss later. A cost: free space
+// is left in runs between entries, so a tier under churn with values of
+// varied sizes compacts more often than with first fit alone, and a little
+// more with two home runs than with one (BenchmarkOverwriteChurn measures
+// it).
 func (s *Segment) allocHome(w *writer, tag uint32, n int64, moving *location) (tier, int64, error) {
 	if t, c, ok := s.takeHomeRun(tag, n, moving); ok {
 		return t, c, nil
@@ -160,9 +159,8 @@ func (t *tier) runFree(c, n int64) bool {
 // possibly free chunk. It returns -1 if the tier has no such run. Caller
 // holds the update lock. It steps from one run of free or used chunks to
 // the next a word at a time (trailing zeros of the bitmap word), not a
-// chunk at a time: in a tier fragmented by values of varied sizes, the
-// chunk-by-chunk scan was half of an overwrite's time (a churn of 2M
-// overwrites of 4 to 124-byte values over 200k entries, in pprof).
+// chunk at a time: in a tier fragmented by values of varied sizes, a
+// chunk-by-chunk scan took a large share of an overwrite's time.
 func (t *tier) alloc(n, chunks int64) int64 {
 	runStart, run := int64(0), int64(0)
 	// The hint is read from the file: bounded, so a damaged one can only

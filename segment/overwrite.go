@@ -18,10 +18,9 @@ import (
 // changed nothing, in every other case: the key is absent or beyond the
 // first tier, the value needs more chunks, the lock is held or waited for,
 // or a writer came between; Put's general path then runs. Written against
-// an instruction budget, like TryGet (see Table.Get): a Put of a 16-byte
-// key and 64-byte value took 945 instructions this way against 1,804 the
-// general way, and BenchmarkMap's Put went from 1.14x to 0.95x the RWMutex
-// map's Set (medians of 5 alternating runs, 1,350 -> 1,178 ns).
+// an instruction budget, like TryGet (see Table.Get): it takes about half
+// the instructions of the general path, which pays for the update lock,
+// the upgrade and a second look under the lock.
 func (s *Segment) tryOverwriteOptimistic(hash uint64, key, value []byte) bool {
 	tb := s.tb
 	seq := atomic.LoadUint64(s.seq)
@@ -73,9 +72,9 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 // calls under way instead. And it takes the lock before it looks, not
 // after: the lock's two CASes then run while the lines the look needs are
 // on their way (they are requested first, and a prefetch, unlike a load,
-// does not hold a locked instruction back), rather than after they came.
-// That took 4-5% off a Put over 1M keys (in-process, alternating runs);
-// what it adds is the lock's three locked instructions to a Put that
+// does not hold a locked instruction back), rather than after they came,
+// which shortens an overwrite of a key whose lines are not cached; what it
+// adds is the lock's three locked instructions to a Put that
 // inserts, and the look's wait to the time the lock is held. It reports
 // false, having changed nothing but the idle undo record's bytes (see
 // stageRewrite), in every case tryOverwriteOptimistic does (but a writer coming

@@ -25,16 +25,12 @@ func (s *Segment) get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // key). A random lookup in a map larger than the caches waits for memory
 // twice, for the slot and then for the entry it names, unless the entry
 // sits in one of its two home runs (see Segment.allocHome), whose lines
-// the probe requests together with the slot's: then once. In a fresh map
-// of 1M keys 82% of entries do (63% with the one home run of the time
-// these figures are from), and one lookup's latency fell from 0.86x to
-// 0.70-0.75x a Go map's (BenchmarkMap GetInto-dependent, medians of six
-// alternating runs, 2026-11-24). It is also written against an
-// instruction budget, since the CPU overlaps the misses of consecutive
-// lookups only while the code between them fits its reorder window: at
-// 521 instructions an iteration (counted by single-stepping in gdb)
-// GetInto took 1.6x the time of a Go map's 258, at 412 1.24x. So it calls
-// nothing before the value copy for keys of 8 to 16 bytes and reads the
+// the probe requests together with the slot's: then once. Most entries of
+// a freshly filled map do, so most lookups wait for memory once. It is
+// also written against an instruction budget, since the CPU overlaps the
+// misses of consecutive lookups only while the code between them fits its
+// reorder window, and each instruction a lookup saves lets more of the
+// next one's misses overlap. So it calls nothing before the value copy for keys of 8 to 16 bytes and reads the
 // entry header as two words. Its probe is a copy of the writers' look
 // (probeHome), for the price a call and bounds checks had (see TryGet).
 // Anything it cannot decide (a key beyond the first tier, a torn or
@@ -72,12 +68,9 @@ const (
 // PrefetchForRead in layouts with a homeTail) and the compare of keys
 // longer than 16 bytes or shorter than 8.
 //
-// Its probe is probeHome's, written out over the table's Spans: a Get
-// takes 0.96x the time it took when it called probeHome, whose every load
-// Go bounds-checked (1M keys of 16 bytes, 64-byte and 1 KiB values, 16 and
-// 10 alternating pairs of bench binaries on an AMD EPYC VM; 402
-// instructions a Get then, 315 after, counted with callgrind, before the
-// long value's request was added). The copy
+// Its probe is probeHome's, written out over the table's Spans: a call of
+// probeHome, whose every load Go bounds-checks, cost a Get both the call
+// and the checks, and made it measurably slower. The copy
 // makes two probes to keep in step: TestFastPathsAgreeWithFind holds both
 // to find's answers over thousands of damaged tiers, and with -tags
 // sharedmap_checked (CI runs the package's tests and every fuzz target so)
@@ -86,6 +79,11 @@ const (
 // chunks, an entry's run and lengths against the tier's end. It reads
 // through a Span of the key's tier alone, so that in a checked build a
 // load outside that tier, not only one outside the map, panics.
+//
+// It is longer than the package's other functions on purpose: split into
+// named steps, each step would be a call (too large to inline) on every
+// Get, spilling the live registers around it, which is what the budget
+// above rules out.
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	g := &tb.geom
 	index := hash & g.segMask
@@ -99,9 +97,8 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	// The key's home runs' lines (requestHomeRun's), on their way with the
 	// slot's. By prefetch, not load: a load of a line not yet come holds
 	// its place in the CPU's reorder window until the line comes, a
-	// prefetch leaves at once: with prefetches a Get took 0.946x the time
-	// with 64 B values and 0.969x with 1 KiB (10 alternating pairs of
-	// bench binaries each, AMD EPYC VM).
+	// prefetch leaves at once, so the window holds more of the work
+	// around it.
 	first, second := g.entriesOff+g.homeByte(tag), g.entriesOff+g.secondHomeByte(tag)
 	offheap.PrefetchWordsForRead(tier.Word64(first&^7), tier.Word64((first+g.homeLast)&^7),
 		tier.Word64(second&^7), tier.Word64((second+g.homeLast)&^7))
@@ -109,8 +106,7 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 		// A long value's later lines in its first home run, as a Put
 		// requests them (requestPutLines): otherwise the copy requests
 		// them only when it reaches them, one memory latency after the
-		// slot's. 0.875x a Get's time with 1 KiB values; see
-		// requestPutLines for what else was tried.
+		// slot's. See requestPutLines for what else was tried.
 		offheap.PrefetchForRead(tier.Bytes(first+64, g.homeTail))
 	}
 	n := uint64(len(key))
@@ -292,9 +288,8 @@ func (tb *Table) lookupHome(index int64, hash uint64, key []byte) (pos int64, sl
 // more than one that starts early, which is why this counts lines rather
 // than always requesting the second. It requests them with prefetches, not
 // loads: loads of a 1 KiB value's 16 lines for each of a batch's keys held
-// the CPU's reorder window, and GetMany took 0.915x the time with
-// prefetches (100k keys of 1 KiB values, 16 alternating pairs of bench
-// binaries, `-cells getmany-uniform-g1`; 1.00x with 64 B values, 18 pairs).
+// the CPU's reorder window, so that a batch of long values took longer
+// with loads; with short values the two are alike.
 func (tb *Table) requestEntryLines(at, klen int64) {
 	end := at + entryHeaderSize + klen + tb.layout.expectedValue
 	if limit := int64(len(tb.tierBytes)); end > limit {

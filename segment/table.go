@@ -126,8 +126,8 @@ const secondHomeMultiplier = 0x9E3779B9
 // prefetches rather than requestHomeRun's loads: a load waits in the CPU's
 // reorder window until its line arrives, so the entry checksum a Put
 // computes next could only partly overlap the wait; after a prefetch, all
-// of it does. Requesting the runs' later lines here too, not only their
-// first, took 3-6% off a Put over 1M keys (in-process, alternating runs).
+// of it does. The runs' later lines are requested here too, not only their
+// first, for the same reason.
 func (tb *Table) requestPutLines(index, hash uint64) {
 	g := &tb.geom
 	tag := uint32(hash >> (g.segBits & 63))
@@ -138,12 +138,9 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	offheap.PrefetchWordsForWrite(&words[(first+g.homeLast)>>3], &words[(second+g.homeLast)>>3])
 	// A large value's lines past the first two, in its first home run,
 	// where most entries are: without them its copy's stores waited for
-	// memory at the unlock (1 KiB values, 8 alternating pairs of bench
-	// binaries: 0.91x the time). TryGet requests the same lines for
-	// reading, after its request of the home runs' first lines: 0.875x a
-	// Get's time (12 pairs, 100k keys of 1 KiB values, AMD EPYC VM, when
-	// that request was still loads). Requested before it, 1.04x; the
-	// second home run's too, 1.18x (8 pairs each, against the first),
+	// memory at the unlock. TryGet requests the same lines for reading,
+	// after its request of the home runs' first lines. Requested before
+	// those, or with the second home run's too, they made a Get slower,
 	// likely because those lines, mostly not needed, delay the ones the
 	// lookup waits for.
 	if g.homeTail != 0 {
@@ -163,7 +160,7 @@ func (g *geometry) homeRunBytes(index uint64, tag uint32) (first, second uint64)
 // requestHomeRun starts fetching the home runs' lines (homeRunBytes) by
 // loading words of them, whose values are not used: what matters is that
 // the lines are coming. It is for Prefetch, a batch's first pass: there
-// prefetch instructions took 1.14x the time (docs/PERFORMANCE.md).
+// prefetch instructions made the batch slower (docs/PERFORMANCE.md).
 func (tb *Table) requestHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
 	first, second := g.homeRunBytes(index, tag)
@@ -179,11 +176,9 @@ func (tb *Table) requestHomeRun(index uint64, tag uint32) {
 // slot arrives. A load of a line not yet come holds its place in the CPU's
 // reorder window, and, on x86, keeps the locked instruction after it (a
 // Put's unlock) from executing, until the line comes, though the probe
-// needs one home run's lines at most; a prefetch leaves at once. Put
-// requested the lines by prefetch already (requestPutLines), and the
-// probe's loads after that still took 1.07x the time of a Put with 64 B
-// values, 1.03x with 1 KiB (8 and 6 alternating pairs of bench binaries,
-// AMD EPYC VM); TryGet's copy of the probe gained the same way (0.946x).
+// needs one home run's lines at most; a prefetch leaves at once. Even
+// after Put requested the lines by prefetch (requestPutLines), loads here
+// still made a Put slower; TryGet's copy of the probe gains the same way.
 func (tb *Table) prefetchHomeRun(index uint64, tag uint32) {
 	g := &tb.geom
 	first, second := g.homeRunBytes(index, tag)

@@ -43,7 +43,7 @@ func (s *Segment) undoHolds(n int64) bool { return n <= s.tb.undoCap }
 // rewrite of n bytes stores into, so that they arrive while the writer
 // looks for its entry: the records are spread over the whole table, and
 // between two writes to one segment the CPU's caches have mostly let its
-// record go (waiting for them made a Put 7-10% slower in BenchmarkMap).
+// record go, and a Put that waited for them at its store was slower.
 func (s *Segment) prefetchUndo(n int64) {
 	if s.undoRec != nil && n <= s.tb.undoCap {
 		offheap.PrefetchForWrite(s.undoRec[:undoHeaderSize+n])
