@@ -21,9 +21,25 @@ func (s *Segment) Check(problem func(error)) int64 {
 // check is Check; updating says that the caller holds the update lock,
 // which the lock word then shows.
 func (s *Segment) check(problem func(error), updating bool) int64 {
-	tb := s.tb
-	l := &tb.layout
 	report := func(t int64, format string, args ...any) { problem(s.corrupt(t, fmt.Sprintf(format, args...))) }
+	s.checkHeader(report, updating)
+	total, tiers := s.checkChain(report)
+	if n := s.Len(); n != total {
+		report(-1, "header counts %d entries, tiers hold %d", n, total)
+	}
+	if n := s.Tiers(); n != tiers {
+		report(-1, "header counts %d tiers, chain has %d", n, tiers)
+	}
+	return total
+}
+
+// reportFunc is how check's steps report a problem in tier t (-1: the
+// segment's header).
+type reportFunc func(t int64, format string, args ...any)
+
+// checkHeader is check's look at the segment's header: the lock word, the
+// sequence, the clearing word, the undo record and the reserved words.
+func (s *Segment) checkHeader(report reportFunc, updating bool) {
 	if st := s.lock.State(); !st.Free() && !updating {
 		report(-1, "lock word not free: %v", st)
 	}
@@ -43,14 +59,20 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 	if !reservedZero(counters) {
 		report(-1, "reserved bytes of the counters are not zero")
 	}
+}
+
+// checkChain is check's walk of the segment's chain: each tier's header
+// words and entries (checkTier), and the links. It returns the entries
+// found and the tiers walked.
+func (s *Segment) checkChain(report reportFunc) (total, tiers int64) {
+	l := &s.tb.layout
 	keys := make(map[string]bool)
-	var total, tiers int64
 	t := s.index
 	seen := map[int64]bool{}
 	for {
 		seen[t] = true
 		tiers++
-		tv := tb.tier(t)
+		tv := s.tb.tier(t)
 		if t >= l.Segments {
 			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
 				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
@@ -62,82 +84,85 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
 			report(t, "a compaction move was cut short (recovery finishes it)")
 		}
-		var entries, chunks int64
-		used := make([]uint64, len(tv.bitmap))
-		for pos, sl := range tv.slots {
-			if sl == 0 {
-				continue
-			}
-			c := slotChunk(sl)
-			klen, vlen, nch, ok := tb.entryAt(&tv, c)
-			if !ok {
-				report(t, "slot %d: entry at chunk %d is undecodable", pos, c)
-				continue
-			}
-			if !reachable(tv.slots, int64(slotTag(sl))&int64(l.slotMask), int64(pos), int64(l.slotMask)) {
-				report(t, "slot %d: a lookup cannot reach it (an empty slot lies between it and its home)", pos)
-			}
-			key := tb.entryKey(&tv, c, klen)
-			if _, _, ok := tb.userValue(tb.entryValue(&tv, c, klen, vlen)); !ok {
-				report(t, "slot %d: cache entry at chunk %d is too short for its expiry", pos, c)
-			}
-			if _, _, ok := tb.validEntry(&tv, c); !ok {
-				// Still an entry for the counts below: one problem, not four.
-				report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)
-			}
-			h := xxhash.Sum64(key)
-			if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
-				report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
-			}
-			if keys[string(key)] {
-				report(t, "key %q stored twice", key)
-			}
-			keys[string(key)] = true
-			for i := c; i < c+nch; i++ {
-				if used[i>>6]>>(uint(i)&63)&1 != 0 {
-					report(t, "chunk %d belongs to two entries", i)
-					break
-				}
-				used[i>>6] |= 1 << (uint(i) & 63)
-			}
-			if tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
-				report(t, "entry at chunk %d is marked free in the bitmap", c)
-			}
-			entries++
-			chunks += nch
-		}
-		var leaked int64
-		for i, w := range tv.bitmap {
-			leaked += int64(bits.OnesCount64(w &^ used[i]))
-		}
-		if leaked != 0 {
-			report(t, "%d chunks marked used that no entry occupies", leaked)
-		}
-		if n := int64(tv.entries()); n != entries {
-			report(t, "header counts %d entries, slots hold %d", n, entries)
-		}
-		if n := int64(tv.usedChunks()); n != chunks+leaked {
-			report(t, "header counts %d used chunks, bitmap has %d", n, chunks+leaked)
-		}
-		total += entries
+		total += s.checkTier(&tv, keys, report)
 		next := tv.next()
 		if next == 0 {
-			break
+			return total, tiers
 		}
 		nt := int64(next - 1)
 		if next > uint64(l.Tiers) || nt < l.Segments || seen[nt] {
 			report(t, "next-tier link %d leads outside the pool or back into the chain", next)
-			break
+			return total, tiers
 		}
 		t = nt
 	}
-	if n := s.Len(); n != total {
-		report(-1, "header counts %d entries, tiers hold %d", n, total)
+}
+
+// checkTier is check's look at the slots and entries of tier tv, whose
+// keys it adds to keys (the keys of the tiers before it in the chain), and
+// at the tier's bitmap and counts. It returns the entries found.
+func (s *Segment) checkTier(tv *tier, keys map[string]bool, report reportFunc) int64 {
+	tb := s.tb
+	l := &tb.layout
+	t := tv.index
+	var entries, chunks int64
+	used := make([]uint64, len(tv.bitmap))
+	for pos, sl := range tv.slots {
+		if sl == 0 {
+			continue
+		}
+		c := slotChunk(sl)
+		klen, vlen, nch, ok := tb.entryAt(tv, c)
+		if !ok {
+			report(t, "slot %d: entry at chunk %d is undecodable", pos, c)
+			continue
+		}
+		if !reachable(tv.slots, int64(slotTag(sl))&int64(l.slotMask), int64(pos), int64(l.slotMask)) {
+			report(t, "slot %d: a lookup cannot reach it (an empty slot lies between it and its home)", pos)
+		}
+		key := tb.entryKey(tv, c, klen)
+		if _, _, ok := tb.userValue(tb.entryValue(tv, c, klen, vlen)); !ok {
+			report(t, "slot %d: cache entry at chunk %d is too short for its expiry", pos, c)
+		}
+		if _, _, ok := tb.validEntry(tv, c); !ok {
+			// Still an entry for the counts below: one problem, not four.
+			report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)
+		}
+		h := xxhash.Sum64(key)
+		if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
+			report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
+		}
+		if keys[string(key)] {
+			report(t, "key %q stored twice", key)
+		}
+		keys[string(key)] = true
+		for i := c; i < c+nch; i++ {
+			if used[i>>6]>>(uint(i)&63)&1 != 0 {
+				report(t, "chunk %d belongs to two entries", i)
+				break
+			}
+			used[i>>6] |= 1 << (uint(i) & 63)
+		}
+		if tv.bitmap[c>>6]>>(uint(c)&63)&1 == 0 {
+			report(t, "entry at chunk %d is marked free in the bitmap", c)
+		}
+		entries++
+		chunks += nch
 	}
-	if n := s.Tiers(); n != tiers {
-		report(-1, "header counts %d tiers, chain has %d", n, tiers)
+	var leaked int64
+	for i, w := range tv.bitmap {
+		leaked += int64(bits.OnesCount64(w &^ used[i]))
 	}
-	return total
+	if leaked != 0 {
+		report(t, "%d chunks marked used that no entry occupies", leaked)
+	}
+	if n := int64(tv.entries()); n != entries {
+		report(t, "header counts %d entries, slots hold %d", n, entries)
+	}
+	if n := int64(tv.usedChunks()); n != chunks+leaked {
+		report(t, "header counts %d used chunks, bitmap has %d", n, chunks+leaked)
+	}
+	return entries
 }
 
 // reserved returns segment s's header and the words of it and of its

@@ -80,29 +80,9 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	if len(bases) == 0 {
 		return Inferred{}, fmt.Errorf("%w: no segment count and offset to start from", ErrBadLayout)
 	}
-	var cands []Layout
-	seen := map[geometryKey]bool{}
-	for _, b := range bases {
-		if b.Segments <= 0 || b.Segments > MaxSegments || b.Segments&(b.Segments-1) != 0 || b.GlobalOff <= 0 || b.GlobalOff >= fileSize {
-			continue
-		}
-		for _, undo := range []bool{true, false} {
-			err := eachLayout(b, undo, fileSize, func(l Layout) error {
-				k := keyOf(&l)
-				if seen[k] {
-					return nil
-				}
-				seen[k] = true
-				cands = append(cands, l)
-				if len(cands) > maxInferCandidates {
-					return fmt.Errorf("%w: more than %d layouts fit the file", ErrBadLayout, maxInferCandidates)
-				}
-				return nil
-			})
-			if err != nil {
-				return Inferred{}, err
-			}
-		}
+	cands, err := candidateLayouts(bases, fileSize)
+	if err != nil {
+		return Inferred{}, err
 	}
 	if len(cands) == 0 {
 		return Inferred{}, fmt.Errorf("%w: no layout of %d segments after offset %d ends at the file's end (%d bytes)", ErrBadLayout, bases[0].Segments, bases[0].GlobalOff, fileSize)
@@ -128,26 +108,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 		out.Notes = append(out.Notes, fmt.Sprintf("no tier looked at names an entry that verifies under any of the %d layouts that fit the file: the map is empty, or its tiers are damaged too", len(cands)))
 	}
 	l := &out.Layout
-	ex := examine(r, l)
-	l.Checksums = ex.summed > 0
-	switch {
-	case ex.summed > 0:
-		out.Notes = append(out.Notes, fmt.Sprintf("entry checksums: kept (%d of %d entries looked at carry one)", ex.summed, ex.entries))
-	case ex.entries > 0:
-		out.Notes = append(out.Notes, fmt.Sprintf("entry checksums: none (none of the %d entries looked at carries one): entries are read unverified", ex.entries))
-	}
-	// A cache map's average entry counts its expiry: the same class of
-	// entry, keys and values 8 bytes shorter.
-	avg := l.averageEntry()
-	cacheAvg := max(avg, entryHeaderSize+1+metaSize)
-	canBe := shapeTier(9, cacheAvg) == shapeTier(9, avg) && (!l.Undo || undoSize(cacheAvg) == undoSize(avg))
-	cache, why := ex.cache(canBe)
-	if cache {
-		kv := cacheAvg - entryHeaderSize - metaSize
-		key := max(1, kv-maxEntryBytes/2)
-		l.Params.Cache, l.Params.AverageKeySize, l.Params.AverageValueSize = true, int(key), int(kv-key)
-	}
-	out.Notes = append(out.Notes, why)
+	out.Notes = settleParams(r, l, out.Notes)
 	// The record the chosen parameters make must be this very geometry.
 	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
 	again.MoveCounters, again.FastLedgers = l.MoveCounters, l.FastLedgers
@@ -160,6 +121,63 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	out.Notes = append(out.Notes, fmt.Sprintf("recorded as %d entries of %d-byte keys and %d-byte values, bloat %g: parameters that give this geometry, not necessarily those the map was created with",
 		out.Layout.Entries, out.Layout.AverageKeySize, out.Layout.AverageValueSize, out.Layout.MaxBloatFactor))
 	return out, nil
+}
+
+// candidateLayouts lists, once each, the layouts that start from one of
+// bases and end at the file's end: InferLayout's candidates.
+func candidateLayouts(bases []InferBase, fileSize int64) ([]Layout, error) {
+	var cands []Layout
+	seen := map[geometryKey]bool{}
+	for _, b := range bases {
+		if b.Segments <= 0 || b.Segments > MaxSegments || b.Segments&(b.Segments-1) != 0 || b.GlobalOff <= 0 || b.GlobalOff >= fileSize {
+			continue
+		}
+		for _, undo := range []bool{true, false} {
+			err := eachLayout(b, undo, fileSize, func(l Layout) error {
+				k := keyOf(&l)
+				if seen[k] {
+					return nil
+				}
+				seen[k] = true
+				cands = append(cands, l)
+				if len(cands) > maxInferCandidates {
+					return fmt.Errorf("%w: more than %d layouts fit the file", ErrBadLayout, maxInferCandidates)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return cands, nil
+}
+
+// settleParams decides, from the entries of the map in r laid out as l,
+// whether it keeps checksums and whether it is a cache map, and sets l's
+// parameters so; it appends to notes what it found.
+func settleParams(r *offheap.Region, l *Layout, notes []string) []string {
+	ex := examine(r, l)
+	l.Checksums = ex.summed > 0
+	switch {
+	case ex.summed > 0:
+		notes = append(notes, fmt.Sprintf("entry checksums: kept (%d of %d entries looked at carry one)", ex.summed, ex.entries))
+	case ex.entries > 0:
+		notes = append(notes, fmt.Sprintf("entry checksums: none (none of the %d entries looked at carries one): entries are read unverified", ex.entries))
+	}
+	// A cache map's average entry counts its expiry: the same class of
+	// entry, keys and values 8 bytes shorter.
+	avg := l.averageEntry()
+	cacheAvg := max(avg, entryHeaderSize+1+metaSize)
+	canBe := shapeTier(9, cacheAvg) == shapeTier(9, avg) && (!l.Undo || undoSize(cacheAvg) == undoSize(avg))
+	cache, why := ex.cache(canBe)
+	if cache {
+		kv := cacheAvg - entryHeaderSize - metaSize
+		key := max(1, kv-maxEntryBytes/2)
+		l.Params.Cache, l.Params.AverageKeySize, l.Params.AverageValueSize = true, int(key), int(kv-key)
+	}
+	notes = append(notes, why)
+	return notes
 }
 
 // geometryKey tells layouts apart by everything that places bytes.
