@@ -402,9 +402,9 @@ func (s *boltStore) Close() error { return s.db.Close() }
 // renewed for the next (mdb_txn_reset, mdb_txn_renew), which keeps its
 // reader slot and takes no lock, rather than one begun and ended with
 // env.View, which allocates, and under NoTLS takes the reader table's
-// mutex to find a slot (a reviewing helper measured View at 1.2-1.3x the
-// time of a renewed transaction with one goroutine, about 1.9x with two;
-// until 2026-11-28 the harness used View, which flattered the 5x target).
+// mutex to find a slot: View takes more time than a renewed transaction,
+// the more so with several goroutines (docs/PERFORMANCE.md has the runs),
+// so a harness on View would flatter the targets against LMDB.
 // Each Put is a write transaction of its own, which LMDB cannot renew.
 type lmdbStore struct {
 	env   *lmdb.Env
