@@ -83,6 +83,7 @@ type Cache struct {
 
 	hits, misses, fills, stale, pass atomic.Uint64
 	tracking                         atomic.Bool
+	scratchPool                      sync.Pool // *scratch
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -192,7 +193,9 @@ func dialOptions(co rueidis.ClientOption) resp.Options {
 	}
 	switch {
 	case co.DialCtxFn != nil:
-		o.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return co.DialCtxFn(ctx, addr, &dialer, co.TLSConfig) }
+		o.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return co.DialCtxFn(ctx, addr, &dialer, co.TLSConfig)
+		}
 	case co.DialFn != nil:
 		o.Dial = func(_ context.Context, addr string) (net.Conn, error) { return co.DialFn(addr, &dialer, co.TLSConfig) }
 	case co.TLSConfig != nil:

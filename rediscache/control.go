@@ -53,12 +53,28 @@ func newControl() control {
 // readControl reads the control record without allocating; ok is false
 // when the map has none (a lost record: nothing is fresh).
 func (c *Cache) readControl() (ct control, ok bool) {
-	var buf [controlSize]byte
-	b, err := c.m.GetInto(buf[:0], controlKey)
+	s := c.scratch()
+	defer c.scratchPool.Put(s)
+	b, err := c.m.GetInto(s.ctl[:0], controlKey)
 	if err != nil {
 		return control{}, false
 	}
 	return ct, ct.decode(b)
+}
+
+// scratch are buffers for a read: the map's GetInto keeps its arguments
+// from living on the stack, and a pooled buffer is what keeps a hit free of
+// allocations.
+type scratch struct {
+	ctl [controlSize]byte
+	key []byte
+}
+
+func (c *Cache) scratch() *scratch {
+	if s, ok := c.scratchPool.Get().(*scratch); ok {
+		return s
+	}
+	return &scratch{key: make([]byte, 0, 64)}
 }
 
 // updateControl applies fn to the control record atomically (creating the

@@ -50,7 +50,10 @@ func (c *Cache) GetInto(ctx context.Context, dst []byte, key string) ([]byte, er
 // lookup serves key from the map if its entry is of epoch. An entry of an
 // older epoch is removed (if nobody replaced it meanwhile) and is a miss.
 func (c *Cache) lookup(dst []byte, key string, epoch uint64) (out []byte, hit bool, err error) {
-	out, err = c.m.GetInto(dst, []byte(key))
+	sc := c.scratch()
+	sc.key = append(sc.key[:0], key...)
+	out, err = c.m.GetInto(dst, sc.key)
+	c.scratchPool.Put(sc)
 	if errors.Is(err, hashmap.ErrNotFound) {
 		return dst, false, nil
 	}

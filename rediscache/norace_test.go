@@ -1,0 +1,5 @@
+//go:build !race
+
+package rediscache
+
+const raceEnabled = false
