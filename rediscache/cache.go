@@ -132,6 +132,11 @@ func Open(ctx context.Context, o Options) (*Cache, error) {
 		}
 		c.ownClient = true
 	}
+	if n := len(c.client.Nodes()); n > 1 {
+		c.closeClient()
+		m.Close()
+		return nil, fmt.Errorf("rediscache: the client talks to %d nodes; the tracker follows one server, so Redis Cluster is not supported", n)
+	}
 	ct := newControl()
 	_, _ = m.PutIfAbsent(controlKey, ct.encode()) // else the first takeover creates it
 	if !o.NoTracker {
@@ -151,6 +156,13 @@ func (o *Options) setDefaults() error {
 	for _, p := range o.Prefixes {
 		if p == "" || p[0] == 0 {
 			return fmt.Errorf("rediscache: prefix %q: prefixes must be non-empty and not start with a zero byte", p)
+		}
+	}
+	for i, p := range o.Prefixes {
+		for j, q := range o.Prefixes {
+			if i != j && strings.HasPrefix(p, q) {
+				return fmt.Errorf("rediscache: prefixes %q and %q overlap (Redis refuses overlapping BCAST prefixes)", q, p)
+			}
 		}
 	}
 	def := func(d *time.Duration, v time.Duration, name string) error {
@@ -239,10 +251,14 @@ func (c *Cache) Close() error {
 		return nil
 	}
 	c.wg.Wait()
+	c.closeClient()
+	return c.m.Close()
+}
+
+func (c *Cache) closeClient() {
 	if c.ownClient {
 		c.client.Close()
 	}
-	return c.m.Close()
 }
 
 // Stats describe the cache: Hits through PassThrough count this process's

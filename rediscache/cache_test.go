@@ -471,6 +471,7 @@ func TestOpenRefuses(t *testing.T) {
 		{"no path", func(o *Options) { o.Path = "" }, "Path"},
 		{"no prefixes", func(o *Options) { o.Prefixes = nil }, "Prefixes"},
 		{"empty prefix", func(o *Options) { o.Prefixes = []string{""} }, "prefix"},
+		{"overlapping prefixes", func(o *Options) { o.Prefixes = []string{"a:", "a:b"} }, "overlap"},
 		{"slow pings", func(o *Options) { o.PingInterval = 200 * time.Millisecond }, "PingInterval"},
 		{"no address", func(o *Options) { o.ClientOption = rueidis.ClientOption{}; o.Client = plainClient(t) }, "InitAddress"},
 	} {
