@@ -148,6 +148,9 @@ func helperCommand(role string, env ...string) *exec.Cmd {
 // TestHelperProcess is the helper processes' entry point; in the parent it
 // does nothing.
 //
+// Role "tracker" opens the cache at MAP_PATH for PREFIX, reports "@ tracking"
+// once it is the host's tracker, and waits to be killed.
+//
 // Role "reader" opens the cache at MAP_PATH for PREFIX without a tracker and
 // answers each key read on stdin with "@ value" (or "@ -" when absent).
 func TestHelperProcess(t *testing.T) {
@@ -156,6 +159,15 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("only runs as a helper process")
 	}
 	switch role {
+	case "tracker":
+		o := testOptions(t, os.Getenv("MAP_PATH"))
+		o.Prefixes = []string{os.Getenv("PREFIX")}
+		c := openCache(t, o)
+		if !waitFor(5*time.Second, func() bool { return c.Stats().Tracking }) {
+			t.Fatal("did not become the tracker")
+		}
+		fmt.Println("@ tracking")
+		time.Sleep(time.Minute)
 	case "reader":
 		o := testOptions(t, os.Getenv("MAP_PATH"))
 		o.Prefixes = []string{os.Getenv("PREFIX")}
