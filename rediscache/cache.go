@@ -92,15 +92,15 @@ type Cache struct {
 	wg       sync.WaitGroup
 }
 
-// Open opens (creating if needed) the host's cache at o.Path and, unless
-// o.NoTracker, starts this process's standby, which becomes the host's
-// tracker when there is none.
+// Open opens (creating if needed) the host's cache at o.Path, checks with
+// a PING bounded by ctx that Redis answers, and, unless o.NoTracker, starts
+// this process's standby, which becomes the host's tracker when there is
+// none.
 func Open(ctx context.Context, o Options) (*Cache, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
 	c := &Cache{o: o, prefixes: append([]string(nil), o.Prefixes...), maxStale: uint64(o.MaxStaleness), pid: uint64(os.Getpid()), stop: make(chan struct{})}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if !o.NoTracker {
 		if len(o.ClientOption.InitAddress) == 0 {
 			return nil, errors.New("rediscache: the tracker needs an address: set Options.ClientOption.InitAddress (or NoTracker)")
@@ -132,13 +132,14 @@ func Open(ctx context.Context, o Options) (*Cache, error) {
 		}
 		c.ownClient = true
 	}
-	if n := len(c.client.Nodes()); n > 1 {
+	if err := c.checkClient(ctx); err != nil {
 		c.closeClient()
 		m.Close()
-		return nil, fmt.Errorf("rediscache: the client talks to %d nodes; the tracker follows one server, so Redis Cluster is not supported", n)
+		return nil, err
 	}
 	ct := newControl()
 	_, _ = m.PutIfAbsent(controlKey, ct.encode()) // else the first takeover creates it
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if !o.NoTracker {
 		c.wg.Add(1)
 		go c.standby()
@@ -191,6 +192,19 @@ func (o *Options) setDefaults() error {
 	}
 	if o.PingInterval >= o.MaxStaleness/2 {
 		return fmt.Errorf("rediscache: PingInterval %v must be less than MaxStaleness/2 (%v)", o.PingInterval, o.MaxStaleness/2)
+	}
+	return nil
+}
+
+// checkClient refuses a client of several nodes (Redis Cluster), whose
+// invalidations one tracking connection would not all see, and checks that
+// Redis answers.
+func (c *Cache) checkClient(ctx context.Context) error {
+	if n := len(c.client.Nodes()); n > 1 {
+		return fmt.Errorf("rediscache: the client talks to %d nodes; the tracker follows one server, so Redis Cluster is not supported", n)
+	}
+	if err := c.client.Do(ctx, c.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("rediscache: PING: %w", err)
 	}
 	return nil
 }
