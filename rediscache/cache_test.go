@@ -24,6 +24,7 @@ func TestHitMissFill(t *testing.T) {
 	p := plainClient(t)
 	key := prefixFor(t) + "k"
 	plainSet(t, p, "SET", key, "v1")
+	settle(t, c) // else the write's invalidation may remove the first fill
 
 	if got := mustGet(t, c, key); got != "v1" {
 		t.Fatalf("first Get: %q", got)
@@ -306,7 +307,9 @@ func TestNegativeCaching(t *testing.T) {
 			t.Fatalf("Get of an absent key: %v", err)
 		}
 	}
-	if s := c.Stats(); s.Fills != 1 || s.Hits != 2 {
+	// A process starved of CPU for MaxStaleness refuses its entries
+	// instead; those reads go to Redis.
+	if s := c.Stats(); s.Fills != 1 || s.Hits+s.StaleRefusals != 2 {
 		t.Fatalf("negative entry not served: %+v", s)
 	}
 	plainSet(t, p, "SET", key, "now")
@@ -347,25 +350,26 @@ func TestTTLNeverBeyondRedis(t *testing.T) {
 	}
 
 	plainSet(t, p, "SET", key, "v")
-	mustGet(t, c, key)
+	settle(t, c)
+	fillEntry(t, c, key)
 	if d := ttlOf(); d > time.Minute || d < 50*time.Second {
 		t.Fatalf("key without TTL cached for %v, want MaxTTL", d)
 	}
 
 	plainSet(t, p, "SET", key, "v", "PX", "10000")
-	time.Sleep(DefaultMaxStaleness)
-	mustGet(t, c, key)
+	settle(t, c)
+	fillEntry(t, c, key)
 	if d := ttlOf(); d > 10*time.Second {
 		t.Fatalf("key with PTTL 10s cached for %v", d)
 	}
 
 	plainSet(t, p, "PEXPIRE", key, "300")
-	time.Sleep(DefaultMaxStaleness / 2)
+	settle(t, c)
 	pttl, err := p.Do(ctx, p.B().Pttl().Key(key).Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, c, key)
+	fillEntry(t, c, key)
 	if d := ttlOf(); d > time.Duration(pttl)*time.Millisecond {
 		t.Fatalf("after PEXPIRE: cached for %v, Redis has %dms left", d, pttl)
 	}
@@ -404,7 +408,8 @@ func TestGetIntoHitAllocatesNothing(t *testing.T) {
 	p := plainClient(t)
 	key := prefixFor(t) + "k"
 	plainSet(t, p, "SET", key, strings.Repeat("v", 64))
-	mustGet(t, c, key)
+	settle(t, c)
+	fillEntry(t, c, key)
 	buf := make([]byte, 0, 128)
 	hits := c.Stats().Hits
 	if raceEnabled {

@@ -108,6 +108,32 @@ func waitFresh(t testing.TB, c *Cache) {
 	}
 }
 
+// settle waits until the tracker has applied the invalidations of every
+// write completed before the call: its watermark passes the call's start.
+func settle(t testing.TB, c *Cache) {
+	t.Helper()
+	start := monoNow()
+	if !waitFor(5*time.Second, func() bool {
+		ct, _ := c.readControl()
+		return ct.watermark > start
+	}) {
+		t.Fatalf("watermark not past the writes within 5s: %+v", c.Stats())
+	}
+}
+
+// fillEntry reads key until the map holds its entry (a read may go to Redis
+// instead while the process is starved of CPU for MaxStaleness).
+func fillEntry(t testing.TB, c *Cache, key string) {
+	t.Helper()
+	if !waitFor(5*time.Second, func() bool {
+		mustGet(t, c, key)
+		ok, err := c.Map().Contains([]byte(key))
+		return ok && err == nil
+	}) {
+		t.Fatalf("%s not cached within 5s: %+v", key, c.Stats())
+	}
+}
+
 func waitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
