@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,6 +47,51 @@ func TestHitMissFill(t *testing.T) {
 	got, err := c.MGet(ctx, key, prefixFor(t)+"absent", key)
 	if err != nil || len(got) != 3 || string(got[0]) != "v1" || got[1] != nil || string(got[2]) != "v1" {
 		t.Fatalf("MGet: %q, %v", got, err)
+	}
+}
+
+func TestMGet(t *testing.T) {
+	c := newCache(t, func(o *Options) { o.NegativeTTL = time.Minute })
+	p := plainClient(t)
+	pre := prefixFor(t)
+	var keys []string
+	for i := range 40 {
+		k := fmt.Sprintf("%sk%d", pre, i)
+		keys = append(keys, k)
+		if i%4 != 3 { // every fourth key absent
+			plainSet(t, p, "SET", k, "v"+k)
+		}
+	}
+	plainSet(t, p, "SET", "elsewhere:"+t.Name(), "passed")
+	keys = append(keys, "elsewhere:"+t.Name())
+	settle(t, c)
+	check := func(round int) {
+		t.Helper()
+		got, err := c.MGet(ctx, keys...)
+		if err != nil || len(got) != len(keys) {
+			t.Fatalf("round %d: MGet: %d values, %v", round, len(got), err)
+		}
+		for i, k := range keys[:40] {
+			want := "v" + k
+			if i%4 == 3 {
+				if got[i] != nil {
+					t.Fatalf("round %d: absent %s: %q", round, k, got[i])
+				}
+			} else if string(got[i]) != want {
+				t.Fatalf("round %d: %s: %q, want %q", round, k, got[i], want)
+			}
+		}
+		if string(got[40]) != "passed" {
+			t.Fatalf("round %d: pass-through key: %q", round, got[40])
+		}
+	}
+	check(0)
+	if s := c.Stats(); s.Fills != 40 || s.PassThrough != 1 {
+		t.Fatalf("first MGet: %+v", s)
+	}
+	check(1)
+	if s := c.Stats(); s.Hits+s.StaleRefusals < 40 || s.Fills != 40 {
+		t.Fatalf("second MGet: %+v", s)
 	}
 }
 

@@ -1,8 +1,10 @@
 package rediscache
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -219,20 +221,80 @@ func (c *Cache) redisGetTTL(ctx context.Context, key string) (val []byte, pttl t
 	return val, time.Duration(ms) * time.Millisecond, true, nil
 }
 
+// mgetFills bounds the fills one MGet runs at once.
+const mgetFills = 16
+
 // MGet returns the values of keys, in order, nil for keys absent in Redis.
+// The hits are looked up in one batch of the map; the other keys are read
+// as Get reads them, up to 16 at once.
 func (c *Cache) MGet(ctx context.Context, keys ...string) ([][]byte, error) {
 	out := make([][]byte, len(keys))
+	done := make([]bool, len(keys))
+	c.mgetHits(keys, out, done)
+	var (
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, mgetFills)
+		mu    sync.Mutex
+		first error
+	)
 	for i, k := range keys {
-		v, err := c.Get(ctx, k)
-		switch {
-		case errors.Is(err, ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			out[i] = v
+		if done[i] {
+			continue
 		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, err := c.Get(ctx, k)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			default:
+				out[i] = v
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	return out, nil
+}
+
+// mgetHits serves what it can of keys from the map in one GetMany, setting
+// done for each key it served.
+func (c *Cache) mgetHits(keys []string, out [][]byte, done []bool) {
+	ct, _ := c.readControl()
+	if !c.fresh(ct, monoNow()) {
+		return
+	}
+	var idx []int
+	var kb [][]byte
+	for i, k := range keys {
+		if c.cached(k) {
+			idx = append(idx, i)
+			kb = append(kb, []byte(k))
+		}
+	}
+	if len(kb) == 0 {
+		return
+	}
+	vals := make([][]byte, len(kb))
+	if err := c.m.GetMany(kb, vals); err != nil {
+		return // Get reads each key again, and reports the error
+	}
+	for j, v := range vals {
+		if e, kind, ok := parseHeader(v); ok && e == ct.epoch {
+			c.hits.Add(1)
+			done[idx[j]] = true
+			if kind == kindValue {
+				out[idx[j]] = v[headerSize:]
+			}
+		}
+	}
 }
 
 // Set writes key in Redis (SET PX; ttl 0: no expiry), then deletes the map's
