@@ -69,6 +69,8 @@
 //     cluster's topology reconnects, so it flushes too.
 //   - While no tracker is fresh (a partition, Redis down, the tracker
 //     stopped), every read goes to Redis.
+//   - The processes sharing a file must share a PID namespace: a standby
+//     tells a dead tracker by its pid.
 //   - The tracker follows the one server at ClientOption.InitAddress[0];
 //     Open refuses a client that talks to several nodes (Redis Cluster),
 //     whose invalidations one connection would not all see.

@@ -140,6 +140,12 @@ func (c *Cache) track(term uint64) {
 			c.resign(term)
 			return
 		}
+		select {
+		case <-c.stop: // the session ended because the cache closes
+			c.resign(term)
+			return
+		default:
+		}
 		// Invalidations may have been lost with the connection.
 		if err := c.bump(term, 0); errors.Is(err, errDeposed) {
 			return
@@ -173,6 +179,8 @@ func (c *Cache) session(term uint64) error {
 		return err
 	}
 	defer conn.Close()
+	stop := context.AfterFunc(c.ctx, func() { _ = conn.Close() }) // Close ends any wait
+	defer stop()
 	args := []string{"CLIENT", "TRACKING", "ON", "BCAST"}
 	for _, p := range c.prefixes {
 		args = append(args, "PREFIX", p)

@@ -94,6 +94,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
+	// Cancelling ctx ends a handshake the server does not answer.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	hello := []string{"HELLO", "3"}
 	if o.Password != "" {
 		user := o.Username
