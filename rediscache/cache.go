@@ -84,6 +84,7 @@ type Cache struct {
 	hits, misses, fills, stale, pass atomic.Uint64
 	tracking                         atomic.Bool
 	scratchPool                      sync.Pool // *scratch
+	ctlSnap                          atomic.Pointer[controlSnap]
 
 	stopOnce sync.Once
 	stop     chan struct{}
