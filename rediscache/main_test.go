@@ -20,8 +20,13 @@ import (
 )
 
 // redisAddr is the address of the server TestMain starts (in a helper
-// process: the parent's, from the environment).
-var redisAddr string
+// process: the parent's, from the environment), and redisServer that server
+// (nil in a helper process). Tests that restart or kill Redis start a
+// server of their own (redistest.Start), so as not to disturb the others.
+var (
+	redisAddr   string
+	redisServer *redistest.Server
+)
 
 const (
 	helperRoleEnv = "REDISCACHE_TEST_HELPER_ROLE"
@@ -38,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	redisAddr = srv.Addr()
+	redisAddr, redisServer = srv.Addr(), srv
 	code := m.Run()
 	_ = srv.Close()
 	os.Exit(code)
@@ -171,48 +176,60 @@ func helperCommand(role string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// helperRoles are what a helper process can do, by role name. A test file
+// adds its own roles from an init function; the helper runs its role inside
+// TestHelperProcess, with redisAddr set, and reports on stdout in lines
+// starting with "@ ".
+var helperRoles = map[string]func(t *testing.T){
+	"tracker": trackerRole,
+	"reader":  readerRole,
+}
+
 // TestHelperProcess is the helper processes' entry point; in the parent it
 // does nothing.
-//
-// Role "tracker" opens the cache at MAP_PATH for PREFIX, reports "@ tracking"
-// once it is the host's tracker, and waits to be killed.
-//
-// Role "reader" opens the cache at MAP_PATH for PREFIX without a tracker and
-// answers each key read on stdin with "@ value" (or "@ -" when absent).
 func TestHelperProcess(t *testing.T) {
 	role := os.Getenv(helperRoleEnv)
 	if role == "" {
 		t.Skip("only runs as a helper process")
 	}
-	switch role {
-	case "tracker":
-		o := testOptions(t, os.Getenv("MAP_PATH"))
-		o.Prefixes = []string{os.Getenv("PREFIX")}
-		c := openCache(t, o)
-		if !waitFor(5*time.Second, func() bool { return c.Stats().Tracking }) {
-			t.Fatal("did not become the tracker")
-		}
-		fmt.Println("@ tracking")
-		time.Sleep(time.Minute)
-	case "reader":
-		o := testOptions(t, os.Getenv("MAP_PATH"))
-		o.Prefixes = []string{os.Getenv("PREFIX")}
-		o.NoTracker = true
-		c := openCache(t, o)
-		fmt.Println("@ ready")
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			v, err := c.Get(context.Background(), sc.Text())
-			switch {
-			case errors.Is(err, ErrNotFound):
-				fmt.Println("@ -")
-			case err != nil:
-				t.Fatal(err)
-			default:
-				fmt.Println("@ " + string(v))
-			}
-		}
-	default:
+	run, ok := helperRoles[role]
+	if !ok {
 		t.Fatalf("unknown role %q", role)
+	}
+	run(t)
+}
+
+// trackerRole opens the cache at MAP_PATH for PREFIX, reports "@ tracking"
+// once it is the host's tracker, and waits to be killed.
+func trackerRole(t *testing.T) {
+	o := testOptions(t, os.Getenv("MAP_PATH"))
+	o.Prefixes = []string{os.Getenv("PREFIX")}
+	c := openCache(t, o)
+	if !waitFor(5*time.Second, func() bool { return c.Stats().Tracking }) {
+		t.Fatal("did not become the tracker")
+	}
+	fmt.Println("@ tracking")
+	time.Sleep(time.Minute)
+}
+
+// readerRole opens the cache at MAP_PATH for PREFIX without a tracker and
+// answers each key read on stdin with "@ value" (or "@ -" when absent).
+func readerRole(t *testing.T) {
+	o := testOptions(t, os.Getenv("MAP_PATH"))
+	o.Prefixes = []string{os.Getenv("PREFIX")}
+	o.NoTracker = true
+	c := openCache(t, o)
+	fmt.Println("@ ready")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		v, err := c.Get(context.Background(), sc.Text())
+		switch {
+		case errors.Is(err, ErrNotFound):
+			fmt.Println("@ -")
+		case err != nil:
+			t.Fatal(err)
+		default:
+			fmt.Println("@ " + string(v))
+		}
 	}
 }
