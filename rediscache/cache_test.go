@@ -537,3 +537,47 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Goroutines sharing a Cache each read back their own writes, while the
+// others fill, hit and invalidate keys of the same map (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	c := newCache(t, func(o *Options) { o.NegativeTTL = time.Second })
+	pre := prefixFor(t)
+	deadline := time.Now().Add(300 * time.Millisecond)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			own := fmt.Sprintf("%sown%d", pre, g)
+			var err error
+			for i := 0; err == nil && time.Now().Before(deadline); i++ {
+				want := fmt.Sprint(i)
+				if err = c.Set(ctx, own, []byte(want), time.Minute); err != nil {
+					break
+				}
+				var got []byte
+				if got, err = c.Get(ctx, own); err == nil && string(got) != want {
+					err = fmt.Errorf("%s: read %q after writing %q", own, got, want)
+				}
+				shared := fmt.Sprintf("%sshared%d", pre, i%5)
+				if _, err = c.Get(ctx, shared); errors.Is(err, ErrNotFound) {
+					err = nil
+				}
+				if err == nil && i%7 == 0 {
+					err = c.Set(ctx, shared, []byte(want), 0)
+				}
+				if err == nil && i%11 == 0 {
+					_, err = c.MGet(ctx, own, shared)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Stats(); s.Hits == 0 || s.Fills == 0 {
+		t.Fatalf("no hits or no fills: %+v", s)
+	}
+}
