@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/sharedmap/sharedmap/rediscache/internal/redistest"
 )
 
@@ -110,5 +111,33 @@ func TestRedisRestart(t *testing.T) {
 	}
 	if got := mustGet(t, c, key); got != "after" {
 		t.Fatalf("after restart: %q", got)
+	}
+}
+
+// The tracker authenticates with the client's credentials (HELLO 3 AUTH).
+func TestTrackerAuth(t *testing.T) {
+	srv := redistest.Start(t, "--requirepass", "secret")
+	c := newCache(t, func(o *Options) {
+		o.ClientOption = rueidis.ClientOption{InitAddress: []string{srv.Addr()}, Password: "secret"}
+	})
+	if !c.Stats().Tracking {
+		t.Fatal("not tracking")
+	}
+	p, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, Password: "secret", DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	key := prefixFor(t) + "k"
+	plainSet(t, p, "SET", key, "old")
+	settle(t, c)
+	fillEntry(t, c, key)
+	plainSet(t, p, "SET", key, "new")
+	time.Sleep(DefaultMaxStaleness)
+	if got := mustGet(t, c, key); got != "new" {
+		t.Fatalf("Get %q MaxStaleness after an outside write", got)
+	}
+	if c.Stats().InvalidationsApplied == 0 {
+		t.Fatalf("no invalidation applied: %+v", c.Stats())
 	}
 }

@@ -35,6 +35,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	args []string // extra configuration, given at every start
 
 	mu     sync.Mutex
 	proc   *os.Process // nil while stopped
@@ -43,9 +44,10 @@ type Server struct {
 
 // Start starts a server for tb and stops it (removing its directory) when
 // the test ends. A missing redis-server fails the test, never skips it.
-func Start(tb testing.TB) *Server {
+// args are more configuration ("--requirepass", "secret").
+func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	s, err := New()
+	s, err := New(args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -55,8 +57,8 @@ func Start(tb testing.TB) *Server {
 
 // New starts a server, for TestMain, which has no testing.TB: the caller
 // must Close it. The error names the install command when redis-server is
-// missing.
-func New() (*Server, error) {
+// missing. args are more configuration, as for Start.
+func New(args ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNoServer
@@ -65,7 +67,7 @@ func New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, args: args}
 	// A port found free may be taken before the server binds it: try a few.
 	for range 5 {
 		if s.port, err = freePort(); err != nil {
@@ -139,6 +141,7 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	)
+	cmd.Args = append(cmd.Args, s.args...)
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -148,7 +151,7 @@ func (s *Server) start() error {
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr()) == nil {
+		if ready(s.Addr()) {
 			s.proc, s.exited = cmd.Process, exited
 			return nil
 		}
@@ -176,6 +179,13 @@ func (s *Server) logTail() string {
 		lines = lines[len(lines)-5:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// ready reports whether the server at addr answers: PONG, or an error that
+// asks for authentication.
+func ready(addr string) bool {
+	err := ping(addr)
+	return err == nil || strings.Contains(err.Error(), "NOAUTH")
 }
 
 // ping sends one PING to addr and checks the reply.
