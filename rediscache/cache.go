@@ -17,10 +17,6 @@ import (
 	"github.com/sharedmap/sharedmap/rediscache/internal/resp"
 )
 
-// ErrNotFound is returned by Get, GetInto and Typed.Get when the key is
-// absent in Redis.
-var ErrNotFound = errors.New("rediscache: key not found")
-
 // Defaults of Options.
 const (
 	DefaultMaxStaleness = 250 * time.Millisecond

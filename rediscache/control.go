@@ -1,5 +1,28 @@
 package rediscache
 
+// What the package keeps in the shared map, all little-endian. Every
+// process writes both; Compute (the segment's lock) guards the control
+// record, and GetOrLoad's fill token or Delete guards an entry.
+//
+// The control record, key "\x00rediscache\x00control", 48 bytes, no expiry:
+//
+//	offset size field      written by
+//	0      8    epoch      a takeover, the tracker (new connection, flush, error)
+//	8      8    watermark  the tracker when tracking begins and at each PONG (CLOCK_MONOTONIC ns; 0 at takeover)
+//	16     8    tracker    a takeover (its pid), the tracker's Close (0)
+//	24     8    term       a takeover (CLOCK_MONOTONIC ns of it)
+//	32     8    applied    the tracker: invalidations applied
+//	40     8    bumps      whoever bumps the epoch
+//
+// Each cached Redis key, under the same key, expiring with the Redis key
+// (at most MaxTTL) or after NegativeTTL:
+//
+//	offset size field
+//	0      8    epoch: the control epoch its fill read before Redis
+//	8      1    kind: 1 value, 2 absent in Redis
+//	9      7    zero
+//	16     n    the Redis value (kind 1)
+
 import (
 	"encoding/binary"
 	"time"

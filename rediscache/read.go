@@ -11,10 +11,6 @@ import (
 	"github.com/sharedmap/sharedmap/hashmap"
 )
 
-// errAbsent is what a fill returns for a key absent in Redis when absences
-// are not cached: GetOrLoad stores nothing for an error.
-var errAbsent = errors.New("rediscache: absent in Redis")
-
 // Get returns the value of key: from the map when a fresh entry is there,
 // else from Redis (filling the map). ErrNotFound when Redis has no such key.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {

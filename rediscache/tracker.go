@@ -19,12 +19,6 @@ const takeoverFactor = 2
 // waiting for the next PONG.
 const maxBatch = 4096
 
-var (
-	errDeposed  = errors.New("rediscache: tracker deposed")
-	errStopping = errors.New("rediscache: closing")
-	errNoPong   = errors.New("rediscache: no PONG within MaxStaleness")
-)
-
 // standby runs in every process that may track: each PingInterval it checks
 // the host's tracker and takes over when there is none, it is dead, or its
 // watermark has not moved for takeoverFactor x MaxStaleness.
