@@ -143,6 +143,14 @@ type report struct {
 
 const noTime = int64(-1 << 63)
 
+// staleValue gathers the reads of one stale value.
+type staleValue struct {
+	n     int
+	worst int64
+	why   string
+	at    int // its line in report.violations
+}
+
 // check checks the history against lim.
 func (h *history) check(lim limits) *report {
 	h.mu.Lock()
@@ -170,6 +178,7 @@ func (h *history) check(lim limits) *report {
 	for _, r := range h.reads {
 		byKey[r.key] = append(byKey[r.key], r)
 	}
+	staleSeen := map[string]*staleValue{}
 	var gaps []time.Duration
 	for k, rs := range byKey {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].start < rs[j].start })
@@ -193,7 +202,18 @@ func (h *history) check(lim limits) *report {
 				rep.staleN++
 			}
 			if stale > ms {
-				rep.violations = append(rep.violations, fmt.Sprintf("stale by %v > MaxStaleness %v: %s", time.Duration(stale), lim.maxStaleness, why))
+				// One line per stale value, with its worst read.
+				id := fmt.Sprintf("%s %d", r.key, r.ver)
+				if n := staleSeen[id]; n == nil {
+					staleSeen[id] = &staleValue{n: 1, worst: stale, at: len(rep.violations)}
+					rep.violations = append(rep.violations, "")
+				} else {
+					n.n++
+					n.worst = max(n.worst, stale)
+				}
+				if n := staleSeen[id]; n.worst == stale {
+					n.why = why
+				}
 			}
 			if v := h.readYourWrites(ws, r); v != "" {
 				rep.violations = append(rep.violations, v)
@@ -211,6 +231,10 @@ func (h *history) check(lim limits) *report {
 				}
 			}
 		}
+	}
+	for _, n := range staleSeen {
+		rep.violations[n.at] = fmt.Sprintf("stale by up to %v > MaxStaleness %v in %d reads, the worst: %s",
+			time.Duration(n.worst), lim.maxStaleness, n.n, n.why)
 	}
 	if len(gaps) > 0 {
 		slices.Sort(gaps)
