@@ -546,8 +546,9 @@ func testFillHeld(t *testing.T) {
 	c := newCluster(t)
 	c.setup(c.srv.Addr())
 	c.set(heldKey, false, 0)
+	const hold = 800 * time.Millisecond // past MaxStaleness, within FillTimeout
 	filler := c.start("filler", "reader", c.srv.Addr(), envKeys+"="+heldKey, envStagger+"=25ms",
-		envHoldKey+"="+heldKey, envHold+"=800ms")
+		envHoldKey+"="+heldKey, envHold+"="+hold.String())
 	var heldAt int64
 	select {
 	case heldAt = <-filler.held:
@@ -558,9 +559,28 @@ func testFillHeld(t *testing.T) {
 	c.set(heldKey, false, 0)
 	time.Sleep(50 * time.Millisecond)
 	c.set(heldKey, true, 0)
+	setAt := mono()
+	// Other processes read the key only once the filler's Gets that join
+	// its held fill include some that began MaxStaleness after the plain
+	// write: until then nothing stores the key.
+	time.Sleep(time.Duration(heldAt + int64(450*time.Millisecond) - mono()))
 	c.start("waiter", "reader", c.srv.Addr(), envKeys+"="+heldKey, envWorkers+"=2", envGap+"=1ms")
-	time.Sleep(time.Duration(heldAt + int64(1500*time.Millisecond) - mono()))
+	released := heldAt + int64(hold)
+	time.Sleep(time.Duration(released + int64(700*time.Millisecond) - mono()))
 	c.finish()
+	// The filler's Gets that began after the Set, while its fill was
+	// held, waited for that fill: they are the ones that must not take its
+	// value.
+	joined := 0
+	for _, r := range c.hist.reads {
+		if r.who == "filler" && r.start > setAt && r.start < released && r.end >= released {
+			joined++
+		}
+	}
+	t.Logf("%d of the filler's Gets began after the Set and waited for the held fill", joined)
+	if joined == 0 {
+		t.Error("no Get waited for the held fill after the Set: the test did not test it")
+	}
 }
 
 // testExpiry: keys written with a TTL, and a PEXPIRE of a cached key
