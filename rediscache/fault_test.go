@@ -294,6 +294,7 @@ func TestFault(t *testing.T) {
 	t.Run("Blackhole", testBlackhole)
 	t.Run("FillerKilled", testFillerKilled)
 	t.Run("FillHeld", testFillHeld)
+	t.Run("FillAcrossTakeover", testFillAcrossTakeover)
 	t.Run("Expiry", testExpiry)
 	worst, worstName := time.Duration(-1<<62), ""
 	var plain, pkg []time.Duration
@@ -584,6 +585,38 @@ func testFillHeld(t *testing.T) {
 	if joined == 0 {
 		t.Error("no Get waited for the held fill after the Set: the test did not test it")
 	}
+}
+
+// testFillAcrossTakeover: a fill is held while the tracker is SIGKILLed
+// and the key written by a plain client before the standby subscribes, so
+// that no invalidation cancels the fill. The fill read the epoch before
+// Redis, so its value, stored under the dead tracker's epoch, is never
+// served: not as a hit, and not to the processes that waited for it.
+func testFillAcrossTakeover(t *testing.T) {
+	c := newCluster(t)
+	tracker, standby := c.setup(c.srv.Addr())
+	c.set(heldKey, false, 0)
+	const hold = 800 * time.Millisecond
+	filler := c.start("filler", "reader", c.srv.Addr(), envKeys+"="+heldKey, envStagger+"=25ms",
+		envHoldKey+"="+heldKey, envHold+"="+hold.String())
+	var heldAt int64
+	select {
+	case heldAt = <-filler.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the filler never sent its fill")
+	}
+	killed := mono()
+	tracker.signal(syscall.SIGKILL)
+	c.set(heldKey, false, 0)
+	written := mono()
+	took := c.awaitTracker(standby, killed, 2*faultStaleness+time.Second)
+	if took < written {
+		t.Logf("the standby took over before the write completed: the write's invalidation cancels the fill")
+	}
+	time.Sleep(time.Duration(heldAt + int64(400*time.Millisecond) - mono()))
+	c.start("waiter", "reader", c.srv.Addr(), envKeys+"="+heldKey, envWorkers+"=2", envGap+"=1ms")
+	time.Sleep(time.Duration(heldAt + int64(hold) + int64(700*time.Millisecond) - mono()))
+	c.finish()
 }
 
 // testExpiry: keys written with a TTL, and a PEXPIRE of a cached key
