@@ -285,7 +285,7 @@ func run(d time.Duration) { time.Sleep(scaled(d)) }
 // past its Redis TTL.
 func TestFault(t *testing.T) {
 	faultSummary = nil
-	t.Run("Steady", testSteady)
+	t.Run("PlainWrites", testPlainWrites)
 	t.Run("TrackerKilled", testTrackerKilled)
 	t.Run("TrackerStopped", testTrackerStopped)
 	t.Run("RedisRestart", testRedisRestart)
@@ -312,15 +312,16 @@ func TestFault(t *testing.T) {
 		percentile(plain, 50), percentile(plain, 99), len(plain), percentile(pkg, 50), percentile(pkg, 99), len(pkg))
 }
 
-// testSteady: no fault; writes through Set and a plain client, reads in
-// two processes. Gives the invalidation lag of a healthy host.
-func testSteady(t *testing.T) {
+// testPlainWrites: no other fault than writes from a plain client outside
+// the package (half of them; the rest through Set), which reach the cache
+// only as invalidations. Gives the invalidation lag of a healthy host.
+func testPlainWrites(t *testing.T) {
 	c := newCluster(t)
 	c.setup(c.srv.Addr())
 	run(1500 * time.Millisecond)
 	end := mono()
 	rep := c.finish()
-	c.assertHitsResume(end, "steady")
+	c.assertHitsResume(end, "with no fault")
 	if len(rep.lagPlain) == 0 {
 		t.Error("no plain write was seen by a reader")
 	}
