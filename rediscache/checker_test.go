@@ -41,8 +41,9 @@ type write struct {
 	key        string
 	ver        int64
 	start, end int64 // monotonic ns: the call's start and return
-	pkg        bool  // through the package's Set (else a plain client)
+	pkg        bool  // through the package's Set or Del (else a plain client)
 	ttl        int64 // ns; 0: no expiry
+	del        bool  // a delete: this version's value is absence
 }
 
 // A read is one Get through the package that returned a value or absent.
@@ -190,7 +191,7 @@ func (h *history) check(lim limits) *report {
 			rep.reads++
 			if r.ver < 0 {
 				rep.absent++
-			} else if find(ws, r.ver) < 0 {
+			} else if i := find(ws, r.ver); i < 0 || ws[i].del {
 				rep.violations = append(rep.violations, fmt.Sprintf("%s read version %d of %s, which no writer wrote", r.who, r.ver, r.key))
 				continue
 			}
@@ -310,6 +311,9 @@ func (h *history) staleness(ws []write, r read) (int64, string) {
 		if w.ttl > 0 && w.start+w.ttl-int64(time.Millisecond) <= r.end {
 			consider(fmt.Sprintf("version %d expired", w.ver), j+1)
 		}
+		if w.del && w.start <= r.end {
+			consider(fmt.Sprintf("deleted as version %d", w.ver), j+1)
+		}
 	}
 	for _, p := range h.pexpires {
 		if p.key == r.key && p.start+p.ttl-int64(time.Millisecond) <= r.end {
@@ -344,7 +348,7 @@ func (h *history) readYourWrites(ws []write, r read) string {
 			}
 		}
 		for _, x := range ws[j:] {
-			if x.ttl > 0 && x.start+x.ttl-int64(time.Millisecond) <= r.end {
+			if x.ttl > 0 && x.start+x.ttl-int64(time.Millisecond) <= r.end || x.del && x.start <= r.end {
 				return ""
 			}
 		}
@@ -399,7 +403,7 @@ func (h *history) checkTTL(ws []write, r read, lim limits, rep *report) string {
 func firstSeen(rs []read, w write) (time.Duration, bool) {
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].start >= w.end })
 	for ; i < len(rs); i++ {
-		if rs[i].ver >= w.ver {
+		if rs[i].ver >= w.ver || rs[i].ver < 0 && w.del {
 			return time.Duration(rs[i].start - w.end), true
 		}
 		if rs[i].ver < 0 || rs[i].start-w.end > int64(5*time.Second) {
@@ -472,6 +476,19 @@ func TestCheckerFindsViolations(t *testing.T) {
 		{"value after flush", func(h *history) {
 			h.addWipe(wipe{what: "FLUSHALL", start: 2500 * msec, end: 2600 * msec})
 			h.addRead(read{key: "k", ver: 3, start: 2600*msec + ms + 1, end: 2600*msec + ms + 2})
+		}, "stale by"},
+		{"absent after Del", func(h *history) {
+			h.addWrite(write{key: "k", ver: 4, start: 3000 * msec, end: 3010 * msec, pkg: true, del: true})
+			h.addRead(read{key: "k", ver: -1, start: 3020 * msec, end: 3030 * msec})
+		}, ""},
+		{"value after Del", func(h *history) {
+			h.addWrite(write{key: "k", ver: 4, start: 3000 * msec, end: 3010 * msec, pkg: true, del: true})
+			h.addRead(read{key: "k", ver: 3, start: 3020 * msec, end: 3030 * msec})
+		}, "read-your-writes"},
+		{"absent after a write that followed a delete", func(h *history) {
+			h.addWrite(write{key: "k", ver: 4, start: 3000 * msec, end: 3010 * msec, del: true})
+			h.addWrite(write{key: "k", ver: 5, start: 3100 * msec, end: 3110 * msec})
+			h.addRead(read{key: "k", ver: -1, start: 3110*msec + ms + 1, end: 3110*msec + ms + 2})
 		}, "stale by"},
 		{"unwritten version", func(h *history) { h.addRead(read{key: "k", ver: 9, start: 3000 * msec, end: 3010 * msec}) }, "no writer wrote"},
 		{"past TTL", func(h *history) {

@@ -38,7 +38,8 @@ import (
 // Lines a helper prints:
 //
 //	READY                                     set up, now running
-//	W key ver start end pkg ttl               a write completed (pkg 1: through Set)
+//	W key ver start end pkg ttl del           a write completed (pkg 1: through Set or Del;
+//	                                          del 1: a delete)
 //	R key ver start end                       a Get returned (ver -1: ErrNotFound)
 //	S at tracking pid epoch hits misses refusals fills bumps cEpoch cWatermark cPID cTerm
 //	                                          Stats and the control record
@@ -260,8 +261,10 @@ func (r *role) tracker() error {
 
 // writer writes its keys in turn, each a version higher than the last,
 // through a plain SET (keys of even index) or through Set or a plain SET at
-// random (odd index), retrying a failed write until it
-// completes. It writes version 1 of every key before it says READY.
+// random (odd index), retrying a failed write until it completes. One write
+// in eight is a delete instead (DEL or Del, as the SET would have been): a
+// version whose value is absence. It writes version 1 of every key before
+// it says READY.
 func (r *role) writer() error {
 	c, err := r.open(true)
 	if err != nil {
@@ -277,18 +280,23 @@ func (r *role) writer() error {
 	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
 	ttl := envDuration(envTTL, 0)
 	vers := make(map[string]int64)
-	writeOne := func(k string, pkg bool) bool {
+	writeOne := func(k string, pkg, del bool) bool {
 		vers[k]++
 		v := value(vers[k])
 		start := mono()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			var err error
-			if pkg {
+			switch {
+			case del && pkg:
+				err = c.Del(ctx, k)
+			case del:
+				err = plain.Do(ctx, plain.B().Del().Key(k).Build()).Error()
+			case pkg:
 				err = c.Set(ctx, k, v, ttl)
-			} else if ttl > 0 {
+			case ttl > 0:
 				err = plain.Do(ctx, plain.B().Set().Key(k).Value(string(v)).PxMilliseconds(ttl.Milliseconds()).Build()).Error()
-			} else {
+			default:
 				err = plain.Do(ctx, plain.B().Set().Key(k).Value(string(v)).Build()).Error()
 			}
 			cancel()
@@ -302,11 +310,11 @@ func (r *role) writer() error {
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		r.emit(false, "W %s %d %d %d %d %d", k, vers[k], start, mono(), b2i(pkg), ttl)
+		r.emit(false, "W %s %d %d %d %d %d %d", k, vers[k], start, mono(), b2i(pkg), ttl, b2i(del))
 		return true
 	}
 	for _, k := range r.keys {
-		if !writeOne(k, false) {
+		if !writeOne(k, false, false) {
 			return nil
 		}
 	}
@@ -320,7 +328,7 @@ func (r *role) writer() error {
 		// Keys of even index are written by the plain client alone: a Set
 		// would delete the entry and hide a tracker that failed.
 		k := i % len(r.keys)
-		if !writeOne(r.keys[k], k%2 == 1 && rng.IntN(2) == 0) {
+		if !writeOne(r.keys[k], k%2 == 1 && rng.IntN(2) == 0, rng.IntN(8) == 0) {
 			return nil
 		}
 		time.Sleep(r.gap)
@@ -575,7 +583,7 @@ func (p *proc) scan(rd *os.File, h *history) {
 		case "READY":
 			close(p.ready)
 		case "W":
-			h.addWrite(write{key: f[1], ver: n(2), start: n(3), end: n(4), pkg: n(5) == 1, ttl: n(6)})
+			h.addWrite(write{key: f[1], ver: n(2), start: n(3), end: n(4), pkg: n(5) == 1, ttl: n(6), del: n(7) == 1})
 		case "R":
 			h.addRead(read{key: f[1], ver: n(2), start: n(3), end: n(4), who: p.name})
 		case "S":
