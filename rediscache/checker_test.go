@@ -430,7 +430,7 @@ func (rep *report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d reads (%d absent), %d writes (%d by a plain client)", rep.reads, rep.absent, rep.writes, rep.plain)
 	if rep.worst > -1<<61 {
-		fmt.Fprintf(&b, "; worst staleness %v (%d stale reads)", rep.worst, rep.staleN)
+		fmt.Fprintf(&b, "; worst staleness %v (%d stale reads; the worst: %s)", rep.worst, rep.staleN, rep.worstRead)
 	} else {
 		fmt.Fprintf(&b, "; no stale read")
 	}
