@@ -79,7 +79,8 @@ func keys(group string, n int) string {
 }
 
 // setup starts the usual host: a tracker, a standby, a writer of eight
-// keys and two readers of them, and returns the tracker and the standby.
+// keys and two readers of them (each with a goroutine reading by Get, one
+// by GetInto and one by MGet), and returns the tracker and the standby.
 // The tracker connects to Redis through trackerAddr.
 func (c *cluster) setup(trackerAddr string, readKeys ...string) (tracker, standby *proc) {
 	c.t.Helper()
@@ -90,7 +91,7 @@ func (c *cluster) setup(trackerAddr string, readKeys ...string) (tracker, standb
 	c.start("writer", "writer", c.srv.Addr(), envKeys+"="+ks, envGap+"=2ms", envSeed+"=1")
 	rk := strings.Join(append([]string{ks}, readKeys...), ",")
 	for i := range 2 {
-		c.start(fmt.Sprintf("reader%d", i), "reader", c.srv.Addr(), envKeys+"="+rk, envWorkers+"=2", envGap+"=300us")
+		c.start(fmt.Sprintf("reader%d", i), "reader", c.srv.Addr(), envKeys+"="+rk, envWorkers+"=3", envGap+"=300us")
 	}
 	return tracker, standby
 }

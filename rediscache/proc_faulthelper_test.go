@@ -343,7 +343,7 @@ func b2i(b bool) int {
 }
 
 // reader reads its keys through the package: workers goroutines, each
-// reading the keys in turn; or, with a stagger, a new goroutine that reads
+// reading the keys in turn (by Get, GetInto or MGet: see read); or, with a stagger, a new goroutine that reads
 // the first key once every stagger.
 func (r *role) reader() error {
 	c, err := r.open(true)
@@ -373,13 +373,26 @@ func (r *role) reader() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]byte, 0, 128)
 			for i := g; ; i++ {
 				select {
 				case <-r.quit:
 					return
 				default:
 				}
-				r.readOne(c, r.keys[i%len(r.keys)], false)
+				// Workers take turns at Get, GetInto and MGet.
+				switch g % 3 {
+				case 0:
+					r.read(c, nil, r.keys[i%len(r.keys):][:1], false)
+				case 1:
+					r.read(c, buf, r.keys[i%len(r.keys):][:1], false)
+				case 2:
+					ks := make([]string, 0, 3)
+					for j := range 3 {
+						ks = append(ks, r.keys[(i+j)%len(r.keys)])
+					}
+					r.read(c, nil, ks, false)
+				}
 				time.Sleep(r.gap)
 			}
 		}()
@@ -390,21 +403,47 @@ func (r *role) reader() error {
 
 // readOne reads key through c and reports the read.
 func (r *role) readOne(c *rediscache.Cache, key string, flush bool) {
+	r.read(c, nil, []string{key}, flush)
+}
+
+// read reads keys through c and reports each read: one key with Get, or
+// with GetInto into buf when buf is not nil; several with MGet, each key's
+// read spanning the whole call.
+func (r *role) read(c *rediscache.Cache, buf []byte, keys []string, flush bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := mono()
-	v, err := c.Get(ctx, key)
-	end := mono()
+	var vs [][]byte
+	var err error
 	switch {
-	case errors.Is(err, rediscache.ErrNotFound):
-		r.emit(flush, "R %s -1 %d %d", key, start, end)
-	case err != nil:
-		r.emit(flush, "E read %s: %v", key, err)
+	case len(keys) > 1:
+		vs, err = c.MGet(ctx, keys...)
+	case buf != nil:
+		var v []byte
+		v, err = c.GetInto(ctx, buf[:0], keys[0])
+		vs = [][]byte{v}
 	default:
-		ver, err := version(v)
+		var v []byte
+		v, err = c.Get(ctx, keys[0])
+		vs = [][]byte{v}
+	}
+	end := mono()
+	if errors.Is(err, rediscache.ErrNotFound) && len(keys) == 1 {
+		vs, err = [][]byte{nil}, nil
+	}
+	if err != nil {
+		r.emit(flush, "E read %v: %v", keys, err)
+		return
+	}
+	for i, key := range keys {
+		if vs[i] == nil {
+			r.emit(flush, "R %s -1 %d %d", key, start, end)
+			continue
+		}
+		ver, err := version(vs[i])
 		if err != nil {
 			r.emit(true, "B read %s: %v", key, err)
-			return
+			continue
 		}
 		r.emit(flush, "R %s %d %d %d", key, ver, start, end)
 	}
