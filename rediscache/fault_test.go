@@ -239,6 +239,13 @@ func (c *cluster) finish() *report {
 	for _, n := range c.notes {
 		c.t.Log(n)
 	}
+	var refused uint64
+	for _, p := range c.procs {
+		if st := p.statuses(); strings.HasPrefix(p.name, "reader") && len(st) > 0 {
+			refused += st[len(st)-1].refusals
+		}
+	}
+	c.t.Logf("readers refused %d stale hits (read Redis instead)", refused)
 	for _, p := range c.procs {
 		if p.errs > 0 {
 			c.t.Logf("%s: %d errors, the last: %s", p.name, p.errs, p.lastE)
@@ -289,6 +296,7 @@ func TestFault(t *testing.T) {
 	t.Run("PlainWrites", testPlainWrites)
 	t.Run("TrackerKilled", testTrackerKilled)
 	t.Run("TrackerStopped", testTrackerStopped)
+	t.Run("TrackerStalled", testTrackerStalled)
 	t.Run("RedisRestart", testRedisRestart)
 	t.Run("Flushall", testFlushall)
 	t.Run("ClientKill", testClientKill)
@@ -364,6 +372,24 @@ func testTrackerStopped(t *testing.T) {
 	c.finish()
 	c.assertDeposed(tracker, standby, took, continued, end)
 	c.assertHitsResume(end, "after the takeover")
+}
+
+// testTrackerStalled: SIGSTOP of the tracker for longer than MaxStaleness
+// but not long enough for the standby to take over. The tracker's own
+// PINGs go unanswered meanwhile, as far as it can tell when it runs again:
+// whatever it does then, readers go to Redis while it was stopped, and hits
+// resume after.
+func testTrackerStalled(t *testing.T) {
+	c := newCluster(t)
+	tracker, _ := c.setup(c.srv.Addr())
+	run(800 * time.Millisecond)
+	tracker.signal(syscall.SIGSTOP)
+	time.Sleep(faultStaleness + 50*time.Millisecond)
+	tracker.signal(syscall.SIGCONT)
+	run(1000 * time.Millisecond)
+	end := mono()
+	c.finish()
+	c.assertHitsResume(end, "after the stall")
 }
 
 // assertDeposed checks that once the standby took over (at took) and until
