@@ -394,8 +394,8 @@ func testTrackerStalled(t *testing.T) {
 
 // assertDeposed checks that once the standby took over (at took) and until
 // the run ended (at end), the control record named the standby alone, and
-// that from a quarter of a second after the old tracker could run again
-// (at resumed), it no longer says it tracks.
+// that from 400ms (or half the rest of the run, if shorter) after the old
+// tracker could run again (at resumed), it no longer says it tracks.
 func (c *cluster) assertDeposed(old, standby *proc, took, resumed, end int64) {
 	c.t.Helper()
 	if took == 0 {
@@ -408,7 +408,7 @@ func (c *cluster) assertDeposed(old, standby *proc, took, resumed, end int64) {
 			break
 		}
 	}
-	settled := resumed + int64(250*time.Millisecond)
+	settled := resumed + min(int64(400*time.Millisecond), (end-resumed)/2)
 	seen := false
 	for _, s := range old.statuses() {
 		if s.at > settled && s.at < end {
@@ -463,10 +463,49 @@ func testClientKill(t *testing.T) {
 	c := newCluster(t)
 	c.setup(c.srv.Addr())
 	run(800 * time.Millisecond)
-	list, err := c.do(c.plain.B().ClientList().Build()).ToString()
-	if err != nil {
+	id := c.trackingClient()
+	before := mono()
+	if err := c.do(c.plain.B().Arbitrary("CLIENT", "KILL", "ID", id).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	run(800 * time.Millisecond)
+	if err := c.do(c.plain.B().Arbitrary("CLIENT", "KILL", "TYPE", "normal").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	run(1000 * time.Millisecond)
+	end := mono()
+	c.finish()
+	if n := c.epochBumps(end) - c.epochBumps(before); n < 2 {
+		t.Errorf("%d epoch bumps after two kills of the tracking connection, want 2 or more", n)
+	}
+	c.assertHitsResume(end, "after CLIENT KILL")
+}
+
+// trackingClient returns the client id of the one connection tracking in
+// BCAST mode, waiting up to 2s for there to be exactly one (a tracker
+// reconnecting has none for a moment).
+func (c *cluster) trackingClient() string {
+	c.t.Helper()
+	var list string
+	for try := 0; try < 100; try++ {
+		if try > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		var err error
+		if list, err = c.do(c.plain.B().ClientList().Build()).ToString(); err != nil {
+			c.t.Fatal(err)
+		}
+		if ids := bcastClients(list); len(ids) == 1 {
+			return ids[0]
+		}
+	}
+	c.t.Fatalf("want one BCAST tracking connection, CLIENT LIST shows:\n%s", list)
+	return ""
+}
+
+// bcastClients returns the ids of the clients in list, CLIENT LIST's reply,
+// that track in BCAST mode.
+func bcastClients(list string) []string {
 	var ids []string
 	for _, line := range strings.Split(list, "\n") {
 		var id, flags string
@@ -483,24 +522,7 @@ func testClientKill(t *testing.T) {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) != 1 {
-		t.Fatalf("want one BCAST tracking connection, CLIENT LIST shows %d:\n%s", len(ids), list)
-	}
-	before := mono()
-	if err := c.do(c.plain.B().Arbitrary("CLIENT", "KILL", "ID", ids[0]).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	run(800 * time.Millisecond)
-	if err := c.do(c.plain.B().Arbitrary("CLIENT", "KILL", "TYPE", "normal").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	run(1000 * time.Millisecond)
-	end := mono()
-	c.finish()
-	if n := c.epochBumps(end) - c.epochBumps(before); n < 2 {
-		t.Errorf("%d epoch bumps after two kills of the tracking connection, want 2 or more", n)
-	}
-	c.assertHitsResume(end, "after CLIENT KILL")
+	return ids
 }
 
 // testBlackhole: the tracker reaches Redis through a proxy that stops
