@@ -9,7 +9,9 @@ require (
 	github.com/coocood/freecache v1.2.7
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/sharedmap/sharedmap v0.0.0
+	github.com/sharedmap/sharedmap/rediscache v0.0.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/image v0.47.0
 	golang.org/x/sys v0.49.0
@@ -24,3 +26,5 @@ require (
 )
 
 replace github.com/sharedmap/sharedmap => ../
+
+replace github.com/sharedmap/sharedmap/rediscache => ../rediscache
