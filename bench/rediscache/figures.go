@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/sharedmap/sharedmap/hashmap"
 	"github.com/sharedmap/sharedmap/rediscache"
+	"golang.org/x/sys/unix"
 )
 
 // The contenders' names, which the report and the targets look up.
@@ -55,11 +57,12 @@ func latencyFigure(ctx context.Context, cfg config, client rueidis.Client, ks *k
 		return nil, "", err
 	}
 	after := rc.Stats()
+	clock := clockFigure(cfg.runs, cfg.duration/4)
 	hits := after.Hits - before.Hits
 	misses := after.Misses - before.Misses
 	stale := after.StaleRefusals - before.StaleRefusals
 	note := fmt.Sprintf("Of rediscache's %d reads while measured, %d were hits, %d misses and %d stale refusals (reads sent to Redis while the tracker's watermark was older than MaxStaleness).",
-		hits+misses+stale, hits, misses, stale)
+		hits+misses+stale, hits, misses, stale) + " " + clock
 	return figs, note, nil
 }
 
@@ -118,4 +121,26 @@ func contenders(ctx context.Context, ks *keyset, ref *hashmap.Map, rc *rediscach
 			}
 		}},
 	}
+}
+
+// clockFigure says what reading CLOCK_MONOTONIC costs on this machine as
+// a system call (golang.org/x/sys/unix.ClockGettime), against time.Now,
+// which the runtime serves from the vDSO: a hit that reads the clock pays
+// the one or the other.
+func clockFigure(runs int, d time.Duration) string {
+	var sys, vdso []float64
+	for range runs {
+		var ts unix.Timespec
+		x, _ := measure(d, 1, contender{"clock_gettime", func() func(int) error {
+			return func(int) error { return unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) }
+		}})
+		sys = append(sys, x)
+		var sink int64
+		y, _ := measure(d, 1, contender{"time.Now", func() func(int) error {
+			return func(int) error { sink += time.Now().UnixNano(); return nil }
+		}})
+		vdso = append(vdso, y)
+	}
+	return fmt.Sprintf("On this machine clock_gettime(CLOCK_MONOTONIC) as a system call (golang.org/x/sys/unix) costs %s, time.Now (vDSO) %s (medians).",
+		ns(median(sys)), ns(median(vdso)))
 }
