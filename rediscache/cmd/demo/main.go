@@ -237,7 +237,11 @@ func (d *demo) run(steady time.Duration) error {
 }
 
 // writeAndReach writes generation gen and waits until every live process
-// has read it from every key.
+// has read it from every key. How long that takes is shown, not judged: a
+// process the machine leaves unscheduled for a while reads late without
+// breaking anything. What the guarantee forbids (a read that began more
+// than MaxStaleness after the write returning an older value) each worker
+// checks on every read.
 func (d *demo) writeAndReach(gen int) error {
 	before := d.hostStatus().Invalidations
 	d.say("» SET %d keys to %q through a plain Redis client", d.keys, value(gen))
@@ -267,9 +271,6 @@ func (d *demo) writeAndReach(gen int) error {
 	d.mu.Unlock()
 	d.say("» every process reads %q from every key %v after the write (invalidations applied on the host: %d → %d)",
 		value(gen), worst.Round(time.Millisecond), before, d.hostStatus().Invalidations)
-	if worst > maxStaleness {
-		d.fail("generation %d took %v to reach every process, more than MaxStaleness %v", gen, worst, maxStaleness)
-	}
 	return nil
 }
 
