@@ -79,6 +79,7 @@ func (r *report) targets() []target {
 	ratio("rediscache Get within 2x sharedmap Get", nameRCGet, nameMapGet, 2, true)
 	ratio("rediscache GetInto within 2x sharedmap GetInto", nameRCGetInto, nameMapGetInto, 2, true)
 	ratio("rediscache Get at least 100x faster than a GET round trip", nameRCGet, nameDoRoundTrip, 100, false)
+	ratio("rediscache GetInto at least 100x faster than a GET round trip", nameRCGetInto, nameDoRoundTrip, 100, false)
 	if rc, dc := r.mem(kindRediscache), r.mem(kindDoCache); rc != nil && dc != nil {
 		x := float64(dc.pss) / float64(rc.pss)
 		ts = append(ts, target{
