@@ -61,8 +61,11 @@ func latencyFigure(ctx context.Context, cfg config, client rueidis.Client, ks *k
 	hits := after.Hits - before.Hits
 	misses := after.Misses - before.Misses
 	stale := after.StaleRefusals - before.StaleRefusals
-	note := fmt.Sprintf("Of rediscache's %d reads while measured, %d were hits, %d misses and %d stale refusals (reads sent to Redis while the tracker's watermark was older than MaxStaleness).",
-		hits+misses+stale, hits, misses, stale) + " " + clock
+	bumps := after.EpochBumps - before.EpochBumps
+	note := fmt.Sprintf("Of rediscache's %d reads while measured, %d were hits, %d misses and %d stale refusals (reads sent to Redis while the tracker's watermark was older than MaxStaleness); "+
+		"the epoch was bumped %d times meanwhile (each time the tracker lost or renewed its connection, everything cached became a miss), "+
+		"and the rediscache figures include those misses' round trips.",
+		hits+misses+stale, hits, misses, stale, bumps) + " " + clock
 	return figs, note, nil
 }
 
