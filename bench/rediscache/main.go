@@ -160,7 +160,7 @@ func run(cfg config) error {
 	if err := preload(ctx, client, ks); err != nil {
 		return err
 	}
-	rep := report{cfg: cfg, redisVersion: serverVersion(ctx, client), gomaxprocs: runtime.GOMAXPROCS(0)}
+	rep := report{cfg: cfg, redisVersion: serverVersion(ctx, client), gomaxprocs: runtime.GOMAXPROCS(0), loadBefore: loadAverage()}
 	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
 	if !cfg.skipLatency {
 		if rep.latency, rep.hitNote, err = latencyFigure(ctx, cfg, client, ks, dir, progress); err != nil {
@@ -179,6 +179,7 @@ func run(cfg config) error {
 			rep.memory = append(rep.memory, memoryRow{kind, s})
 		}
 	}
+	rep.loadAfter = loadAverage()
 	md := rep.markdown()
 	fmt.Print(md)
 	if cfg.out != "" {

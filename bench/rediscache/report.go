@@ -21,6 +21,8 @@ type report struct {
 	latency      []figure
 	hitNote      string
 	memory       []memoryRow
+	loadBefore   string // /proc/loadavg's 1-minute figure at the start and the end
+	loadAfter    string
 }
 
 func (r *report) fig(name string) *figure {
@@ -101,6 +103,8 @@ func (r *report) markdown() string {
 		cfg.keys, cfg.valueSize, cfg.runs, cfg.duration, cfg.procs, trimFloat(cfg.zipfS),
 		r.redisVersion, cpuModel(), r.gomaxprocs, runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		cfg.keys, cfg.valueSize, cfg.prefix, trimFloat(cfg.zipfS))
+	fmt.Fprintf(&b, "The machine's load average (1 minute) was %s at the start and %s at the end: "+
+		"on a machine shared with other work, the spread of the runs says how far to trust a median.\n\n", r.loadBefore, r.loadAfter)
 	if ts := r.targets(); len(ts) > 0 {
 		fmt.Fprintf(&b, "## Targets\n\n| target | measured | |\n|---|---|---|\n")
 		for _, t := range ts {
@@ -162,4 +166,13 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
