@@ -88,12 +88,12 @@ func (tb *Table) reference(p *uint64, slot uint64) {
 	}
 }
 
-// Evicted and Expired count the segment's entries evicted for room and its
-// expired entries reclaimed, since the map was created.
-func (s *Segment) Evicted() int64 { return int64(atomic.LoadUint64(s.evicted)) }
+// evictedCount and expiredCount count the segment's entries evicted for room
+// and its expired entries reclaimed, since the map was created.
+func (s *Segment) evictedCount() int64 { return int64(atomic.LoadUint64(s.evicted)) }
 
-// Expired: see Evicted.
-func (s *Segment) Expired() int64 { return int64(atomic.LoadUint64(s.expired)) }
+// expiredCount: see evictedCount.
+func (s *Segment) expiredCount() int64 { return int64(atomic.LoadUint64(s.expired)) }
 
 // chainTiers lists the tiers of the segment's chain, first tier first.
 func (s *Segment) chainTiers() ([]tier, error) {

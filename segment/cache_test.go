@@ -69,8 +69,8 @@ func TestCacheExpiry(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if s.Expired() != 1 {
-		t.Fatalf("Compute's delete reclaimed %d expired entries, want 1", s.Expired())
+	if s.expiredCount() != 1 {
+		t.Fatalf("Compute's delete reclaimed %d expired entries, want 1", s.expiredCount())
 	}
 	if _, err := s.PutExpiring(h, k, v, clock.read()+5, Replace); err != nil {
 		t.Fatal(err)
@@ -89,8 +89,8 @@ func TestCacheExpiry(t *testing.T) {
 	if existed, err := s.Delete(h, k); err != nil || existed {
 		t.Fatalf("Delete of an expired entry: existed %v, %v", existed, err)
 	}
-	if s.Len() != 1 || s.Expired() != 3 {
-		t.Fatalf("Len %d, expired %d; want 1 and 3", s.Len(), s.Expired())
+	if s.Len() != 1 || s.expiredCount() != 3 {
+		t.Fatalf("Len %d, expired %d; want 1 and 3", s.Len(), s.expiredCount())
 	}
 	checkClean(t, tb)
 }
@@ -109,8 +109,8 @@ func TestCacheEvictsInsteadOfFull(t *testing.T) {
 			t.Fatalf("put %d: %v", i, err)
 		}
 	}
-	if s.Evicted() == 0 || s.Len()+s.Evicted() != puts {
-		t.Fatalf("len %d + evicted %d != %d puts", s.Len(), s.Evicted(), puts)
+	if s.evictedCount() == 0 || s.Len()+s.evictedCount() != puts {
+		t.Fatalf("len %d + evicted %d != %d puts", s.Len(), s.evictedCount(), puts)
 	}
 	k := fmt.Appendf(nil, "key-%05d", puts-1)
 	if _, found, err := s.get(hashOf(k), k, nil); err != nil || !found {
@@ -154,9 +154,9 @@ func TestClockKeepsReadEntries(t *testing.T) {
 		}
 	}
 	if kept < len(hot)*9/10 {
-		t.Fatalf("%d of %d hot entries survived %d evictions", kept, len(hot), s.Evicted())
+		t.Fatalf("%d of %d hot entries survived %d evictions", kept, len(hot), s.evictedCount())
 	}
-	t.Logf("%d of %d hot entries kept; %d evicted", kept, len(hot), s.Evicted())
+	t.Logf("%d of %d hot entries kept; %d evicted", kept, len(hot), s.evictedCount())
 }
 
 // TestPlainMapStaysFull: without cache mode the same stream ends in ErrFull.
@@ -245,7 +245,7 @@ func FuzzCacheOps(f *testing.F) {
 func TestEvictionUnderReadersOfEveryEntry(t *testing.T) {
 	tb, _ := newCacheTable(t, 200)
 	s := tb.Segment(0)
-	for i := 0; s.Evicted() == 0; i++ {
+	for i := 0; s.evictedCount() == 0; i++ {
 		k := fmt.Appendf(nil, "key-%05d", i)
 		if _, err := s.PutExpiring(hashOf(k), k, []byte("v"), 0, Replace); err != nil {
 			t.Fatalf("put %d: %v", i, err)

@@ -225,7 +225,7 @@ func TestRandomWritesDieAtEveryStep(t *testing.T) {
 				}
 				tb.Segment(0).Check(func(err error) { t.Errorf("op %d: check after the op: %v", i, err) })
 			}
-			t.Logf("%d ops, %d deaths, %d tiers, %d compactions, %d relocations, %d evicted", ops, deaths, tb.Segment(0).Tiers(), tb.Compactions.Load(), tb.Relocations.Load(), tb.Segment(0).Evicted())
+			t.Logf("%d ops, %d deaths, %d tiers, %d compactions, %d relocations, %d evicted", ops, deaths, tb.Segment(0).Tiers(), tb.Compactions.Load(), tb.Relocations.Load(), tb.Segment(0).evictedCount())
 		})
 	}
 }

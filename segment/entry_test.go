@@ -117,7 +117,7 @@ func TestPlaceholderEvicted(t *testing.T) {
 	if err := s.UpdateEntry(hashOf(k), k, func([]byte, int64, bool) ([]byte, int64, Outcome) { return []byte("token"), Hidden, Store }); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; s.Expired() == 0; i++ {
+	for i := 0; s.expiredCount() == 0; i++ {
 		if i > 10000 {
 			t.Fatal("the hand never reclaimed the placeholder")
 		}

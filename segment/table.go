@@ -494,7 +494,7 @@ type Counters struct {
 // Counters reads the segment's counters, without locks. Files from before
 // statistics have none (all zero but Evicted and Expired).
 func (s *Segment) Counters() Counters {
-	c := Counters{Evicted: s.Evicted(), Expired: s.Expired()}
+	c := Counters{Evicted: s.evictedCount(), Expired: s.expiredCount()}
 	if s.counters == nil {
 		return c
 	}
