@@ -8,13 +8,15 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Check verifies segment s without taking its lock or writing anything,
-// and calls problem for each thing no correct writer leaves behind: lock
-// and sequence states (which a live writer may show for an instant),
-// chain links, slots, entries and their checksums, keys in the wrong
-// segment or present twice, and counters that disagree. It returns the
-// number of entries it found.
+// Check verifies segment s without its lock or writing, calls problem for
+// each thing no correct writer leaves, and returns the entries it found.
 func (s *Segment) Check(problem func(error)) int64 {
+	// Check verifies segment s without taking its lock or writing
+	// anything, and calls problem for each thing no correct writer leaves
+	// behind: lock and sequence states (which a live writer may show for
+	// an instant), chain links, slots, entries and their checksums, keys
+	// in the wrong segment or present twice, and counters that disagree.
+	// It returns the number of entries it found.
 	return s.check(problem, false)
 }
 
@@ -216,10 +218,12 @@ func (tb *Table) reservedGlobal() (global, padding []uint64) {
 }
 
 // CheckGlobal verifies, read-only, the table's global state: the count of
-// overflow tiers handed out is within the pool and covers every tier a
-// segment links or that has an owner, and the reserved bytes are zero
-// (nothing writes them, so anything else is damage).
+// overflow tiers handed out, and the reserved bytes.
 func (tb *Table) CheckGlobal(problem func(error)) {
+	// CheckGlobal verifies, read-only, the table's global state: the count
+	// of overflow tiers handed out is within the pool and covers every
+	// tier a segment links or that has an owner, and the reserved bytes
+	// are zero (nothing writes them, so anything else is damage).
 	l := &tb.layout
 	// Before the count: a tier is handed out before it gets an owner and
 	// is linked, so an owner read first lies below a count read after.
@@ -254,16 +258,16 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	}
 }
 
-// UnlinkedTiers calls found for each overflow tier the pool has handed out
-// that no tier links, whose owner and position words are not both zero
-// (as disownStrays leaves tiers it gave up), and whose sound entries are all of one
-// segment, seg: a tier a damaged link cut from seg's chain. It is what a
-// rebuild of one segment can leave behind when the link that reached the
-// tier was another chain's damaged one, cut only by that chain's rebuild
-// afterwards; rebuilding seg again then links it back (see lostTierAt) or
-// counts its entries as dropped. A tier a live writer is attaching (words
-// written, not linked yet) is empty, and not reported.
+// UnlinkedTiers calls found for each overflow tier handed out that no tier
+// links and whose sound entries are all of segment seg: a tier a damaged
+// link cut from seg's chain.
 func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
+	// It is what a rebuild of one segment can leave behind when the link
+	// that reached the tier was another chain's damaged one, cut only by
+	// that chain's rebuild afterwards; rebuilding seg again then links it
+	// back (see lostTierAt) or counts its entries as dropped. A tier a
+	// live writer is attaching (words written, not linked yet) is empty,
+	// and not reported.
 	l := &tb.layout
 	end := tb.handedOutEnd()
 	linked := make(map[int64]bool)
@@ -369,20 +373,24 @@ func (tb *Table) poolTiersInUse() uint64 {
 	return n
 }
 
-// MendPoolCount sets the count of overflow tiers handed out to what the
-// segments' chains and the tiers say the pool has handed out
-// (poolTiersInUse), when damage moved it below that (the next link would
-// take a tier in use) or beyond the pool (every link fails with ErrFull),
-// and returns the count before and after. A count within the pool and above that is left as it
-// is: the tiers between may have just been taken by a live process that
-// has not linked them yet, and handing one out twice is worse than losing
-// it. Then, under the file's admin lock, it zeroes each tier beyond the
-// count whose header is not zero but does not look handed out (strays): a
-// writer gives a tier its words only after the count covers it, so those
-// are damage, or what is left of a tier damage cut from every chain, and
-// left there they would make the pool refuse the tier. Part of repairing
-// a damaged file.
+// MendPoolCount puts right a damaged count of overflow tiers handed out and
+// zeroes stray tier headers beyond it, under the admin lock, returning the
+// count before and after. Part of repairing a damaged file.
 func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
+	// MendPoolCount sets the count of overflow tiers handed out to what
+	// the segments' chains and the tiers say the pool has handed out
+	// (poolTiersInUse), when damage moved it below that (the next link
+	// would take a tier in use) or beyond the pool (every link fails with
+	// ErrFull), and returns the count before and after. A count within the
+	// pool and above that is left as it is: the tiers between may have
+	// just been taken by a live process that has not linked them yet, and
+	// handing one out twice is worse than losing it. Then, under the
+	// file's admin lock, it zeroes each tier beyond the count whose header
+	// is not zero but does not look handed out (strays): a writer gives a
+	// tier its words only after the count covers it, so those are damage,
+	// or what is left of a tier damage cut from every chain, and left
+	// there they would make the pool refuse the tier. Part of repairing a
+	// damaged file.
 	l := &tb.layout
 	pool := uint64(l.Tiers - l.Segments)
 	if tb.admin != nil {

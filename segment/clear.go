@@ -39,18 +39,22 @@ func (s *Segment) clearingNow() bool {
 	return seq&1 != 0 && c == uint32(seq)
 }
 
-// Clear removes every entry of the segment and reports how many were live
-// (expired entries of a cache map, and entries that do not decode, go too,
-// uncounted). It takes the update lock as any writer does (ErrTimeout if
-// a live process holds it throughout), then the write lock for the change
-// itself, so every reader sees the segment whole or empty, never part
-// way, in every process. Its overflow tiers stay linked, empty. The
-// removed live entries count as deletes, the expired ones as expired
-// (counters a death in the middle of the Clear may leave short). A tier
-// chain that cannot be followed is an error matching ErrCorrupt, with
-// nothing changed. An empty segment is left untouched: no lock is
-// upgraded and no page written.
+// Clear removes every entry of the segment under its update then write lock,
+// so readers see it whole or empty, and reports how many live entries it
+// removed. A chain that cannot be followed is ErrCorrupt, with nothing
+// changed.
 func (s *Segment) Clear() (removed int64, err error) {
+	// Clear removes every entry of the segment and reports how many were
+	// live (expired entries of a cache map, and entries that do not
+	// decode, go too, uncounted). It takes the update lock as any writer
+	// does (ErrTimeout if a live process holds it throughout), then the
+	// write lock for the change itself, so every reader sees the segment
+	// whole or empty, never part way, in every process. Its overflow tiers
+	// stay linked, empty. The removed live entries count as deletes, the
+	// expired ones as expired (counters a death in the middle of the Clear
+	// may leave short). A tier chain that cannot be followed is an error
+	// matching ErrCorrupt, with nothing changed. An empty segment is left
+	// untouched: no lock is upgraded and no page written.
 	w, err := s.beginUpdate("clear")
 	if err != nil {
 		return 0, err

@@ -157,12 +157,16 @@ func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 	return found, err
 }
 
-// GetVersioned is Get that also returns the segment's modification
-// sequence the value was read at (even): while Seq still returns it, no
-// value of the segment changed or was removed since (inserts of new keys
-// do not count: they change no value). expiry is the entry's expiry time
-// in a cache map (0: none). A cache of decoded values relies on it.
+// GetVersioned is Get that also returns the even sequence the value was read
+// at (unchanged while no value of the segment changes) and the entry's
+// expiry.
 func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found bool, seq uint64, expiry int64, err error) {
+	// GetVersioned is Get that also returns the segment's modification
+	// sequence the value was read at (even): while Seq still returns it,
+	// no value of the segment changed or was removed since (inserts of new
+	// keys do not count: they change no value). expiry is the entry's
+	// expiry time in a cache map (0: none). A cache of decoded values
+	// relies on it.
 	start := len(dst)
 	seq, err = s.consistentReadAt("get", func() bool {
 		out, found, expiry = dst[:start], false, 0
@@ -191,13 +195,12 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	return out, found, seq, expiry, nil
 }
 
-// GetChecked is Get that also verifies the entry's checksum, on its copy
-// after the consistent read: an entry that fails it is an error matching
-// ErrCorrupt, and dst comes back unchanged. The checksum comes first, so
-// that damage to a cache map's expiry is not taken for an expiry; then
-// the entry's liveness is decided, once, from the copy. In a file without
-// checksums it is Get.
+// GetChecked is Get that also verifies the entry's checksum: a failure is an
+// error matching ErrCorrupt, with dst unchanged.
 func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error) {
+	// The checksum comes first, so that damage to a cache map's expiry is
+	// not taken for an expiry; then the entry's liveness is decided, once,
+	// from the copy. In a file without checksums it is Get.
 	start := len(dst)
 	var head [entryHeaderSize]byte
 	var slotAt *uint64

@@ -5,27 +5,33 @@ import (
 	"sync/atomic"
 )
 
-// DeleteFunc removes every live entry of the segment for which fn returns
-// true, and returns how many it removed. It takes the segment's update
-// lock, so no other writer in any process changes the segment until it
-// is done, and calls fn on each live entry in turn, with copies of its
-// key and value (a cache map's value without its expiry) in buffers
-// reused for the next entry: valid only while fn runs. Readers still read
-// meanwhile. Then it takes the write lock and removes the entries fn
-// chose, all of them before any reader sees the segment again. fn sees
-// what Get would return; it does not verify checksums. Expired entries of
-// a cache map are not passed to fn, and stay until reclaimed.
+// DeleteFunc takes the
+// segment's update lock, so no other writer in any process changes the
+// segment until it is done, and calls fn on each live entry in turn,
+// with copies of its key and value (a cache map's value without its
+// expiry) in buffers reused for the next entry: valid only while fn
+// runs. Readers still read meanwhile. Then it takes the write lock and
+// removes the entries fn chose, all of them before any reader sees the
+// segment again. fn sees what Get would return; it does not verify
+// checksums. Expired entries of a cache map are not passed to fn, and
+// stay until reclaimed.
 //
 // fn runs under the update lock: it must not write to the map (such a
 // write to this segment waits for the lock fn's caller holds and fails
-// with ErrTimeout, after up to twice LockTimeout). A panic in fn ends the
-// call with nothing removed from this segment and its lock released.
+// with ErrTimeout, after up to twice LockTimeout). A panic in fn ends
+// the call with nothing removed from this segment and its lock
+// released.
 //
-// Each removal is a Delete's (slot first, then its chunks), so a process
-// killed in the middle leaves every entry removed or whole, and recovery
-// finds the segment consistent. A tier chain that cannot be followed, or
-// an entry that does not decode, is an error matching ErrCorrupt before
-// anything is removed.
+// Each removal is a Delete's (slot first, then its chunks), so a
+// process killed in the middle leaves every entry removed or whole,
+// and recovery finds the segment consistent. A tier chain that cannot
+// be followed, or an entry that does not decode, is an error matching
+// ErrCorrupt before anything is removed.
+
+// DeleteFunc removes every live entry of the segment for which fn returns
+// true and returns how many it removed. fn runs under the update lock on
+// copies valid only during the call, and must not write to the map. A panic
+// in fn removes nothing from this segment.
 func (s *Segment) DeleteFunc(fn func(key, value []byte) bool) (int64, error) {
 	tb := s.tb
 	w, err := s.beginUpdate("delete")

@@ -7,19 +7,23 @@ import (
 	"sync/atomic"
 )
 
-// AppendEntries copies every entry of the segment out, consistently: the
-// bytes are appended to arena, and for each entry four offsets into arena,
-// where its key starts and ends and where its value starts and ends, are
-// appended to ends. An entry that fails its checksum, or whose header does
-// not decode, is left out and counted in damaged: within a consistent copy
-// no writer is midway through it, so that is damage, and its bytes are not
-// the value any Put stored; the entries around it are copied all the same
-// (a copy is how data is saved from a damaged file). A tier chain that
-// cannot be followed is an error matching ErrCorrupt. The checksums are
-// computed on the copy, after it is taken: inside the read they would
-// lengthen the time a writer can spoil it in, or that writers wait for it
-// under the read lock.
+// AppendEntries appends a consistent copy of every entry of the segment to
+// arena, and four offsets per entry (key start and end, value start and end)
+// to ends. Entries failing their checksum or not decoding are left out and
+// counted in damaged; an unfollowable chain is an error matching ErrCorrupt.
 func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, damaged Damaged, err error) {
+	// AppendEntries copies every entry of the segment out, consistently:
+	// the bytes are appended to arena, and for each entry four offsets
+	// into arena, where its key starts and ends and where its value starts
+	// and ends, are appended to ends. An entry that fails its checksum, or
+	// whose header does not decode, is left out and counted in damaged:
+	// within a consistent copy no writer is midway through it, so that is
+	// damage, and its bytes are not the value any Put stored; the entries
+	// around it are copied all the same (a copy is how data is saved from
+	// a damaged file). A tier chain that cannot be followed is an error
+	// matching ErrCorrupt. The checksums are computed on the copy, after
+	// it is taken: inside the read they would lengthen the time a writer
+	// can spoil it in, or that writers wait for it under the read lock.
 	a0, e0 := len(arena), len(ends)
 	undecodable := 0
 	err = s.consistentRead("range", func() bool {

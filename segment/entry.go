@@ -6,26 +6,32 @@ import (
 	"sync/atomic"
 )
 
-// Hidden is an expiry that no time to live gives: the most negative time,
-// passed at every clock (a TTL is positive, so now + TTL is above it
-// whatever now is). An entry of a cache map stored with it is a
-// placeholder for its key, held in the file but absent to every reader
-// (Get, Has, Range, GetVersioned, GetChecked), as any expired entry is.
-// Like one, it is replaced by any write of its key (Put, PutIfAbsent,
-// Compute and Update see it as absent), removed by a Delete of it, and
-// reclaimed by the eviction hand whenever the hand passes it, reference
-// bit or not. Only GetEntry and UpdateEntry see it. hashmap keeps its fill
-// tokens so (docs/FORMAT.md section 3.12).
+// Hidden is the most negative time, passed at every clock (a TTL is
+// positive, so now + TTL is above it whatever now is). Like any expired
+// entry, a placeholder is absent to Get, Has, Range, GetVersioned and
+// GetChecked; Put, PutIfAbsent, Compute and Update see it as absent and
+// replace it, a Delete removes it, and the eviction hand reclaims it
+// whenever it passes, reference bit or not. hashmap keeps its fill tokens
+// so (docs/FORMAT.md section 3.12).
+
+// Hidden is an expiry no time to live gives: a cache map's entry stored with
+// it is a placeholder for its key, held in the file but absent to every reader
+// and replaced by any write, as an expired entry is. Only GetEntry and
+// UpdateEntry see it.
 const Hidden int64 = math.MinInt64
 
-// GetEntry appends to dst the value of key, which hashes to this
-// segment, as stored: in a cache map whether or not it has expired, with
-// its expiry (0: never). found reports whether the segment has an entry
-// for key at all. Outside cache maps it is Get with expiry 0. It reads as
-// Get does (without a lock unless writers keep interfering) and sets no
-// reference bit: it is for callers that keep marks of their own in
-// entries no reader sees (see Hidden), not a read of the key's value.
+// GetEntry appends to dst key's value as stored, expired or not, with its
+// expiry (0: never); found reports whether there is an entry at all. It sets
+// no reference bit.
 func (s *Segment) GetEntry(hash uint64, key, dst []byte) (value []byte, expiry int64, found bool, err error) {
+	// GetEntry appends to dst the value of key, which hashes to this
+	// segment, as stored: in a cache map whether or not it has expired,
+	// with its expiry (0: never). found reports whether the segment has an
+	// entry for key at all. Outside cache maps it is Get with expiry 0. It
+	// reads as Get does (without a lock unless writers keep interfering)
+	// and sets no reference bit: it is for callers that keep marks of
+	// their own in entries no reader sees (see Hidden), not a read of the
+	// key's value.
 	start := len(dst)
 	err = s.consistentRead("get", func() bool {
 		value, expiry, found = dst[:start], 0, false
@@ -51,19 +57,24 @@ func (s *Segment) GetEntry(hash uint64, key, dst []byte) (value []byte, expiry i
 	return value, expiry, found, nil
 }
 
-// UpdateEntry is Update over entries as stored: fn gets key's value and
-// expiry (0: never; always 0 outside cache maps) whether or not the entry
-// has expired, found reporting whether there is an entry at all, and
-// returns the outcome with the value to store and its expiry, which maps
-// other than caches ignore. The value fn gets is a copy in a pooled
-// buffer, valid only while fn runs; the value it returns may alias it.
-// fn runs under the segment's update lock and must not call into the map.
-//
-// Counters: a store counts as a put and a removal of a live entry as a
-// delete, and an expired entry replaced or removed as an expired entry
-// reclaimed, except that placeholders (expiry Hidden) count as none of
-// these: neither storing one, nor removing one, nor storing over one.
+// UpdateEntry is Update over entries as stored, expired or not: fn gets the
+// value, its expiry and whether there is an entry, and returns the value,
+// expiry and Outcome. fn runs under the update lock on a copy valid only
+// during it.
 func (s *Segment) UpdateEntry(hash uint64, key []byte, fn func(value []byte, expiry int64, found bool) ([]byte, int64, Outcome)) error {
+	// UpdateEntry is Update over entries as stored: fn gets key's value
+	// and expiry (0: never; always 0 outside cache maps) whether or not
+	// the entry has expired, found reporting whether there is an entry at
+	// all, and returns the outcome with the value to store and its expiry,
+	// which maps other than caches ignore. The value fn gets is a copy in
+	// a pooled buffer, valid only while fn runs; the value it returns may
+	// alias it. fn runs under the segment's update lock and must not call
+	// into the map.
+	//
+	// Counters: a store counts as a put and a removal of a live entry as a
+	// delete, and an expired entry replaced or removed as an expired entry
+	// reclaimed, except that placeholders (expiry Hidden) count as none of
+	// these: neither storing one, nor removing one, nor storing over one.
 	p, w, err := s.previewThenLock("update", hash, key)
 	if err != nil {
 		return err

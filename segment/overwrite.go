@@ -64,25 +64,30 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 	s.rewriteLocked(at, h, key, value, seq, saveOld)
 }
 
-// TryOverwriteFastLedger is Put's fast path for a plain map's most common case, as
-// Put itself tries it (tryOverwriteOptimistic), but with the write lock's taking and
-// release kept in this process's fast ledger instead of its ledger (see
-// rwulock.FastNext): three locked instructions where tryOverwriteOptimistic makes
-// six. It needs no in-flight count either: CloseFastPaths waits for the
-// calls under way instead. And it takes the lock before it looks, not
-// after: the lock's two CASes then run while the lines the look needs are
-// on their way (they are requested first, and a prefetch, unlike a load,
-// does not hold a locked instruction back), rather than after they came,
-// which shortens an overwrite of a key whose lines are not cached; what it
-// adds is the lock's three locked instructions to a Put that
-// inserts, and the look's wait to the time the lock is held. It reports
-// false, having changed nothing but the idle undo record's bytes (see
-// stageRewrite), in every case tryOverwriteOptimistic does (but a writer coming
-// between, which the lock excludes), and also when the table
-// has no fast ledgers (SetFastLedgers), is closing, or another goroutine of
-// this process is on the fast path of this segment: the caller then takes
-// Put's general path (PutGeneral).
+// TryOverwriteFastLedger is Put's fast path for overwriting a plain map's
+// value in place, with the write lock recorded in this process's fast ledger
+// (rwulock.FastNext). It reports false, having changed nothing of the map,
+// when the caller must take PutGeneral.
 func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
+	// TryOverwriteFastLedger is Put's fast path for a plain map's most
+	// common case, as Put itself tries it (tryOverwriteOptimistic), but
+	// with the write lock's taking and release kept in this process's fast
+	// ledger instead of its ledger (see rwulock.FastNext): three locked
+	// instructions where tryOverwriteOptimistic makes six. It needs no
+	// in-flight count either: CloseFastPaths waits for the calls under way
+	// instead. And it takes the lock before it looks, not after: the
+	// lock's two CASes then run while the lines the look needs are on
+	// their way (they are requested first, and a prefetch, unlike a load,
+	// does not hold a locked instruction back), rather than after they
+	// came, which shortens an overwrite of a key whose lines are not
+	// cached; what it adds is the lock's three locked instructions to a
+	// Put that inserts, and the look's wait to the time the lock is held.
+	// It reports false, having changed nothing but the idle undo record's
+	// bytes (see stageRewrite), in every case tryOverwriteOptimistic does
+	// (but a writer coming between, which the lock excludes), and also
+	// when the table has no fast ledgers (SetFastLedgers), is closing, or
+	// another goroutine of this process is on the fast path of this
+	// segment: the caller then takes Put's general path (PutGeneral).
 	if s.fast == nil || s.tb.geom.cache || s.tb.queueLocal {
 		return false
 	}
@@ -192,13 +197,16 @@ func (s *Segment) rewriteLocked(at uint64, h *entryHead, key, value []byte, seq 
 	offheap.AddExclusive(s.seq, 1)
 }
 
-// SetFastLedgers gives each segment lock of this table a fast ledger word
-// in this process's registry slot (fast(i) for segment i), for
-// TryOverwriteFastLedger (see rwulock.FastNext), and starts each at seed, a
-// FastEmpty value no earlier owner of the slot reached (see
-// rwulock.FastSeed). Like SetLedgers, call it before any operation.
-// Without it TryOverwriteFastLedger does nothing.
+// SetFastLedgers gives each segment lock a fast ledger word (fast(i) for
+// segment i) starting at seed, for TryOverwriteFastLedger. Call it before
+// any operation.
 func (tb *Table) SetFastLedgers(fast func(i int) *uint64, seed uint64) {
+	// SetFastLedgers gives each segment lock of this table a fast ledger
+	// word in this process's registry slot (fast(i) for segment i), for
+	// TryOverwriteFastLedger (see rwulock.FastNext), and starts each at
+	// seed, a FastEmpty value no earlier owner of the slot reached (see
+	// rwulock.FastSeed). Like SetLedgers, call it before any operation.
+	// Without it TryOverwriteFastLedger does nothing.
 	for i := range tb.segs {
 		tb.segs[i].fast = fast(i)
 		atomic.StoreUint64(tb.segs[i].fast, seed)
@@ -250,12 +258,13 @@ func (s *Segment) releaseFast(held uint64) {
 	offheap.StoreExclusive(s.fast, rwulock.FastNext(releasing, rwulock.FastEmpty))
 }
 
-// CloseFastPaths ends TryOverwriteFastLedger in this process for good, waiting for
-// the calls under way to finish with the file: it marks each fast ledger
-// FastClosed once it is back to FastEmpty (those calls never wait, so
-// this is short), and a call that begins after finds it so, or sees the
-// closing flag, and does nothing. Close calls it before the file goes.
+// CloseFastPaths ends TryOverwriteFastLedger in this process for good,
+// waiting for the calls under way. Close calls it before the file goes.
 func (tb *Table) CloseFastPaths() {
+	// It marks each fast ledger FastClosed once it is back to FastEmpty
+	// (those calls never wait, so this is short), and a call that begins
+	// after finds it so, or sees the closing flag, and does nothing. Close
+	// calls it before the file goes.
 	tb.closing.Store(true)
 	for i := range tb.segs {
 		p := tb.segs[i].fast

@@ -42,13 +42,15 @@ func (s *Segment) PutExpiring(hash uint64, key, value []byte, expiry int64, mode
 	return s.PutGeneral(hash, key, value, expiry, mode)
 }
 
-// PutGeneral is Put's general path, which every Put that no fast path
-// completes takes: the preview, then the update lock. PutExpiring ends in
-// it; a caller whose TryOverwriteFastLedger of the same key and value just
-// failed calls it directly, since the optimistic overwrite's probe would
-// only repeat the fast path's (an insert, a value that needs more chunks,
-// the lock held).
+// PutGeneral is Put's general path (preview, then update lock), for callers
+// whose TryOverwriteFastLedger just failed.
 func (s *Segment) PutGeneral(hash uint64, key, value []byte, expiry int64, mode PutMode) (inserted bool, err error) {
+	// PutGeneral is Put's general path, which every Put that no fast path
+	// completes takes: the preview, then the update lock. PutExpiring ends
+	// in it; a caller whose TryOverwriteFastLedger of the same key and
+	// value just failed calls it directly, since the optimistic
+	// overwrite's probe would only repeat the fast path's (an insert, a
+	// value that needs more chunks, the lock held).
 	if err := s.checkSize(key, value); err != nil {
 		return false, err
 	}

@@ -16,26 +16,29 @@ func (s *Segment) get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	return s.tb.Get(hash, key, dst)
 }
 
+// Get's fast path is one optimistic pass over the segment's first tier,
+// in one frame, reaching the segment's sequence and first tier through
+// the table alone (the Segment handle would be one more cold line for
+// a random key). A random lookup in a map larger than the caches waits
+// for memory twice, for the slot and then for the entry it names,
+// unless the entry sits in one of its two home runs (see
+// Segment.allocHome), whose lines the probe requests together with the
+// slot's: then once. Most entries of a freshly filled map do, so most
+// lookups wait for memory once. It is also written against an
+// instruction budget, since the CPU overlaps the misses of consecutive
+// lookups only while the code between them fits its reorder window,
+// and each instruction a lookup saves lets more of the next one's
+// misses overlap. So it calls nothing before the value copy for keys
+// of 8 to 16 bytes and reads the entry header as two words. Its probe
+// is a copy of the writers' look (probeHome), for the price a call and
+// bounds checks had (see TryGet). Anything it cannot decide (a key
+// beyond the first tier, a torn or damaged entry, a writer in the
+// segment) goes to GetConsistent, which reads under the usual rules
+// and reports corruption.
+
 // Get appends the value of key (whose hash is hash) to dst and reports
-// whether it was found.
-//
-// Its fast path is one optimistic pass over the segment's first tier, in
-// one frame, reaching the segment's sequence and first tier through the
-// table alone (the Segment handle would be one more cold line for a random
-// key). A random lookup in a map larger than the caches waits for memory
-// twice, for the slot and then for the entry it names, unless the entry
-// sits in one of its two home runs (see Segment.allocHome), whose lines
-// the probe requests together with the slot's: then once. Most entries of
-// a freshly filled map do, so most lookups wait for memory once. It is
-// also written against an instruction budget, since the CPU overlaps the
-// misses of consecutive lookups only while the code between them fits its
-// reorder window, and each instruction a lookup saves lets more of the
-// next one's misses overlap. So it calls nothing before the value copy for keys of 8 to 16 bytes and reads the
-// entry header as two words. Its probe is a copy of the writers' look
-// (probeHome), for the price a call and bounds checks had (see TryGet).
-// Anything it cannot decide (a key beyond the first tier, a torn or
-// damaged entry, a writer in the segment) goes to GetConsistent, which reads
-// under the usual rules and reports corruption.
+// whether it was found. It tries TryGet first and falls back to
+// GetConsistent.
 func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	out, answer := tb.TryGet(hash, key, dst)
 	if answer != Unsure {
@@ -60,30 +63,35 @@ const (
 	Absent               // the key is not in the map
 )
 
-// TryGet is Get's fast path (see Get), for callers that count every
-// instruction: it returns dst extended by the value and Found, dst and
-// Absent, or dst and Unsure when Get must answer. It reads the first tier
-// of the key's segment without a lock and calls nothing before the value's
-// copy but its requests of lines (offheap.PrefetchWordsForRead, and
-// PrefetchForRead in layouts with a homeTail) and the compare of keys
-// longer than 16 bytes or shorter than 8.
+// TryGet reads the first tier of the key's segment without a lock and
+// calls nothing before the value's copy but its requests of lines
+// (offheap.PrefetchWordsForRead, and PrefetchForRead in layouts with a
+// homeTail) and the compare of keys longer than 16 bytes or shorter
+// than 8.
 //
-// Its probe is probeHome's, written out over the table's Spans: a call of
-// probeHome, whose every load Go bounds-checks, cost a Get both the call
-// and the checks, and made it measurably slower. The copy
-// makes two probes to keep in step: TestFastPathsAgreeWithFind holds both
-// to find's answers over thousands of damaged tiers, and with -tags
-// sharedmap_checked (CI runs the package's tests and every fuzz target so)
-// a load outside the tier panics instead of reading beyond it. Every offset it follows is checked as
-// probeHome checks it, before the load: a slot's chunk against the tier's
-// chunks, an entry's run and lengths against the tier's end. It reads
-// through a Span of the key's tier alone, so that in a checked build a
-// load outside that tier, not only one outside the map, panics.
+// Its probe is probeHome's, written out over the table's Spans: a call
+// of probeHome, whose every load Go bounds-checks, cost a Get both the
+// call and the checks, and made it measurably slower. The copy makes
+// two probes to keep in step: TestFastPathsAgreeWithFind holds both to
+// find's answers over thousands of damaged tiers, and with -tags
+// sharedmap_checked (CI runs the package's tests and every fuzz target
+// so) a load outside the tier panics instead of reading beyond it.
+// Every offset it follows is checked as probeHome checks it, before
+// the load: a slot's chunk against the tier's chunks, an entry's run
+// and lengths against the tier's end. It reads through a Span of the
+// key's tier alone, so that in a checked build a load outside that
+// tier, not only one outside the map, panics.
 //
-// It is longer than the package's other functions on purpose: split into
-// named steps, each step would be a call (too large to inline) on every
-// Get, spilling the live registers around it, which is what the budget
-// above rules out.
+// It is longer than the package's other functions on purpose: split
+// into named steps, each step would be a call (too large to inline) on
+// every Get, spilling the live registers around it, which is what the
+// budget above rules out.
+
+// TryGet is Get's fast path, for callers that count every instruction: it
+// returns dst extended by the value and Found, dst and Absent, or dst and
+// Unsure when Get must answer. It reads the first tier of the key's segment
+// without a lock. It is longer than the package's other functions on purpose
+// (see the comment above it).
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	g := &tb.geom
 	index := hash & g.segMask
@@ -300,13 +308,14 @@ func (tb *Table) requestEntryLines(at, klen int64) {
 	}
 }
 
-// Prefetch starts fetching the lines that lookups of a batch of keys will
-// read, so that the batch's cache misses overlap instead of following one
-// another: first every key's segment sequence, home slot and home run,
-// then, once those have arrived, the entry each slot names. It only
-// loads, to warm the cache; it decides nothing, and the lookups that
-// follow validate as always. hashes[i] is the hash of keys[i].
+// Prefetch starts fetching the lines that lookups of keys (hashes[i] the
+// hash of keys[i]) will read, so that their cache misses overlap. It only
+// loads.
 func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
+	// It requests first every key's segment sequence, home slot and home run, then,
+	// once those have arrived, the entry each slot names. It only loads,
+	// to warm the cache; it decides nothing, and the lookups that follow
+	// validate as always. hashes[i] is the hash of keys[i].
 	l := &tb.layout
 	for _, h := range hashes {
 		index := l.segmentOf(h)

@@ -23,17 +23,22 @@ type Recovered struct {
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
 }
 
-// Recover releases what dead processes left in segment s's lock word. live
-// appends the ledger words of every live process for this segment (this
-// process's included). If a dead process held the update or write lock,
-// the segment's data may be half changed: Recover takes the lock in its
-// place, rebuilds the hash lookup of every tier from the entries
-// themselves (dropping entries whose checksum fails, and second copies of
-// a key), fixes the counters, and releases it. It gives up with an error if
-// live processes keep the lock word moving until deadline.
-//
-// Callers serialize recoveries (the registry's recovery lock).
+// Recover releases what dead processes left in segment s's lock word,
+// rebuilding the segment if one held the update or write lock. live appends
+// the ledger words of every live process for this segment. Callers serialize
+// recoveries.
 func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) (Recovered, error) {
+	// Recover releases what dead processes left in segment s's lock word.
+	// live appends the ledger words of every live process for this segment
+	// (this process's included). If a dead process held the update or
+	// write lock, the segment's data may be half changed: Recover takes
+	// the lock in its place, rebuilds the hash lookup of every tier from
+	// the entries themselves (dropping entries whose checksum fails, and
+	// second copies of a key), fixes the counters, and releases it. It
+	// gives up with an error if live processes keep the lock word moving
+	// until deadline.
+	//
+	// Callers serialize recoveries (the registry's recovery lock).
 	rep := Recovered{Segment: s.index}
 	for {
 		word, o, err := s.lock.FindOrphans(live, deadline)
@@ -80,25 +85,29 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	return rep, nil
 }
 
-// Rebuild rewrites segment s's metadata from its entries, as Recover does
-// for a segment a dead process was modifying, for damage that no death
-// explains and Check reports: pages of the file torn by a machine crash, a
-// stray write. It takes the segment's write lock as any writer does (and
-// fails with ErrTimeout if a live process holds it throughout), drops the
-// entries that do not decode or fail their checksum and second copies of a
-// key, and recounts. Unlike Recover it also takes back sound entries that
-// no slot names, when no slot names their key (see rebuild's salvage), and
-// keeps an overflow tier whose owner word alone is damaged (see chain). An
-// odd sequence left by a writer that died inside comes out even.
+// Rebuild rewrites segment s's metadata from its entries under its write
+// lock, for damage Check reports that no death explains; ErrTimeout if a
+// live process holds the lock throughout.
 func (s *Segment) Rebuild() (Recovered, error) {
+	// Rebuild rewrites segment s's metadata from its entries, as Recover
+	// does for a segment a dead process was modifying, for damage that no
+	// death explains and Check reports: pages of the file torn by a
+	// machine crash, a stray write. It takes the segment's write lock as
+	// any writer does (and fails with ErrTimeout if a live process holds
+	// it throughout), drops the entries that do not decode or fail their
+	// checksum and second copies of a key, and recounts. Unlike Recover it
+	// also takes back sound entries that no slot names, when no slot names
+	// their key (see rebuild's salvage), and keeps an overflow tier whose
+	// owner word alone is damaged (see chain). An odd sequence left by a
+	// writer that died inside comes out even.
 	return s.rebuildIf(func() bool { return true })
 }
 
-// Repair is Rebuild for a segment that Check found damaged, done only if
-// Check still finds it damaged once the update lock keeps writers out: a
-// Check that raced with a writer (an insert changes no sequence) is not
-// damage. It reports whether it rebuilt.
+// Repair is Rebuild for a segment Check found damaged, done only if Check
+// still finds it so under the update lock. It reports whether it rebuilt.
 func (s *Segment) Repair() (Recovered, bool, error) {
+	// Only under the lock: a Check that raced with a writer (an insert
+	// changes no sequence) is not damage. It reports whether it rebuilt.
 	rebuilt := false
 	rep, err := s.rebuildIf(func() bool {
 		s.check(func(error) { rebuilt = true }, true)

@@ -25,7 +25,10 @@ type Params struct {
 }
 
 // Layout is the geometry of a map file, derived once from Params and then
-// read back from the file header by every process that opens it.
+// read back from the file header by every process that opens it. Maps
+// created by this version have Stats, MoveCounters, Undo and FastLedgers;
+// older files may lack them (MoveCounters' zeros are kept reserved so that
+// an older build, which rejects the flag, never reads them as damage).
 type Layout struct {
 	Params
 	Segments       int64 // power of two
@@ -47,30 +50,22 @@ type Layout struct {
 	homeRuns       int64 // home runs per tier
 	slotMask       uint64
 	Checksums      bool
-	// Stats: the file has a line of counters per segment (StatsOff). Maps
-	// created by this version always do; older files do not.
+	// Stats: the file has a line of counters per segment, at StatsOff.
 	Stats    bool
 	StatsOff int64
 	// MoveCounters: the counters line also counts compactions and
-	// relocations, which files from before it keep as reserved zeros (so
-	// that an older build, which rejects the flag, never reads them as
-	// damage). Maps created by this version always do.
+	// relocations (older files keep reserved zeros there).
 	MoveCounters bool
-	// Undo: each segment has an undo record of UndoSize bytes (at UndoOff),
-	// into which a writer copies, before it rewrites an entry in place, the
-	// bytes it overwrites or those it will write, so that a writer killed
-	// in the middle of the rewrite leaves a whole entry for recovery to
-	// copy back, old or new, not a torn one that it drops (see record). Maps created by this version always do; in older
-	// files an in-place rewrite cut short loses the key.
+	// Undo: each segment has an undo record of UndoSize bytes at UndoOff,
+	// so that an in-place rewrite cut short leaves a whole entry, old or
+	// new (see record); without it the key is lost.
 	Undo     bool
 	UndoOff  int64
 	UndoSize int64
-	// FastLedgers: every process has a second ledger word per segment lock
-	// in its registry slot, for Put's fast path (see
-	// Segment.TryOverwriteFastLedger); its registry is that much larger (the layers
-	// above size it: RecordHasFastLedgers). An older build, which rejects
-	// the flag, would take those holds for a dead process's. Maps created
-	// by this version always have them.
+	// FastLedgers: each process has a second ledger word per segment lock
+	// in its registry slot, for TryOverwriteFastLedger (see
+	// RecordHasFastLedgers). An older build, which rejects the flag, would
+	// take those holds for a dead process's.
 	FastLedgers bool
 }
 

@@ -215,18 +215,20 @@ type Locker interface {
 	Unlock() error
 }
 
-// SetAdminLock makes the table take tiers from the overflow pool under
-// admin, the file's admin lock: the tier's disk blocks are then reserved
-// before the pool counter moves, so a full disk wastes no tier. It is always
-// the innermost lock: taken with a segment lock held, never the other way.
-// Without it (nil), tiers are taken by CAS alone.
-func (t *Table) SetAdminLock(admin Locker) { t.admin = admin }
+// SetAdminLock makes the table take overflow tiers under admin, the file's
+// admin lock (nil: by CAS alone). It is the innermost lock.
+func (t *Table) SetAdminLock(admin Locker) {
+	// The tier's disk blocks are then reserved before the pool counter
+	// moves, so a full disk wastes no tier. Innermost: taken with a
+	// segment lock held, never the other way.
+	t.admin = admin
+}
 
-// SetRecoverAfterTimeout makes every lock wait of this table that times out
-// call repair with the segment's index and, if it reports true, wait once
-// more: a process that died holding the lock (or waiting for it) is why a
-// wait times out, and repair is what releases its share.
+// SetRecoverAfterTimeout makes a lock wait that times out call
+// repair(segment) and, if it reports true, wait once more.
 func (t *Table) SetRecoverAfterTimeout(repair func(segment int64) bool) {
+	// A process that died holding the lock (or waiting for it) is why a
+	// wait times out, and repair is what releases its share.
 	t.recoverAfterTimeout = repair
 }
 
@@ -244,12 +246,15 @@ func (s *Segment) retryAfterTimeout(err error, again func(time.Duration) error) 
 	return again(s.tb.timeout)
 }
 
-// SetLocalQueue makes this process's modifying operations on one segment
-// queue on a process-local token before they take the segment's lock word,
-// so that at most one of them at a time waits on the shared word (the
-// local half of lock cohorting). The queue's wait counts towards the lock
-// timeout, as the word's does. It must be set before the table is used.
+// SetLocalQueue makes this process's writers of one segment queue on a local
+// token before the shared lock word. Set it before use.
 func (t *Table) SetLocalQueue(on bool) {
+	// SetLocalQueue makes this process's modifying operations on one
+	// segment queue on a process-local token before they take the
+	// segment's lock word, so that at most one of them at a time waits on
+	// the shared word (the local half of lock cohorting). The queue's wait
+	// counts towards the lock timeout, as the word's does. It must be set
+	// before the table is used.
 	t.queueLocal = on
 	for i := range t.segs {
 		if on && t.segs[i].local == nil {
