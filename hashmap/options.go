@@ -45,16 +45,13 @@ type Options struct {
 	// ReadOnly maps the file read-only: Get, Range and Stats work, writes
 	// return ErrReadOnly. The file must exist.
 	ReadOnly bool
-	// NoCreate opens only a map that exists: where Open would create one,
-	// it fails instead, with an error matching fs.ErrNotExist for an
-	// absent file and ErrNotReady for an empty one or one whose
-	// creation did not finish (its creator died). A process that must not
-	// put a map of its own sizing where it expected another's sets it.
+	// NoCreate opens only a map that exists: where Open would create one it
+	// fails, matching fs.ErrNotExist for an absent file and ErrNotReady for
+	// an empty one or one whose creator died before finishing.
 	NoCreate bool
-	// CreateNew creates the map, and fails with an error matching
-	// fs.ErrExist when the file exists and is not
-	// empty, a map included: of several processes creating one path at
-	// once, at most one succeeds (one, unless its creation fails).
+	// CreateNew creates the map, failing (fs.ErrExist) when the file exists
+	// and is not empty: of several processes creating one path, at most one
+	// succeeds.
 	CreateNew bool
 	// Locks is how many application locks the map's lock table holds (see
 	// Map.Locks). Default 0. Fixed at creation.
@@ -62,81 +59,59 @@ type Options struct {
 	// LockAlgorithm names the lock table's algorithm: the Name of one of
 	// ipc.Algorithms(). Default "hapax-cr". Fixed at creation.
 	LockAlgorithm string
-	// NoChecksums skips the per-entry checksum (on by default) when
-	// creating; it saves a hash of each written entry. The checksum is
-	// what recovery, Check, Repair and Range tell a damaged entry by (a
-	// page torn by a machine crash, a stray write); Get and the other
-	// lookups do not verify it, for speed, and return such an entry's
-	// bytes as they are.
+	// NoChecksums creates the map without per-entry checksums, saving a hash
+	// per write. The checksum is what recovery, Check, Repair, Range and
+	// GetChecked tell a damaged entry by; other lookups do not verify it.
 	NoChecksums bool
 	// NoUndo creates the map without undo records. By default a Put that
-	// rewrites a value in place first copies into its segment's undo
-	// record either the bytes it overwrites or those it is about to write,
-	// so that a process killed in the middle of the rewrite leaves the key
-	// whole, which recovery sees to: with its old value or its new one
-	// (values larger than twice the average entry, or 4 KiB, are moved
-	// instead when their segment has a free run for them, and otherwise
-	// rewritten unsaved). Without records that key is lost instead (its entry is torn, and
-	// recovery drops it); in exchange such a Put takes a little less time
-	// (it writes no record), the more so the larger the value. Fixed at
-	// creation; ignored for an existing file.
+	// rewrites a value in place goes through its segment's undo record, so
+	// that a process killed in the middle leaves the key with its old value
+	// or its new one; without records that key is lost instead, and such a
+	// Put takes a little less time. (Values larger than twice the average
+	// entry, or 4 KiB, are moved when their segment has room, else rewritten
+	// unsaved.) Fixed at creation.
 	NoUndo bool
-	// NoPrefault skips mapping the segment headers and first tiers into the
-	// process at Open. By default Open maps them up front (allocating them
-	// when it creates the file), which costs time at Open in proportion to
-	// the map's size and keeps page faults off later Puts and Gets.
+	// NoPrefault skips mapping the segment headers and first tiers in at
+	// Open, which costs Open time in proportion to the map's size and keeps
+	// page faults off later Puts and Gets.
 	NoPrefault bool
-	// NoHugePages maps the file with small pages only. By default the
-	// mapping asks for transparent huge pages, which on a kernel and
-	// filesystem that cache files in 2 MiB folios (such as ext4 on Linux
-	// 6.18) spare a random Get its page walks.
-	// Set it when writeback in 2 MiB units costs more than that saves.
+	// NoHugePages maps the file with small pages only, instead of asking for
+	// transparent huge pages (which spare a random Get page walks where the
+	// filesystem caches files in 2 MiB folios). Set it when writeback in
+	// 2 MiB units costs more than that saves.
 	NoHugePages bool
-	// Mode is the permission bits of a map file Open creates, set exactly,
-	// whatever the umask. Zero means 0o600: the map is its creator's alone.
-	// To share a map between users, give the users who write it write
-	// permission (0o660 with a common group, say): every process that
-	// writes needs it, recovery included. Read permission alone lets a
-	// user read every entry (ReadOnly opens, mapctl get and dump) and
-	// nothing more: such a user's locks on the file, flock or byte-range,
-	// stop no writer and no recovery (docs/RELIABILITY.md). The companion
-	// lock file (PATH-lock) that writers create is readable only by those
-	// who may write the map. Ignored for an existing file.
+	// Mode is the permission bits of a map file Open creates, whatever the
+	// umask; zero means 0o600. Every process that writes, recovery included,
+	// needs write permission (0o660 with a common group, say); read
+	// permission alone lets a user read every entry, and its locks on the
+	// file stop no writer and no recovery. The PATH-lock file writers create
+	// is readable only by those who may write. Ignored for an existing file.
 	Mode fs.FileMode
-	// MaxProcesses is how many open Maps may write to the file at once:
-	// each Open that is not ReadOnly takes a slot in the file's process
-	// registry (which is how survivors tell which processes died) until
-	// Close, so a process that opens the map twice takes two. Open once
-	// per process and share the *Map, which is safe for concurrent use.
-	// Default 64. Fixed at creation.
+	// MaxProcesses is how many open Maps may write to the file at once: each
+	// writable Open takes a slot in the file's process registry until Close
+	// (a process opening the map twice takes two). Default 64. Fixed at
+	// creation.
 	MaxProcesses int
 	// Cache creates the map as a cache: entries may expire (PutWithTTL,
-	// DefaultTTL), and a full segment evicts the entries read least
-	// recently (CLOCK, per segment) instead of failing with ErrFull. A read
-	// counts when it marks the entry: Get, GetInto, GetMany and Contains
-	// through a writable handle do; a ReadOnly handle cannot write the
-	// mark, and a PutIfAbsent that finds the key does not, so keys read
-	// only through those age as if unread. Puts
-	// are synchronous: a Put that returns nil is stored, until it expires
-	// or is evicted. Fixed at creation; each value takes 8 more bytes.
+	// DefaultTTL), and a full segment evicts the entries read least recently
+	// (CLOCK, per segment) instead of failing with ErrFull. Get, GetInto,
+	// GetMany and Contains through a writable handle mark an entry read;
+	// ReadOnly handles and a PutIfAbsent that finds the key do not. A Put
+	// that returns nil is stored until it expires or is evicted. Fixed at
+	// creation; each value takes 8 more bytes.
 	Cache bool
-	// DefaultTTL is how long entries that Put, PutMany and PutIfAbsent
-	// store in a cache map live, and those that Compute and Update create
-	// (an entry they change keeps its expiry); 0 means until evicted.
-	// Open refuses it (ErrNotCache) for a map that is not a cache. A choice of this
-	// process; others may differ.
+	// DefaultTTL is how long entries that Put, PutMany and PutIfAbsent store
+	// in a cache map live, and those Compute and Update create; 0 means
+	// until evicted. ErrNotCache for a map that is not a cache. A choice of
+	// this process.
 	DefaultTTL time.Duration
 	// Now replaces the clock that expiry is measured with, in this process
 	// (tests, simulations). Default time.Now.
 	Now func() time.Time
 	// QueueWritersLocally makes this process's writers to one segment queue
-	// on a process-local token before the segment's shared lock word, so
-	// that at most one of them waits on the word: the local half of lock
-	// cohorting, for processes with many writing goroutines. The wait in
-	// the queue counts towards LockTimeout. It is a choice of this process;
-	// others may differ. Off by default: with many writing goroutines it
-	// measured within the spread of runs without it, so it is not a clear
-	// win (docs/PERFORMANCE.md has the runs).
+	// on a process-local token before the segment's shared lock word (the
+	// local half of lock cohorting); the wait counts towards LockTimeout.
+	// A choice of this process. Off by default: it is not a clear win.
 	QueueWritersLocally bool
 	// LoadTimeout bounds how long GetOrLoad waits for a load that another
 	// goroutine or process runs: a load in flight that long is taken over,
