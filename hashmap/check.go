@@ -9,13 +9,10 @@ import (
 	"github.com/sharedmap/sharedmap/rwulock"
 )
 
-// StrayLocks describes, for a person, the locks that processes hold on the
-// map file and that no writer of the map takes: a flock, or POSIX or OFD
-// read locks over the file, such as a user who may only read the map can
-// take. They stop no writer and no recovery (docs/RELIABILITY.md, "What
-// read permission grants"); mapctl check names them so that nobody waiting
-// on a map mistakes them for the cause. Empty where the platform does not
-// list locks, or the file has no process registry.
+// StrayLocks describes, for a person, locks that processes hold on the map
+// file and that no writer takes (a flock, POSIX or OFD read locks, such as a
+// reader may take). They stop no writer and no recovery. Empty where the
+// platform does not list locks, or the file has no process registry.
 func (m *Map) StrayLocks() []string {
 	if m.reg == nil {
 		return nil

@@ -5,30 +5,27 @@ import "fmt"
 // Clear removes every entry of the map, one segment at a time, each under
 // its own write lock, waited for as any writer waits (LockTimeout).
 //
-// Each segment is cleared atomically, for every process: a reader sees a
-// segment's entries all there or all gone, never some, and a write to a
-// key lands before the Clear of its segment (and is removed) or after
-// (and stays). The map as a whole is not a snapshot: while Clear runs, a
-// reader may find one segment cleared and another not yet, and a write to
-// a segment already cleared stays; so after Clear returns, the map holds
-// exactly the writes that came after their segment's clearing. A process
-// killed in the middle of a Clear leaves every segment cleared or as it
-// was: the segment it was clearing, whatever the step it died at, is
-// cleared by the recovery that releases its lock (the next wait on it
-// that times out, the next Open, Recover).
+// Each segment is cleared atomically, for every process: a reader sees its
+// entries all there or all gone, and a write to a key lands before the Clear
+// of its segment (and is removed) or after (and stays). The map as a whole
+// is not a snapshot: after Clear returns, it holds exactly the writes that
+// came after their segment's clearing. A process killed in the middle leaves
+// every segment cleared or as it was (recovery finishes the one it was
+// clearing).
 //
-// Len and Stats follow: the removed entries count as deletes (expired
-// entries of a cache map as expired). Overflow tiers the segments linked
-// stay linked, empty: the file's pool hands tiers out and never takes
-// them back, so one given up could serve no other segment, while the
-// segment that keeps it refills without linking again. The entries'
-// bytes are not overwritten, only made unreachable, as with Delete.
+// Removed entries count as deletes in Len and Stats (expired ones of a cache
+// map as expired). Overflow tiers stay linked to their segments, empty. The
+// entries' bytes are only made unreachable, as with Delete.
 //
-// It stops at the first segment it cannot clear, with the segments after
-// it as they were: ErrTimeout when a live process held its lock through
-// the wait, ErrCorrupt when its tier chain cannot be followed (Repair).
-// Close waits for a Clear in progress.
+// It stops at the first segment it cannot clear, with the segments after it
+// as they were: ErrTimeout when a live process held its lock through the
+// wait, ErrCorrupt when its tier chain cannot be followed (Repair). Close
+// waits for a Clear in progress.
 func (m *Map) Clear() error {
+	// Overflow tiers stay linked, empty: the file's pool hands tiers out
+	// and never takes them back, so one given up could serve no other
+	// segment, while the segment that keeps it refills without linking
+	// again.
 	c, err := m.enterAny(true)
 	if err != nil {
 		return err

@@ -6,29 +6,23 @@ import (
 )
 
 // DeleteFunc removes every entry for which fn returns true and returns how
-// many it removed, one segment at a time: it takes a segment's update lock
-// (readers go on, writers wait), calls fn on each of its live entries, then
-// removes those fn chose under the write lock, all at once for readers of
-// that segment in every process, and goes on to the next segment. No
-// writer in any process changes a segment between fn's look at its entries
-// and their removal, so fn decides on the values the entries have when
-// they go. Across segments it is not a snapshot, as Clear is not: an
-// entry written to a segment DeleteFunc has passed stays.
+// many it removed, one segment at a time: under a segment's update lock
+// (readers go on, writers wait) it calls fn on each live entry, then removes
+// those fn chose under the write lock, all at once for readers of that
+// segment in every process. No writer changes a segment between fn's look
+// and the removal. Across segments it is not a snapshot: an entry written to
+// a segment already passed stays.
 //
 // fn gets the key and the value (as Get returns it) in buffers reused for
 // the next entry: copy what you keep. It runs under the segment's lock, as
-// Compute's function does: keep it short, and do not call the map from it.
-// A read from fn works; a write to the segment being looked at waits for
-// the lock its own caller holds and fails with ErrTimeout after up to
-// twice LockTimeout (writes to other segments work, but which segment a
-// key falls in is not for the caller to know); a Close from fn waits for
-// the DeleteFunc, forever. A panic in fn leaves the segment it was looking
-// at as it was, and the segments before it done.
+// Compute's function does: keep it short, and do not write to the map or
+// Close it from fn (a write to the same segment fails with ErrTimeout after
+// up to twice LockTimeout; Close waits forever). A panic in fn leaves the
+// segment it was looking at as it was, and the segments before it done.
 //
-// A process killed in the middle leaves every entry removed or whole, and
-// recovery finds its segment consistent. DeleteFunc stops at the first
-// segment it cannot lock (ErrTimeout) or read (ErrCorrupt), returning how
-// many it removed before.
+// A process killed in the middle leaves every entry removed or whole.
+// DeleteFunc stops at the first segment it cannot lock (ErrTimeout) or read
+// (ErrCorrupt), returning how many it removed before.
 func (m *Map) DeleteFunc(fn func(key, value []byte) bool) (deleted int, err error) {
 	if fn == nil {
 		return 0, fmt.Errorf("%w: DeleteFunc with a nil function", ErrBadOptions)

@@ -21,14 +21,9 @@
 //
 // Keys are spread over segments by their XXH64 hash; each segment has a
 // read/write/update lock word in the file (Chronicle Map's, see rwulock).
-// Delete and Compute take the segment's update lock and upgrade to write
-// only while they modify; Put does too, except that a Put whose value fits
-// the entry's place takes the write lock directly, in one change of the
-// lock word when nobody holds or waits for it, and looks for the entry
-// under it (or, in a file without fast ledgers, looks first without a lock
-// and validates its look by the segment's modification sequence).
-// Get takes no lock at all: it reads optimistically and validates with the
-// sequence, falling back to the read lock when writers keep interfering.
+// Writers take the segment's lock; Get takes no lock at all: it reads
+// optimistically and validates with the segment's modification sequence,
+// falling back to the read lock when writers keep interfering.
 // Every completed write is visible to every later Get in any process.
 //
 // Close may run while other goroutines use the Map: it waits for the calls
@@ -36,14 +31,10 @@
 //
 // # Batches
 //
-// A lookup in a map larger than the CPU's caches waits for memory two or
-// three times. GetMany, PutMany and DeleteMany take many keys at once and
-// request every key's lines before using the first, so those waits
-// overlap and a key of a batch costs less than a lone call's (little less
-// with large values, whose copy is most of the time; docs/PERFORMANCE.md
-// has the figures). Each key is still read
-// consistently, or written atomically, on its own; a batch is not a
-// transaction.
+// GetMany, PutMany and DeleteMany take many keys at once and request every
+// key's lines before using the first, so that the lookups' cache misses
+// overlap. Each key is still read consistently, or written atomically, on
+// its own; a batch is not a transaction.
 //
 // # Durability
 //
@@ -78,12 +69,9 @@
 //     LockTimeout for that lock, the next Open, or Recover (mapctl
 //     recover) releases what the dead process held and rebuilds the
 //     segment if it was changing it. Such a wait lasts up to twice
-//     LockTimeout (the wait, the repair, a second wait). A process killed
-//     holding a lock of the lock table leaves it held likewise: a Lock
-//     waiting for it gets it after a LockTimeout and a recovery pass, a
-//     LockTimeout(d) with d up to LockTimeout within twice d and a pass,
-//     and a process polling with TryLock within a quarter of LockTimeout
-//     and a pass (see LockTable).
+//     LockTimeout (the wait, the repair, a second wait). A lock of the
+//     lock table a dead process held is released likewise (see Lock,
+//     LockTimeout and TryLock of LockTable).
 //   - Another process truncating the file makes this one crash with SIGBUS.
 //   - Compute bodies run while a segment lock is held, as do Update's
 //     and DeleteFunc's functions: keep them short, and do not call Close

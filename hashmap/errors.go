@@ -25,10 +25,9 @@ var (
 
 	// ErrTimeout: a segment lock was not acquired in time (see
 	// Options.LockTimeout). A dead holder is released on the way, so the
-	// usual cause is a live one: a very long Compute or Update function, or a
-	// process stopped (SIGSTOP, a debugger) while it held the lock. Open
-	// returns it too when recovery passes held the file's recovery lock
-	// for the whole of its wait for a process slot.
+	// cause is a live one: a long Compute or Update function, or a stopped
+	// process. Open returns it when recovery held the file's recovery lock
+	// through its wait for a process slot.
 	ErrTimeout = rwulock.ErrTimeout
 
 	// ErrCorrupt: the file holds data no correct writer produces. Open

@@ -53,15 +53,18 @@ func (m *Map) GetInto(dst, key []byte) ([]byte, error) {
 }
 
 // GetChecked is GetInto that also verifies the entry's checksum: a value
-// whose bytes changed after it was written (damage on disk, or a write torn
-// by a machine crash) gives an error matching ErrCorrupt, naming the key,
-// instead of the bytes. Other lookups trust the file; this one reads by
-// the general path and hashes the entry, so it costs a good deal more than
-// a GetInto, the more so the smaller the value (the lookup is then most of
-// a GetInto's time, and the hash and the general path are added to it).
-// mapctl get uses it. In a map created with
-// NoChecksums it verifies nothing.
+// whose bytes changed after it was written (damage on disk, a write torn by
+// a machine crash) gives an error matching ErrCorrupt, naming the key,
+// instead of the bytes. It costs a good deal more than a GetInto, the more
+// so the smaller the value. In a map created with NoChecksums it verifies
+// nothing.
 func (m *Map) GetChecked(dst, key []byte) ([]byte, error) {
+	// Other lookups trust the file; this one reads by the general path and
+	// hashes the entry, so it costs a good deal more than a GetInto, the
+	// more so the smaller the value (the lookup is then most of a
+	// GetInto's time, and the hash and the general path are added to it).
+	// mapctl get uses it. In a map created with NoChecksums it verifies
+	// nothing.
 	h := xxhash.Sum64(key)
 	key = keyApart(dst, key)
 	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.For(h).GetChecked(h, key, dst) })
@@ -123,21 +126,14 @@ func (m *Map) getBatched(h uint64, key, dst []byte) ([]byte, bool, error) {
 }
 
 // GetMany looks up every key and sets values[i] to the value of keys[i],
-// appended to values[i][:0] so that its capacity is reused (with enough of
-// it, GetMany allocates nothing), or to nil when the key is absent (a
-// present empty value is non-nil; an absent key's buffer is let go, so a
-// caller that reuses values across calls and expects misses keeps its
-// buffers elsewhere). It answers what a GetInto per key would, each key
-// read consistently on its own, but it overlaps the lookups' cache misses:
-// for random keys in a map larger than the CPU's caches a key costs less
-// than a lone GetInto, unless copying large values is most of the time.
-// values must be as long as keys.
-// values[i] may hold keys[i] in its spare capacity (see GetInto), but must
-// not share memory with another key of the batch. An error in a key's
-// lookup (damage in its segment, ErrCorrupt, say) stops the batch: the
-// error names the key's index, and only the values before it are set (the
-// rest keep their slices, though the failing key's may hold part of a
-// read).
+// appended to values[i][:0] (with enough capacity it allocates nothing), or
+// to nil when the key is absent (a present empty value is non-nil). It
+// answers what a GetInto per key would, each key read consistently on its
+// own, with the lookups' cache misses overlapped. values must be as long as
+// keys; values[i] may hold keys[i] in its spare capacity (see GetInto) but
+// must share no memory with another key. An error (ErrCorrupt, say) stops
+// the batch: it names the key's index, and only the values before it are set
+// (the failing key's may hold part of a read).
 func (m *Map) GetMany(keys, values [][]byte) error {
 	if len(values) != len(keys) {
 		return fmt.Errorf("GetMany: %d values for %d keys", len(values), len(keys))

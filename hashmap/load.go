@@ -15,36 +15,31 @@ import (
 )
 
 // GetOrLoad returns the value of key as Get does; when the key is missing,
-// it calls load for the value, stores it (for DefaultTTL in a cache map)
-// and returns it. Among all the goroutines of all the processes that ask
-// for one missing key at once, load runs once in the usual case, and the
-// others wait for its value: a cold key costs the backend one load per host.
-// (In a map that is not a cache, whose entries cannot hide a token from
-// readers, only the goroutines of one process share a load.)
+// it calls load for the value, stores it (for DefaultTTL in a cache map) and
+// returns it. Of all the goroutines of all the processes asking for one
+// missing key at once, load runs once in the usual case and the others wait
+// for its value (in a map that is not a cache, only the goroutines of one
+// process share a load).
 //
-// load runs again for the same missing key only when the loading process
-// dies or closes the map before its value is stored (a waiter takes over
-// within a few milliseconds of the death), when a load outlives
-// Options.LoadTimeout (a waiter takes over, so no wait for another's load
-// is longer), when the caller running load gives up (its ctx ends), or when
-// a write of the key, a Clear or an eviction removes the load's token.
+// load runs again for the key only when the loading process dies or closes
+// the map before storing (a waiter takes over within milliseconds), when a
+// load outlives Options.LoadTimeout, when the caller running load gives up
+// (its ctx ends), or when a write of the key, a Clear or an eviction removes
+// the load's token.
 //
 // The loaded value is stored only if its token still stands, in one step
-// under the key's segment lock: a Put during the load keeps its later
-// value, and a Delete during it leaves the key absent, since the load may
-// have read the backend before the change the Delete stands for. Every
-// caller gets a copy of the loaded value either way. A load that fails or
-// panics stores nothing: its error goes to every caller that waited for it
-// (in other processes as an error matching ErrLoadFailed), a panic
-// propagates in the goroutine that ran load, and the next call loads again.
+// under the key's segment lock: a Put during the load keeps its value, and a
+// Delete leaves the key absent. Every caller gets a copy of the loaded value
+// either way. A load that fails or panics stores nothing: its error goes to
+// every waiter (in other processes as ErrLoadFailed), a panic propagates in
+// the goroutine that ran load, and the next call loads again.
 //
 // ctx bounds the call's waits and is passed to load; when it ends first,
 // GetOrLoad returns ctx.Err(). load runs outside every lock and may use the
-// map, but must not ask for its own key, or it waits for itself until
-// LoadTimeout. If the value cannot be stored (ErrTooLarge, a lock timeout),
-// GetOrLoad returns it with the error. A map opened ReadOnly answers
-// ErrReadOnly for a missing key without calling load. For a present key,
-// GetOrLoad costs a Get.
+// map, but must not ask for its own key (it would wait for itself until
+// LoadTimeout). If the value cannot be stored (ErrTooLarge, a lock timeout),
+// GetOrLoad returns it with the error. A ReadOnly map answers ErrReadOnly
+// for a missing key without calling load. For a present key it costs a Get.
 func (m *Map) GetOrLoad(ctx context.Context, key []byte, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if load == nil {
 		return nil, fmt.Errorf("%w: GetOrLoad with a nil load function", ErrBadOptions)

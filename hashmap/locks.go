@@ -113,18 +113,14 @@ func decodeLockLayout(b []byte) (lockLayout, error) {
 	return l, nil
 }
 
-// LockTable is the map file's table of cross-process locks, for
-// applications to coordinate across processes: lock i is the same lock in
-// every process that opens the file. Locks are exclusive, and any goroutine
-// may unlock a lock another one locked (with the cohort algorithms, one of
-// the holder's process; with alock, one of the holder's cohort: see
-// package ipc). Create the map with Options.Locks
-// and Options.LockAlgorithm. Hold no lock across Close: a lock still held
-// when the Map of its holder is closed stays held until another Open takes
-// that Map's process slot (free slots are taken lowest first), whenever
-// that is, which releases it as a process's that died, even if another
-// party meant to unlock it; an alock held at Close can instead stay taken
-// for good (mapctl recover --reset-locks frees it).
+// LockTable is the map file's table of cross-process locks: lock i is the
+// same lock in every process that opens the file. Locks are exclusive, and
+// any goroutine may unlock a lock another one locked (with the cohort
+// algorithms, one of the holder's process; with alock, one of its cohort: see
+// package ipc). Create the map with Options.Locks and Options.LockAlgorithm.
+// Hold no lock across Close: it stays held until another Open takes that
+// Map's process slot and releases it as a dead process's; an alock can stay
+// taken for good (mapctl recover --reset-locks frees it).
 type LockTable struct {
 	m         *Map
 	arena     *ipc.Arena
@@ -287,19 +283,16 @@ func (t *LockTable) Lock(i int) error {
 	return nil
 }
 
-// LockTimeout is Lock bounded by d (d < 0: not bounded); it returns an
-// error matching ErrTimeout if d passes first. A d longer than the map's
-// LockTimeout is waited in turns of LockTimeout, so that the wait can end
-// (ErrClosed) when the map is closed, and, as in Lock, what dead holders
-// and waiters left is recovered between turns; a FIFO lock takes the
-// waiter back at the end of its queue at each turn. When d has passed
-// and a process that died is a party to the lock (its holder, or a
-// waiter), whatever d, the lock table is recovered and the lock waited for
-// once more, up to d or LockTimeout, whichever is shorter, before
-// ErrTimeout: so a LockTimeout with d up to the map's LockTimeout gets a
-// dead holder's lock within twice d and a recovery pass, and one that
-// returns ErrTimeout has found its holder alive (or dead with what the
-// pass could not yet release).
+// LockTimeout is Lock bounded by d (d < 0: not bounded); it returns an error
+// matching ErrTimeout if d passes first. A d longer than the map's
+// LockTimeout is waited in turns of LockTimeout, between which the map's
+// closing ends the wait (ErrClosed), dead holders and waiters are recovered,
+// and a FIFO lock takes the waiter back at the end of its queue. When d has
+// passed and a dead process is a party to the lock, the lock table is
+// recovered and the lock waited for once more, up to min(d, LockTimeout): so
+// a d up to LockTimeout gets a dead holder's lock within twice d and a
+// recovery pass, and ErrTimeout means a live holder (or a dead one the pass
+// could not yet release).
 func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	l, c, err := t.lock(i)
 	if err != nil {
@@ -315,16 +308,15 @@ func (t *LockTable) LockTimeout(i int, d time.Duration) error {
 	return nil
 }
 
-// TryLock takes lock i if it is free, without waiting. A TryLock that
-// finds the lock taken looks, at most once per quarter of the map's
-// LockTimeout for each lock in this process, for a process that died with
-// the map open among those holding or waiting for it; if it finds one, it
-// recovers the lock table (without waiting for another process's
-// recovery) and tries once more. So a process that polls with TryLock
-// gets a dead holder's lock within a quarter of LockTimeout of the death,
-// plus a recovery pass and its own polling interval, without a new Open;
-// a lock a live process holds costs a failed TryLock a clock read.
+// TryLock takes lock i if it is free, without waiting. Finding it taken, it
+// looks (at most once per quarter of the map's LockTimeout per lock in this
+// process) for a dead process among those holding or waiting for it; if
+// there is one, it recovers the lock table and tries once more. So polling
+// with TryLock gets a dead holder's lock within a quarter of LockTimeout of
+// the death, plus a recovery pass, without a new Open.
 func (t *LockTable) TryLock(i int) (bool, error) {
+	// A lock a live process holds costs a failed TryLock a clock
+	// read.
 	l, c, err := t.lock(i)
 	if err != nil {
 		return false, err

@@ -49,21 +49,14 @@ type Map struct {
 	fills      fillGroup          // GetOrLoad's calls in progress in this process, by key
 }
 
-// Close lets the file go. The data stays in the file (and in the page
-// cache); Close does not force it to disk (see Sync). Calls made after
-// Close has begun return ErrClosed (or a zero Len, Stats, Segments);
-// calls already running when it begins finish first, and Close waits for
-// them: for a Compute's function too, so a Compute function that calls
-// Close waits for itself forever, and for a LockTable.Lock or LockTimeout
-// still waiting, which gives up (ErrClosed) within LockTimeout (Close then
-// gives the turn it leaves in a FIFO lock's queue a short, bounded time
-// to pass). Other processes are not affected. Calling Close again waits
-// for the first to finish and returns nil.
-//
-// The addresses the file was mapped at stay reserved, filled with zeros
-// and using no memory, for as long as the process lives: a lock-free Get
-// still running on another goroutine reads those zeros, not unmapped
-// memory, and returns ErrClosed.
+// Close lets the file go, without forcing data to disk (see Sync). Calls
+// made after Close has begun return ErrClosed (or a zero Len, Stats,
+// Segments); calls already running finish first and Close waits for them,
+// Compute functions included (so one that calls Close waits forever); a
+// LockTable wait gives up with ErrClosed within LockTimeout. Other processes
+// are not affected. Calling Close again waits for the first and returns nil.
+// The mapping's addresses stay reserved, reading as zeros, so a lock-free
+// Get still running returns ErrClosed.
 func (m *Map) Close() error {
 	m.closing.Lock()
 	defer m.closing.Unlock()

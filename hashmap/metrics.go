@@ -147,8 +147,8 @@ func MetricFamilies() []MetricFamily {
 }
 
 // Metrics reads the map's metrics, the figures WritePrometheus writes: a
-// subset of MetricFamilies, in that order, read from one Stats (so about
-// a millisecond; see Stats). It leaves out what the map does not keep:
+// subset of MetricFamilies, in that order, read from one Stats (as costly;
+// see Stats). It leaves out what the map does not keep:
 // the counters in a file from before them, and this process's lookups
 // when it opened the map read-only (such a process does not count them).
 // A closed map has none.

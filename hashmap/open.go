@@ -15,26 +15,19 @@ import (
 	"github.com/sharedmap/sharedmap/segment"
 )
 
-// Open opens the map at path, creating it (sized by opts) if the file does
-// not exist or is empty (as os.CreateTemp leaves it), or was left
-// half-created by a creator that died; opts.NoCreate opens only an existing
-// map, and opts.CreateNew only creates, in an absent or empty file. nil
-// opts means all defaults. When several processes open the same new path at once, exactly
-// one creates it and the others wait for it. Any other file that is not a
-// map is refused (ErrNotSharedMap) and left as it is. A symbolic
-// link at path is followed to an existing file, but a map is never created
-// through one: a link whose target does not exist is refused
-// (ErrDanglingLink, naming the target) rather than followed, since
-// in a directory others may write to, such a link would have Open create a
-// file wherever it points.
+// Open opens the map at path, creating it (sized by opts; nil: defaults) if
+// the file does not exist, is empty, or was left half-created by a creator
+// that died; opts.NoCreate only opens, opts.CreateNew only creates. Of
+// several processes opening one new path at once, exactly one creates it and
+// the others wait. Any other file that is not a map is refused
+// (ErrNotSharedMap) and left as it is. A symbolic link is followed to an
+// existing file, but a map is never created through one (ErrDanglingLink).
 //
-// The map's liveness for other processes is its descriptor of the file:
-// hand no descriptor of it to a child process (exec.Cmd.ExtraFiles, a
-// fork without exec). A child that keeps one keeps this process's locks
-// alive after it dies, until the child lets the descriptor go
-// (docs/RELIABILITY.md). Likewise the map is the file, not its path: a
-// file renamed or removed while processes have it open stays their map,
-// and an Open of the old path then creates a new, empty one beside it.
+// The map's liveness for other processes is its descriptor of the file: hand
+// no descriptor of it to a child process (exec.Cmd.ExtraFiles, fork without
+// exec), or this process's locks outlive it until the child lets go. The map
+// is the file, not its path: a file renamed or removed while open stays its
+// processes' map, and an Open of the old path creates a new one.
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := openOptions(path, opts)
 	if err != nil {

@@ -11,31 +11,19 @@ import (
 )
 
 // WritePrometheus writes the metrics of several maps (see Metrics and
-// MetricFamilies) in the Prometheus text exposition format, for a /metrics
-// handler of the embedding program; it needs no Prometheus library. Each
-// map's samples are labelled map="name", with its key in named, and each
-// metric's HELP and TYPE lines come once, before the samples of every
-// map: write all the process's maps with one call (two calls into one
-// exposition repeat the HELP and TYPE lines, which Prometheus rejects).
-// Values are integers, written as such.
+// MetricFamilies) in the Prometheus text exposition format; it needs no
+// Prometheus library. Each map's samples are labelled map="name", with its
+// key in named, and each metric's HELP and TYPE lines come once: write all
+// the process's maps with one call (two calls into one exposition repeat
+// them, which Prometheus rejects). Values are integers.
 //
-// Every process that has a map open exports the same map-wide figures,
-// read from the file, and its own figures, named sharedmap_process_* and
-// labelled pid="its pid". A Prometheus scraping N processes that share a
-// map therefore has N copies of each map-wide series, one per instance:
-// query them aggregated with max, as in
-//
-//	max by (map) (sharedmap_stored_entries)
-//	max by (map) (rate(sharedmap_puts_total[5m]))
-//	max by (map) (sharedmap_free_overflow_tiers) < 10
-//
-// never with sum, which counts the map N times. The per-process figures
-// add up: sum by (map) (rate(sharedmap_process_hits_total[5m])) is the
-// rate of hits of the processes running now, and the same without the
-// aggregation tells them apart. For the series of one map to line up, name
-// it alike in every process (the file's base name, say). The map-wide
-// counters start from zero only when the file is created anew; the
-// per-process ones at each Open, under a new pid.
+// Every process with a map open exports the same map-wide figures, read from
+// the file, and its own, named sharedmap_process_* and labelled pid="its
+// pid". With N processes sharing a map, aggregate map-wide series with max,
+// never sum (which counts the map N times): max by (map)
+// (sharedmap_stored_entries). Per-process figures add up with sum. Name a
+// map alike in every process so its series line up. Map-wide counters start
+// from zero only when the file is created; per-process ones at each Open.
 //
 // A closed map writes nothing; a nil one is an error, before anything is
 // written.

@@ -8,30 +8,20 @@ import (
 	"github.com/sharedmap/sharedmap/segment"
 )
 
-// Range iterates over every entry, one segment at a time. Each segment is
-// copied out consistently (see Get) and yielded from the copy, so no lock is
-// held while the loop body runs and it may call the map. The view is
-// consistent per segment, not across segments. The yielded slices stay
-// valid after the loop. The iteration sets *errp to nil first, and to
-// ErrClosed if the map is closed, which stops it. A nil errp says the
-// caller does not want the error: the iteration is the same, and what it
-// left out, or why it stopped, goes unsaid (check Len, or Check, if that
-// matters).
+// Range iterates over every entry, one segment at a time, each copied out
+// consistently and yielded from the copy: no lock is held while the loop
+// body runs, which may call the map, and the slices stay valid after the
+// loop. The view is consistent per segment, not across segments. It sets
+// *errp to nil first, and to ErrClosed if the map is closed, which stops it;
+// a nil errp ignores errors.
 //
-// Neither damage nor a stuck lock stops it. An entry that fails its
-// checksum (a map created with checksums, the default) or whose header
-// does not decode is not yielded, nor are the entries of a segment whose
-// chain of tiers cannot be followed, or whose lock stays held through the
-// whole wait (see LockTimeout: in a map opened read-only, a process that
-// died holding it keeps it until a writer's recovery releases it). The
-// iteration goes on without them, and at its end (or with an error that
-// stops it) stores in *errp an error matching ErrCorrupt or ErrTimeout
-// that counts what was left out and names the first of each kind (Repair
-// drops damaged entries and rebuilds such segments, keeping what it can).
-// A loop that breaks early hears of none.
-//
-// The check hashes every entry, which makes an iteration markedly slower
-// than a copy alone; a map created with NoChecksums skips it.
+// Neither damage nor a stuck lock stops it: entries that fail their checksum
+// or do not decode, and segments whose tier chain cannot be followed or
+// whose lock stays held through the wait, are left out, and at the end *errp
+// gets an error matching ErrCorrupt or ErrTimeout that counts them and names
+// the first of each (Repair fixes such segments). A loop that breaks early
+// hears of none. The checksums make it slower than a copy alone (none with
+// NoChecksums).
 func (m *Map) Range(errp *error) iter.Seq2[[]byte, []byte] { return m.rangeSegments(errp, false) }
 
 // RangeView is Range for loops that use each entry at once: the slices it

@@ -16,27 +16,35 @@ type Repaired struct {
 	NoRegistry bool
 }
 
-// Repair makes a damaged map sound again, as far as its entries allow. It
-// mends the file header (a copy that does not verify is rewritten from the
-// header the map was opened with, and padding that is not zero is
-// zeroed), the process registry (words no process writes, and slots whose
-// state is garbage, which then count as dead processes'), runs Recover
-// (which also clears damaged free entries of dead processes' lock
-// journals), then Check, and rebuilds every segment Check finds
-// damaged from its entries: entries that do
-// not decode or fail their checksum, as a machine crash can leave them
-// (see Sync), are dropped; every other entry is kept, including those of
-// an overflow tier that a damaged link or owner word cut from its chain,
-// when the tier's own words say whose it is and where (Rebuilt's Relinked
-// counts such tiers). Before the rebuilds it mends the count of overflow
-// tiers handed out, if damage moved it below the tiers in use or beyond
-// the pool, and clears owner words that damage wrote in tiers the pool
-// has not handed out (Recovery.Mended says so). It
-// is safe while other processes use the map, which wait for each
-// segment's rebuild as for any writer. What is still wrong afterwards is for Check to say. In a
-// file without a process registry it skips Recover and says so
-// (Repaired.NoRegistry).
+// Repair makes a damaged map sound again, as far as its entries allow: it
+// mends the file header and the process registry, runs Recover, then
+// rebuilds every segment Check finds damaged from its entries, dropping
+// those that do not decode or fail their checksum and keeping every other
+// (including those of an overflow tier a damaged link cut from its chain);
+// it also mends a damaged count of overflow tiers handed out. It is safe
+// while other processes use the map, which wait for each rebuild as for any
+// writer. What is still wrong afterwards is for Check to say. Without a
+// process registry it skips Recover (Repaired.NoRegistry).
 func (m *Map) Repair() (Repaired, error) {
+	// It mends the file header (a copy that does not verify is rewritten
+	// from the header the map was opened with, and padding that is not
+	// zero is zeroed), the process registry (words no process writes, and
+	// slots whose state is garbage, which then count as dead processes'),
+	// runs Recover (which also clears damaged free entries of dead
+	// processes' lock journals), then Check, and rebuilds every segment
+	// Check finds damaged from its entries: entries that do not decode or
+	// fail their checksum, as a machine crash can leave them (see Sync),
+	// are dropped; every other entry is kept, including those of an
+	// overflow tier that a damaged link or owner word cut from its chain,
+	// when the tier's own words say whose it is and where (Rebuilt's
+	// Relinked counts such tiers). Before the rebuilds it mends the count
+	// of overflow tiers handed out, if damage moved it below the tiers in
+	// use or beyond the pool, and clears owner words that damage wrote in
+	// tiers the pool has not handed out (Recovery.Mended says so). It is
+	// safe while other processes use the map, which wait for each
+	// segment's rebuild as for any writer. What is still wrong afterwards
+	// is for Check to say. In a file without a process registry it skips
+	// Recover and says so (Repaired.NoRegistry).
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {

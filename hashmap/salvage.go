@@ -27,25 +27,25 @@ type Salvaged struct {
 // ends below it.
 const maxRegistrySearch = 1 << 30
 
-// Salvage opens the map file at path read-only, to get its entries out
-// when Open refuses it: a file whose header neither copy of which
-// verifies (a wiped or overwritten first page), or whose length is not
-// the one its header records (cut short: the missing end reads as
-// zeros; extended: the extra bytes are left out). It never writes the
-// file.
+// Salvage opens the map file at path read-only, to get its entries out when
+// Open refuses it: neither header copy verifies, or the file's length is not
+// the one its header records (a missing end reads as zeros, extra bytes are
+// left out). It never writes the file. Without a verifying header the layout
+// is found from the file itself (Salvaged.Notes says what it rests on).
+// Every entry read decodes and passes its checksum, as for Range.
 //
-// With a copy of the header that verifies, the layout is the header's.
-// Without one, it is found from the file itself: the
-// lock arena's and the process registry's own headers say where the
-// segments start and how many there are, and the layout whose tiers'
-// entries verify is chosen; Salvaged.Notes says what it rests on. Either
-// way every entry read is one that decodes and passes its checksum, as
-// for Range.
-//
-// The Map is read-only and has no lock table; Range, RangeView, Get, Len
-// and Check work as on a map opened with Options.ReadOnly. Only
-// LockTimeout of opts is used.
+// The Map is read-only and has no lock table; Range, RangeView, Get, Len and
+// Check work as with Options.ReadOnly. Only LockTimeout of opts is used.
 func Salvage(path string, opts *Options) (*Map, Salvaged, error) {
+	// Without a verifying header, the lock arena's and the process
+	// registry's own headers say where the segments start and how many
+	// there are, and the layout whose tiers' entries verify is chosen;
+	// Salvaged.Notes says what it rests on. Either way every entry read is
+	// one that decodes and passes its checksum, as for Range.
+	//
+	// The Map is read-only and has no lock table; Range, RangeView, Get,
+	// Len and Check work as on a map opened with Options.ReadOnly. Only
+	// LockTimeout of opts is used.
 	var sv Salvaged
 	o := Options{}
 	if opts != nil {

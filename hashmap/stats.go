@@ -38,15 +38,10 @@ type Stats struct {
 }
 
 // Stats reads the map's counters and geometry, and how much of the file
-// this process has in memory (from /proc/self/smaps, about a millisecond:
-// call it for monitoring, not per operation). A closed map has zero Stats.
-//
-// Stats marshals to JSON; to publish it with expvar (which the package
-// does not import, so that importing it registers no /debug/vars):
-//
-//	expvar.Publish("sharedmap", expvar.Func(func() any { return m.Stats() }))
-//
-// For Prometheus, see WritePrometheus and Metrics.
+// this process has in memory (from /proc/self/smaps, which makes it a call
+// for monitoring, not per operation). A closed map has zero Stats. Stats
+// marshals to JSON, for expvar.Func say (the package imports no expvar);
+// for Prometheus, see WritePrometheus and Metrics.
 func (m *Map) Stats() Stats {
 	c, err := m.enterAny(false)
 	if err != nil {

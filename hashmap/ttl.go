@@ -8,17 +8,12 @@ import (
 )
 
 // Touch sets the expiry of key's entry in a cache map to ttl from now
-// (NoExpiry: never), and reports whether the key was there: present and
-// not expired. It is one atomic step under the key's segment lock, so it
-// has none of the race of a Get followed by a PutWithTTL: no writer in
-// any process changes the entry between the look and the change, an
-// entry that expired (by the map's clock, Options.Now) or that another
-// process deleted is never brought back, and the value is left as it is.
-// From then on every process sees the new expiry. An expired entry stays
-// expired (false), and is reclaimed as any other. A process killed in the
-// middle of a Touch leaves the entry with its old expiry or its new one,
-// as Put's Durability says. ttl must be positive (NoExpiry: never);
-// ErrNotCache on a map created without Options.Cache, as PutWithTTL.
+// (NoExpiry: never) and reports whether the key was present and not expired.
+// It is one atomic step under the key's segment lock: an entry that expired
+// (by Options.Now) or was deleted is never brought back, and the value is
+// left as it is. Every process then sees the new expiry. A process killed in
+// the middle leaves the old expiry or the new one. ttl must be positive;
+// ErrNotCache on a map created without Options.Cache.
 func (m *Map) Touch(key []byte, ttl time.Duration) (bool, error) {
 	h := xxhash.Sum64(key)
 	c, err := m.enter(h, true)
