@@ -40,11 +40,9 @@ func (stringCodec) Append(dst []byte, v string) ([]byte, error) { return append(
 func (stringCodec) Decode(b []byte) (string, error)             { return string(b), nil }
 
 // Bytes stores a slice's bytes as they are. A nil slice and an empty one
-// encode alike, to nothing, so the map cannot tell them apart; Decode
-// returns a non-nil empty slice for both (as hashmap.Map.Get does), so a
-// found value is never nil. Otherwise Decode returns a copy, which the
-// caller owns; but a Map made by NewCached hands the near-cache's slice
-// to every Get that hits it, so there the value must not be modified.
+// both encode to nothing; Decode returns a non-nil empty slice for both, so
+// a found value is never nil. Otherwise Decode returns a copy the caller
+// owns (but see NewCached: a near-cache's values are shared).
 func Bytes() Codec[[]byte] { return bytesCodec{} }
 
 type bytesCodec struct{}
@@ -130,12 +128,10 @@ func Int8() Codec[int8] { return int8Codec }
 func Uint8() Codec[uint8] { return uint8Codec }
 
 // Float64 stores the IEEE 754 bits (math.Float64bits) as 8 little-endian
-// bytes, so a value comes back bit for bit: a NaN keeps its payload, and
-// -0 stays -0. As keys this differs from a Go map, on purpose: keys are
-// compared as bytes, so 0 and -0 are two keys, and a NaN key is found
-// again by a NaN with the same bits (math.NaN() always has the same bits),
-// where a Go map never finds a NaN key. Canonicalize keys (say, map -0 to
-// 0) before using them if that is not what you want.
+// bytes, so a value comes back bit for bit (NaN payloads, -0). As keys,
+// unlike a Go map's, they compare as bytes: 0 and -0 are two keys, and a NaN
+// key is found by a NaN with the same bits. Canonicalize keys first if that
+// is not what you want.
 func Float64() Codec[float64] { return float64Codec }
 
 // Bool stores false as 0 and true as 1, in one byte. Decode rejects any

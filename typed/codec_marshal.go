@@ -18,13 +18,10 @@ import (
 // netip.Addr, url.URL...). PT is *T, spelled out so that the pointer
 // receiver of UnmarshalBinary is allowed: Binary[time.Time]() infers it.
 //
-// When *T also implements encoding.BinaryAppender, Append uses it and so
-// writes straight into the caller's buffer: time.Time then encodes with no
-// allocation (BenchmarkPutBinary). Otherwise the slice MarshalBinary
-// returns costs one allocation per value. Decode allocates only what
-// UnmarshalBinary does. UnmarshalBinary must copy what it keeps (the
-// encoding package's contract), which satisfies Codec's rule that Decode
-// keeps nothing of b.
+// When *T implements encoding.BinaryAppender, Append writes straight into
+// the caller's buffer (time.Time encodes with no allocation); otherwise
+// MarshalBinary's slice costs an allocation per value. UnmarshalBinary must
+// copy what it keeps (the encoding package's contract).
 func Binary[T any, PT interface {
 	*T
 	encoding.BinaryMarshaler

@@ -17,23 +17,17 @@
 //	err = users.Put(42, User{Name: "ada"})
 //	u, err := users.Get(42) // errors.Is(err, hashmap.ErrNotFound) when absent
 //
-// Get and Put encode into buffers from a pool and read with
-// hashmap.Map.GetInto, so with fixed-width numbers they allocate nothing,
-// and with strings only the string Get returns; JSON allocates on every
-// call. The benchmarks in map_timing_test.go show the counts for each
-// codec, and TestAllocs holds them.
+// Get and Put encode into pooled buffers, so with fixed-width numbers they
+// allocate nothing, and with strings only the string Get returns; JSON
+// allocates on every call (TestAllocs holds the counts).
 //
 // # Near-cache
 //
-// NewCached adds a process-local cache of decoded values (a ristretto
-// cache), for value types that are expensive to decode. A cached value is
-// served only while the map reports it unchanged (hashmap.Map.Unchanged:
-// no process has changed or removed a value of its segment since it was
-// read, and it has not expired), so a process never returns a value older
-// than a write it has observed complete. A hit costs a check of the
-// segment's change count and a cache lookup instead of a decoding, which
-// for a JSON struct is many times the map's own Get (BenchmarkNearCache
-// measures both). Values it returns are shared: treat them as read-only.
+// NewCached adds a process-local cache of decoded values, for value types
+// that are expensive to decode. A cached value is served only while
+// hashmap.Map.Unchanged reports it current, so a process never returns a
+// value older than a write it has observed complete. Values it returns are
+// shared: treat them as read-only.
 //
 // # Concurrency
 //

@@ -22,13 +22,8 @@ const maxPooledBuffer = 64 << 10
 
 // Map is a *hashmap.Map seen through two codecs. It holds no data of its
 // own: every call encodes, goes to the shared file, and decodes, so what
-// one process Puts another Gets, provided both use the same codecs.
-//
-// It is safe for concurrent use by many goroutines, like the hashmap.Map
-// it wraps. Encoding reuses buffers from a pool, so Get and Put of
-// fixed-width numbers, strings, byte slices and BinaryAppender types
-// allocate nothing beyond what decoding the result needs (one string for
-// String, a copy for Bytes).
+// one process Puts another Gets, provided both use the same codecs. It is
+// safe for concurrent use, like the hashmap.Map it wraps.
 type Map[K, V any] struct {
 	m       *hashmap.Map
 	keys    Codec[K]
@@ -99,14 +94,11 @@ func (t *Map[K, V]) encodeValue(s *scratch, v V) error {
 }
 
 // Get returns the value stored under k, or an error matching
-// hashmap.ErrNotFound when there is none (returned as is, so a miss costs
-// no allocation), or one matching ErrDecode when the stored bytes are not
-// a V. The value is read into a pooled buffer and decoded from it: for
-// fixed-width numbers Get allocates nothing; for String it allocates the
-// string, for Bytes the copy, for Binary and JSON what their decoders do.
-// With a near-cache (NewCached) a value may be the one the cache keeps and
-// serves to later Gets: treat a []byte, or a V holding slices, maps or
-// pointers, as read-only then, or copy it.
+// hashmap.ErrNotFound (a miss allocates nothing), or one matching ErrDecode
+// when the stored bytes are not a V. For fixed-width numbers it allocates
+// nothing; otherwise what the decoder does. With a near-cache (NewCached)
+// the value may be shared with later Gets: treat a []byte, or a V holding
+// slices, maps or pointers, as read-only.
 func (t *Map[K, V]) Get(k K) (V, error) {
 	var zero V
 	s := t.getScratch()
@@ -192,16 +184,13 @@ func cut(dst [][]byte, buf []byte, ends []int) [][]byte {
 	return dst
 }
 
-// GetMany looks up a batch of keys at once, as hashmap.Map.GetMany does,
-// overlapping their cache misses, and decodes each value found: values[i]
-// and found[i] become keys[i]'s value and true, or the zero V and false
-// when keys[i] is absent. keys, values and found must have the same
-// length. An error (a key that does not encode, a stored value that does
-// not decode, matching ErrDecode, or the map's own) stops the batch, with
-// values and found then only partly filled. With a near-cache (NewCached)
-// each key goes through it, as Get does, and its values are shared as
-// Get's are. Buffers are pooled, so a batch
-// of fixed-width numbers allocates nothing.
+// GetMany looks up a batch of keys as hashmap.Map.GetMany does and decodes
+// each value found: values[i] and found[i] become keys[i]'s value and true,
+// or the zero V and false. keys, values and found must have the same length.
+// An error (a key that does not encode, ErrDecode, or the map's own) stops
+// the batch, with values and found partly filled. With a near-cache each key
+// goes through it, as Get does. A batch of fixed-width numbers allocates
+// nothing.
 func (t *Map[K, V]) GetMany(keys []K, values []V, found []bool) error {
 	if len(values) != len(keys) || len(found) != len(keys) {
 		return fmt.Errorf("get many: %d keys, %d values and %d found flags", len(keys), len(values), len(found))
@@ -300,13 +289,10 @@ func (t *Map[K, V]) Put(k K, v V) error {
 	return t.m.Put(s.key, s.val)
 }
 
-// PutMany stores values[i] under keys[i] for every i, as
-// hashmap.Map.PutMany does: each key as Put would, with the batch's cache
-// misses overlapped. Keys and values are encoded first, into pooled
-// buffers; one that does not encode ends the batch before it, after the
-// keys before it are stored. It returns how many keys it stored, and the
-// first error (an encoding's, or the map's: ErrFull...). keys and values
-// must have the same length.
+// PutMany stores values[i] under keys[i] for every i, as hashmap.Map.PutMany
+// does. A key or value that does not encode ends the batch before it, after
+// the keys before it are stored. It returns how many keys it stored and the
+// first error. keys and values must have the same length.
 func (t *Map[K, V]) PutMany(keys []K, values []V) (int, error) {
 	if len(values) != len(keys) {
 		return 0, fmt.Errorf("put many: %d keys and %d values", len(keys), len(values))
@@ -391,17 +377,13 @@ func (t *Map[K, V]) DeleteMany(keys []K) (int, error) {
 }
 
 // Compute atomically replaces the value of k with what fn returns, as
-// hashmap.Map.Compute does: fn gets the decoded current value (the zero V
-// and found false if absent) and returns the new value and keep (false
-// removes k). No writer in any process changes k in between. fn runs under
-// the segment's lock: keep it short and do not call the map from it.
-//
-// When the stored value does not decode, fn is not called and Compute
-// returns an error matching ErrDecode; when the value fn returns does not
-// encode, Compute returns that error. Either way nothing is written
-// (hashmap.Map.Update gives up). For fixed-width numbers Compute allocates
-// nothing. In a cache map an entry it changes keeps its expiry, and one it
-// creates lives for the map's DefaultTTL (see hashmap.Map.Compute).
+// hashmap.Map.Compute does: fn gets the decoded current value (zero V and
+// found false if absent) and returns the new value and keep (false removes
+// k). No writer in any process changes k in between. fn runs under the
+// segment's lock: keep it short and do not call the map from it. If the
+// stored value does not decode (ErrDecode; fn is not called) or fn's value
+// does not encode, nothing is written. In a cache map an entry it changes
+// keeps its expiry, and one it creates lives for DefaultTTL.
 func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 	if fn == nil {
 		return fmt.Errorf("compute: %w: a nil function", hashmap.ErrBadOptions)
@@ -431,19 +413,15 @@ func (t *Map[K, V]) Compute(k K, fn func(old V, found bool) (V, bool)) error {
 }
 
 // Range iterates over every entry with hashmap.Map.Range's guarantees (a
-// consistent view per segment, no lock held while the loop body runs, so
-// the body may call the map). It decodes each entry as it yields it. If
-// the map is closed, or a key or value does not decode with the map's
-// codecs, iteration stops and the error is stored in *errp: check it
-// after the loop (a nil errp says the caller does not want it: the loop
-// then just ends). Neither damage in the file nor a stuck
-// lock stops it: entries that fail their checksum or whose header does
-// not decode, and segments whose tier chain is broken or whose lock stays
-// held through the wait, are left out and reported at the end (ErrCorrupt,
-// ErrTimeout), as hashmap.Map.Range does. Delete removes entries that do not decode with the codecs. It reads
-// through hashmap.Map.RangeView, since each entry is decoded at once, so
-// iterating over numbers allocates next to nothing.
+// consistent view per segment, no lock held while the loop body runs),
+// decoding each as it yields it. If the map is closed, or a key or value
+// does not decode, iteration stops and the error is stored in *errp (a nil
+// errp ignores it). Damage and stuck locks do not stop it: what they leave
+// out is reported at the end (ErrCorrupt, ErrTimeout), as by
+// hashmap.Map.Range. Delete removes entries that do not decode.
 func (t *Map[K, V]) Range(errp *error) iter.Seq2[K, V] {
+	// It reads through hashmap.Map.RangeView, since each entry is decoded
+	// at once, so iterating over numbers allocates next to nothing.
 	if errp == nil {
 		errp = new(error) // the caller does not want the error
 	}

@@ -37,10 +37,12 @@ type nearCache[V any] struct {
 	users inflight.Gate
 }
 
-// MaxNearEntries is the largest near-cache NewCached makes. ristretto
-// sizes its admission counters from the entry count up front, about 32
-// bytes an entry (half a GiB at this bound), whether or not the entries
-// ever come.
+// ristretto sizes its admission counters from the entry count up front,
+// about 32 bytes an entry (half a GiB at this bound), whether or not the
+// entries ever come.
+
+// MaxNearEntries is the largest near-cache NewCached makes: its memory is
+// taken up front in proportion to the entry count.
 const MaxNearEntries = 1 << 24
 
 // NewCached is New with a near-cache of up to maxEntries decoded values.
