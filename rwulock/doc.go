@@ -24,23 +24,21 @@
 //
 // # Waiting
 //
-// The spec leaves waiting to the implementation; Chronicle Map spins for 60
-// seconds at full CPU. Here a waiter spins about a microsecond at a time with
-// a pause hint for a few rounds, yields a few times, then sleeps on a futex
-// (shared between processes) on the half of the word that must change for it
-// to proceed. With [AtWithSleepers] a sleeper count beside the word tells a
-// releaser whether to wake anyone, so an uncontended release makes no system
-// call; every sleep is also bounded (10 ms at most) so a waiter whose waker
-// died still notices the release. With [At] there is no sleeper word and
-// waiters poll with naps of at most 1 ms.
+// The spec leaves waiting to the implementation. Here a waiter spins
+// briefly with a pause hint, yields a few times, then sleeps on a futex
+// (shared between processes) on the half of the word that must change for
+// it to proceed. With [AtWithSleepers] a sleeper count beside the word tells
+// a releaser whether to wake anyone, so an uncontended release makes no
+// system call; every sleep is bounded (10 ms at most) so a waiter whose
+// waker died still notices the release. With [At] waiters poll with naps of
+// at most 1 ms.
 //
 // # Concurrency
 //
-// Every access to the word is a sync/atomic operation: 32-bit CAS on the
-// count half or the wait half, and a 64-bit CAS for the step that takes the
-// write lock and removes a wait. All of them are sequentially consistent, and
-// that is what makes the lock work across processes: a release in one
-// process happens before the acquisition that sees it in another.
+// Every access to the word is a sequentially consistent sync/atomic CAS
+// (32-bit on the count or wait half, 64-bit for taking the write lock and
+// removing a wait together), which is what makes a release in one process
+// happen before the acquisition that sees it in another.
 //
 // # Repair
 //

@@ -5,9 +5,7 @@ import "errors"
 // Errors returned by lock operations. Match them with errors.Is.
 var (
 	// ErrTimeout: a time-limited acquisition did not succeed within its
-	// limit. The lock is unchanged (a wait registered by the call is
-	// removed again). A holder that crashed or a deadlock between segments
-	// are the usual causes.
+	// limit. The lock is unchanged (a wait the call registered is removed).
 	ErrTimeout = errors.New("rwulock: timed out acquiring the lock")
 
 	// ErrNotHeld: a release, downgrade or upgrade found the lock not held

@@ -1,28 +1,26 @@
 package rwulock
 
-// A fast ledger is a second ledger word of one process for one lock, for
-// a write lock taken and released on a path too hot for the ledger's
-// protocol, which takes four locked instructions around a write lock's
-// taking and release (begin and settle at each CAS of the word); the fast
-// ledger takes one.
-//
-// The fast ledger is written by one goroutine at a time, the one that
-// moved it from FastEmpty to FastAcquiring by CAS; every other change is
-// a plain store of its owner (offheap.StoreExclusive). The protocol, with
-// the lock word's CASes in between:
+// The fast ledger exists because the ledger's protocol takes four locked
+// instructions around a write lock's taking and release (begin and settle
+// at each CAS of the word); the fast ledger takes one. Only the goroutine
+// that moved it from FastEmpty to FastAcquiring by CAS writes it; every
+// other change is a plain store of its owner (offheap.StoreExclusive). Each
+// store is seen before the lock word's next CAS and after its last (x86
+// orders stores with locked instructions; elsewhere StoreExclusive is
+// atomic), so the fast ledger is unsettled whenever the word may hold a
+// write lock it does not account for.
+
+// A fast ledger is a second ledger word of one process for one lock, for a
+// write lock taken and released on a hot path, with one CAS on it and two
+// on the lock word:
 //
 //	FastEmpty -CAS-> FastAcquiring, CAS the word (write), -> FastHeld
 //	(or -> FastEmpty if the word's CAS failed); FastHeld -> FastReleasing,
 //	CAS the word (free), -> FastEmpty
 //
-// so one CAS on the fast ledger and two on the word in all. Each store is
-// seen before the lock word's next CAS and after its last (x86 orders
-// stores with locked instructions; elsewhere StoreExclusive is atomic), so
-// the fast ledger is unsettled (FastAcquiring, FastReleasing) whenever the
-// word may hold a write lock it does not account for, and FindOrphans,
-// which reads it through FastAsLedger, waits for it as for any unsettled
-// ledger. FastClosed: the process closed its map; nothing begins there any
-// more.
+// FindOrphans (through FastAsLedger) waits for an unsettled fast ledger
+// (FastAcquiring, FastReleasing) as for any unsettled ledger. FastClosed:
+// the process closed its map; nothing begins there any more.
 //
 //	bits 0..2   state
 //	bits 3..63  version: +1 on every change, as in the ledger

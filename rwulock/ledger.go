@@ -222,15 +222,17 @@ var (
 	ErrChanged = errors.New("rwulock: lock word changed during repair")
 )
 
-// FindOrphans reads the lock word and works out what in it no live ledger
-// accounts for. live appends the current values of the ledgers of every
-// live process for this lock to dst and returns it (the caller knows which
-// processes live; a process that dies during the call only makes the result
-// leave its share in place, never take a live one). It waits, up to
-// deadline, for those ledgers to be settled; the word is read between two
-// identical snapshots of them, which makes the answer exact for that word.
-// The returned word is the one to pass to ReleaseOrphans.
+// FindOrphans works out what in the lock word no live ledger accounts for.
+// live appends the ledgers of every live process for this lock to dst and
+// returns it. It waits, up to deadline, for those ledgers to be settled, and
+// returns the word (exact for it) to pass to ReleaseOrphans.
 func (l *Lock) FindOrphans(live func(dst []uint64) []uint64, deadline time.Time) (uint64, Orphans, error) {
+	// The caller knows which processes live; a process that dies during
+	// the call only makes the result leave its share in place, never take
+	// a live one. It waits, up to deadline, for those ledgers
+	// to be settled; the word is read between two identical snapshots of
+	// them, which makes the answer exact for that word. The returned word
+	// is the one to pass to ReleaseOrphans.
 	var before, after [16]uint64
 	for spins := 0; ; spins++ {
 		a := live(before[:0])
@@ -287,41 +289,47 @@ func orphansOf(w, live uint64) (uint64, Orphans, error) {
 }
 
 // AbandonWrite leaves the write lock this handle holds to recovery, for a
-// holder that stopped in the middle of a change it cannot finish (a panic:
-// a fault on the file's pages under debug.SetPanicOnFault): the word keeps
-// the flag, and this process's ledger no longer accounts for it, so the
-// next FindOrphans takes it for a dead holder's and recovery repairs the
-// data under it, as after a death there.
+// holder that stopped in the middle of a change it cannot finish (a panic on
+// a page fault): the next FindOrphans takes it for a dead holder's.
 func (l *Lock) AbandonWrite() {
+	// The word keeps the flag, and this process's ledger no longer
+	// accounts for it, so the next FindOrphans takes it for a dead
+	// holder's and recovery repairs the data under it, as after a death
+	// there.
 	if l.ledger != nil {
 		atomic.AddUint64(l.ledger, ledgerVersion-ledgerWrite)
 	}
 }
 
 // AbandonUpdate gives back to the dead the update lock ReleaseOrphans took
-// over in their place, for a caller that cannot repair the data now (its
-// upgrade to write timed out): the word keeps the flag, and this process's
-// ledger no longer accounts for it, so the next FindOrphans finds it again.
-// Unlocking instead would free the lock with the data unrepaired, and no
-// later pass would know. Only for a handle holding the update lock it took
-// over, and no other of its process's update locks.
+// over for them, for a caller that cannot repair the data now: the word
+// keeps the flag and the next FindOrphans finds it again. Only for a handle
+// holding that update lock and no other of its process's update locks.
 func (l *Lock) AbandonUpdate() {
+	// Unlocking instead would free the lock with the data unrepaired, and
+	// no later pass would know. Only for a handle holding the update lock
+	// it took over, and no other of its process's update locks.
 	if l.ledger != nil {
 		atomic.AddUint64(l.ledger, ledgerVersion-ledgerUpdate)
 	}
 }
 
-// ReleaseOrphans removes the orphans found in word by FindOrphans, with one
-// CAS against that exact word (ErrChanged if it moved: find them again;
-// whatever live processes did in between nets out, so a CAS that succeeds
-// is right). If the orphans held the update or write lock, the data under
-// the lock may be half changed, so instead of freeing the lock this handle
-// takes it in their place (takenOver is true, and its ledger says so): the
-// write lock if they held it, and then no reader can be inside or come in
-// before the caller has repaired the data and released as usual (the
-// update lock would let readers in at once, onto data half changed); else
-// the update lock, which the caller upgrades first.
+// ReleaseOrphans removes the orphans FindOrphans found in word, with one CAS
+// against that exact word (ErrChanged if it moved: find them again). If the
+// orphans held the update or write lock, the data may be half changed, so
+// this handle takes that lock in their place instead (takenOver; its ledger
+// says so): the write lock if they held it, else the update lock, which the
+// caller upgrades before repairing the data and releasing as usual.
 func (l *Lock) ReleaseOrphans(word uint64, o Orphans) (takenOver bool, err error) {
+	// Whatever live processes did between FindOrphans and the CAS nets
+	// out, so a CAS that succeeds is right. If the orphans held the update or write
+	// lock, the data under the lock may be half changed, so instead of
+	// freeing the lock this handle takes it in their place (takenOver is
+	// true, and its ledger says so): the write lock if they held it, and
+	// then no reader can be inside or come in before the caller has
+	// repaired the data and released as usual (the update lock would let
+	// readers in at once, onto data half changed); else the update lock,
+	// which the caller upgrades first.
 	if o.None() {
 		return false, nil
 	}

@@ -8,25 +8,18 @@ import (
 )
 
 // Lock is a read/write/update lock whose whole state is one 64-bit word in
-// memory shared between processes (see word.go for the bits).
-//
-// Three modes: many readers; one update holder alongside readers (it may
-// read, and later upgrade to write); one writer, alone. A registered wait
-// (a writer or upgrader that could not get the lock at once) makes new read
-// and update acquisitions fail, so a stream of readers cannot starve a
-// writer.
+// memory shared between processes: many readers; one update holder
+// alongside readers (it may later upgrade to write); or one writer, alone.
+// A registered wait makes new read and update acquisitions fail, so readers
+// cannot starve a writer.
 //
 // Happens-before: a release (or downgrade) of the lock by any goroutine of
-// any process happens before every later acquisition that observes it. This
-// holds between processes because every access to the word is a sequentially
-// consistent atomic on the same physical memory.
+// any process happens before every later acquisition that observes it.
 //
 // The word carries no owner identity: any goroutine, in any process, may
-// release a mode that is held; the lock trusts its callers to release only
-// what they acquired. Errors report only what the word itself shows.
-//
-// A Lock value is only a handle: copying it is fine, and it allocates
-// nothing per operation.
+// release a mode that is held; callers release only what they acquired, and
+// errors report only what the word shows. A Lock value is only a handle:
+// copying it is fine, and it allocates nothing per operation.
 type Lock struct {
 	word  *uint64 // the whole lock state
 	count *uint32 // bits 0..31 of word: readers, update, write
@@ -92,11 +85,13 @@ func (l *Lock) wake() {
 
 // TryReadLock acquires the read lock if no writer holds it, no writer or
 // upgrader waits, and the read count is below its maximum. It never waits
-// for another holder; with a ledger (SetLedger) it may yield while 255 of
-// its process's CASes on the lock are in flight, or while its process's
-// read locks of it plus those CASes reach 65535, each of which a few
-// instructions of those CASes' goroutines end.
+// for another holder (with a ledger it may yield briefly to its own
+// process's CASes in flight).
 func (l *Lock) TryReadLock() bool {
+	// In detail, with a ledger (SetLedger) it may yield while 255 of its
+	// process's CASes on the lock are in flight, or while its process's
+	// read locks of it plus those CASes reach 65535, each of which a few
+	// instructions of those CASes' goroutines end.
 	s := l.load()
 	c := countWord(s)
 	if c&WriteFlag != 0 || waitWord(s) != 0 || c&ReadCountMask == MaxReadCount {
@@ -147,17 +142,20 @@ func (l *Lock) UpdateUnlock() error {
 }
 
 // TryWriteLock acquires the write lock if the count word is 0 (no readers,
-// no update, no write). It ignores waits: a waiting writer that loses this
-// race simply keeps waiting. One CAS with no pre-read, as the spec advises
-// when success is likely.
+// update or write), ignoring waits: a waiting writer that loses simply waits
+// on.
 func (l *Lock) TryWriteLock() bool { return l.casCountDelta(0, writeLocked, ledgerWrite) }
 
-// TryWriteLockFair acquires the write lock if nobody holds any part of the
-// lock and nobody waits for it: unlike TryWriteLock it never takes the lock
-// ahead of a registered waiter. One CAS of the whole word from 0, so a wait
-// registered at any moment before it makes it fail. It never waits for
-// another holder (with a ledger, see TryReadLock).
+// TryWriteLockFair acquires the write lock if nobody holds or waits for any
+// part of the lock: unlike TryWriteLock it never goes ahead of a registered
+// waiter. It never waits for another holder (with a ledger, see
+// TryReadLock).
 func (l *Lock) TryWriteLockFair() bool {
+	// One CAS with no pre-read, as the spec advises when success is
+	// likely.
+	// One CAS of the whole word from 0, so a wait registered at any moment
+	// before it makes it fail. It never waits for another holder (with a
+	// ledger, see TryReadLock).
 	l.begin()
 	return l.settle(l.casWord(0, uint64(writeLocked)), ledgerWrite)
 }

@@ -25,12 +25,14 @@ func (l *Lock) UpdateLock(timeout time.Duration) error {
 	return l.acquireShared(timeout, true)
 }
 
-// WriteLock acquires the write lock, waiting at most timeout. After one
-// failed attempt it registers a wait, so new readers and updaters stay out
-// while it waits for the present ones to leave; it then takes the lock and
-// removes its wait with one 64-bit CAS. On timeout the wait is removed and
-// the lock is unchanged.
+// WriteLock acquires the write lock, waiting at most timeout; while it
+// waits, its registered wait keeps new readers and updaters out. On timeout
+// the wait is removed and the lock is unchanged.
 func (l *Lock) WriteLock(timeout time.Duration) error {
+	// After one failed attempt it registers a wait, so new readers and
+	// updaters stay out while it waits for the present ones to leave; it
+	// then takes the lock and removes its wait with one 64-bit CAS. On
+	// timeout the wait is removed and the lock is unchanged.
 	if l.TryWriteLock() {
 		return nil
 	}
