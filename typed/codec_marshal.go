@@ -101,9 +101,8 @@ func (c *binaryCodec[T, PT]) Decode(b []byte) (v T, err error) {
 
 // JSON is the codec of last resort, for any type encoding/json handles:
 // easy, readable with mapctl, and tolerant of added fields, but it
-// allocates on every Append and Decode and is several times slower than
-// the binary codecs (see BenchmarkGetJSON). Decode ignores unknown fields,
-// as json.Unmarshal does. As a key codec it works because encoding/json is
+// allocates on every Append and Decode and is slower than the binary
+// codecs. Decode ignores unknown fields, as json.Unmarshal does. As a key codec it works because encoding/json is
 // deterministic (struct fields in declaration order, map keys sorted),
 // for types whose every field is encoded: unexported fields and fields
 // tagged json:"-" are not, so keys that differ only there collide. Other
