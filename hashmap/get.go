@@ -63,8 +63,7 @@ func (m *Map) GetChecked(dst, key []byte) ([]byte, error) {
 	// hashes the entry, so it costs a good deal more than a GetInto, the
 	// more so the smaller the value (the lookup is then most of a
 	// GetInto's time, and the hash and the general path are added to it).
-	// mapctl get uses it. In a map created with NoChecksums it verifies
-	// nothing.
+	// mapctl get uses it.
 	h := xxhash.Sum64(key)
 	key = keyApart(dst, key)
 	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.For(h).GetChecked(h, key, dst) })

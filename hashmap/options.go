@@ -61,7 +61,8 @@ type Options struct {
 	LockAlgorithm string
 	// NoChecksums creates the map without per-entry checksums, saving a hash
 	// per write. The checksum is what recovery, Check, Repair, Range and
-	// GetChecked tell a damaged entry by; other lookups do not verify it.
+	// GetChecked tell a damaged entry by; other lookups return its bytes
+	// unverified.
 	NoChecksums bool
 	// NoUndo creates the map without undo records. By default a Put that
 	// rewrites a value in place goes through its segment's undo record, so
@@ -72,8 +73,8 @@ type Options struct {
 	// unsaved.) Fixed at creation.
 	NoUndo bool
 	// NoPrefault skips mapping the segment headers and first tiers in at
-	// Open, which costs Open time in proportion to the map's size and keeps
-	// page faults off later Puts and Gets.
+	// Open. Mapping them (the default) costs Open time in proportion to the
+	// map's size and keeps page faults off later Puts and Gets.
 	NoPrefault bool
 	// NoHugePages maps the file with small pages only, instead of asking for
 	// transparent huge pages (which spare a random Get page walks where the
