@@ -26,25 +26,11 @@ type Repaired struct {
 // writer. What is still wrong afterwards is for Check to say. Without a
 // process registry it skips Recover (Repaired.NoRegistry).
 func (m *Map) Repair() (Repaired, error) {
-	// It mends the file header (a copy that does not verify is rewritten
-	// from the header the map was opened with, and padding that is not
-	// zero is zeroed), the process registry (words no process writes, and
-	// slots whose state is garbage, which then count as dead processes'),
-	// runs Recover (which also clears damaged free entries of dead
-	// processes' lock journals), then Check, and rebuilds every segment
-	// Check finds damaged from its entries: entries that do not decode or
-	// fail their checksum, as a machine crash can leave them (see Sync),
-	// are dropped; every other entry is kept, including those of an
-	// overflow tier that a damaged link or owner word cut from its chain,
-	// when the tier's own words say whose it is and where (Rebuilt's
-	// Relinked counts such tiers). Before the rebuilds it mends the count
-	// of overflow tiers handed out, if damage moved it below the tiers in
-	// use or beyond the pool, and clears owner words that damage wrote in
-	// tiers the pool has not handed out (Recovery.Mended says so). It is
-	// safe while other processes use the map, which wait for each
-	// segment's rebuild as for any writer. What is still wrong afterwards
-	// is for Check to say. In a file without a process registry it skips
-	// Recover and says so (Repaired.NoRegistry).
+	// The order matters: registry slots whose state is garbage become
+	// dead processes' for Recover to release; the pool count is mended
+	// before the rebuilds, which keep a linked tier that lost its owner
+	// word only if the count covers it; tiers cut from their chains are
+	// relinked last.
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {

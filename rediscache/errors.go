@@ -10,7 +10,7 @@ var ErrNotFound = errors.New("rediscache: key not found")
 // are not cached: GetOrLoad stores nothing for an error.
 var errAbsent = errors.New("rediscache: absent in Redis")
 
-// The tracker's ways of ending a session.
+// The tracker's ways of ending a tracking connection.
 var (
 	errDeposed  = errors.New("rediscache: tracker deposed")
 	errStopping = errors.New("rediscache: closing")

@@ -126,7 +126,7 @@ func (c *Cache) track(term uint64) {
 	backoff := 10 * time.Millisecond
 	for {
 		began := time.Now()
-		err := c.session(term)
+		err := c.trackConn(term)
 		switch {
 		case errors.Is(err, errDeposed):
 			return
@@ -135,7 +135,7 @@ func (c *Cache) track(term uint64) {
 			return
 		}
 		select {
-		case <-c.stop: // the session ended because the cache closes
+		case <-c.stop: // the connection ended because the cache closes
 			c.resign(term)
 			return
 		default:
@@ -163,9 +163,9 @@ type message struct {
 	err error
 }
 
-// session runs one tracking connection until it fails, the term ends, or
+// trackConn runs one tracking connection until it fails, the term ends, or
 // the cache closes.
-func (c *Cache) session(term uint64) error {
+func (c *Cache) trackConn(term uint64) error {
 	ctx, cancel := context.WithTimeout(c.ctx, max(time.Second, 4*c.o.MaxStaleness))
 	conn, err := resp.Dial(ctx, c.trackerAddr, c.dial)
 	cancel()
