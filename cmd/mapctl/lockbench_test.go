@@ -188,3 +188,21 @@ func TestLockbenchHelpSaysSlotsZero(t *testing.T) {
 		t.Errorf("lockbench --help does not say %q: %q", want, o)
 	}
 }
+
+// TestAWorkerThatCannotStartIsNamed: when a worker process cannot be
+// started, lockbench reports why, not that it was interrupted (stopping
+// the workers already started cancels the run's context, which must not
+// read as an interrupt).
+func TestAWorkerThatCannotStartIsNamed(t *testing.T) {
+	ctx, kill := context.WithCancel(context.Background())
+	defer kill()
+	missing := filepath.Join(t.TempDir(), "no-such-mapctl")
+	o := &lockbenchOpts{procs: 2, goroutines: 1}
+	_, err := startLockbenchWorkers(ctx, kill, nil, missing, filepath.Join(t.TempDir(), "locks"), "ttas", o)
+	if err == nil {
+		t.Fatal("workers started from a binary that does not exist")
+	}
+	if strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "no-such-mapctl") {
+		t.Fatalf("err = %v, want the start's own error naming the binary", err)
+	}
+}

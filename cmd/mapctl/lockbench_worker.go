@@ -46,11 +46,12 @@ func startLockbenchWorkers(ctx context.Context, kill context.CancelFunc, b *benc
 		cmd.Env = append(os.Environ(), demoWorkerEnv+"=1", alockBudgetsEnv+"="+o.alockBudgets)
 		cmd.Stdout, cmd.Stderr = &outs[p], &outs[p]
 		if err := cmd.Start(); err != nil {
+			interrupted := ctx.Err() != nil // before kill, which cancels ctx
 			kill()
 			for _, started := range cmds[:p] {
 				_ = started.Wait()
 			}
-			if ctx.Err() != nil {
+			if interrupted {
 				return nil, errors.New("interrupted; the workers are stopped")
 			}
 			return nil, err
