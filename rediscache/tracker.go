@@ -210,8 +210,8 @@ func (c *Cache) trackConn(term uint64) error {
 	return c.loop(term, conn, msgs)
 }
 
-// loop pings, queues invalidations and, at each PONG, applies them and
-// publishes the watermark: the send time of the PING before the one
+// loop pings, applies invalidations in batches (as many as are queued),
+// and at each PONG applies what is left and publishes the watermark: the send time of the PING before the one
 // answered. A write that completed before PING k-1 was sent had its
 // invalidation pushed before PONG k at the latest (Redis sends
 // broadcast invalidations at the end of the event-loop iteration that ran
@@ -272,7 +272,10 @@ func (c *Cache) loop(term uint64, conn *resp.Conn, msgs <-chan message) error {
 				for _, k := range v.Elems[1].Elems {
 					batch = append(batch, []byte(k.Str))
 				}
-				if len(batch) >= maxBatch {
+				// Apply at once when nothing more is queued: a batch waits
+				// only while invalidations keep arriving, so a quiet write's
+				// lag is a round of the loop, not a PingInterval.
+				if len(batch) >= maxBatch || len(msgs) == 0 {
 					if err := apply(0); err != nil {
 						return err
 					}
