@@ -85,7 +85,7 @@ func (c cell) String() string {
 }
 
 // Where results go unless -out says: a full run's files are the ones the
-// README quotes and the repository keeps, and a narrowed run (a profile, an
+// docs quote and the repository keeps, and a narrowed run (a profile, an
 // A/B of one cell) must not replace them.
 const (
 	fullRunDir    = "results"

@@ -108,8 +108,8 @@ func TestTargetsDecideByPerRunMedians(t *testing.T) {
 	}
 }
 
-// A narrowed run must not replace the full run's files: the README's
-// profile command once overwrote results.md with one store's one cell.
+// A narrowed run must not replace the full run's files: a profile
+// command must leave results.md, which the docs quote, as it was.
 func TestNarrowedRunsWriteElsewhere(t *testing.T) {
 	for _, tc := range []struct {
 		out, env, stores, datasets, cells, want string

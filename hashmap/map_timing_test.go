@@ -307,7 +307,7 @@ func BenchmarkMap(b *testing.B) {
 	// pull the ratios towards 1 (bench/ measures both ways: -keys). The
 	// loops are written out rather than given the key source as a function:
 	// an indirect call per iteration took the map's GetInto from about 203
-	// to 367 ns (README), which would change what the loops above measure.
+	// to 367 ns (docs/PERFORMANCE.md), which would change what the loops above measure.
 	ordered := make([]byte, 0, len(benchOrder)*16)
 	for _, o := range benchOrder {
 		ordered = append(ordered, keys[o]...)

@@ -17,7 +17,7 @@
 //     the next iterations' misses with this one's, and past a length its
 //     reorder window cannot hold, each iteration pays a whole miss.
 //
-// Figures are medians of -runs runs. README.md quotes them for the AMD
+// Figures are medians of -runs runs. docs/PERFORMANCE.md quotes them for the AMD
 // EPYC VM. Run it with: cd bench && go run ./floor
 package main
 
