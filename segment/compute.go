@@ -49,9 +49,9 @@ func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn
 		return err
 	}
 	defer func() { w.endOrAbandon(recover()) }()
-	loc, found, ok := s.findPreviewed(&p, hash, key)
-	if !ok {
-		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	loc, found, err := s.findPreviewed(&p, hash, key)
+	if err != nil {
+		return err
 	}
 	var old []byte
 	var oldBuf *[]byte

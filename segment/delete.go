@@ -9,9 +9,9 @@ func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
 		return false, err
 	}
 	defer func() { w.endOrAbandon(recover()) }()
-	loc, found, ok := s.findPreviewed(&p, hash, key)
-	if !ok {
-		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	loc, found, err := s.findPreviewed(&p, hash, key)
+	if err != nil {
+		return false, err
 	}
 	if !found {
 		return false, nil

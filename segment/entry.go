@@ -80,9 +80,9 @@ func (s *Segment) UpdateEntry(hash uint64, key []byte, fn func(value []byte, exp
 		return err
 	}
 	defer func() { w.endOrAbandon(recover()) }()
-	loc, found, ok := s.findPreviewed(&p, hash, key)
-	if !ok {
-		return s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	loc, found, err := s.findPreviewed(&p, hash, key)
+	if err != nil {
+		return err
 	}
 	cache := s.tb.layout.Cache
 	var old []byte

@@ -61,9 +61,9 @@ func (s *Segment) PutGeneral(hash uint64, key, value []byte, expiry int64, mode 
 		return false, err
 	}
 	defer func() { w.endOrAbandon(recover()) }()
-	loc, found, ok := s.findPreviewed(&p, hash, key)
-	if !ok {
-		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	loc, found, err := s.findPreviewed(&p, hash, key)
+	if err != nil {
+		return false, err
 	}
 	if !found {
 		if err := s.insert(&w, hash, key, stored); err != nil {

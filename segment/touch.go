@@ -32,9 +32,9 @@ func (s *Segment) Touch(hash uint64, key []byte, expiry int64) (bool, error) {
 		return false, err
 	}
 	defer func() { w.endOrAbandon(recover()) }()
-	loc, found, ok := s.findPreviewed(&p, hash, key)
-	if !ok {
-		return false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	loc, found, err := s.findPreviewed(&p, hash, key)
+	if err != nil {
+		return false, err
 	}
 	if !found {
 		return false, nil

@@ -207,16 +207,24 @@ func (s *Segment) preview(hash uint64, key []byte) preview {
 // the entry the preview found instead of looking again when
 // no writer changed the segment since: every change that moves, rewrites
 // or removes an entry moves the sequence. A preview that found nothing is
-// not trusted: an insert, which changes no entry, does not move it.
-func (s *Segment) findPreviewed(p *preview, hash uint64, key []byte) (loc location, found, ok bool) {
+// not trusted: an insert, which changes no entry, does not move it. An
+// entry or tier chain that does not decode is an ErrCorrupt naming the
+// tier.
+func (s *Segment) findPreviewed(p *preview, hash uint64, key []byte) (loc location, found bool, err error) {
+	ok := true
 	if !p.found || p.seq&1 != 0 || atomic.LoadUint64(s.seq) != p.seq {
-		return s.find(hash, key)
+		loc, found, ok = s.find(hash, key)
+	} else {
+		t := s.tb.tier(s.index)
+		c := slotChunk(p.slot)
+		klen, vlen, nch, good := s.tb.entryAt(&t, c)
+		if good {
+			return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, nil
+		}
+		loc, found, ok = s.find(hash, key) // cannot be, with the sequence unchanged; let find report it
 	}
-	t := s.tb.tier(s.index)
-	c := slotChunk(p.slot)
-	klen, vlen, nch, good := s.tb.entryAt(&t, c)
-	if !good {
-		return s.find(hash, key) // cannot be, with the sequence unchanged; let find report it
+	if !ok {
+		return loc, false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
 	}
-	return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
+	return loc, found, nil
 }
