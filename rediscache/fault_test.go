@@ -427,34 +427,31 @@ func (c *cluster) assertDeposed(old, standby *proc, took, resumed, end int64) {
 // testRedisRestart: Redis restarts empty. A restart is a wipe: reads that
 // begin MaxStaleness after it see no value from before it.
 func testRedisRestart(t *testing.T) {
-	c := newCluster(t)
-	c.setup(c.srv.Addr())
-	run(800 * time.Millisecond)
-	before := mono()
-	c.wipe("Redis restart", c.srv.Restart)
-	run(1500 * time.Millisecond)
-	end := mono()
-	c.finish()
-	if c.epochBumps(end) <= c.epochBumps(before) {
-		t.Error("the epoch was not bumped after the restart")
-	}
-	c.assertHitsResume(end, "after the restart")
+	testWipe(t, "Redis restart", 1500*time.Millisecond, func(c *cluster) error { return c.srv.Restart() })
 }
 
 // testFlushall: FLUSHALL from a plain client (a null invalidation).
 func testFlushall(t *testing.T) {
+	testWipe(t, "FLUSHALL", 1200*time.Millisecond, func(c *cluster) error {
+		return c.do(c.plain.B().Flushall().Build()).Error()
+	})
+}
+
+// testWipe runs the readers and writers, wipes Redis with wipe, runs for
+// after, and asserts that the epoch moved and hits came back.
+func testWipe(t *testing.T, name string, after time.Duration, wipe func(*cluster) error) {
 	c := newCluster(t)
 	c.setup(c.srv.Addr())
 	run(800 * time.Millisecond)
 	before := mono()
-	c.wipe("FLUSHALL", func() error { return c.do(c.plain.B().Flushall().Build()).Error() })
-	run(1200 * time.Millisecond)
+	c.wipe(name, func() error { return wipe(c) })
+	run(after)
 	end := mono()
 	c.finish()
 	if c.epochBumps(end) <= c.epochBumps(before) {
-		t.Error("the epoch was not bumped after FLUSHALL")
+		t.Errorf("the epoch was not bumped after the %s", name)
 	}
-	c.assertHitsResume(end, "after FLUSHALL")
+	c.assertHitsResume(end, "after the "+name)
 }
 
 // testClientKill: CLIENT KILL of the tracking connection alone, then of
