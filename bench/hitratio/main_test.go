@@ -62,14 +62,20 @@ func TestSignalRemovesMapFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	for range 100 { // until the measured map exists
-		time.Sleep(100 * time.Millisecond)
+	// Until the measured map exists: sizing it makes and removes files
+	// at the same path, so a file is only taken for the measured one once
+	// it has been there at five polls in a row.
+	seen := 0
+	for i := 0; i < 200 && seen < 5; i++ {
+		time.Sleep(50 * time.Millisecond)
 		if len(mapFilesIn(t, dir)) > 0 {
-			break
+			seen++
+		} else {
+			seen = 0
 		}
 	}
-	if len(mapFilesIn(t, dir)) == 0 {
-		t.Fatal("no map file after 10 s")
+	if seen < 5 {
+		t.Fatal("no map file that stays after 10 s")
 	}
 	time.Sleep(500 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
