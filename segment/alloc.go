@@ -38,17 +38,26 @@ func (s *Segment) allocHome(w *writer, tag uint32, n int64, moving *location) (t
 // takeHomeRun takes the first of tag's two home runs of n chunks that is
 // free, if the first tier has room; false if neither is.
 func (s *Segment) takeHomeRun(tag uint32, n int64, moving *location) (tier, int64, bool) {
-	tb := s.tb
-	t := tb.tier(s.index)
+	t := s.tb.tier(s.index)
 	if s.hasRoom(&t, moving) {
-		for _, home := range [2]uint64{tb.geom.homeByte(tag), tb.geom.secondHomeByte(tag)} {
-			if c := int64(home >> tb.geom.chunkShift); c+n <= tb.layout.Chunks && t.runFree(c, n) {
-				t.take(c, n)
-				return t, c, true
-			}
+		if c, ok := s.freeHomeRun(&t, tag, n); ok {
+			t.take(c, n)
+			return t, c, true
 		}
 	}
 	return tier{}, 0, false
+}
+
+// freeHomeRun returns the first chunk of a home run of tag's, of n chunks,
+// that is free in tier t (the segment's first), first home first.
+func (s *Segment) freeHomeRun(t *tier, tag uint32, n int64) (int64, bool) {
+	g := &s.tb.geom
+	for _, home := range [2]uint64{g.homeByte(tag), g.secondHomeByte(tag)} {
+		if c := int64(home >> g.chunkShift); c+n <= s.tb.layout.Chunks && t.runFree(c, n) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // hasRoom reports whether tier t may take one more entry: it holds fewer

@@ -28,7 +28,7 @@ func (s *Segment) tryOverwriteOptimistic(hash uint64, key, value []byte) bool {
 		return false
 	}
 	fits, h := s.prepareOverwrite(hash, key, value)
-	at, nch, ok := s.probeOverwrite(hash, key, value)
+	at, nch, ok, _ := s.probeOverwrite(hash, key, value)
 	if testAfterPreview != nil {
 		testAfterPreview(s)
 	}
@@ -65,9 +65,10 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 }
 
 // TryOverwriteFastLedger is Put's fast path for overwriting a plain map's
-// value in place, with the write lock recorded in this process's fast ledger
-// (rwulock.FastNext). It reports false, having changed nothing of the map,
-// when the caller must take PutGeneral.
+// value in place, or inserting an absent key in its home run, with the
+// write lock recorded in this process's fast ledger (rwulock.FastNext). It
+// reports false, having changed nothing of the map, when the caller must
+// take PutGeneral.
 func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	// TryOverwriteFastLedger is Put's fast path for a plain map's most
 	// common case, as Put itself tries it (tryOverwriteOptimistic), but
@@ -80,14 +81,18 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	// their way (they are requested first, and a prefetch, unlike a load,
 	// does not hold a locked instruction back), rather than after they
 	// came, which shortens an overwrite of a key whose lines are not
-	// cached; what it adds is the lock's three locked instructions to a
-	// Put that inserts, and the look's wait to the time the lock is held.
+	// cached; what it adds is the look's wait to the time the lock is
+	// held. A key the look finds absent from a segment of one tier is
+	// inserted here too, in a free home run (insertHome): a first write
+	// then costs one lock and one look, as a rewrite does, instead of
+	// these and then the general path's.
 	// It reports false, having changed nothing but the idle undo record's
 	// bytes (see stageRewrite), in every case tryOverwriteOptimistic does
-	// (but a writer coming between, which the lock excludes), and also
-	// when the table has no fast ledgers (SetFastLedgers), is closing, or
-	// another goroutine of this process is on the fast path of this
-	// segment: the caller then takes Put's general path (PutGeneral).
+	// (but a writer coming between, which the lock excludes, and an
+	// insert that insertHome made), and also when the table has no fast
+	// ledgers (SetFastLedgers), is closing, or another goroutine of this
+	// process is on the fast path of this segment: the caller then takes
+	// Put's general path (PutGeneral).
 	if s.fast == nil || s.tb.geom.cache || s.tb.queueLocal {
 		return false
 	}
@@ -120,8 +125,9 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	}
 	// The undo record's copy now too (see record).
 	s.stageRewrite(&h, key, value, seq+1)
-	at, nch, done := s.probeOverwrite(hash, key, value)
-	if done {
+	at, nch, done, absent := s.probeOverwrite(hash, key, value)
+	switch {
+	case done:
 		if nch != fits {
 			h = s.tb.entryHeader(int64(nch), key, value)
 			s.restageHeader(&h)
@@ -129,10 +135,53 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 		s.countLocked(stPuts)
 		changing = true
 		s.rewriteLocked(at, &h, key, value, seq, staged)
+	case absent:
+		done = s.insertHome(hash, key, value, int64(fits), &h, &changing)
 	}
 	s.releaseFast(held)
 	held = 0
 	return done
+}
+
+// insertHome adds key's entry, of n chunks with header h, in one of its
+// home runs of the segment's first tier, under the write lock of
+// TryOverwriteFastLedger, whose probe found the key absent from a segment
+// of one tier. It reports false, having changed nothing, when neither home
+// run is free or the tier is at its entry limit: PutGeneral then finds the
+// room. It sets *changing before its first change, so a fault from there
+// on leaves the segment to recovery, which rebuilds it as it does after a
+// writer that died inserting under the update lock.
+func (s *Segment) insertHome(hash uint64, key, value []byte, n int64, h *entryHead, changing *bool) bool {
+	// The entry is written where no slot names it, then published by one
+	// slot store, as insert does: readers see it whole or not at all, and
+	// the sequence stays even. Doing it here, under the lock the probe
+	// already holds, spares a first write the general path's second lock
+	// and second probe.
+	tb := s.tb
+	tag := uint32(hash >> tb.layout.segmentBits)
+	t := tb.tier(s.index)
+	if !s.hasRoom(&t, nil) {
+		return false
+	}
+	c, ok := s.freeHomeRun(&t, tag, n)
+	if !ok {
+		return false
+	}
+	*changing = true
+	t.take(c, n)
+	testStep() // the run taken
+	tb.writeEntry(&t, c, h, key, value)
+	testStep() // written, not yet named
+	if !tb.placeSlot(&t, tag, c) {
+		// No empty slot in a tier below its entry limit is damage, which
+		// PutGeneral reports; the run goes back first.
+		t.free(c, n)
+		return false
+	}
+	t.addEntries(1)
+	atomic.AddUint64(s.entries, 1)
+	s.countLocked(stPuts)
+	return true
 }
 
 // endFastOnPanic, deferred by TryOverwriteFastLedger, ends a call that panicked with
@@ -173,19 +222,22 @@ func (s *Segment) prepareOverwrite(hash uint64, key, value []byte) (fits uint64,
 // the tiers area and its run's chunks, ok only if the key is in its first
 // tier, value fits the run and the undo record can hold the entry. Only
 // what the probe checked is used, never read again: the run of nch chunks
-// lies in the tier, so a value that fits it stays in it.
-func (s *Segment) probeOverwrite(hash uint64, key, value []byte) (at, nch uint64, ok bool) {
+// lies in the tier, so a value that fits it stays in it. absent reports
+// that no tier holds the key (the segment has one tier, and the probe met
+// an empty slot before the key), which only a caller holding the lock may
+// act on.
+func (s *Segment) probeOverwrite(hash uint64, key, value []byte) (at, nch uint64, ok, absent bool) {
 	tb := s.tb
 	_, _, v, _, nch, answer := tb.probeHome(uint64(s.index), hash, key)
 	at = v - entryHeaderSize - uint64(len(key))
 	if answer != Found || uint64(len(value)) > at+nch<<(tb.geom.chunkShift&63)-v {
-		return 0, 0, false // absent, beyond the first tier, or the value needs more chunks
+		return 0, 0, false, answer == Absent // absent, beyond the first tier, or the value needs more chunks
 	}
 	if !s.undoHolds(int64(v-at) + int64(len(value))) {
-		return 0, 0, false // too large to save first: replace moves it
+		return 0, 0, false, false // too large to save first: replace moves it
 	}
 	prefetchTail(tb.tierBytes[at : v+uint64(len(value))])
-	return at, nch, true
+	return at, nch, true, false
 }
 
 // rewriteLocked stores header h and value over the entry at byte at of the
