@@ -106,6 +106,9 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 		c := &s.counters[stPuts/8]
 		offheap.PrefetchWordsForWrite(c, c)
 	}
+	// The bitmap's word for the key's first home run: an insert reads it
+	// under the lock, and at scale it is a miss of its own.
+	s.tb.requestHomeBitmap(uint64(s.index), hash)
 	held, ok := s.takeFast()
 	if !ok {
 		return false

@@ -98,6 +98,7 @@ type geometry struct {
 	homeBytes  uint64 // of a home run
 	homeLast   uint64 // the last word of a home run lookups request: within its first two lines
 	homeTail   uint64 // bytes of a first home run past its first 64 that Put and TryGet request too, up to an average entry's end (0: none; see homeTail)
+	bitmapOff  uint64 // of the chunk bitmap within a tier
 }
 
 // homeByte is where, within a tier's entry space, the home run of an entry
@@ -148,6 +149,18 @@ func (tb *Table) requestPutLines(index, hash uint64) {
 	}
 }
 
+// requestHomeBitmap starts fetching, for writing, the chunk bitmap's word
+// that says whether the first home run of the key with this hash in
+// segment index's first tier is free: an insert reads it, and at scale it
+// is a miss of its own.
+func (tb *Table) requestHomeBitmap(index, hash uint64) {
+	g := &tb.geom
+	tag := uint32(hash >> (g.segBits & 63))
+	c := g.homeByte(tag) >> (g.chunkShift & 63)
+	w := &tb.tierWords[(index*g.tierSize+g.bitmapOff)>>3+c>>6]
+	offheap.PrefetchWordsForWrite(w, w)
+}
+
 // homeRunBytes is where segment index's two home runs for tag start, in
 // bytes of the tiers area: of a lookup's lines, a run's first (the entry
 // header and key) and the one at homeLast after it (the value, which the
@@ -192,7 +205,7 @@ func newGeometry(l *Layout) geometry {
 		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache,
 		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize),
 		homeLast: uint64(min(l.homeChunks*l.ChunkSize, 128) - 8),
-		homeTail: homeTail(l.homeChunks*l.ChunkSize, l.averageEntry())}
+		homeTail: homeTail(l.homeChunks*l.ChunkSize, l.averageEntry()), bitmapOff: uint64(l.bitmapOff)}
 }
 
 // homeTail is the length of a home run's part that requestPutLines and
