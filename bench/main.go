@@ -700,13 +700,27 @@ const workerGrace = 2 * time.Minute
 // garbage collected), and the parent starts them all at once, so that no
 // worker's measured time overlaps another's set-up.
 func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Duration, _ store) (uint64, time.Duration, error) {
+	args := make([][]string, c.workers)
+	for i := range args {
+		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
+			dur.String(), strconv.Itoa(i + 1)}, ",")
+		args[i] = []string{"-keys", keyMode, "-worker", arg}
+	}
+	return runWorkerProcs(args, dur)
+}
+
+// runWorkerProcs runs this program once per element of args, with those
+// arguments, as worker processes that each print "ready", wait for "go" on
+// their standard input, run for dur and print "ops elapsed-ns". It returns
+// the operations of all and the longest elapsed time.
+func runWorkerProcs(args [][]string, dur time.Duration) (uint64, time.Duration, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, 0, err
 	}
-	cmds := make([]*exec.Cmd, c.workers)
-	outs := make([]*bufio.Reader, c.workers)
-	starts := make([]io.WriteCloser, c.workers)
+	cmds := make([]*exec.Cmd, len(args))
+	outs := make([]*bufio.Reader, len(args))
+	starts := make([]io.WriteCloser, len(args))
 	defer func() {
 		for i, cmd := range cmds {
 			if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
@@ -717,9 +731,7 @@ func runProcesses(spec storeSpec, d dataset, dir string, c cell, dur time.Durati
 		}
 	}()
 	for i := range cmds {
-		arg := strings.Join([]string{spec.name, d.name, dir, c.workload.name, strconv.FormatBool(c.zipf),
-			dur.String(), strconv.Itoa(i + 1)}, ",")
-		cmd := exec.Command(self, "-keys", keyMode, "-worker", arg)
+		cmd := exec.Command(self, args[i]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the run
 		cmd.Stderr = os.Stderr
 		pipe, err := cmd.StdoutPipe()

@@ -474,11 +474,7 @@ func (r *results) chart(path string) error {
 	const left, top, rowH, barH, width = 120, 40, 52, 14, 900
 	img := image.NewRGBA(image.Rect(0, 0, width, top+rowH*len(names)+50))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	text := func(x, y int, s string, c color.Color) {
-		s = strings.ReplaceAll(s, "µ", "u") // the 7x13 font has ASCII only
-		d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-		d.DrawString(s)
-	}
+	text := func(x, y int, s string, c color.Color) { drawText(img, x, y, s, c) }
 	text(10, 20, fmt.Sprintf("%s: ns/op, log scale (blue: Get; green: Get in batches of %d, per key; orange: Put; 1 goroutine, uniform keys)", ds, getManyBatch), color.Black)
 	const lo, hi = 1.0, 6.0 // 10 ns to 1 ms
 	scale := func(ns float64) int {
@@ -505,6 +501,18 @@ func (r *results) chart(path string) error {
 			text(scale(ns)+4, by+barH-2, fmtNs(ns), color.Black)
 		}
 	}
+	return writePNG(path, img)
+}
+
+// drawText writes s on img with its baseline at (x, y).
+func drawText(img draw.Image, x, y int, s string, c color.Color) {
+	s = strings.ReplaceAll(s, "µ", "u") // the 7x13 font has ASCII only
+	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
+	d.DrawString(s)
+}
+
+// writePNG writes img to path as a PNG file.
+func writePNG(path string, img image.Image) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
