@@ -9,6 +9,9 @@
 // median is reported; the raw lines are printed in Go benchmark format
 // (benchstat reads them) and the medians go to -out as results.md and
 // chart.png.
+//
+// With -scale it runs the scale run instead (scale.sh, scale.go): each
+// store's cost from 100 thousand to 100 million keys.
 package main
 
 import (
@@ -122,6 +125,9 @@ func main() {
 	flag.StringVar(&keyMode, "keys", keysScript, "where each operation's key comes from: "+
 		keysScript+" ("+keyModes[keysScript]+") or "+keysTable+" ("+keyModes[keysTable]+")")
 	flag.Parse()
+	if code, ok := scaleDispatch(*only, *out, *duration, *runs); ok {
+		os.Exit(code)
+	}
 	if _, ok := keyModes[keyMode]; !ok {
 		fmt.Fprintf(os.Stderr, "bench: -keys %q: want %s or %s\n", keyMode, keysScript, keysTable)
 		os.Exit(2)
