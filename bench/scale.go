@@ -123,23 +123,31 @@ func parseSet(name string) (dataset, error) {
 	if !ok {
 		return dataset{}, fmt.Errorf("%q: want KEYS-VALUESIZE, e.g. 10M-64B", name)
 	}
-	keys, err := parseCount(n, map[string]int{"k": 1e3, "M": 1e6, "G": 1e9})
+	keys, err := parseCount(n, []unit{{"k", 1e3}, {"M", 1e6}, {"G", 1e9}})
 	if err != nil {
 		return dataset{}, fmt.Errorf("%q: %w", name, err)
 	}
-	size, err := parseCount(v, map[string]int{"KiB": 1 << 10, "MiB": 1 << 20, "B": 1})
+	size, err := parseCount(v, []unit{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"B", 1}})
 	if err != nil || size < 8 {
 		return dataset{}, fmt.Errorf("%q: a value size of at least 8 B, e.g. 64B or 1KiB", name)
 	}
 	return dataset{name: name, keys: keys, valueSize: size}, nil
 }
 
-// parseCount reads a whole number with one of the suffixes of units.
-func parseCount(s string, units map[string]int) (int, error) {
+// unit is a suffix of a count and what it multiplies by.
+type unit struct {
+	suffix string
+	mult   int
+}
+
+// parseCount reads a whole number with the first of units whose suffix it
+// has (so a longer suffix goes before one it ends in: KiB before B), or
+// none.
+func parseCount(s string, units []unit) (int, error) {
 	mult := 1
-	for suffix, m := range units {
-		if t, ok := strings.CutSuffix(s, suffix); ok && len(suffix) > 0 {
-			s, mult = t, m
+	for _, u := range units {
+		if t, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = t, u.mult
 			break
 		}
 	}

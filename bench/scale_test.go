@@ -51,6 +51,11 @@ func TestParseSets(t *testing.T) {
 	if d := sets[3]; d.keys != 10_000_000 || d.valueSize != 1024 {
 		t.Errorf("10M-1KiB = %+v", d)
 	}
+	for name, want := range map[string]int{"1M-1KiB": 1024, "1M-2MiB": 2 << 20, "1M-64B": 64} {
+		if d, err := parseSet(name); err != nil || d.valueSize != want || d.keys != 1_000_000 {
+			t.Errorf("%s = %+v, %v", name, d, err)
+		}
+	}
 	for _, bad := range []string{"10M", "10X-64B", "1M-4B", "-64B", "0k-64B"} {
 		if _, err := parseSets(bad); err == nil {
 			t.Errorf("%q: no error", bad)
