@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,7 +78,6 @@ func scaleDispatch(stores, out string, dur time.Duration, runs int) (int, bool) 
 	case !*scaleOn:
 		return 0, false
 	}
-	removeStoreDirsOnSignal()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg := scaleConfig{dur: dur, runs: runs, budget: *scaleBudget, mapctl: *scaleMapctl, resume: *scaleResume,
@@ -262,8 +262,12 @@ func scaleStoreDir() string {
 }
 
 // runScale runs every (store, set) pair of cfg, sets in ascending size,
-// writing the results after each.
+// writing the results after each. SIGINT or SIGTERM kills the running
+// pair's process and removes its store directory, and ends the run with
+// the results of the pairs before it written.
 func runScale(cfg scaleConfig) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
@@ -282,7 +286,10 @@ func runScale(cfg scaleConfig) error {
 				fmt.Fprintf(os.Stderr, "%s %s: in raw.txt already (-resume)\n", st, d.name)
 				continue
 			}
-			lines := runPair(cfg, raw, st, d)
+			lines := runPair(ctx, cfg, raw, st, d)
+			if ctx.Err() != nil {
+				return errors.New("stopped by a signal; store files removed")
+			}
 			raw.replace(st, d.name, lines)
 			if err := writeScale(cfg.out, raw); err != nil {
 				return err
@@ -296,13 +303,13 @@ func runScale(cfg scaleConfig) error {
 
 // runPair runs store st with set d in a child process, or says why not,
 // and returns the lines for raw.txt.
-func runPair(cfg scaleConfig, raw *rawFile, st string, d dataset) []string {
+func runPair(ctx context.Context, cfg scaleConfig, raw *rawFile, st string, d dataset) []string {
 	if why := guard(st, d, parseScale(raw.lines), memAvailable(), diskFree()); why != "" {
 		fmt.Fprintf(os.Stderr, "%s %s: skipped: %s\n", st, d.name, why)
 		return []string{skipLine(st, d.name, why)}
 	}
 	start := time.Now()
-	lines, err := runChild(cfg, st, d)
+	lines, err := runChild(ctx, cfg, st, d)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %s: %v\n", st, d.name, err)
 		lines = append(lines, skipLine(st, d.name, err.Error()))
@@ -325,7 +332,7 @@ func childDeadline(cfg scaleConfig) time.Duration {
 // runChild runs store st with set d in a child process (-scale-cell) in a
 // store directory this process makes and removes (so that a stopped run
 // removes it too), and returns the lines it printed.
-func runChild(cfg scaleConfig, st string, d dataset) ([]string, error) {
+func runChild(ctx context.Context, cfg scaleConfig, st string, d dataset) ([]string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -335,7 +342,7 @@ func runChild(cfg scaleConfig, st string, d dataset) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), childDeadline(cfg))
+	ctx, cancel := context.WithTimeout(ctx, childDeadline(cfg))
 	defer cancel()
 	arg := strings.Join([]string{st, d.name, dir, cfg.dur.String(), strconv.Itoa(cfg.runs),
 		cfg.budget.String(), cfg.mapctl}, ",")
@@ -359,7 +366,7 @@ func runChild(cfg scaleConfig, st string, d dataset) ([]string, error) {
 		}
 	}
 	err = cmd.Wait()
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return lines, fmt.Errorf("killed after %v", childDeadline(cfg))
 	}
 	if err != nil {

@@ -440,7 +440,10 @@ func (c *scaleChild) sharedmapTools() error {
 	if err != nil {
 		return err
 	}
-	out, err := exec.Command(self, "-scale-open", strings.Join([]string{c.spec.name, c.d.name, c.dir}, ",")).Output()
+	openCmd := exec.Command(self, "-scale-open", strings.Join([]string{c.spec.name, c.d.name, c.dir}, ","))
+	openCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with this process
+	openCmd.Stderr = os.Stderr
+	out, err := openCmd.Output()
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
@@ -460,6 +463,7 @@ func (c *scaleChild) sharedmapTools() error {
 	}
 	for _, tool := range []string{"check", "recover", "dump"} {
 		cmd := exec.Command(c.mapctl, tool, path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		cmd.Stderr = os.Stderr
 		start := time.Now()
 		err := cmd.Run()

@@ -280,9 +280,25 @@ func scaleHeader() string {
 		kernel = "Linux " + unix.ByteSliceToString(uts.Release[:])
 	}
 	return fmt.Sprintf("# How each store's cost grows with its keys\n\n"+
-		"Machine: %d CPUs (%s), %.1f GB of RAM, %s, %s; stores' files in %s. Written %s by `%s`.\n\n",
+		"Machine: %d CPUs (%s), %.1f GB of RAM, %s, %s; stores' files in %s. Last written %s by `%s` (rows of pairs it did not run are kept from raw.txt).\n\n",
 		runtime.NumCPU(), cpuModel(), procMB("/proc/meminfo", "MemTotal")*(1<<20)/1e9, runtime.Version(), kernel,
-		storeDirName(), time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.Join(os.Args, " "))
+		storeDirName(), time.Now().UTC().Format("2006-01-02 15:04 MST"), scaleCommand(os.Args[1:]))
+}
+
+// scaleCommand is the scale.sh command line that runs bench with args:
+// args without -scale and the -mapctl that scale.sh adds.
+func scaleCommand(args []string) string {
+	cmd := []string{"./scale.sh"}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-scale" || a == "--scale" || strings.HasPrefix(a, "-mapctl="):
+		case a == "-mapctl" || a == "--mapctl":
+			i++
+		default:
+			cmd = append(cmd, a)
+		}
+	}
+	return strings.Join(cmd, " ")
 }
 
 // scaleExplained says what the columns mean.

@@ -215,3 +215,12 @@ func TestLatHist(t *testing.T) {
 		t.Error("no median")
 	}
 }
+
+// results.md names the run by the command a user types, not the temporary
+// paths scale.sh builds into.
+func TestScaleCommand(t *testing.T) {
+	got := scaleCommand([]string{"-scale", "-mapctl", "/tmp/x/mapctl", "-stores", "sharedmap", "-mapctl=/y", "-runs", "1"})
+	if want := "./scale.sh -stores sharedmap -runs 1"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
