@@ -372,8 +372,8 @@ func (h *latHist) quantile(q float64) float64 {
 
 // runScaleWorker is a -scale-worker process: arg is
 // "store,set,dir,get|put,duration,seed". It opens the store the parent
-// loaded, prints "ready", waits for "go" and runs its loop for the
-// duration, printing "ops elapsed-ns" (as runWorker does).
+// loaded, warms up, prints "ready", waits for "go" and runs its loop for
+// the duration, printing "ops elapsed-ns" (as runWorker does).
 func runScaleWorker(arg string) int {
 	f := strings.Split(arg, ",")
 	if len(f) != 6 {
@@ -394,6 +394,14 @@ func runScaleWorker(arg string) int {
 		return 1
 	}
 	defer st.Close()
+	// A fresh process has none of the store's pages mapped: Gets for the
+	// cell's duration first, so that the cell measures two processes at
+	// work rather than their page faults (the one-goroutine cells run in
+	// the process that loaded the store, all mapped).
+	if _, _, err := opLoop(st, d, false, seed+1<<32, dur, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: warm-up:", err)
+		return 1
+	}
 	fmt.Println("ready")
 	var line string
 	if _, err := fmt.Scanln(&line); err != nil || line != "go" {
