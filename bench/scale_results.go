@@ -109,6 +109,14 @@ func fmtRate(x float64) string {
 
 func fmtSeconds(ns float64) string { return fmt.Sprintf("%.2f s", ns/1e9) }
 
+// fmtTime is fmtNs, in ms from 1 ms up.
+func fmtTime(ns float64) string {
+	if ns >= 1e6 {
+		return fmt.Sprintf("%.1f ms", ns/1e6)
+	}
+	return fmtNs(ns)
+}
+
 // scaleColumns are results.md's columns after the set and the store.
 var scaleColumns = []string{"get ns", "get p50 / p99 / p99.9", "put ns", "put p50 / p99 / p99.9", "get p2", "put p2",
 	"batched load keys/s (wall)", "first-write Put ns", "file B/entry (apparent)", "resident B/entry", "in 2 MiB pages",
@@ -116,17 +124,17 @@ var scaleColumns = []string{"get ns", "get p50 / p99 / p99.9", "put ns", "put p5
 
 // row is the table row of store st with set, after its first two columns.
 func (r *scaleResults) row(set, st string) []string {
-	ns := func(c string) string { return r.cellText(set, st, c, "ns/op", fmtNs) }
+	ns := func(c string) string { return r.cellText(set, st, c, "ns/op", fmtTime) }
 	lat := func(c string) string {
 		var parts []string
 		for _, u := range []string{"p50-ns", "p99-ns", "p99.9-ns"} {
-			parts = append(parts, r.cellText(set, st, c, u, fmtNs))
+			parts = append(parts, r.cellText(set, st, c, u, fmtTime))
 		}
 		return strings.Join(parts, " / ")
 	}
 	load := r.cellText(set, st, "load", "keys/s", fmtRate)
 	if w, ok := r.fig(set, st, "load", "wall-s"); ok {
-		load += fmt.Sprintf(" (%.1f s)", w)
+		load += fmt.Sprintf(" (%.3g s)", w)
 	}
 	file := r.cellText(set, st, "footprint", "file-B/entry", func(x float64) string { return fmt.Sprintf("%.0f", x) })
 	if a, ok := r.fig(set, st, "footprint", "apparent-B/entry"); ok {
@@ -331,7 +339,7 @@ var scaleColors = map[string]color.RGBA{
 // axes, one line per store, for the 64 B sets.
 func (r *scaleResults) chart(path string) error {
 	const panelW, panelH, left, top = 440, 320, 60, 50
-	img := image.NewRGBA(image.Rect(0, 0, 2*panelW+40, panelH+top+90))
+	img := image.NewRGBA(image.Rect(0, 0, 2*panelW+60, panelH+top+90))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	drawText(img, 10, 20, "ns/op against keys (16 B keys, 64 B values, 1 goroutine, uniform keys); both axes log", color.Black)
 	for p, cell := range []string{"get-uniform-g1", "put-uniform-g1"} {
@@ -364,12 +372,12 @@ func (r *scaleResults) panel(img *image.RGBA, rect image.Rectangle, title, cell 
 	for p := nsLo; p <= nsHi; p++ {
 		a, b := at(1e5, math.Pow(10, p)), at(1e8, math.Pow(10, p))
 		drawLine(img, a, b, grey)
-		drawText(img, rect.Min.X-55, a.Y+4, fmtNs(math.Pow(10, p)), color.Black)
+		drawText(img, rect.Min.X-50, a.Y+4, []string{"10 ns", "100 ns", "1 us", "10 us", "100 us", "1 ms"}[int(p-nsLo)], color.Black)
 	}
 	for p := kLo; p <= kHi; p++ {
 		a, b := at(math.Pow(10, p), 10), at(math.Pow(10, p), 1e6)
 		drawLine(img, a, b, grey)
-		drawText(img, a.X-12, rect.Max.Y+16, fmtRate(math.Pow(10, p)), color.Black)
+		drawText(img, a.X-12, rect.Max.Y+16, []string{"100k", "1M", "10M", "100M"}[int(p-kLo)], color.Black)
 	}
 	for _, st := range r.stores {
 		c, ok := scaleColors[st]

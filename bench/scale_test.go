@@ -127,7 +127,7 @@ func TestScaleResults(t *testing.T) {
 	tables := r.tables()
 	for _, want := range []string{
 		"| 1M-64B | sharedmap | 110 ns | 92.0 ns / 305 ns / 920 ns | 200 ns |", // medians of three runs
-		"| 2.00M (0.5 s) |",
+		"| 2.00M (0.45 s) |",
 		"| 160 (320) | 150 | 50% |",
 		"| 2.00 s (0.16) |",
 		"| 10M-64B | lmdb | skipped: needs ~14.4 GB of memory, 10.0 GB available |",
