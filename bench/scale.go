@@ -217,20 +217,23 @@ func scaleNeed(st string, d dataset) (mem, disk float64) {
 // guard says why store st cannot run set d here, or "" if it can: it
 // needs more than 80% of the memory available (avail) or of the disk's
 // free bytes (free). The need is scaleNeed's estimate, or if more, the
-// most bytes per entry the store took with a smaller set of the same value
-// size measured before (in prev), times d's keys.
+// bytes per entry the store took with the largest smaller set of the same
+// value size measured before (in prev), times d's keys: the smallest
+// sets' fixed costs would overstate it.
 func guard(st string, d dataset, prev *scaleResults, avail, free float64) string {
 	mem, disk := scaleNeed(st, d)
-	for _, p := range prev.sets {
+	var resident, file float64
+	for _, p := range prev.sets { // ascending
 		if p.valueSize == d.valueSize && p.keys < d.keys {
 			if x, ok := prev.fig(p.name, st, "footprint", "resident-B/entry"); ok {
-				mem = max(mem, x*float64(d.keys))
+				resident = x
 			}
 			if x, ok := prev.fig(p.name, st, "footprint", "file-B/entry"); ok {
-				disk = max(disk, x*float64(d.keys))
+				file = x
 			}
 		}
 	}
+	mem, disk = max(mem, resident*float64(d.keys)), max(disk, file*float64(d.keys))
 	if mem > avail*0.8 {
 		return fmt.Sprintf("needs ~%.1f GB of memory, %.1f GB available", mem/1e9, avail/1e9)
 	}

@@ -93,9 +93,14 @@ func TestGuard(t *testing.T) {
 			t.Errorf("%s %s: %q, want %q", tc.store, tc.set, got, tc.want)
 		}
 	}
-	prev := parseScale([]string{"BenchmarkScale/set=1M-64B/store=sharedmap/cell=footprint 1 0 ns/op 1000 resident-B/entry 150 file-B/entry"})
+	oneM := "BenchmarkScale/set=1M-64B/store=sharedmap/cell=footprint 1 0 ns/op 1000 resident-B/entry 150 file-B/entry"
+	prev := parseScale([]string{oneM})
 	if got := guard("sharedmap", set("10M-64B"), prev, 10*gb, 100*gb); !strings.Contains(got, "needs ~10.0 GB of memory") {
 		t.Errorf("10M after 1000 B/entry at 1M: %q, want the measured 10 GB", got)
+	}
+	prev = parseScale([]string{oneM, "BenchmarkScale/set=100k-64B/store=sharedmap/cell=footprint 1 0 ns/op 5000 resident-B/entry"})
+	if got := guard("sharedmap", set("10M-64B"), prev, 13*gb, 100*gb); got != "" {
+		t.Errorf("the 100k set's figure was used over the 1M set's: %q", got)
 	}
 	if got := guard("sharedmap", set("10M-1KiB"), prev, 30*gb, 100*gb); got != "" {
 		t.Errorf("another value size's figure was used: %q", got)
