@@ -186,7 +186,11 @@ func (r *scaleResults) tables() string {
 				if why, ok := r.skips[pair]; ok {
 					fmt.Fprintf(&b, "| %s | %s | skipped: %s |\n", d.name, st, strings.ReplaceAll(why, "|", "/"))
 				} else if r.hasPair(d.name, st) {
-					fmt.Fprintf(&b, "| %s | %s | %s |\n", d.name, st, strings.Join(r.row(d.name, st), " | "))
+					name := st
+					if len(r.notes[pair]) > 0 {
+						name += " (see the notes)"
+					}
+					fmt.Fprintf(&b, "| %s | %s | %s |\n", d.name, name, strings.Join(r.row(d.name, st), " | "))
 				}
 			}
 		}
