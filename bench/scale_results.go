@@ -29,7 +29,7 @@ type scaleResults struct {
 	figs   map[[3]string]map[string][]float64
 	skips  map[[2]string]string   // set, store: why it did not run
 	notes  map[[2]string][]string // set, store: what its row must say
-	sets   []dataset
+	sets   []dataset              // by value size, then keys
 	stores []string
 }
 
@@ -70,7 +70,9 @@ func parseScale(lines []string) *scaleResults {
 		return len(order)
 	}
 	slices.SortStableFunc(r.stores, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
-	slices.SortStableFunc(r.sets, func(a, b dataset) int { return cmp.Compare(a.keys, b.keys) })
+	slices.SortStableFunc(r.sets, func(a, b dataset) int {
+		return cmp.Or(cmp.Compare(a.valueSize, b.valueSize), cmp.Compare(a.keys, b.keys))
+	})
 	return r
 }
 
