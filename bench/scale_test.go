@@ -230,3 +230,35 @@ func TestScaleCommand(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// The load puts every key with its value, which the cells' Gets check;
+// a load past its deadline stops and says how far it got.
+func TestScaleLoadAndCells(t *testing.T) {
+	d := dataset{name: "25k-64B", keys: 25_000, valueSize: 64}
+	st := &rwMap{m: map[string][]byte{}}
+	n, _, err := scaleLoad(st, d, 20_000, time.Now().Add(time.Minute), "rwmutex-map")
+	if err != nil || n != 20_000 {
+		t.Fatalf("load: %d keys, %v", n, err)
+	}
+	if m, _, err := firstWrites(st, d, 20_000, d.keys, time.Now().Add(time.Minute)); err != nil || m != 5_000 {
+		t.Fatalf("first writes: %d, %v", m, err)
+	}
+	if len(st.m) != d.keys {
+		t.Fatalf("%d keys stored, want %d", len(st.m), d.keys)
+	}
+	for _, put := range []bool{false, true} {
+		var h latHist
+		ops, el, err := opLoop(st, d, put, 1, 20*time.Millisecond, &h)
+		if err != nil || ops == 0 || el <= 0 || h.n != ops {
+			t.Errorf("put=%v: %d ops in %v, %d timed, %v", put, ops, el, h.n, err)
+		}
+	}
+	delete(st.m, string(scaleKey(make([]byte, keySize), 7)))
+	if _, _, err := opLoop(st, dataset{keys: 8, valueSize: 64}, false, 1, 20*time.Millisecond, nil); err == nil {
+		t.Error("a missing key went unnoticed")
+	}
+	late, _, err := scaleLoad(&rwMap{m: map[string][]byte{}}, d, 20_000, time.Now(), "rwmutex-map")
+	if err != nil || late != 0 {
+		t.Errorf("a load past its deadline put %d keys, %v", late, err)
+	}
+}
