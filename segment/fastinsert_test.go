@@ -44,8 +44,8 @@ func TestFastLedgerPathInsertsAnAbsentKey(t *testing.T) {
 		}
 		model[string(k)] = v
 	}
-	if inserted < 30 {
-		t.Fatalf("the fast path inserted %d of 40 absent keys; want most (the rest find their home runs taken)", inserted)
+	if inserted != 40 {
+		t.Fatalf("the fast path inserted %d of 40 absent keys into a tier with room; want all", inserted)
 	}
 	if got := s.Len(); got != before+40 {
 		t.Fatalf("segment holds %d entries, want %d", got, before+40)
@@ -88,10 +88,32 @@ func TestFastLedgerPathLeavesInsertsBeyondOneTierToTheGeneralPath(t *testing.T) 
 // whole with its value, every other key as it was, and no chunk marked
 // used that no entry holds.
 func TestFastLedgerInsertDiesAtEveryStep(t *testing.T) {
+	for _, home := range []bool{true, false} {
+		t.Run(fmt.Sprintf("home=%v", home), func(t *testing.T) { fastInsertDiesAtEveryStep(t, home) })
+	}
+}
+
+// fastInsertDiesAtEveryStep is TestFastLedgerInsertDiesAtEveryStep for a
+// key whose home run is free (home), or one whose home runs are both
+// taken, so that the insert takes the first free run.
+func fastInsertDiesAtEveryStep(t *testing.T, home bool) {
+	p := Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 1}
+	v := bytes.Repeat([]byte{'n'}, 37)
+	var k []byte
+	{
+		tb, s, _ := fastLedgerTable(t, p, 20)
+		first := tb.tier(0)
+		for i := 0; k == nil; i++ {
+			c := fmt.Appendf(nil, "new-key%d", i)
+			tag := uint32(hashOf(c) >> tb.layout.segmentBits)
+			if _, free := s.freeHomeRun(&first, tag, tb.chunksFor(len(c), len(v))); free == home {
+				k = c
+			}
+		}
+	}
 	deaths := 0
 	for step := 1; ; step++ {
-		tb, s, model := fastLedgerTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 40, MaxBloatFactor: 1, Segments: 1}, 20)
-		k, v := []byte("new-key"), bytes.Repeat([]byte{'n'}, 37)
+		tb, s, model := fastLedgerTable(t, p, 20)
 		all := tb.region.Bytes(0, tb.region.Len())
 		var snapshot []byte
 		n := 0

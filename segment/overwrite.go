@@ -146,14 +146,16 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	return done
 }
 
-// insertHome adds key's entry, of n chunks with header h, in one of its
-// home runs of the segment's first tier, under the write lock of
-// TryOverwriteFastLedger, whose probe found the key absent from a segment
-// of one tier. It reports false, having changed nothing, when neither home
-// run is free or the tier is at its entry limit: PutGeneral then finds the
-// room. It sets *changing before its first change, so a fault from there
-// on leaves the segment to recovery, which rebuilds it as it does after a
-// writer that died inserting under the update lock.
+// insertHome adds key's entry, of n chunks with header h, to the
+// segment's first tier, under the write lock of TryOverwriteFastLedger,
+// whose probe found the key absent from a segment of one tier: in one of
+// its home runs, else in the first free run that fits, as the general
+// path's allocation would place it. It reports false, having changed
+// nothing, when the tier is at its entry limit or has no such run:
+// PutGeneral then compacts or links a tier. It sets *changing before its
+// first change, so a fault from there on leaves the segment to recovery,
+// which rebuilds it as it does after a writer that died inserting under
+// the update lock.
 func (s *Segment) insertHome(hash uint64, key, value []byte, n int64, h *entryHead, changing *bool) bool {
 	// The entry is written where no slot names it, then published by one
 	// slot store, as insert does: readers see it whole or not at all, and
@@ -166,12 +168,13 @@ func (s *Segment) insertHome(hash uint64, key, value []byte, n int64, h *entryHe
 	if !s.hasRoom(&t, nil) {
 		return false
 	}
-	c, ok := s.freeHomeRun(&t, tag, n)
-	if !ok {
+	c, home := s.freeHomeRun(&t, tag, n)
+	*changing = true
+	if home {
+		t.take(c, n)
+	} else if c = t.alloc(n, tb.layout.Chunks); c < 0 {
 		return false
 	}
-	*changing = true
-	t.take(c, n)
 	testStep() // the run taken
 	tb.writeEntry(&t, c, h, key, value)
 	testStep() // written, not yet named
