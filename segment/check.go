@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 // Check verifies segment s without its lock or writing, calls problem for
@@ -17,15 +19,45 @@ func (s *Segment) Check(problem func(error)) int64 {
 	// an instant), chain links, slots, entries and their checksums, keys
 	// in the wrong segment or present twice, and counters that disagree.
 	// It returns the number of entries it found.
-	return s.check(problem, false)
+	return new(Checker).check(s, problem, false)
+}
+
+// Checker checks segments as Segment.Check does, keeping the space it
+// needs from one segment to the next: a check of every segment of a large
+// map then allocates nothing per entry. The zero value is ready; one
+// Checker serves one goroutine at a time.
+type Checker struct {
+	// keys is where, in names, the key of each hash seen in the
+	// segment lies: a key found twice has one hash, so only keys of a
+	// hash seen before are compared (and a distinct key with the same
+	// hash goes in others).
+	keys   map[uint64]keySpan
+	names  []byte
+	others map[string]bool
+	used   []uint64 // the chunks of a tier that entries occupy
+}
+
+// keySpan is where a key lies in Checker.names.
+type keySpan struct{ off, n int }
+
+// Check is Segment.Check of s, with c's space.
+func (c *Checker) Check(s *Segment, problem func(error)) int64 {
+	return c.check(s, problem, false)
+}
+
+// check is Check, with a Checker of its own; updating says that the
+// caller holds the update lock, which the lock word then shows.
+func (s *Segment) check(problem func(error), updating bool) int64 {
+	return new(Checker).check(s, problem, updating)
 }
 
 // check is Check; updating says that the caller holds the update lock,
 // which the lock word then shows.
-func (s *Segment) check(problem func(error), updating bool) int64 {
+func (c *Checker) check(s *Segment, problem func(error), updating bool) int64 {
 	report := func(t int64, format string, args ...any) { problem(s.corrupt(t, fmt.Sprintf(format, args...))) }
 	s.checkHeader(report, updating)
-	total, tiers := s.checkChain(report)
+	c.reset()
+	total, tiers := s.checkChain(c, report)
 	if n := s.Len(); n != total {
 		report(-1, "header counts %d entries, tiers hold %d", n, total)
 	}
@@ -33,6 +65,48 @@ func (s *Segment) check(problem func(error), updating bool) int64 {
 		report(-1, "header counts %d tiers, chain has %d", n, tiers)
 	}
 	return total
+}
+
+// reset forgets the keys of the segment checked last.
+func (c *Checker) reset() {
+	if c.keys == nil {
+		c.keys = make(map[uint64]keySpan)
+	}
+	clear(c.keys)
+	clear(c.others)
+	c.names = c.names[:0]
+}
+
+// seen reports whether key, whose hash is h, was seen before in the
+// segment, and remembers it.
+func (c *Checker) seen(key []byte, h uint64) bool {
+	at, ok := c.keys[h]
+	switch {
+	case !ok:
+		c.keys[h] = keySpan{len(c.names), len(key)}
+		c.names = append(c.names, key...)
+		return false
+	case string(c.names[at.off:at.off+at.n]) == string(key):
+		return true
+	case c.others[string(key)]:
+		return true
+	}
+	if c.others == nil {
+		c.others = make(map[string]bool)
+	}
+	c.others[string(key)] = true
+	return false
+}
+
+// usedBits returns c's bitmap of occupied chunks for a tier of n words,
+// zeroed.
+func (c *Checker) usedBits(n int) []uint64 {
+	if cap(c.used) < n {
+		c.used = make([]uint64, n)
+	}
+	c.used = c.used[:n]
+	clear(c.used)
+	return c.used
 }
 
 // reportFunc is how check's steps report a problem in tier t (-1: the
@@ -66,9 +140,8 @@ func (s *Segment) checkHeader(report reportFunc, updating bool) {
 // checkChain is check's walk of the segment's chain: each tier's header
 // words and entries (checkTier), and the links. It returns the entries
 // found and the tiers walked.
-func (s *Segment) checkChain(report reportFunc) (total, tiers int64) {
+func (s *Segment) checkChain(c *Checker, report reportFunc) (total, tiers int64) {
 	l := &s.tb.layout
-	keys := make(map[string]bool)
 	t := s.index
 	seen := map[int64]bool{}
 	for {
@@ -86,7 +159,7 @@ func (s *Segment) checkChain(report reportFunc) (total, tiers int64) {
 		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
 			report(t, "a compaction move was cut short (recovery finishes it)")
 		}
-		total += s.checkTier(&tv, keys, report)
+		total += s.checkTier(&tv, c, report)
 		next := tv.next()
 		if next == 0 {
 			return total, tiers
@@ -101,15 +174,18 @@ func (s *Segment) checkChain(report reportFunc) (total, tiers int64) {
 }
 
 // checkTier is check's look at the slots and entries of tier tv, whose
-// keys it adds to keys (the keys of the tiers before it in the chain), and
+// keys it adds to ck's (the keys of the tiers before it in the chain), and
 // at the tier's bitmap and counts. It returns the entries found.
-func (s *Segment) checkTier(tv *tier, keys map[string]bool, report reportFunc) int64 {
+func (s *Segment) checkTier(tv *tier, ck *Checker, report reportFunc) int64 {
 	tb := s.tb
 	l := &tb.layout
 	t := tv.index
 	var entries, chunks int64
-	used := make([]uint64, len(tv.bitmap))
+	used := ck.usedBits(len(tv.bitmap))
 	for pos, sl := range tv.slots {
+		if pos+checkAhead < len(tv.slots) {
+			requestEntry(tv, tv.slots[pos+checkAhead], l)
+		}
 		if sl == 0 {
 			continue
 		}
@@ -134,10 +210,9 @@ func (s *Segment) checkTier(tv *tier, keys map[string]bool, report reportFunc) i
 		if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
 			report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
 		}
-		if keys[string(key)] {
+		if ck.seen(key, h) {
 			report(t, "key %q stored twice", key)
 		}
-		keys[string(key)] = true
 		for i := c; i < c+nch; i++ {
 			if used[i>>6]>>(uint(i)&63)&1 != 0 {
 				report(t, "chunk %d belongs to two entries", i)
@@ -165,6 +240,24 @@ func (s *Segment) checkTier(tv *tier, keys map[string]bool, report reportFunc) i
 		report(t, "header counts %d used chunks, bitmap has %d", n, chunks+leaked)
 	}
 	return entries
+}
+
+// checkAhead is how many slots ahead of the one checkTier looks at it
+// requests the entry named: the slots name their entries in hash order,
+// all over the tier's space, so without the request each entry would be
+// a wait for memory, one after the other.
+const checkAhead = 16
+
+// requestEntry asks for the first lines of the entry slot sl of tier tv
+// names, if any, without waiting for them (a hint, see
+// offheap.PrefetchForRead).
+func requestEntry(tv *tier, sl uint64, l *Layout) {
+	if sl == 0 {
+		return
+	}
+	if off := slotChunk(sl) * l.ChunkSize; off >= 0 && off < int64(len(tv.space)) {
+		offheap.PrefetchForRead(tv.space[off:min(off+prefetchSkip, int64(len(tv.space)))])
+	}
 }
 
 // reserved returns segment s's header and the words of it and of its
