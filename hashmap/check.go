@@ -1,12 +1,17 @@
 package hashmap
 
 import (
+	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sharedmap/sharedmap/rwulock"
+	"github.com/sharedmap/sharedmap/segment"
 )
 
 // StrayLocks describes, for a person, locks that processes hold on the map
@@ -33,13 +38,58 @@ type Problem struct {
 // episode could have written. A segment that a live writer is changing
 // is looked at again, so a busy map is not reported as damaged; a lock
 // held longer than LockTimeout is reported. It returns every problem found
-// (none: the file is sound).
+// (none: the file is sound). It is CheckWith with the default options:
+// the segments are checked on every core.
 func (m *Map) Check() ([]Problem, error) {
+	return m.CheckWith(CheckOptions{})
+}
+
+// CheckOptions tune a Check (CheckWith), and the check that Repair runs
+// (RepairWith).
+type CheckOptions struct {
+	// Progress, if not nil, is told how far the check of the segments
+	// has got: done of total segments checked. It is called at most
+	// every few milliseconds, from one goroutine at a time, with done
+	// never falling, and a last time with done == total when every
+	// segment is checked; it should return quickly, as a segment's
+	// checker waits for it.
+	Progress func(done, total int)
+	// Workers is how many goroutines check segments at once: 0 is
+	// GOMAXPROCS, at most maxCheckWorkers. Each segment is checked alone
+	// and read-only, so they can be checked side by side; 1 checks them
+	// one after another, on the calling goroutine, for a check that
+	// should take no more than one core from a busy machine.
+	Workers int
+}
+
+// maxCheckWorkers bounds CheckOptions.Workers' default: past the point
+// where the cores together read memory as fast as it delivers, more
+// goroutines only wait.
+const maxCheckWorkers = 16
+
+// progressEvery is how often, at most, CheckOptions.Progress is called.
+const progressEvery = 5 * time.Millisecond
+
+// CheckWith is Check with options o: its progress reported as it goes,
+// and how many goroutines share the work. The problems found are the
+// same, in the same order: those of no segment first, then by segment.
+func (m *Map) CheckWith(o CheckOptions) ([]Problem, error) {
 	c, err := m.enterAny(false)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Leave()
+	out, err := m.checkOutsideSegments()
+	if err != nil {
+		return nil, err
+	}
+	return m.checkSegments(out, o), nil
+}
+
+// checkOutsideSegments is what Check finds wrong outside the segments: in
+// the file header, the process registry, the lock table and its journals,
+// and the segment table's global state.
+func (m *Map) checkOutsideSegments() ([]Problem, error) {
 	var out []Problem
 	for _, err := range m.file.HeaderProblems() {
 		out = append(out, Problem{-1, alsoIs{err, ErrCorrupt}})
@@ -71,38 +121,119 @@ func (m *Map) Check() ([]Problem, error) {
 		}
 	}
 	m.table.CheckGlobal(func(err error) { out = append(out, Problem{-1, err}) })
-	for i := range int(m.layout.Segments) {
-		s := m.table.Segment(i)
-		deadline := time.Now().Add(m.opts.LockTimeout)
-		for {
-			// An insert changes no sequence (it changes no value), but the
-			// count of entries, under the update lock: a pass is quiet when
-			// the lock was free on both sides of it and neither moved.
-			before, entries, free := s.Seq(), s.Len(), s.Lock().State().Free()
-			var found []error
-			s.Check(func(err error) { found = append(found, err) })
-			quiet := free && before&1 == 0 && s.SeqAfterReads() == before && s.Len() == entries && s.Lock().State().Free()
-			if quiet || len(found) == 0 || !time.Now().Before(deadline) {
-				for _, err := range found {
-					out = append(out, Problem{i, err})
-				}
-				// A lock held all this time is a live process's or a dead
-				// one's: say which, as only the dead one's is recover's.
-				if len(found) > 0 && !s.Lock().State().Free() {
-					live, passedOn := m.liveHolders(i)
-					if live != "" {
-						out = append(out, Problem{i, fmt.Errorf("the lock is held by a live process (%s), longer than the lock timeout: busy, or stopped (SIGSTOP, a debugger); check again when it lets go", live)})
-					}
-					if passedOn != "" {
-						out = append(out, Problem{i, fmt.Errorf("the lock is held by a process that is no longer running (%s), whose slot stays live: a process it passed the map's file descriptor to (an exec with it among the child's files, a fork) keeps the slot's lock; the lock is released once that descriptor is closed, or its process exits", passedOn)})
-					}
-				}
-				break
-			}
-			time.Sleep(time.Millisecond) // a writer is at work: look again
-		}
-	}
 	return out, nil
+}
+
+// checkSegments checks every segment, o.Workers (see CheckOptions) at a
+// time, and returns out with the problems found appended in the order of
+// the segments. Workers take the next segment from a shared count, so a
+// segment looked at again while a writer holds it delays no other.
+func (m *Map) checkSegments(out []Problem, o CheckOptions) []Problem {
+	total := int(m.layout.Segments)
+	workers := o.Workers
+	if workers <= 0 {
+		workers = min(runtime.GOMAXPROCS(0), maxCheckWorkers)
+	}
+	workers = max(min(workers, total), 1)
+	p := checkProgress{report: o.Progress, total: total}
+	p.last.Store(time.Now().UnixNano())
+	if workers == 1 {
+		var ck segment.Checker
+		for i := range total {
+			out = m.checkSegment(&ck, i, out)
+			p.segmentDone()
+		}
+	} else {
+		var next atomic.Int64
+		found := make([][]Problem, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				var ck segment.Checker
+				for i := int(next.Add(1) - 1); i < total; i = int(next.Add(1) - 1) {
+					found[w] = m.checkSegment(&ck, i, found[w])
+					p.segmentDone()
+				}
+			})
+		}
+		wg.Wait()
+		from := len(out)
+		for _, f := range found {
+			out = append(out, f...)
+		}
+		// Stable: a segment's problems stay in the order found.
+		slices.SortStableFunc(out[from:], func(a, b Problem) int { return cmp.Compare(a.Segment, b.Segment) })
+	}
+	if o.Progress != nil {
+		p.mu.Lock()
+		o.Progress(total, total)
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// checkProgress is a check's count of the segments done, and when it was
+// last reported to report.
+type checkProgress struct {
+	report func(done, total int)
+	total  int
+	done   atomic.Int64
+	last   atomic.Int64 // UnixNano of the last report
+	mu     sync.Mutex   // held while report runs
+}
+
+// segmentDone counts a segment checked and, if progressEvery has passed
+// since the last report and no other goroutine is reporting, reports.
+func (p *checkProgress) segmentDone() {
+	done := p.done.Add(1)
+	if p.report == nil || int(done) == p.total {
+		return // the last report is checkSegments', once every worker is done
+	}
+	now := time.Now().UnixNano()
+	if now-p.last.Load() < int64(progressEvery) || !p.mu.TryLock() {
+		return
+	}
+	defer p.mu.Unlock()
+	if now-p.last.Load() < int64(progressEvery) {
+		return // another goroutine has just reported
+	}
+	p.last.Store(now)
+	p.report(int(p.done.Load()), p.total) // read again under mu: never falls
+}
+
+// checkSegment appends to out the problems of segment i, checked with ck.
+// A segment a writer changes while it is read is read again, until a pass
+// sees it quiet or LockTimeout passes.
+func (m *Map) checkSegment(ck *segment.Checker, i int, out []Problem) []Problem {
+	s := m.table.Segment(i)
+	deadline := time.Now().Add(m.opts.LockTimeout)
+	for {
+		// An insert changes no sequence (it changes no value), but the
+		// count of entries, under the update lock: a pass is quiet when
+		// the lock was free on both sides of it and neither moved.
+		before, entries, free := s.Seq(), s.Len(), s.Lock().State().Free()
+		var found []error
+		ck.Check(s, func(err error) { found = append(found, err) })
+		quiet := free && before&1 == 0 && s.SeqAfterReads() == before && s.Len() == entries && s.Lock().State().Free()
+		if quiet || len(found) == 0 || !time.Now().Before(deadline) {
+			for _, err := range found {
+				out = append(out, Problem{i, err})
+			}
+			// A lock held all this time is a live process's or a dead
+			// one's: say which, as only the dead one's is recover's.
+			if len(found) > 0 && !s.Lock().State().Free() {
+				live, passedOn := m.liveHolders(i)
+				if live != "" {
+					out = append(out, Problem{i, fmt.Errorf("the lock is held by a live process (%s), longer than the lock timeout: busy, or stopped (SIGSTOP, a debugger); check again when it lets go", live)})
+				}
+				if passedOn != "" {
+					out = append(out, Problem{i, fmt.Errorf("the lock is held by a process that is no longer running (%s), whose slot stays live: a process it passed the map's file descriptor to (an exec with it among the child's files, a fork) keeps the slot's lock; the lock is released once that descriptor is closed, or its process exits", passedOn)})
+				}
+			}
+			return out
+		}
+		time.Sleep(time.Millisecond) // a writer is at work: look again
+	}
 }
 
 // liveHolders names the processes with the map open whose ledgers account

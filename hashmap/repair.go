@@ -24,8 +24,17 @@ type Repaired struct {
 // it also mends a damaged count of overflow tiers handed out. It is safe
 // while other processes use the map, which wait for each rebuild as for any
 // writer. What is still wrong afterwards is for Check to say. Without a
-// process registry it skips Recover (Repaired.NoRegistry).
+// process registry it skips Recover (Repaired.NoRegistry). It is
+// RepairWith with the default options.
 func (m *Map) Repair() (Repaired, error) {
+	return m.RepairWith(CheckOptions{})
+}
+
+// RepairWith is Repair with options o for the check it runs over every
+// segment to find the damaged ones, the part of its work that grows with
+// the file: o.Progress reports that check's progress, and o.Workers says
+// how many goroutines share it (see CheckOptions).
+func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	// The order matters: registry slots whose state is garbage become
 	// dead processes' for Recover to release; the pool count is mended
 	// before the rebuilds, which keep a linked tier that lost its owner
@@ -72,7 +81,7 @@ func (m *Map) Repair() (Repaired, error) {
 			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s beyond that count, not blank, that no chain keeps: zeroed", countOf(strays, "overflow tier", "overflow tiers")))
 		}
 	}
-	problems, err := m.Check()
+	problems, err := m.CheckWith(o)
 	if err != nil {
 		return rep, err
 	}
