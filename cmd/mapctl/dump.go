@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -27,7 +28,10 @@ written \\, \t, \n and \r, so mapctl load reads the output back exactly.
 The order is the map's (by hash), not sorted. Each segment is copied
 consistently, but entries written by other processes during the dump may or
 may not appear. Opens PATH read-only: each segment is copied out and
-validated by its modification sequence; no lock word is written. Of a
+validated by its modification sequence; no lock word is written. On a
+terminal (stderr) it draws a progress line while it runs and ends with a
+summary there: the entries written, the size of the file read, the time
+and the rate; into a pipe or a file stderr gets neither. Of a
 cache map it writes the live entries without their expiry times: loaded
 back, they never expire unless mapctl load --ttl gives them a time to live.
 
@@ -85,10 +89,15 @@ Example:
 		}
 		defer m.Close()
 		w := bufio.NewWriterSize(e.stdout, 64<<10)
+		p := newProgress(e.stderr, "dumping", "entries", int64(m.Len()))
+		start := time.Now()
 		var rerr error
 		var line []byte
 		n := 0
 		for k, v := range m.Range(&rerr) {
+			if n%1024 == 0 {
+				p.update(int64(n), int64(n))
+			}
 			line = appendEscaped(line[:0], k)
 			line = append(line, '\t')
 			line = appendEscaped(line, v)
@@ -98,11 +107,17 @@ Example:
 			}
 			n++
 		}
-		if err := w.Flush(); err != nil {
+		err = w.Flush()
+		p.done()
+		if err != nil {
 			return e.fail(c, err)
 		}
 		if rerr != nil {
 			return e.fail(c, fmt.Errorf("%d entries written: %w", n, rerr))
+		}
+		if p.on {
+			// On a terminal only: stderr of a pipeline is for errors.
+			fmt.Fprintf(e.stderr, "dumped %d %s (%s)\n", n, plural(n, "entry", "entries"), throughput(fileSize(m), "read", time.Since(start)))
 		}
 		return exitOK
 	},

@@ -40,14 +40,14 @@ func newProgress(w io.Writer, verb, unit string, total int64) *progress {
 	return &progress{w: w, on: isTerminal(w), total: total, verb: verb, unit: unit, start: now, last: now}
 }
 
-// update redraws the line, if a tenth of a second has passed since the
-// last time: done of total is finished, and count things were handled.
+// update redraws the line, if progressEvery (a tenth of a second) has
+// passed since the last time: done of total is finished, and count things were handled.
 func (p *progress) update(done, count int64) {
 	if !p.on {
 		return
 	}
 	now := time.Now()
-	if now.Sub(p.last) < 100*time.Millisecond {
+	if now.Sub(p.last) < progressEvery {
 		return
 	}
 	p.last = now
@@ -56,12 +56,17 @@ func (p *progress) update(done, count int64) {
 	fmt.Fprintf(p.w, "\r%s\033[K", line[:min(len(line), progressMax)])
 }
 
-// done erases the line, if one was drawn, for what the command prints next.
+// done erases the line, if one is drawn, for what the command prints next.
+// A later update draws it again.
 func (p *progress) done() {
 	if p.drawn {
 		fmt.Fprint(p.w, "\r\033[K")
+		p.drawn = false
 	}
 }
+
+// progressEvery is how often, at most, a progress line is drawn.
+var progressEvery = 100 * time.Millisecond
 
 // progressWidth is how many columns the bar takes: with a count under a
 // billion and a rate under a hundred million a second, the line stays
