@@ -120,9 +120,18 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 func attach(f *offheap.File, fl fileLayout, o Options) (*Map, error) {
 	l := fl.segments
 	if !o.NoPrefault {
-		// Every operation touches a segment header and its first tier; fault
-		// them in here rather than one page at a time inside Puts.
-		_ = f.Region.Prefault(l.SegmentsOff, l.TiersOff+l.Segments*l.TierSize-l.SegmentsOff, f.Created()) // advisory
+		// Every operation touches a segment header and its first tier: in a
+		// new file, fault them in here (writable, which allocates their
+		// pages) rather than one page at a time inside the first Puts. In
+		// an existing file only the headers and counters, a line or two per
+		// segment: the first tiers are most of the file, and mapping them
+		// in would make Open read the whole of it from the disk when it is
+		// not in the page cache, an Open that grows with the map.
+		n := l.TiersOff + l.Segments*l.TierSize - l.SegmentsOff
+		if !f.Created() {
+			n = l.UndoOff - l.SegmentsOff
+		}
+		_ = f.Region.Prefault(l.SegmentsOff, n, f.Created()) // advisory
 	}
 	alloc := f.Allocate
 	if o.ReadOnly {

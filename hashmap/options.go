@@ -73,8 +73,12 @@ type Options struct {
 	// unsaved.) Fixed at creation.
 	NoUndo bool
 	// NoPrefault skips mapping the segment headers and first tiers in at
-	// Open. Mapping them (the default) costs Open time in proportion to the
-	// map's size and keeps page faults off later Puts and Gets.
+	// the Open that creates the map. Mapping them (the default) costs that
+	// Open time in proportion to the map's size and keeps page faults off
+	// the first Puts and Gets. An Open of an existing map maps in only the
+	// segment headers and counters (unless NoPrefault), so that it takes
+	// about the same time whatever the map's size; the tiers come in as
+	// they are used.
 	NoPrefault bool
 	// NoHugePages maps the file with small pages only, instead of asking for
 	// transparent huge pages (which spare a random Get page walks where the
