@@ -206,6 +206,9 @@ func (p *checkProgress) segmentDone() {
 // sees it quiet or LockTimeout passes.
 func (m *Map) checkSegment(ck *segment.Checker, i int, out []Problem) []Problem {
 	s := m.table.Segment(i)
+	// The first tier is read whole: mapped in by one call, not a page
+	// fault at a time (an Open of an existing map leaves it out).
+	_ = m.file.Region.Prefault(m.layout.TiersOff+int64(i)*m.layout.TierSize, m.layout.TierSize, false) // advisory
 	deadline := time.Now().Add(m.opts.LockTimeout)
 	for {
 		// An insert changes no sequence (it changes no value), but the
