@@ -55,7 +55,7 @@ type CheckOptions struct {
 	// checker waits for it.
 	Progress func(done, total int)
 	// Workers is how many goroutines check segments at once: 0 is
-	// GOMAXPROCS, at most maxCheckWorkers. Each segment is checked alone
+	// GOMAXPROCS, at most 16. Each segment is checked alone
 	// and read-only, so they can be checked side by side; 1 checks them
 	// one after another, on the calling goroutine, for a check that
 	// should take no more than one core from a busy machine.
