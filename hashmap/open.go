@@ -141,6 +141,7 @@ func attach(f *offheap.File, fl fileLayout, o Options) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
+	tb.SetDataAt(f.DataAt)
 	tb.SetLocalQueue(o.QueueWritersLocally)
 	if o.Now != nil {
 		now := o.Now

@@ -61,6 +61,33 @@ func (f *File) DataOffset() int64 { return f.hdr.dataOffset }
 // Size is the size of the file and of its mapping. It never changes.
 func (f *File) Size() int64 { return f.hdr.fileSize }
 
+// DataAt says where, at or after off, the file's next data begins
+// (start) and where that data ends (end): the bytes from off to start are a
+// hole, which reads as zeros (lseek SEEK_DATA and SEEK_HOLE). A file with
+// no data from off on gives start = end = Size. A filesystem may report a
+// hole as data, never data as a hole; ok is false where the platform or
+// the filesystem cannot tell, and then every byte may be data. Pages
+// written through the mapping count as data. A read through the mapping
+// of a page in a hole gives it a page of the page cache (of zeros), which
+// DataAt lets a reader of scattered words skip.
+func (f *File) DataAt(off int64) (start, end int64, ok bool) {
+	if f.fd == nil {
+		return 0, 0, false
+	}
+	start, none, err := seekData(f.fd, off)
+	switch {
+	case none:
+		return f.Size(), f.Size(), true
+	case err != nil:
+		return 0, 0, false
+	}
+	end, err = seekHole(f.fd, start)
+	if err != nil {
+		return 0, 0, false
+	}
+	return start, end, true
+}
+
 // Path is the path the file was opened with.
 func (f *File) Path() string { return f.path }
 

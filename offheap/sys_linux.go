@@ -142,6 +142,12 @@ func seekData(fd *os.File, from int64) (off int64, none bool, err error) {
 	return off, false, err
 }
 
+// seekHole returns the offset of the first byte of a hole at or after
+// from in fd (lseek SEEK_HOLE); the end of the file counts as one.
+func seekHole(fd *os.File, from int64) (int64, error) {
+	return unix.Seek(int(fd.Fd()), from, unix.SEEK_HOLE)
+}
+
 // errSymlink is openNoFollow's error for a symbolic link at the path.
 var errSymlink = errors.New("a symbolic link")
 

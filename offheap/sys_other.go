@@ -66,6 +66,9 @@ func mapFileOver(*os.File, unsafe.Pointer, uintptr, bool) error { return checkPl
 // seekData cannot skip holes here: the caller reads it all.
 func seekData(*os.File, int64) (int64, bool, error) { return 0, false, checkPlatform() }
 
+// seekHole cannot find holes here.
+func seekHole(*os.File, int64) (int64, error) { return 0, checkPlatform() }
+
 var errSymlink = errors.New("a symbolic link")
 
 func openNoFollow(string, int, fs.FileMode) (*os.File, error) { return nil, checkPlatform() }

@@ -430,7 +430,25 @@ func (tb *Table) linkedPoolTiers() uint64 {
 // looks handed out.
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
+	data := int64(-1) // the bytes up to it are data, as far as known
 	for idx := l.Segments; idx < l.Tiers; idx++ {
+		if off := l.TiersOff + idx*l.TierSize; tb.dataAt != nil && off >= data {
+			// Headers in a hole of the file are zeros: skip them unread.
+			start, end, ok := tb.dataAt(off)
+			switch {
+			case !ok:
+				data = l.End // it cannot tell: read every header
+			case start >= off+tierHeaderSize:
+				next := (start - l.TiersOff) / l.TierSize // the tier start is in
+				if start >= l.TiersOff+next*l.TierSize+tierHeaderSize {
+					next++ // its header is in the hole too
+				}
+				idx = next - 1
+				continue
+			default:
+				data = end
+			}
+		}
 		h := tb.tier(idx).header
 		if reservedZero(h[:tierHeaderSize/8]) {
 			continue

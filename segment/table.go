@@ -45,6 +45,7 @@ func (e *corruptError) Unwrap() error { return ErrCorrupt }
 // Table is every segment of one mapped map, in one process.
 type Table struct {
 	region     *offheap.Region
+	dataAt     func(off int64) (start, end int64, ok bool) // see SetDataAt; nil: every byte may be data
 	layout     Layout
 	allocate   func(off, n int64) error // reserves disk blocks for a tier before first use
 	timeout    time.Duration
@@ -353,6 +354,14 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 		tb.undoCap = l.UndoSize - undoHeaderSize
 	}
 	return tb, nil
+}
+
+// SetDataAt gives the table a way to find the holes of its file (see
+// offheap.File.DataAt), which CheckGlobal's look at every overflow tier's
+// header uses to skip tiers never written: read through the mapping, each
+// would take a page of the page cache. Set it before the table is used.
+func (tb *Table) SetDataAt(dataAt func(off int64) (start, end int64, ok bool)) {
+	tb.dataAt = dataAt
 }
 
 // Layout returns the geometry of the map.

@@ -55,3 +55,35 @@ func TestOpenExistingMapsInNoTiers(t *testing.T) {
 		}
 	}
 }
+
+// Check of a new map reads no overflow tier the pool has not handed out:
+// those are holes of the file, and its look at every tier's header
+// (segment.Table.CheckGlobal) skips them (offheap.File.DataAt). Read
+// through the mapping, each hole's pages came into the page cache, zeros,
+// about half the file at the default bloat.
+func TestCheckReadsNoHoles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.map")
+	m, err := Open(path, &Options{Entries: 1 << 18, AverageKeySize: 16, AverageValueSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := *m.layout
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Open(path, &Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if problems, err := m.Check(); err != nil || len(problems) > 0 {
+		t.Fatal(problems, err)
+	}
+	res, err := m.file.Region.Residency()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.TiersOff + l.Segments*l.TierSize // up to the end of the first tiers
+	if pool := (l.Tiers - l.Segments) * l.TierSize; res.Resident > first+pool/8 {
+		t.Errorf("after Check, %d bytes of the file are mapped in: the first tiers end at %d, the pool's %d bytes are holes", res.Resident, first, pool)
+	}
+}
