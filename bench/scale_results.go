@@ -122,7 +122,7 @@ func fmtTime(ns float64) string {
 // scaleColumns are results.md's columns after the set and the store.
 var scaleColumns = []string{"get ns", "get p50 / p99 / p99.9", "put ns", "put p50 / p99 / p99.9", "get p2", "put p2",
 	"batched load keys/s (wall)", "first-write Put ns", "file B/entry (apparent)", "resident B/entry", "in 2 MiB pages",
-	"open ms", "check s (GB/s)", "recover s (GB/s)", "dump s (GB/s)"}
+	"open ms", "check s (GB/s)", "recover s (GB/s)", "dump s (GB/s)", "mapctl load keys/s"}
 
 // row is the table row of store st with set, after its first two columns.
 func (r *scaleResults) row(set, st string) []string {
@@ -154,7 +154,7 @@ func (r *scaleResults) row(set, st string) []string {
 		r.cellText(set, st, "footprint", "resident-B/entry", func(x float64) string { return fmt.Sprintf("%.0f", x) }),
 		r.cellText(set, st, "footprint", "huge-frac", func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }),
 		r.cellText(set, st, "open", "ns/op", func(x float64) string { return fmt.Sprintf("%.1f", x/1e6) }),
-		tool("check"), tool("recover"), tool("dump")}
+		tool("check"), tool("recover"), tool("dump"), r.cellText(set, st, "mapctl-load", "keys/s", fmtRate)}
 }
 
 // valueSizes are the value sizes of the sets, ascending.
@@ -248,6 +248,12 @@ func (r *scaleResults) targetList() []scaleTarget {
 	}
 	x, ok := r.ratioOf([4]string{"10M-64B", sm, "load", "keys/s"}, [4]string{"10M-64B", lm, "load", "keys/s"})
 	add("sharedmap batched load at 10M-64B at least LMDB's rate", "x LMDB's rate", x, ok, func(x float64) bool { return x >= 1 })
+	x, ok = r.ratioOf([4]string{"10M-64B", sm, "mapctl-load", "keys/s"}, [4]string{"10M-64B", lm, "load", "keys/s"})
+	add("mapctl load of 10M lines at least LMDB's batched load rate", "x LMDB's rate", x, ok, func(x float64) bool { return x >= 1 })
+	for _, d := range r.sets {
+		x, ok := r.ratioOf([4]string{d.name, sm, "first-put", "ns/op"}, [4]string{d.name, sm, "put-uniform-g1", "ns/op"})
+		add("sharedmap first write of a key no dearer than a rewrite, "+d.name, "x a rewrite's time", x, ok, func(x float64) bool { return x <= 1.1 })
+	}
 	for _, d := range r.sets {
 		x, ok := r.ratioOf([4]string{d.name, lm, "get-uniform-g1", "ns/op"}, [4]string{d.name, sm, "get-uniform-g1", "ns/op"})
 		add("Get at least 4x faster than LMDB's, "+d.name, "x (LMDB ns / sharedmap ns)", x, ok, func(x float64) bool { return x >= 4 })
@@ -320,7 +326,7 @@ const scaleExplained = "Each store and set ran in a fresh process: keys [0, N-m)
 	"get and put are one goroutine on uniformly random loaded keys (each value read checked; a put rewrites a key's own value), ns/op from an untimed loop; p50/p99/p99.9 from a second loop that reads the clock around each operation, so they include a clock read. " +
 	"p2 is two processes on the same file, wall time over the operations of both. Medians over the runs. " +
 	"File B/entry is the store's files' allocated blocks over the keys (apparent size in brackets); resident B/entry is what opening and loading added to the process's resident set (file pages it mapped included); in 2 MiB pages is the share of that mapped with huge pages. " +
-	"open, check, recover and dump (sharedmap) each ran as a process of its own on the closed file, which was in the page cache; GB/s is the file's apparent size over the time.\n\n"
+	"open, check, recover and dump (sharedmap) each ran as a process of its own on the closed file, which was in the page cache; GB/s is the file's apparent size over the time. mapctl load is the dump's lines (one per key) loaded into a fresh map of the same size by mapctl load, timed from start to exit, against the other stores' batched loads.\n\n"
 
 // writeScale writes raw.txt, results.md and chart.png to dir.
 func writeScale(dir string, raw *rawFile) error {
