@@ -38,11 +38,18 @@ var (
 	scaleCell   = flag.String("scale-cell", "", "internal: run one (store, set) pair of the scale run")
 	scaleWorker = flag.String("scale-worker", "", "internal: a worker process of a scale run's p2 cell")
 	scaleOpen   = flag.String("scale-open", "", "internal: time opening a loaded store")
+	scaleFloor  = flag.String("floor", "", "scale run: the floor binary (bench/floor) that measures a dependent random load over as much memory as sharedmap's resident set at each set: the \"floor\" store's row (scale.sh builds it)")
 )
+
+// floorStore is the scale run's pseudo-store whose get ns is the latency
+// of one dependent random load over as much memory as sharedmap's
+// resident set at that set (bench/floor's chase): what the memory
+// hierarchy alone charges a lookup that waits for one miss.
+const floorStore = "floor"
 
 const (
 	defaultScaleSets   = "100k-64B,1M-64B,10M-64B,50M-64B,100M-64B,1M-1KiB,10M-1KiB"
-	defaultScaleStores = "sharedmap,lmdb,rwmutex-map,fastcache,bbolt"
+	defaultScaleStores = "sharedmap,lmdb,rwmutex-map,fastcache,bbolt," + floorStore
 	scaleFullDir       = "results/scale"
 	scalePartialDir    = "results/scale/partial"
 	// The scale run's defaults where -duration and -runs are not given:
@@ -61,6 +68,7 @@ type scaleConfig struct {
 	out    string
 	budget time.Duration
 	mapctl string
+	floor  string // the floor binary
 	resume bool
 }
 
@@ -80,7 +88,7 @@ func scaleDispatch(stores, out string, dur time.Duration, runs int) (int, bool) 
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg := scaleConfig{dur: dur, runs: runs, budget: *scaleBudget, mapctl: *scaleMapctl, resume: *scaleResume,
+	cfg := scaleConfig{dur: dur, runs: runs, budget: *scaleBudget, mapctl: *scaleMapctl, floor: *scaleFloor, resume: *scaleResume,
 		out: scaleOutDir(out, set["stores"] || set["scale-sets"])}
 	if !set["duration"] {
 		cfg.dur = scaleDuration
@@ -275,7 +283,7 @@ func runScale(cfg scaleConfig) error {
 		return err
 	}
 	for _, st := range cfg.stores {
-		if _, ok := findStore(st); !ok {
+		if _, ok := findStore(st); !ok && st != floorStore {
 			return fmt.Errorf("-stores: no %q", st)
 		}
 	}
@@ -307,6 +315,9 @@ func runScale(cfg scaleConfig) error {
 // runPair runs store st with set d in a child process, or says why not,
 // and returns the lines for raw.txt.
 func runPair(ctx context.Context, cfg scaleConfig, raw *rawFile, st string, d dataset) []string {
+	if st == floorStore {
+		return runFloor(ctx, cfg, raw, d)
+	}
 	if why := guard(st, d, parseScale(raw.lines), memAvailable(), diskFree()); why != "" {
 		fmt.Fprintf(os.Stderr, "%s %s: skipped: %s\n", st, d.name, why)
 		return []string{skipLine(st, d.name, why)}
@@ -431,4 +442,53 @@ func (r *rawFile) replace(st, set string, lines []string) {
 		return ok && s == st && d == set
 	})
 	r.lines = append(r.lines, lines...)
+}
+
+// runFloor measures the floor store's row for set d: bench/floor's chase
+// over as much memory as sharedmap's resident set there (as measured in
+// this run, else 160 B a key), and returns its line for raw.txt.
+func runFloor(ctx context.Context, cfg scaleConfig, raw *rawFile, d dataset) []string {
+	if cfg.floor == "" {
+		return []string{skipLine(floorStore, d.name, "no -floor binary")}
+	}
+	perEntry := 160.0
+	if b, ok := parseScale(raw.lines).fig(d.name, "sharedmap", "footprint", "resident-B/entry"); ok && b > 0 {
+		perEntry = b
+	}
+	mib := max(64, int(perEntry*float64(d.keys)/(1<<20)))
+	// The chase's order is a permutation of the region's lines: 8 bytes
+	// a line besides the region itself.
+	if need := float64(mib) * (1 << 20) * 9 / 8; need > 0.8*memAvailable() {
+		return []string{skipLine(floorStore, d.name, fmt.Sprintf("needs ~%.1f GB, %.1f GB available", need/1e9, memAvailable()/1e9))}
+	}
+	cmd := exec.CommandContext(ctx, cfg.floor, "-size", strconv.Itoa(mib), "-runs", strconv.Itoa(cfg.runs), "-chase-only")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return []string{skipLine(floorStore, d.name, "floor: "+err.Error())}
+	}
+	ns, ok := chaseNs(string(out))
+	if !ok {
+		return []string{skipLine(floorStore, d.name, fmt.Sprintf("floor said %q", out))}
+	}
+	fmt.Fprintf(os.Stderr, "floor %s: %.1f ns a dependent load over %d MiB\n", d.name, ns, mib)
+	return []string{fmt.Sprintf("BenchmarkScale/set=%s/store=%s/cell=get-uniform-g1 1 %.1f ns/op %d MiB", d.name, floorStore, ns, mib)}
+}
+
+// chaseNs is the median of floor's "chase:" line, in ns.
+func chaseNs(out string) (float64, bool) {
+	for line := range strings.Lines(out) {
+		rest, ok := strings.CutPrefix(line, "chase:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		for i := 1; i < len(f); i++ {
+			if f[i] == "ns" {
+				x, err := strconv.ParseFloat(f[i-1], 64)
+				return x, err == nil
+			}
+		}
+	}
+	return 0, false
 }

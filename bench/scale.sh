@@ -32,9 +32,10 @@ trap 'exit 143' TERM
 
 (cd ../cmd/mapctl && go build -o "$work/mapctl" .)
 go build -o "$work/bench" .
+go build -o "$work/floor" ./floor
 # In the background and waited for, so that a signal to this script
 # reaches the traps at once and stops the benchmark too.
-"$work/bench" -scale -mapctl "$work/mapctl" "$@" &
+"$work/bench" -scale -mapctl "$work/mapctl" -floor "$work/floor" "$@" &
 bench_pid=$!
 wait "$bench_pid"
 bench_pid=

@@ -220,6 +220,7 @@ type scaleTarget struct {
 	ok    bool // x was measured
 	met   bool
 	sense string // how x reads
+	info  bool   // not a target: a figure of the machine that one is judged against
 }
 
 // ratioOf is figure a over figure b, each (set, store, cell, unit).
@@ -245,6 +246,10 @@ func (r *scaleResults) targetList() []scaleTarget {
 	if big != "" {
 		x, ok := r.ratioOf([4]string{big, sm, "get-uniform-g1", "ns/op"}, [4]string{"1M-64B", sm, "get-uniform-g1", "ns/op"})
 		add(fmt.Sprintf("sharedmap Get at %s within 1.5x of its Get at 1M-64B", big), "x the time", x, ok, func(x float64) bool { return x <= 1.5 })
+		if x, ok := r.ratioOf([4]string{big, floorStore, "get-uniform-g1", "ns/op"}, [4]string{"1M-64B", floorStore, "get-uniform-g1", "ns/op"}); ok {
+			ts = append(ts, scaleTarget{name: fmt.Sprintf("(the machine) a dependent random load over sharedmap's resident set at %s against at 1M-64B", big),
+				x: x, ok: true, sense: "x the time", info: true})
+		}
 	}
 	x, ok := r.ratioOf([4]string{"10M-64B", sm, "load", "keys/s"}, [4]string{"10M-64B", lm, "load", "keys/s"})
 	add("sharedmap batched load at 10M-64B at least LMDB's rate", "x LMDB's rate", x, ok, func(x float64) bool { return x >= 1 })
@@ -280,7 +285,10 @@ func (r *scaleResults) targets() string {
 			continue
 		}
 		verdict := "unmet"
-		if t.met {
+		switch {
+		case t.info:
+			verdict = "what the memory forces"
+		case t.met:
 			verdict = "met"
 		}
 		fmt.Fprintf(&b, "| %s | %.2f %s | %s |\n", t.name, t.x, t.sense, verdict)
@@ -326,7 +334,7 @@ const scaleExplained = "Each store and set ran in a fresh process: keys [0, N-m)
 	"get and put are one goroutine on uniformly random loaded keys (each value read checked; a put rewrites a key's own value), ns/op from an untimed loop; p50/p99/p99.9 from a second loop that reads the clock around each operation, so they include a clock read. " +
 	"p2 is two processes on the same file, wall time over the operations of both. Medians over the runs. " +
 	"File B/entry is the store's files' allocated blocks over the keys (apparent size in brackets); resident B/entry is what opening and loading added to the process's resident set (file pages it mapped included); in 2 MiB pages is the share of that mapped with huge pages. " +
-	"open, check, recover and dump (sharedmap) each ran as a process of its own on the closed file, which was in the page cache; GB/s is the file's apparent size over the time. mapctl load is the dump's lines (one per key) loaded into a fresh map of the same size by mapctl load, timed from start to exit, against the other stores' batched loads.\n\n"
+	"open, check, recover and dump (sharedmap) each ran as a process of its own on the closed file, which was in the page cache; GB/s is the file's apparent size over the time. mapctl load is the dump's lines (one per key) loaded into a fresh map of the same size by mapctl load, timed from start to exit, against the other stores' batched loads. The floor row is not a store: its get ns is one dependent random load over as much memory (huge pages) as sharedmap's resident set at that set (bench/floor's chase), what the memory hierarchy alone charges a lookup that waits for one miss.\n\n"
 
 // writeScale writes raw.txt, results.md and chart.png to dir.
 func writeScale(dir string, raw *rawFile) error {
@@ -344,7 +352,7 @@ func writeScale(dir string, raw *rawFile) error {
 // scaleColors are the chart's lines, by store (others grey).
 var scaleColors = map[string]color.RGBA{
 	"sharedmap": {0x33, 0x66, 0xcc, 0xff}, "lmdb": {0xdd, 0x77, 0x22, 0xff}, "rwmutex-map": {0x33, 0x99, 0x55, 0xff},
-	"fastcache": {0xaa, 0x33, 0xaa, 0xff}, "bbolt": {0x88, 0x66, 0x33, 0xff},
+	"fastcache": {0xaa, 0x33, 0xaa, 0xff}, "bbolt": {0x88, 0x66, 0x33, 0xff}, floorStore: {0x99, 0x99, 0x99, 0xff},
 }
 
 // chart draws Get and Put ns/op (1 goroutine) against keys, both on log

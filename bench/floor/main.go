@@ -38,6 +38,7 @@ import (
 func main() {
 	sizeMiB := flag.Int("size", 512, "MiB of memory to read from, mapped with transparent huge pages")
 	runs := flag.Int("runs", 5, "runs per figure; the median is printed with the range")
+	chaseOnly := flag.Bool("chase-only", false, "measure the dependent random load only (the scale run's floor)")
 	flag.Parse()
 	if *sizeMiB < 64 || *runs < 1 {
 		fmt.Fprintln(os.Stderr, "floor: -size must be at least 64 (MiB, beyond the caches) and -runs at least 1")
@@ -57,6 +58,9 @@ func main() {
 	fmt.Printf("%d MiB, %d runs a figure, median (min-max)\n\n", *sizeMiB, *runs)
 
 	fmt.Println(report("chase: dependent random load", *runs, chase(mem, rng)))
+	if *chaseOnly {
+		return
+	}
 	for _, n := range []int{64, 1024} {
 		fmt.Println(report(fmt.Sprintf("copy: independent random %d B", n), *runs, randomCopy(mem, rng, n, false)))
 		fmt.Println(report(fmt.Sprintf("copy: random slot, then its %d B", n), *runs, randomCopy(mem, rng, n, true)))
