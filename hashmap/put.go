@@ -32,8 +32,10 @@ func (m *Map) Put(key, value []byte) error {
 	// ErrClosed. One that checked before is a call already running, which
 	// CloseFastPaths waits for.
 	tried := m.fastPuts && !m.gate.Closed()
-	if tried && seg.TryOverwriteFastLedger(h, key, value) {
-		return nil // see fastPuts
+	if tried {
+		if done, _ := seg.TryOverwriteFastLedger(h, key, value); done {
+			return nil // see fastPuts
+		}
 	}
 	return m.putEntered(seg, h, key, value, tried)
 }

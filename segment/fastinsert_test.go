@@ -39,7 +39,10 @@ func TestFastLedgerPathInsertsAnAbsentKey(t *testing.T) {
 	inserted := 0
 	for i := 20; i < 60; i++ {
 		k, v := fmt.Appendf(nil, "key%04d", i), bytes.Repeat([]byte{'n'}, 30+i%10)
-		if s.TryOverwriteFastLedger(hashOf(k), k, v) {
+		if done, added := s.TryOverwriteFastLedger(hashOf(k), k, v); done {
+			if !added {
+				t.Fatalf("the fast path stored absent key %s but did not say it inserted it", k)
+			}
 			inserted++
 		} else if _, err := s.PutGeneral(hashOf(k), k, v, 0, Replace); err != nil {
 			t.Fatal(err)
@@ -72,7 +75,7 @@ func TestFastLedgerPathLeavesInsertsBeyondOneTierToTheGeneralPath(t *testing.T) 
 	}
 	for i := range 50 {
 		k, v := fmt.Appendf(nil, "late%04d", i), []byte("v")
-		if s.TryOverwriteFastLedger(hashOf(k), k, v) {
+		if done, _ := s.TryOverwriteFastLedger(hashOf(k), k, v); done {
 			t.Fatalf("the fast path inserted %s into a segment of two tiers", k)
 		}
 		if _, err := s.PutGeneral(hashOf(k), k, v, 0, Replace); err != nil {
@@ -125,7 +128,7 @@ func fastInsertDiesAtEveryStep(t *testing.T, home bool) {
 			}
 		}
 		s.lock.SetLedger(new(uint64)) // the process that dies
-		ok := s.TryOverwriteFastLedger(hashOf(k), k, v)
+		ok, _ := s.TryOverwriteFastLedger(hashOf(k), k, v)
 		testhook.OnStep = nil
 		if !ok {
 			t.Fatal("TryOverwriteFastLedger declined the insert: the test lost its point")

@@ -68,8 +68,8 @@ func (s *Segment) rewriteOrAbandon(at uint64, h *entryHead, key, value []byte, s
 // value in place, or inserting an absent key in its home run, with the
 // write lock recorded in this process's fast ledger (rwulock.FastNext). It
 // reports false, having changed nothing of the map, when the caller must
-// take PutGeneral.
-func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
+// take PutGeneral. inserted says the key was absent and is now stored.
+func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) (done, inserted bool) {
 	// TryOverwriteFastLedger is Put's fast path for a plain map's most
 	// common case, as Put itself tries it (tryOverwriteOptimistic), but
 	// with the write lock's taking and release kept in this process's fast
@@ -94,7 +94,7 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	// process is on the fast path of this segment: the caller then takes
 	// Put's general path (PutGeneral).
 	if s.fast == nil || s.tb.geom.cache || s.tb.queueLocal {
-		return false
+		return false, false
 	}
 	fits, h := s.prepareOverwrite(hash, key, value)
 	if s.counters != nil {
@@ -111,7 +111,7 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	s.tb.requestHomeBitmap(uint64(s.index), hash)
 	held, ok := s.takeFast()
 	if !ok {
-		return false
+		return false, false
 	}
 	// A panic before releaseFast (a fault on the file's pages under
 	// debug.SetPanicOnFault, as mapctl runs) must not leave the fast
@@ -124,13 +124,14 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 	if seq&1 != 0 {
 		s.releaseFast(held)
 		held = 0
-		return false
+		return false, false
 	}
 	// The undo record's copy now too (see record).
 	s.stageRewrite(&h, key, value, seq+1)
-	at, nch, done, absent := s.probeOverwrite(hash, key, value)
+	at, nch, found, absent := s.probeOverwrite(hash, key, value)
 	switch {
-	case done:
+	case found:
+		done = true
 		if nch != fits {
 			h = s.tb.entryHeader(int64(nch), key, value)
 			s.restageHeader(&h)
@@ -140,10 +141,11 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) bool {
 		s.rewriteLocked(at, &h, key, value, seq, staged)
 	case absent:
 		done = s.insertHome(hash, key, value, int64(fits), &h, &changing)
+		inserted = done
 	}
 	s.releaseFast(held)
 	held = 0
-	return done
+	return done, inserted
 }
 
 // insertHome adds key's entry, of n chunks with header h, to the

@@ -239,8 +239,9 @@ func TestOverwriteDiesAtEveryStep(t *testing.T) {
 					if chunks := tb.chunksFor(len(k), len(nv)); chunks == tb.chunksFor(len(k), len(old)) == (c.name == "fast-ledger-path-shorter") {
 						t.Fatalf("the new value takes %d chunks: the test lost its point", chunks)
 					}
-					if !s.TryOverwriteFastLedger(hashOf(k), k, nv) {
-						t.Fatal("TryOverwriteFastLedger declined")
+					done, inserted := s.TryOverwriteFastLedger(hashOf(k), k, nv)
+					if !done || inserted {
+						t.Fatalf("TryOverwriteFastLedger: done %v, inserted %v; want an overwrite", done, inserted)
 					}
 				} else {
 					_, err = s.put(hashOf(k), k, nv, Replace)
