@@ -79,6 +79,29 @@ func TestPutOverwritesOnTheFastPath(t *testing.T) {
 	}
 }
 
+// TestPutManyTakesTheFastPath: PutManyAdded stores each key as Put
+// would, on the fast ledger path where Put may, for an insert and for an
+// overwrite, and still counts the keys it added.
+func TestPutManyTakesTheFastPath(t *testing.T) {
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	key := []byte("key")
+	fast := fastLedger(m, key)
+	for round, want := range []int{1, 0} {
+		f0 := atomic.LoadUint64(fast)
+		stored, added, err := m.PutManyAdded([][]byte{key}, [][]byte{[]byte("value")})
+		if err != nil || stored != 1 || added != want {
+			t.Fatalf("round %d: PutManyAdded: %d stored, %d added, %v; want 1, %d", round, stored, added, err, want)
+		}
+		if f1 := atomic.LoadUint64(fast); f1 == f0 || f1&rwulock.FastStateMask != rwulock.FastEmpty {
+			t.Fatalf("round %d: fast ledger %#x -> %#x: the store did not take the fast path, or left it busy", round, f0, f1)
+		}
+	}
+}
+
 // TestRecoveryWaitsForALiveFastPut: a Put stopped on the fast path with
 // the write lock taken and its fast ledger not yet saying so (or saying it
 // is releasing it) is a live holder: a recovery pass of its own process

@@ -14,8 +14,9 @@ import (
 // the value in place outside the in-flight gate when it can (see
 // fastPuts), and otherwise stores inside the gate (putEntered);
 // PutWithTTL, PutIfAbsent and PutManyAdded (and PutMany through it) each
-// store inside the gate with their own expiry and mode; Compute and
-// Update (map.go) store what their function returns.
+// store inside the gate with their own expiry and mode, PutManyAdded and
+// PutAll taking Put's fast path key by key where it may (putBatched);
+// Compute and Update (map.go) store what their function returns.
 
 // Put stores value under key, replacing any value. Both are copied into the
 // file. It fails with ErrFull when the map is at its bloat limit and
@@ -140,7 +141,7 @@ func (m *Map) PutManyAdded(keys, values [][]byte) (stored, added int, err error)
 	for b.next(m.table) {
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
 		for i, k := range b.batch {
-			inserted, err := m.table.For(b.hashes[i]).PutExpiring(b.hashes[i], k, values[b.start+i], expiry, segment.Replace)
+			inserted, err := m.putBatched(b.hashes[i], k, values[b.start+i], expiry)
 			if err != nil {
 				return b.start + i, added, fmt.Errorf("PutMany: key %d: %w", b.start+i, err)
 			}
@@ -150,4 +151,19 @@ func (m *Map) PutManyAdded(keys, values [][]byte) (stored, added int, err error)
 		}
 	}
 	return len(keys), added, nil
+}
+
+// putBatched is one key's store of a batch call (PutManyAdded, PutAll),
+// inside the in-flight gate: as Put does it, the fast ledger path first
+// where Put may take it (see fastPuts), then the general path; elsewhere
+// PutExpiring, with expiry. It reports whether the key was absent.
+func (m *Map) putBatched(h uint64, key, value []byte, expiry int64) (inserted bool, err error) {
+	seg := m.table.For(h)
+	if !m.fastPuts {
+		return seg.PutExpiring(h, key, value, expiry, segment.Replace)
+	}
+	if done, inserted := seg.TryOverwriteFastLedger(h, key, value); done {
+		return inserted, nil
+	}
+	return seg.PutGeneral(h, key, value, expiry, segment.Replace)
 }
