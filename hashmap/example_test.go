@@ -215,6 +215,29 @@ func ExampleMap_GetMany() {
 	// k3: "three" absent=false
 }
 
+// PutAll fills a map fast: it stores a batch in the file's order, not the
+// slice's, and says how many keys were new; a key given twice keeps its
+// last value.
+func ExampleMap_PutAll() {
+	m, done := openExample("m.map", nil)
+	defer done()
+	if err := m.Put([]byte("a"), []byte("old")); err != nil {
+		panic(err)
+	}
+	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("b")}
+	values := [][]byte{[]byte("1"), []byte("2"), []byte("3"), []byte("4")}
+	stored, added, err := m.PutAll(keys, values)
+	fmt.Println(stored, added, err, m.Len())
+	for _, k := range []string{"a", "b", "c"} {
+		v, _ := m.Get([]byte(k))
+		fmt.Printf("%s=%s ", k, v)
+	}
+	fmt.Println()
+	// Output:
+	// 4 2 <nil> 3
+	// a=1 b=4 c=3
+}
+
 // PutMany writes a batch, each key as Put would, overlapping the lookups'
 // cache misses; on an error it says how many keys it stored first.
 func ExampleMap_PutMany() {

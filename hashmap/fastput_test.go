@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-	"github.com/sharedmap/sharedmap/internal/keyhash"
 	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/rwulock"
 )
@@ -185,14 +183,6 @@ func TestCloseWaitsForAFastPut(t *testing.T) {
 	if v, err := m.Get(key); err != nil || !bytes.Equal(v, []byte("again")) {
 		t.Fatalf("after reopening: %q, %v; want the Put Close waited for", v, err)
 	}
-}
-
-// keyHash is the hash Put uses for key.
-func keyHash(key []byte) uint64 {
-	if h := keyhash.Inline(key); h != 0 {
-		return h
-	}
-	return xxhash.Sum64(key)
 }
 
 // TestFilesWithoutFastLedgersStillWork: a file created before fast ledgers

@@ -40,6 +40,7 @@ type Map struct {
 	baseCounts []uint64           // what counters held when this process joined its slot (see ownLookups)
 	segMask    uint64             // Segments - 1: a hash's low bits pick its segment
 	rangeBufs  sync.Pool          // of *rangeBuf, for RangeView
+	putAllBufs sync.Pool          // of *putAllScratch, for PutAll
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process
 	repairs    atomic.Int64       // recovery passes that released something, in this process
 	atOpen     Recovery           // what Open repaired of processes that died before it

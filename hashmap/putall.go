@@ -1,0 +1,291 @@
+package hashmap
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/keyhash"
+)
+
+// PutAll stores values[i] under keys[i] for every i, as a Put of each
+// would, and says how many keys it stored and how many of them were
+// absent until then (added); it replaced the values of the others. It is
+// the fast way to fill a map: it stores the keys not in the slice's order
+// but in the file's, segment by segment and, within a segment, in the
+// order of their home runs, so that its writes sweep the file forward
+// instead of jumping about it, with the lookups' cache misses overlapped
+// as PutMany does; and a large batch is split at segment boundaries among
+// up to GOMAXPROCS goroutines, which then never wait for each other's
+// locks. A key given twice keeps the value of its last occurrence, and is
+// counted as PutManyAdded counts it: added once, then replaced. Each
+// key's write is atomic and visible to every process as soon as it is
+// done, but the batch is not a transaction, and other processes may see
+// its keys appear in any order.
+//
+// An error stops the batch: it names the lowest index of a key that
+// failed, and matches what Put would return for it (ErrFull, ErrTooLarge,
+// ...). The keys stored before the error are then not a prefix of keys:
+// some keys after the named one may be stored, some before it not.
+// Storing the same batch again is safe: it stores each key's last value
+// again. values must be as long as keys. In a cache map each entry lives
+// for DefaultTTL, as with Put.
+func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
+	if len(values) != len(keys) {
+		return 0, 0, fmt.Errorf("PutAll: %d values for %d keys", len(values), len(keys))
+	}
+	c, err := m.enterAny(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Leave()
+	// Rounds of at most putAllRound keys, whose indices fit the sort's 32
+	// bits: a key given twice keeps its last value across rounds too,
+	// a later round storing it after.
+	for lo := 0; lo < len(keys); lo += putAllRound {
+		hi := min(lo+putAllRound, len(keys))
+		s, a, err := m.putAllRound(keys[lo:hi], values[lo:hi], lo)
+		stored, added = stored+s, added+a
+		if err != nil {
+			return stored, added, err
+		}
+	}
+	return stored, added, nil
+}
+
+// putAllRound is one round of PutAll: keys, whose first is keys[base] of
+// the call's.
+func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, err error) {
+	sc := m.putAllScratch(len(keys))
+	defer m.putAllBufs.Put(sc)
+	items := sc.sortBySlot(keys, m.table.Layout().Segments)
+	parts := putAllParts(len(items))
+	if parts == 1 {
+		p := putAllPart{items: items}
+		m.putAllPart(&p, keys, values, nil)
+		return p.result(base)
+	}
+	// Cut items into parts of about equal length, each moved on to the
+	// next segment boundary, so that no segment is in two parts.
+	ps := make([]putAllPart, parts)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	from := 0
+	for i := range ps {
+		to := len(items) * (i + 1) / parts
+		for to > from && to < len(items) && items[to].hash&m.segMask == items[to-1].hash&m.segMask {
+			to++
+		}
+		ps[i].items = items[from:to]
+		from = to
+		if i == len(ps)-1 {
+			m.putAllPart(&ps[i], keys, values, &stop) // this goroutine's share
+			break
+		}
+		wg.Go(func() {
+			// A panic (a fault on the file's pages) is the caller's, as a
+			// Put's would be, not the end of the process.
+			defer func() {
+				if r := recover(); r != nil {
+					ps[i].panicked = r
+					stop.Store(true)
+				}
+			}()
+			m.putAllPart(&ps[i], keys, values, &stop)
+		})
+	}
+	wg.Wait()
+	lowest := -1 // the part whose failed key has the lowest index
+	for i := range ps {
+		if ps[i].panicked != nil {
+			panic(ps[i].panicked)
+		}
+		stored, added = stored+ps[i].stored, added+ps[i].added
+		if ps[i].err != nil && (lowest < 0 || ps[i].failed < ps[lowest].failed) {
+			lowest = i
+		}
+	}
+	if lowest >= 0 {
+		_, _, err = ps[lowest].result(base)
+	}
+	return stored, added, err
+}
+
+// putAllPart is what one goroutine of PutAll stores (items, in order) and
+// what it did.
+type putAllPart struct {
+	items         []putAllItem
+	stored, added int
+	failed        uint32 // index of the key that failed, in the round
+	err           error
+	panicked      any // what a goroutine's part panicked with
+}
+
+// result is the part's counts and error, the error naming the key's index
+// in the call (base is the round's first).
+func (p *putAllPart) result(base int) (stored, added int, err error) {
+	if p.err != nil {
+		err = fmt.Errorf("PutAll: key %d: %w", base+int(p.failed), p.err)
+	}
+	return p.stored, p.added, err
+}
+
+// putAllPart stores p's items in their order, getManyBatch at a time with
+// their lines requested first (segment.Table.Prefetch), as PutMany does.
+// It stops at its first error, and before each batch once stop is set (by
+// the part that failed first), setting it in turn.
+func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, stop *atomic.Bool) {
+	var hashes [getManyBatch]uint64
+	var batch [getManyBatch][]byte
+	for start := 0; start < len(p.items); start += getManyBatch {
+		if stop != nil && stop.Load() {
+			return
+		}
+		items := p.items[start:min(start+getManyBatch, len(p.items))]
+		for i, it := range items {
+			hashes[i], batch[i] = it.hash, keys[it.index]
+		}
+		m.table.Prefetch(hashes[:len(items)], batch[:len(items)])
+		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
+		for i, it := range items {
+			inserted, err := m.putBatched(hashes[i], batch[i], values[it.index], expiry)
+			if err != nil {
+				p.failed, p.err = it.index, err
+				if stop != nil {
+					stop.Store(true)
+				}
+				return
+			}
+			p.stored++
+			if inserted {
+				p.added++
+			}
+		}
+	}
+}
+
+// putAllItem is one key of a PutAll round: its hash and its index.
+type putAllItem struct {
+	hash  uint64
+	index uint32
+}
+
+// putAllRound bounds the keys of one round of PutAll, so that an index
+// fits putAllItem's 32 bits, and the round's length an int of 32.
+const putAllRound = 1 << 30
+
+// putAllParallel is how many keys a PutAll part is given at least: below
+// it, a goroutine's start and the wait for it cost more than the part's
+// keys take to store.
+const putAllParallel = 16 << 10
+
+// putAllParts is how many goroutines store n keys.
+func putAllParts(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n/putAllParallel))
+}
+
+// putAllScratch is a PutAll round's working memory, kept for the next
+// call (Map.putAllBufs): the keys' items, and the counts of the sort.
+type putAllScratch struct {
+	sorted []putAllItem
+	counts []uint32
+}
+
+// putAllScratch returns scratch for a round of n keys.
+func (m *Map) putAllScratch(n int) *putAllScratch {
+	sc, _ := m.putAllBufs.Get().(*putAllScratch)
+	if sc == nil {
+		sc = new(putAllScratch)
+	}
+	if cap(sc.sorted) < n {
+		sc.sorted = make([]putAllItem, n)
+	}
+	sc.sorted = sc.sorted[:n]
+	return sc
+}
+
+// sortBySlot returns the items of keys (hash and index) in the order a
+// PutAll stores them, in a map of segments segments: by segment, then by
+// slot tag (whose high bits pick the home run, so that the entries are
+// written in address order), then by index, so that a key given twice
+// is stored last with its last value.
+//
+// It is a counting sort on the sort key's top bits, one bucket for about
+// every putAllBucket keys, then an insertion sort of each bucket, stable:
+// a comparison sort of a large batch took longer than storing it. Both
+// passes hash every key, rather than keeping the hashes in a second array
+// as large as the sorted one.
+func (sc *putAllScratch) sortBySlot(keys [][]byte, segments int64) []putAllItem {
+	segBits := uint(bits.TrailingZeros64(uint64(segments)))
+	keyBits := segBits + 32
+	b := min(uint(bits.Len(uint(len(keys)/putAllBucket))), keyBits, putAllMaxBucketBits)
+	shift := keyBits - b
+	if cap(sc.counts) < 1<<b+1 {
+		sc.counts = make([]uint32, 1<<b+1)
+	}
+	counts := sc.counts[:1<<b+1]
+	clear(counts)
+	for _, k := range keys {
+		counts[slotOrder(keyHash(k), segBits)>>shift+1]++
+	}
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	sorted := sc.sorted
+	for i, k := range keys {
+		h := keyHash(k)
+		at := &counts[slotOrder(h, segBits)>>shift]
+		sorted[*at] = putAllItem{hash: h, index: uint32(i)}
+		*at++
+	}
+	// counts[i] is now where bucket i ends.
+	less := func(a, b putAllItem) int {
+		return cmp.Compare(slotOrder(a.hash, segBits), slotOrder(b.hash, segBits))
+	}
+	from := uint32(0)
+	for _, to := range counts[:1<<b] {
+		bucket := sorted[from:to]
+		from = to
+		if len(bucket) > putAllInsertionMax {
+			slices.SortStableFunc(bucket, less)
+			continue
+		}
+		for i := 1; i < len(bucket); i++ {
+			for j := i; j > 0 && less(bucket[j], bucket[j-1]) < 0; j-- {
+				bucket[j], bucket[j-1] = bucket[j-1], bucket[j]
+			}
+		}
+	}
+	return sorted
+}
+
+// slotOrder is the sort key of a hash in a map whose segments take the
+// hash's low segBits bits: its segment, then its slot tag.
+func slotOrder(h uint64, segBits uint) uint64 {
+	return (h&(1<<segBits-1))<<32 | uint64(uint32(h>>segBits))
+}
+
+// keyHash is a key's hash, as Put computes it (Put writes it out, to
+// stay small enough to inline).
+func keyHash(key []byte) uint64 {
+	if h := keyhash.Inline(key); h != 0 {
+		return h
+	}
+	return xxhash.Sum64(key)
+}
+
+// putAllBucket is about how many keys sortBySlot's buckets hold on
+// average, few enough for an insertion sort; putAllMaxBucketBits bounds
+// the buckets' number (1<<20 counts: 4 MiB); a bucket larger than
+// putAllInsertionMax (many keys in one segment's slot range, or one key
+// given many times) is sorted by a stable merge sort instead.
+const (
+	putAllBucket        = 8
+	putAllMaxBucketBits = 20
+	putAllInsertionMax  = 64
+)
