@@ -11,6 +11,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/internal/keyhash"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 // PutAll stores values[i] under keys[i] for every i, as a Put of each
@@ -141,19 +142,25 @@ func (p *putAllPart) result(base int) (stored, added int, err error) {
 // the part that failed first), setting it in turn.
 func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, stop *atomic.Bool) {
 	var hashes [getManyBatch]uint64
-	var batch [getManyBatch][]byte
+	var batch, vals [getManyBatch][]byte
 	for start := 0; start < len(p.items); start += getManyBatch {
 		if stop != nil && stop.Load() {
 			return
 		}
 		items := p.items[start:min(start+getManyBatch, len(p.items))]
+		// The keys and values lie in the caller's memory in the slice's
+		// order, which is not this one: each is a miss of its own, and
+		// the store of a key reads it only after the one before, so
+		// their lines are requested here, together.
 		for i, it := range items {
-			hashes[i], batch[i] = it.hash, keys[it.index]
+			hashes[i], batch[i], vals[i] = it.hash, keys[it.index], values[it.index]
+			offheap.PrefetchForRead(batch[i])
+			offheap.PrefetchForRead(vals[i][:min(len(vals[i]), putAllPrefetchValue)])
 		}
 		m.table.Prefetch(hashes[:len(items)], batch[:len(items)])
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
 		for i, it := range items {
-			inserted, err := m.putBatched(hashes[i], batch[i], values[it.index], expiry)
+			inserted, err := m.putBatched(hashes[i], batch[i], vals[i], expiry)
 			if err != nil {
 				p.failed, p.err = it.index, err
 				if stop != nil {
@@ -168,6 +175,10 @@ func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, stop *atomic.Bool
 		}
 	}
 }
+
+// putAllPrefetchValue bounds the bytes of a value putAllPart requests
+// ahead: the rest of a long value streams in as its copy reads it.
+const putAllPrefetchValue = 256
 
 // putAllItem is one key of a PutAll round: its hash and its index.
 type putAllItem struct {
