@@ -50,9 +50,13 @@ shows the part of FILE read, the lines read, their rate and the time left:
 (without the part read and the time left when FILE is stdin or a pipe,
 whose size is not known).
 
-Loading stops at the first error (for example "map is full": create the map
-with more --entries or a larger --bloat), exiting with status 3 and telling
-how many entries were stored before it.
+Lines are stored in batches of up to 65536, each in the order fastest for
+the map rather than the file's, while the next batch is read. Loading stops
+at the first error (for example "map is full": create the map with more
+--entries or a larger --bloat), exiting with status 3, naming the line that
+failed and telling how many entries were stored: every line of the batches
+before, and perhaps other lines of that line's batch. Loading the same
+input again stores each key's last value again.
 
 Each line read is stored before load waits for more input, so a reader of
 the map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
@@ -107,20 +111,14 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 		}
 		in = f
 	}
-	l := &loader{m: m, p: newProgress(e.stderr, "loading", "lines", total), name: fileName(args[1])}
-	// An interrupt (Ctrl-C, SIGTERM) stores what was parsed, closes the map
-	// (so that no process reads as having died with it open) and says how
-	// far the load got. The loop holds mu but while it waits for input,
-	// and it never waits with entries unstored (see hasLine), so the
-	// handler, once it holds mu, finds the map idle and nothing lost. A
-	// second interrupt, while the handler waits for a lock, say, ends the
-	// process at once: the handler lets interrupts go first.
-	var mu sync.Mutex
-	mu.Lock()
+	l := newLoader(m, newProgress(e.stderr, "loading", "lines", total), fileName(args[1]))
+	// A goroutine parses the input into batches, which this one stores as
+	// they fill; see loader.
+	go l.parse(newAheadReader(in))
 	done := make(chan struct{})
 	defer close(done)
-	go l.stopOnInterrupt(e, c, sigs, done, &mu)
-	err = l.readAll(bufio.NewReaderSize(in, 64<<10), &mu)
+	go l.interruptOn(sigs, done)
+	err = l.store()
 	l.p.done()
 	if err != nil {
 		return e.fail(c, err)
@@ -129,129 +127,265 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 	return exitOK
 }
 
-// loader is one load's state: the entries parsed and not yet stored, and
-// how far it got.
+// loader is one load's state. Two goroutines share it: parse reads the
+// input and parses its lines into a batch, and hands the batch to store
+// when it is full or the next line is not at hand yet; store stores each
+// batch with PutAll, in the map's order rather than the file's, while
+// parse fills the other. Of the two batches, one is being filled, the
+// other stored or waiting to be (full), or free.
 //
-// Entries are stored loadBatch at a time with PutManyAdded, which overlaps
-// their lookups' cache misses and says which keys were new; lines
-// remembers each one's line number for the error that stops the load.
+// An interrupt (interruptOn) makes store, once the batch it is storing is
+// done, take mu and store every line parsed (the full batches and the
+// one being filled), so that what load says it read is stored, and
+// return; parse, waiting for input or for mu, does nothing more.
 type loader struct {
 	m    *hashmap.Map
 	p    *progress
-	name string // of the input, for errors: the file's, or "stdin"
+	name string     // of the input, for errors: the file's, or "stdin"
+	n    loadCounts // stored, by store
 
-	n    loadCounts
-	line int   // lines read
-	read int64 // bytes read
+	mu          sync.Mutex
+	cond        sync.Cond    // on mu: a batch handed over or freed, the input's end, an interrupt, store's return
+	line        int          // lines read
+	read        int64        // bytes read
+	cur         *loadBatch   // the batch parse fills
+	full, free  []*loadBatch // handed to store, in order; for parse to fill next
+	end         *loadEnd     // the input ended (once every batch is handed over)
+	interrupted bool         // store stores what is parsed and returns
+	stored      bool         // store returned: parse stops
+}
 
+// stopping reports whether parse must stop: an interrupt came, or store
+// returned. The caller holds mu.
+func (l *loader) stopping() bool { return l.interrupted || l.stored }
+
+// loadBatch is a batch of entries, keys and values pointing into arena,
+// with the line of each and how far into the input its last line ends.
+type loadBatch struct {
 	keys, values [][]byte
 	lines        []int
-	pending      int // bytes of keys and values not yet stored
+	arena        []byte
+	line         int
+	read         int64
 }
 
-// flush stores the entries parsed and not yet stored.
-func (l *loader) flush() error {
-	l.pending = 0
-	if len(l.keys) == 0 {
-		return nil
-	}
-	stored, added, err := l.m.PutManyAdded(l.keys, l.values)
-	l.n.added += added
-	l.n.replaced += stored - added
-	if err != nil {
-		// PutMany names the key by its index in the batch; the line
-		// number says more.
-		if inner := errors.Unwrap(err); inner != nil && stored < len(l.lines) {
-			return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", l.name, l.lines[stored], inner, l.n.loaded())
+// loadEnd is how the input ended: at its end (err nil), at a line that
+// does not parse (line), or with a read error.
+type loadEnd struct {
+	line int
+	err  error
+	read bool
+}
+
+func newLoader(m *hashmap.Map, p *progress, name string) *loader {
+	l := &loader{m: m, p: p, name: name, cur: new(loadBatch), free: []*loadBatch{new(loadBatch)}}
+	l.cond.L = &l.mu
+	return l
+}
+
+// parse reads r to its end, parsing each line into the batch it fills and
+// handing the batch to store when it is full, and, so that a slow
+// stream's lines are stored as they come, before it waits for input.
+func (l *loader) parse(ahead *aheadReader) {
+	r := bufio.NewReaderSize(ahead, 64<<10)
+	var long []byte // a line longer than r's buffer, put together
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.stopping() {
+		if len(l.cur.keys) > 0 && !hasLine(r) && !ahead.ready() && !l.handOver() {
+			return
 		}
-		return fmt.Errorf("%s: %w (loaded %d entries)", l.name, err, l.n.loaded())
-	}
-	l.keys, l.values, l.lines = l.keys[:0], l.values[:0], l.lines[:0]
-	l.p.update(l.read, int64(l.line))
-	return nil
-}
-
-// readAll reads r to its end, storing each line's entry, and stores the
-// last ones. The caller holds mu, and readAll lets it go only while it
-// waits for input, with every entry parsed stored; it returns with mu
-// held.
-func (l *loader) readAll(r *bufio.Reader, mu *sync.Mutex) error {
-	for {
-		// Entries wait in the batch only while more lines are at hand: a
-		// slow stream's lines are stored as they come, not 64 at a time.
-		if len(l.keys) > 0 && !hasLine(r) {
-			if err := l.flush(); err != nil {
-				return err
+		l.mu.Unlock()
+		text, rerr := r.ReadSlice('\n')
+		if errors.Is(rerr, bufio.ErrBufferFull) {
+			long = append(long[:0], text...)
+			for errors.Is(rerr, bufio.ErrBufferFull) {
+				text, rerr = r.ReadSlice('\n')
+				long = append(long, text...)
 			}
+			text = long
 		}
-		mu.Unlock()
-		text, rerr := r.ReadBytes('\n')
-		mu.Lock()
+		l.mu.Lock()
+		if l.stopping() {
+			return
+		}
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			text = nil // a line cut short by the failed read is not an entry
 		}
+		var end *loadEnd
 		if len(text) > 0 {
-			if err := l.take(text); err != nil {
-				return err
+			switch err := l.take(text); {
+			case errors.Is(err, errStopping):
+				return
+			case err != nil:
+				end = &loadEnd{line: l.line, err: err}
 			}
 		}
-		if errors.Is(rerr, io.EOF) {
-			break
+		switch {
+		case end != nil:
+		case errors.Is(rerr, io.EOF):
+			end = &loadEnd{}
+		case rerr != nil:
+			end = &loadEnd{err: rerr, read: true}
+		default:
+			continue
 		}
-		if rerr != nil {
-			if err := l.flush(); err != nil {
-				return err
-			}
-			return fmt.Errorf("reading %s: %w (loaded %d entries)", l.name, rerr, l.n.loaded())
+		if len(l.cur.keys) > 0 && !l.handOver() {
+			return
 		}
+		l.end = end
+		l.cond.Broadcast()
+		return
 	}
-	return l.flush()
 }
 
 // take counts one line read, text with its newline, and adds its entry to
-// the batch, storing the batch when it is full. An empty line is skipped;
-// one that does not parse stores the batch before it and is the error.
+// the batch, which it hands over when full. An empty line is skipped; one
+// that does not parse is the error. The caller holds mu.
 func (l *loader) take(text []byte) error {
 	l.line++
 	l.read += int64(len(text))
+	b := l.cur
+	b.line, b.read = l.line, l.read
 	text = bytes.TrimSuffix(text, []byte("\n"))
 	text = bytes.TrimSuffix(text, []byte("\r"))
 	if len(text) == 0 {
 		return nil
 	}
-	key, value, err := parseLine(text)
+	at := len(b.arena)
+	b.arena = append(b.arena, text...) // text is r's buffer, read again next
+	key, value, err := parseLine(b.arena[at:len(b.arena):len(b.arena)])
 	if err != nil {
-		if ferr := l.flush(); ferr != nil {
-			return ferr // an earlier line failed first
-		}
-		return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", l.name, l.line, err, l.n.loaded())
+		b.arena = b.arena[:at]
+		return err
 	}
-	l.keys, l.values, l.lines = append(l.keys, key), append(l.values, value), append(l.lines, l.line)
-	l.pending += len(key) + len(value)
-	if len(l.keys) == loadBatch || l.pending >= loadBatchBytes {
-		return l.flush()
+	b.keys, b.values, b.lines = append(b.keys, key), append(b.values, value), append(b.lines, l.line)
+	if len(b.keys) == loadBatchLines || len(b.arena) >= loadBatchBytes {
+		if !l.handOver() {
+			return errStopping
+		}
 	}
 	return nil
 }
 
-// stopOnInterrupt waits for an interrupt on sigs, or for done to close.
-// On an interrupt it takes mu, stores what was parsed, closes the map and
-// ends the process, saying how far the load got.
-func (l *loader) stopOnInterrupt(e *env, c *command, sigs chan os.Signal, done chan struct{}, mu *sync.Mutex) {
+// errStopping ends parse's work once an interrupt came or store
+// returned: store says what was stored.
+var errStopping = errors.New("stopping")
+
+// handOver gives the batch parse fills to store and takes a free one,
+// waiting for store to free one if need be. It reports false, handing
+// nothing over, if parse must stop (an interrupt came, and store then
+// takes the batch itself; or store returned). The caller holds mu.
+func (l *loader) handOver() bool {
+	for len(l.free) == 0 && !l.stopping() {
+		l.cond.Wait()
+	}
+	if l.stopping() {
+		return false
+	}
+	l.full = append(l.full, l.cur)
+	l.cur = l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
+	l.cond.Broadcast()
+	return true
+}
+
+// store stores each batch parse hands over, until the input's end, an
+// error or an interrupt, and returns how the load ended.
+func (l *loader) store() error {
+	l.mu.Lock()
+	defer func() {
+		l.stored = true
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	}()
+	for {
+		for len(l.full) == 0 && l.end == nil && !l.interrupted {
+			l.cond.Wait()
+		}
+		if l.interrupted {
+			return l.storeParsed()
+		}
+		if len(l.full) == 0 {
+			return l.endErr()
+		}
+		b := l.full[0]
+		l.full = l.full[1:]
+		l.mu.Unlock()
+		err := l.storeBatch(b)
+		l.mu.Lock()
+		if err != nil {
+			return err
+		}
+		b.keys, b.values, b.lines, b.arena = b.keys[:0], b.values[:0], b.lines[:0], b.arena[:0]
+		l.free = append(l.free, b)
+		l.cond.Broadcast()
+	}
+}
+
+// storeParsed stores, after an interrupt, every line parsed and not yet
+// stored, and says how far the load got. The caller holds mu, so parse
+// reads and parses nothing more.
+func (l *loader) storeParsed() error {
+	for _, b := range append(l.full, l.cur) {
+		if err := l.storeBatch(b); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", l.name, l.line, l.n.loaded(), l.n.added, l.n.replaced)
+}
+
+// endErr is the error that ended the input, once every entry before it
+// is stored: nil at its end.
+func (l *loader) endErr() error {
+	switch e := l.end; {
+	case e.err == nil:
+		return nil
+	case e.read:
+		return fmt.Errorf("reading %s: %w (loaded %d entries)", l.name, e.err, l.n.loaded())
+	default:
+		return fmt.Errorf("%s line %d: %w (loaded %d entries before it)", l.name, e.line, e.err, l.n.loaded())
+	}
+}
+
+// storeBatch stores b's entries with PutAll and counts them.
+func (l *loader) storeBatch(b *loadBatch) error {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	stored, added, err := l.m.PutAll(b.keys, b.values)
+	l.n.added += added
+	l.n.replaced += stored - added
+	if err != nil {
+		// PutAll names the key by its index in the batch; the line
+		// number says more. It stores a batch in the map's order, not
+		// the file's, so which of the batch's other lines it stored
+		// before it stopped is not known.
+		var at int
+		if _, serr := fmt.Sscanf(err.Error(), "PutAll: key %d:", &at); serr == nil && at < len(b.lines) {
+			return fmt.Errorf("%s line %d: %w (loaded %d entries; lines %d to %d were stored together, in another order, and others of them may be stored or not)",
+				l.name, b.lines[at], errors.Unwrap(err), l.n.loaded(), b.lines[0], b.lines[len(b.lines)-1])
+		}
+		return fmt.Errorf("%s: %w (loaded %d entries)", l.name, err, l.n.loaded())
+	}
+	l.p.update(b.read, int64(b.line))
+	return nil
+}
+
+// interruptOn waits for an interrupt on sigs, or for done to close. On an
+// interrupt it stops catching them (a second one ends the process at
+// once) and tells store to store what was parsed and return.
+func (l *loader) interruptOn(sigs chan os.Signal, done chan struct{}) {
 	select {
 	case <-sigs:
 	case <-done:
 		return
 	}
 	signal.Stop(sigs)
-	mu.Lock()
-	err := l.flush()
-	l.p.done()
-	l.m.Close()
-	if err == nil {
-		err = fmt.Errorf("interrupted after %s line %d: stored %d entries (%d keys added, %d replaced); the lines after it were not stored", l.name, l.line, l.n.loaded(), l.n.added, l.n.replaced)
-	}
-	os.Exit(e.fail(c, err))
+	l.mu.Lock()
+	l.interrupted = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
 }
 
 // hasLine reports whether r holds a whole line already, so that reading it
@@ -261,12 +395,67 @@ func hasLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// loadBatch is how many entries load stores with one PutManyAdded call,
-// and loadBatchBytes the most bytes of keys and values it holds for one:
-// lines may be of any length.
+// aheadReader reads its input in a goroutine of its own, a few chunks
+// ahead, so that parse can tell whether a read will wait for input
+// (ready): it hands its batch over only then, and otherwise fills it. A
+// look at the bytes at hand alone (hasLine) said "wait" at the end of
+// each buffer of a file or fast pipe.
+type aheadReader struct {
+	chunks chan []byte // read, in order; closed after the last
+	err    error       // why reading stopped (io.EOF at the end), once chunks is closed
+	cur    []byte      // the rest of the chunk being read
+}
+
+// aheadChunk is how many bytes aheadReader asks its input for at once,
+// and aheadChunks how many chunks it reads ahead.
 const (
-	loadBatch      = 64
-	loadBatchBytes = 1 << 20
+	aheadChunk  = 256 << 10
+	aheadChunks = 4
+)
+
+func newAheadReader(r io.Reader) *aheadReader {
+	a := &aheadReader{chunks: make(chan []byte, aheadChunks)}
+	go func() {
+		for {
+			buf := make([]byte, aheadChunk)
+			n, err := r.Read(buf)
+			if n > 0 {
+				a.chunks <- buf[:n]
+			}
+			if err != nil {
+				a.err = err
+				close(a.chunks)
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *aheadReader) Read(p []byte) (int, error) {
+	if len(a.cur) == 0 {
+		c, ok := <-a.chunks
+		if !ok {
+			return 0, a.err
+		}
+		a.cur = c
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
+}
+
+// ready reports whether a Read returns without waiting for input.
+func (a *aheadReader) ready() bool { return len(a.cur) > 0 || len(a.chunks) > 0 }
+
+// loadBatchLines is how many entries load stores with one PutAll call,
+// and loadBatchBytes about the most bytes of keys and values it holds for
+// one (lines may be of any length): large enough that PutAll's sort into
+// the map's order and its goroutines pay, small enough that the two
+// batches stay a few tens of MiB.
+const (
+	loadBatchLines = 64 << 10
+	loadBatchBytes = 16 << 20
 )
 
 // loadCounts counts the entries load stored: keys that were absent, and
