@@ -129,9 +129,10 @@ func runLoad(e *env, c *command, opts any, args []string) int {
 
 // loader is one load's state. Two goroutines share it: parse reads the
 // input and parses its lines into a batch, and hands the batch to store
-// when it is full or the next line is not at hand yet; store stores each
-// batch with PutAll, in the map's order rather than the file's, while
-// parse fills the other. Of the two batches, one is being filled, the
+// when it is full; store stores each batch with PutAll, in the map's
+// order rather than the file's, while parse fills the other. When store
+// has nothing to do and parse waits for input, store takes the batch
+// parse fills as it is. Of the two batches, one is being filled, the
 // other stored or waiting to be (full), or free.
 //
 // An interrupt (interruptOn) makes store, once the batch it is storing is
@@ -151,6 +152,7 @@ type loader struct {
 	cur         *loadBatch   // the batch parse fills
 	full, free  []*loadBatch // handed to store, in order; for parse to fill next
 	end         *loadEnd     // the input ended (once every batch is handed over)
+	waiting     bool         // parse may be waiting for input, cur in store's hands
 	interrupted bool         // store stores what is parsed and returns
 	stored      bool         // store returned: parse stops
 }
@@ -192,8 +194,12 @@ func (l *loader) parse(ahead *aheadReader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for !l.stopping() {
-		if len(l.cur.keys) > 0 && !hasLine(r) && !ahead.ready() && !l.handOver() {
-			return
+		// Before a read that waits for input, store may take the lines
+		// parsed (see store): a slow stream's lines are stored as they
+		// come, while a file or a fast pipe fills whole batches.
+		l.waiting = !hasLine(r) && !ahead.ready()
+		if l.waiting && len(l.cur.keys) > 0 {
+			l.cond.Broadcast()
 		}
 		l.mu.Unlock()
 		text, rerr := r.ReadSlice('\n')
@@ -206,6 +212,7 @@ func (l *loader) parse(ahead *aheadReader) {
 			text = long
 		}
 		l.mu.Lock()
+		l.waiting = false
 		if l.stopping() {
 			return
 		}
@@ -300,17 +307,25 @@ func (l *loader) store() error {
 		l.mu.Unlock()
 	}()
 	for {
-		for len(l.full) == 0 && l.end == nil && !l.interrupted {
+		for len(l.full) == 0 && !l.takeable() && l.end == nil && !l.interrupted {
 			l.cond.Wait()
 		}
-		if l.interrupted {
+		var b *loadBatch
+		switch {
+		case l.interrupted:
 			return l.storeParsed()
-		}
-		if len(l.full) == 0 {
+		case len(l.full) > 0:
+			b = l.full[0]
+			l.full = l.full[1:]
+		case l.takeable():
+			// Parse waits for input: its lines are stored now, not when
+			// more come. With no batch full, the other is free.
+			b = l.cur
+			l.cur = l.free[len(l.free)-1]
+			l.free = l.free[:len(l.free)-1]
+		default:
 			return l.endErr()
 		}
-		b := l.full[0]
-		l.full = l.full[1:]
 		l.mu.Unlock()
 		err := l.storeBatch(b)
 		l.mu.Lock()
@@ -322,6 +337,10 @@ func (l *loader) store() error {
 		l.cond.Broadcast()
 	}
 }
+
+// takeable reports whether store may take the batch parse fills: it
+// holds lines, and parse waits for input. The caller holds mu.
+func (l *loader) takeable() bool { return l.waiting && len(l.cur.keys) > 0 }
 
 // storeParsed stores, after an interrupt, every line parsed and not yet
 // stored, and says how far the load got. The caller holds mu, so parse
@@ -402,8 +421,10 @@ func hasLine(r *bufio.Reader) bool {
 // each buffer of a file or fast pipe.
 type aheadReader struct {
 	chunks chan []byte // read, in order; closed after the last
+	free   chan []byte // chunks read to their end, to read into again
 	err    error       // why reading stopped (io.EOF at the end), once chunks is closed
 	cur    []byte      // the rest of the chunk being read
+	buf    []byte      // all of cur's chunk
 }
 
 // aheadChunk is how many bytes aheadReader asks its input for at once,
@@ -414,10 +435,15 @@ const (
 )
 
 func newAheadReader(r io.Reader) *aheadReader {
-	a := &aheadReader{chunks: make(chan []byte, aheadChunks)}
+	a := &aheadReader{chunks: make(chan []byte, aheadChunks), free: make(chan []byte, aheadChunks+2)}
 	go func() {
 		for {
-			buf := make([]byte, aheadChunk)
+			var buf []byte
+			select {
+			case buf = <-a.free:
+			default:
+				buf = make([]byte, aheadChunk)
+			}
 			n, err := r.Read(buf)
 			if n > 0 {
 				a.chunks <- buf[:n]
@@ -434,11 +460,17 @@ func newAheadReader(r io.Reader) *aheadReader {
 
 func (a *aheadReader) Read(p []byte) (int, error) {
 	if len(a.cur) == 0 {
+		if a.buf != nil {
+			select {
+			case a.free <- a.buf[:cap(a.buf)]:
+			default:
+			}
+		}
 		c, ok := <-a.chunks
 		if !ok {
 			return 0, a.err
 		}
-		a.cur = c
+		a.cur, a.buf = c, c
 	}
 	n := copy(p, a.cur)
 	a.cur = a.cur[n:]
