@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,22 @@ func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, e
 	// next segment boundary, so that no segment is in two parts.
 	ps := make([]putAllPart, parts)
 	var stop atomic.Bool
+	// A part's panic (a fault on the file's pages) is the caller's, as a
+	// Put's would be, once every part has stopped: not the end of the
+	// process, nor a return while other parts still write. The parts'
+	// goroutines fault as the caller's does (debug.SetPanicOnFault, which
+	// is per goroutine).
+	panicOnFault := debug.SetPanicOnFault(false)
+	debug.SetPanicOnFault(panicOnFault)
+	run := func(p *putAllPart) {
+		defer func() {
+			if r := recover(); r != nil {
+				p.panicked = r
+				stop.Store(true)
+			}
+		}()
+		m.putAllPart(p, keys, values, &stop)
+	}
 	var wg sync.WaitGroup
 	from := 0
 	for i := range ps {
@@ -85,19 +102,12 @@ func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, e
 		ps[i].items = items[from:to]
 		from = to
 		if i == len(ps)-1 {
-			m.putAllPart(&ps[i], keys, values, &stop) // this goroutine's share
+			run(&ps[i]) // this goroutine's share
 			break
 		}
 		wg.Go(func() {
-			// A panic (a fault on the file's pages) is the caller's, as a
-			// Put's would be, not the end of the process.
-			defer func() {
-				if r := recover(); r != nil {
-					ps[i].panicked = r
-					stop.Store(true)
-				}
-			}()
-			m.putAllPart(&ps[i], keys, values, &stop)
+			debug.SetPanicOnFault(panicOnFault)
+			run(&ps[i])
 		})
 	}
 	wg.Wait()
@@ -124,7 +134,7 @@ type putAllPart struct {
 	stored, added int
 	failed        uint32 // index of the key that failed, in the round
 	err           error
-	panicked      any // what a goroutine's part panicked with
+	panicked      any // what the part panicked with
 }
 
 // result is the part's counts and error, the error naming the key's index

@@ -6,13 +6,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // putAllKeys is keys i in [from, to) of the PutAll tests, with their
@@ -269,5 +272,53 @@ func TestPutAllInACacheMap(t *testing.T) {
 		if _, err := m.Get(k); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("after DefaultTTL: Get(%s): %v, want ErrNotFound", k, err)
 		}
+	}
+}
+
+// TestAFaultInPutAllIsTheCallers: a fault on the file's pages in the parts
+// PutAll stores on goroutines of its own panics in the caller, as a Put's
+// does under debug.SetPanicOnFault, once every part has stopped, instead
+// of ending the process; after Recover the batch stores again.
+func TestAFaultInPutAllIsTheCallers(t *testing.T) {
+	n := 3 * putAllParallel
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 2 * n, AverageKeySize: 10, AverageValueSize: 40, LockTimeout: 200 * time.Millisecond})
+	defer m.Close()
+	keys, values := putAllKeys(0, n, 0)
+	if _, _, err := m.PutAll(keys, values); err != nil {
+		t.Fatal(err)
+	}
+	data := m.file.Region.Bytes(0, m.file.Region.Len())
+	tiers := data[m.layout.TiersOff:]
+	tiers = tiers[:len(tiers)&^(os.Getpagesize()-1)]
+	if err := unix.Mprotect(tiers, unix.PROT_READ); err != nil {
+		t.Skipf("mprotect: %v", err)
+	}
+	_, values = putAllKeys(0, n, 1)
+	faulted := make(chan any, 1)
+	go func() {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() { faulted <- recover() }()
+		_, _, _ = m.PutAll(keys, values)
+	}()
+	r := <-faulted
+	if err := unix.Mprotect(tiers, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	if r == nil {
+		t.Fatal("PutAll over read-only pages did not fault")
+	}
+	if _, err := m.Recover(); err != nil {
+		t.Logf("Recover: %v", err)
+	}
+	if stored, _, err := m.PutAll(keys, values); err != nil || stored != n {
+		t.Fatalf("PutAll after the fault and Recover: %d, %v", stored, err)
+	}
+	for i, k := range keys {
+		if v, err := m.Get(k); err != nil || !bytes.Equal(v, values[i]) {
+			t.Fatalf("Get(%s) = %q, %v", k, v, err)
+		}
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Fatalf("Check: %v %v", problems, err)
 	}
 }
