@@ -185,9 +185,9 @@ func newLoader(m *hashmap.Map, p *progress, name string) *loader {
 	return l
 }
 
-// parse reads r to its end, parsing each line into the batch it fills and
-// handing the batch to store when it is full, and, so that a slow
-// stream's lines are stored as they come, before it waits for input.
+// parse reads ahead to its end, parsing each line into the batch it fills
+// and handing the batch to store when it is full. (Before, store takes it
+// as it is when parse waits for input and store has nothing else to do.)
 func (l *loader) parse(ahead *aheadReader) {
 	r := bufio.NewReaderSize(ahead, 64<<10)
 	var long []byte // a line longer than r's buffer, put together
@@ -319,7 +319,7 @@ func (l *loader) store() error {
 			l.full = l.full[1:]
 		case l.takeable():
 			// Parse waits for input: its lines are stored now, not when
-			// more come. With no batch full, the other is free.
+			// more come.
 			b = l.cur
 			l.cur = l.free[len(l.free)-1]
 			l.free = l.free[:len(l.free)-1]
@@ -339,8 +339,10 @@ func (l *loader) store() error {
 }
 
 // takeable reports whether store may take the batch parse fills: it
-// holds lines, and parse waits for input. The caller holds mu.
-func (l *loader) takeable() bool { return l.waiting && len(l.cur.keys) > 0 }
+// holds lines, parse waits for input, and a free batch can take its
+// place (one is, when no batch is full and store holds none). The caller
+// holds mu.
+func (l *loader) takeable() bool { return l.waiting && len(l.cur.keys) > 0 && len(l.free) > 0 }
 
 // storeParsed stores, after an interrupt, every line parsed and not yet
 // stored, and says how far the load got. The caller holds mu, so parse
