@@ -322,3 +322,19 @@ func TestAFaultInPutAllIsTheCallers(t *testing.T) {
 		t.Fatalf("Check: %v %v", problems, err)
 	}
 }
+
+// TestPutAllAllocatesPerCallNotPerKey: PutAll's sort works in memory it
+// keeps for the next call, so a batch allocates nothing per key.
+func TestPutAllAllocatesPerCallNotPerKey(t *testing.T) {
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 4000, AverageKeySize: 10, AverageValueSize: 40})
+	defer m.Close()
+	keys, values := putAllKeys(0, 2000, 0)
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, _, err := m.PutAll(keys, values); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 4 {
+		t.Fatalf("PutAll of %d keys allocates %v times", len(keys), allocs)
+	}
+}
