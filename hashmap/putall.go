@@ -46,11 +46,11 @@ func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 		return 0, 0, err
 	}
 	defer c.Leave()
-	// Rounds of at most putAllRound keys, whose indices fit the sort's 32
-	// bits: a key given twice keeps its last value across rounds too,
-	// a later round storing it after.
-	for lo := 0; lo < len(keys); lo += putAllRound {
-		hi := min(lo+putAllRound, len(keys))
+	// Rounds of at most roundKeys keys (see there): a key given twice
+	// keeps its last value across rounds too, a later round storing it
+	// after.
+	for lo := 0; lo < len(keys); lo += roundKeys {
+		hi := min(lo+roundKeys, len(keys))
 		s, a, err := m.putAllRound(keys[lo:hi], values[lo:hi], lo)
 		stored, added = stored+s, added+a
 		if err != nil {
@@ -196,9 +196,14 @@ type putAllItem struct {
 	index uint32
 }
 
-// putAllRound bounds the keys of one round of PutAll, so that an index
-// fits putAllItem's 32 bits, and the round's length an int of 32.
-const putAllRound = 1 << 30
+// roundKeys is how many keys a round of PutAll sorts and stores. In the
+// file's order, a round reads the caller's keys and values, and their
+// slice headers, in no order of theirs: the headers of a round this size
+// stay in the CPU's caches, where those of a batch of millions of keys
+// were a miss each, which cost more than the longer sweep saved. The
+// scratch memory a round sorts in stays small too, and its indices fit
+// putAllItem's 32 bits.
+const roundKeys = 64 << 10
 
 // putAllParallel is how many keys a PutAll part is given at least: below
 // it, a goroutine's start and the wait for it cost more than the part's

@@ -30,10 +30,11 @@ func putAllKeys(from, to, round int) (keys, values [][]byte) {
 
 // TestPutAllStoresEveryKeyAndCountsExactly: PutAll stores every key of
 // small and large batches (large ones in parts on several goroutines):
-// a key given twice keeps its last value, and the added count is exact
-// with keys present before and keys repeated in the batch.
+// a key given twice keeps its last value, within a round and across
+// rounds, and the added count is exact with keys present before and keys
+// repeated in the batch.
 func TestPutAllStoresEveryKeyAndCountsExactly(t *testing.T) {
-	for _, n := range []int{1, 17, 1000, 3 * putAllParallel} {
+	for _, n := range []int{1, 17, 1000, 3 * putAllParallel, roundKeys + 5000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 2 * n, AverageKeySize: 10, AverageValueSize: 40})
 			defer m.Close()
@@ -106,10 +107,11 @@ func TestPutAllSortsBySlotStably(t *testing.T) {
 }
 
 // TestPutAllErrorNamesTheKey: a value too large for a tier fails with
-// ErrTooLarge naming its index, in a small batch and in one split among
-// goroutines, and every other key it stored reads back.
+// ErrTooLarge naming its index, in a small batch, in one split among
+// goroutines and in a later round, and every other key it stored reads
+// back.
 func TestPutAllErrorNamesTheKey(t *testing.T) {
-	for _, n := range []int{100, 3 * putAllParallel} {
+	for _, n := range []int{100, 3 * putAllParallel, roundKeys * 3 / 2} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 2 * n, AverageKeySize: 10, AverageValueSize: 40})
 			defer m.Close()
