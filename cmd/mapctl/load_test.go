@@ -84,6 +84,73 @@ func TestLoadStoresAsLinesComeAndOnInterrupt(t *testing.T) {
 	}
 }
 
+// TestLoadInterruptedMidFileStoresWhatItParsed: an interrupt while load
+// stores one batch of a large file and parses the next stores every line
+// parsed, the batches handed over and the one being filled, and says
+// after which line it stopped: with a key per line, that many entries.
+func TestLoadInterruptedMidFileStoresWhatItParsed(t *testing.T) {
+	const lines = 600000
+	p := filepath.Join(t.TempDir(), "m.map")
+	if c, _, e := mapctl(t, "", "create", p, "--entries", fmt.Sprint(lines)); c != exitOK {
+		t.Fatalf("create: %d %s", c, e)
+	}
+	var in strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&in, "key-%07d\t%s\n", i, strings.Repeat("v", 40))
+	}
+	f := filepath.Join(t.TempDir(), "in.tsv")
+	if err := os.WriteFile(f, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "load", p, f)
+	cmd.Env = append(os.Environ(), loadProcessEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Interrupt once the load is under way: once the map holds entries.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if c, o, _ := mapctl(t, "", "stats", p, "--json"); c == exitOK && !strings.Contains(o, `"entries": 0,`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the load stored nothing within 20 s")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitError {
+		if err == nil {
+			t.Skip("the load ended before the interrupt came")
+		}
+		t.Fatalf("interrupted load: %v %q, want exit status %d", err, stderr.String(), exitError)
+	}
+	var line, stored int
+	msg := stderr.String()
+	i := strings.Index(msg, "interrupted after ")
+	if i < 0 {
+		t.Fatalf("interrupted load said %q", msg)
+	}
+	if _, err := fmt.Sscanf(msg[i:], "interrupted after "+f+" line %d: stored %d entries", &line, &stored); err != nil {
+		t.Fatalf("interrupted load said %q: %v", msg, err)
+	}
+	t.Logf("interrupted after line %d of %d", line, lines)
+	if line != stored || line == 0 {
+		t.Errorf("interrupted after line %d with %d entries stored: every line parsed should be", line, stored)
+	}
+	if c, o, _ := mapctl(t, "", "stats", p, "--json"); c != exitOK || !strings.Contains(o, fmt.Sprintf(`"entries": %d,`, stored)) {
+		t.Errorf("load said it stored %d entries; stats says %q", stored, o)
+	}
+	if c, out, e := mapctl(t, "", "check", p); c != exitOK {
+		t.Errorf("check after the interrupted load: %d %s %s", c, out, e)
+	}
+}
+
 // TestLoadCountsAddedAndReplaced: load says how many lines it read, how
 // many keys were new to the map and how many it replaced, where a count of
 // stored entries alone would say 12 for 3 keys written 4 times.
