@@ -93,3 +93,36 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPutAllBatch: PutAll of batches of n random keys of the 1M-key
+// map of BenchmarkMap, overwriting. Run with -cpu=1,2: at one CPU PutAll
+// stores every batch on the caller's goroutine, at two it splits batches
+// of 2*putAllParallel keys or more, which shows what the split gains at
+// each size, and so where putAllParallel should lie.
+//
+//	go test -run='^$' -bench=PutAllBatch -cpu=1,2 -count=5 ./hashmap
+func BenchmarkPutAllBatch(b *testing.B) {
+	m, keys := openFilledBenchMap(b)
+	for _, n := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10} {
+		batch := make([][]byte, n)
+		values := make([][]byte, n)
+		for i := range values {
+			values[i] = benchValue
+		}
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			for b.Loop() {
+				b.StopTimer()
+				for i := range batch {
+					batch[i] = keys[r.IntN(len(keys))]
+				}
+				b.StartTimer()
+				if _, _, err := m.PutAll(batch, values); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
