@@ -73,7 +73,8 @@ func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, e
 		return p.result(base)
 	}
 	// Cut items into parts of about equal length, each moved on to the
-	// next segment boundary, so that no segment is in two parts.
+	// next segment boundary, so that no segment is in two parts (and a
+	// part that the one before took over entirely is empty).
 	ps := make([]putAllPart, parts)
 	var stop atomic.Bool
 	// A part's panic (a fault on the file's pages) is the caller's, as a
@@ -95,7 +96,7 @@ func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, e
 	var wg sync.WaitGroup
 	from := 0
 	for i := range ps {
-		to := len(items) * (i + 1) / parts
+		to := max(len(items)*(i+1)/parts, from)
 		for to > from && to < len(items) && items[to].hash&m.segMask == items[to-1].hash&m.segMask {
 			to++
 		}

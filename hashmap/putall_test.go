@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -338,5 +339,26 @@ func TestPutAllAllocatesPerCallNotPerKey(t *testing.T) {
 	})
 	if allocs > 4 {
 		t.Fatalf("PutAll of %d keys allocates %v times", len(keys), allocs)
+	}
+}
+
+// TestPutAllPartsOfFewSegments: with fewer segments than parts, a part
+// moved on to a segment boundary takes the keys of the parts after it,
+// which then store nothing.
+func TestPutAllPartsOfFewSegments(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for _, segments := range []int{1, 2} {
+		n := 3 * putAllParallel
+		m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 2 * n, AverageKeySize: 10, AverageValueSize: 40, Segments: segments})
+		keys, values := putAllKeys(0, n, 0)
+		if stored, added, err := m.PutAll(keys, values); err != nil || stored != n || added != n {
+			t.Fatalf("%d segments: PutAll: %d, %d, %v", segments, stored, added, err)
+		}
+		for i, k := range keys {
+			if v, err := m.Get(k); err != nil || !bytes.Equal(v, values[i]) {
+				t.Fatalf("%d segments: Get(%s) = %q, %v", segments, k, v, err)
+			}
+		}
+		m.Close()
 	}
 }
