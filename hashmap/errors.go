@@ -2,12 +2,26 @@ package hashmap
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/offheap"
 	"github.com/sharedmap/sharedmap/rwulock"
 	"github.com/sharedmap/sharedmap/segment"
 )
+
+// BatchError is the error of a batch call that stopped at one of its keys
+// (PutAll): Index is the key's index in the call's slices, and Err what
+// the key's own store returned (match it with errors.Is, as a Put's).
+type BatchError struct {
+	Op    string // the call: "PutAll"
+	Index int
+	Err   error
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("%s: key %d: %v", e.Op, e.Index, e.Err) }
+
+func (e *BatchError) Unwrap() error { return e.Err }
 
 // Errors returned by the map. Match them with errors.Is; they come wrapped
 // with the operation and the segment or path concerned.

@@ -30,9 +30,9 @@ import (
 // done, but the batch is not a transaction, and other processes may see
 // its keys appear in any order.
 //
-// An error stops the batch: it names the lowest index of a key that
-// failed, and matches what Put would return for it (ErrFull, ErrTooLarge,
-// ...). The keys stored before the error are then not a prefix of keys:
+// An error stops the batch: a *BatchError naming the lowest index of a
+// key that failed, which matches what Put would return for it (ErrFull,
+// ErrTooLarge, ...). The keys stored before the error are then not a prefix of keys:
 // some keys after the named one may be stored, some before it not.
 // Storing the same batch again is safe: it stores each key's last value
 // again. values must be as long as keys. In a cache map each entry lives
@@ -142,7 +142,7 @@ type putAllPart struct {
 // in the call (base is the round's first).
 func (p *putAllPart) result(base int) (stored, added int, err error) {
 	if p.err != nil {
-		err = fmt.Errorf("PutAll: key %d: %w", base+int(p.failed), p.err)
+		err = &BatchError{Op: "PutAll", Index: base + int(p.failed), Err: p.err}
 	}
 	return p.stored, p.added, err
 }

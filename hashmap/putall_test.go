@@ -120,7 +120,8 @@ func TestPutAllErrorNamesTheKey(t *testing.T) {
 			bad := n * 2 / 3
 			values[bad] = make([]byte, 1<<24)
 			stored, _, err := m.PutAll(keys, values)
-			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("key %d:", bad)) {
+			var be *BatchError
+			if !errors.Is(err, ErrTooLarge) || !errors.As(err, &be) || be.Index != bad || !strings.Contains(err.Error(), fmt.Sprintf("key %d:", bad)) {
 				t.Fatalf("PutAll with key %d too large: %v", bad, err)
 			}
 			if stored >= n || stored != m.Len() {

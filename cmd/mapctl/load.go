@@ -382,10 +382,10 @@ func (l *loader) storeBatch(b *loadBatch) error {
 		// number says more. It stores a batch in the map's order, not
 		// the file's, so which of the batch's other lines it stored
 		// before it stopped is not known.
-		var at int
-		if _, serr := fmt.Sscanf(err.Error(), "PutAll: key %d:", &at); serr == nil && at < len(b.lines) {
+		var be *hashmap.BatchError
+		if errors.As(err, &be) && be.Index < len(b.lines) {
 			return fmt.Errorf("%s line %d: %w (loaded %d entries; lines %d to %d were stored together, in another order, and others of them may be stored or not)",
-				l.name, b.lines[at], errors.Unwrap(err), l.n.loaded(), b.lines[0], b.lines[len(b.lines)-1])
+				l.name, b.lines[be.Index], be.Err, l.n.loaded(), b.lines[0], b.lines[len(b.lines)-1])
 		}
 		return fmt.Errorf("%s: %w (loaded %d entries)", l.name, err, l.n.loaded())
 	}
