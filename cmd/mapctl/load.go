@@ -58,8 +58,8 @@ failed and telling how many entries were stored: every line of the batches
 before, and perhaps other lines of that line's batch. Loading the same
 input again stores each key's last value again.
 
-Each line read is stored before load waits for more input, so a reader of
-the map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
+Lines read are stored without waiting for more input, so a reader of the
+map sees a slow stream's entries as they come. An interrupt (Ctrl-C,
 SIGTERM) stores every line parsed so far, says after which line it
 stopped and what it stored, and exits with status 3; a second one ends
 load at once.
