@@ -32,10 +32,10 @@ import (
 //
 // An error stops the batch: a *BatchError naming the lowest index of a
 // key that failed, which matches what Put would return for it (ErrFull,
-// ErrTooLarge, ...). The keys stored before the error are then not a prefix of keys:
-// some keys after the named one may be stored, some before it not.
-// Storing the same batch again is safe: it stores each key's last value
-// again. values must be as long as keys. In a cache map each entry lives
+// ErrTooLarge, ...). The keys stored before the error are then not a
+// prefix of keys: some keys after the named one may be stored, some
+// before it not. Storing the same batch again is safe: it stores each
+// key's last value again. values must be as long as keys. In a cache map each entry lives
 // for DefaultTTL, as with Put.
 func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 	if len(values) != len(keys) {
@@ -246,7 +246,8 @@ func (m *Map) putAllScratch(n int) *putAllScratch {
 //
 // It is a counting sort on the sort key's top bits, one bucket for about
 // every putAllBucket keys, then an insertion sort of each bucket, stable:
-// a comparison sort of a large batch took longer than storing it. Both
+// a comparison sort of a large batch cost a good part of what storing
+// it does, this one a few percent. Both
 // passes hash every key, rather than keeping the hashes in a second array
 // as large as the sorted one.
 func (sc *putAllScratch) sortBySlot(keys [][]byte, segments int64) []putAllItem {
