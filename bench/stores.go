@@ -112,12 +112,16 @@ var stores = []storeSpec{
 
 // --- sharedmap ---
 
-type sharedStore struct{ m *hashmap.Map }
+type sharedStore struct {
+	m    *hashmap.Map
+	vals [][]byte // LoadBatch's values, over flat
+	flat []byte
+}
 
 func openSharedmap(dir string, d dataset) (store, error) {
 	m, err := hashmap.Open(filepath.Join(dir, "sharedmap.map"), &hashmap.Options{
 		Entries: d.keys, AverageKeySize: keySize, AverageValueSize: d.valueSize})
-	return &sharedStore{m}, err
+	return &sharedStore{m: m}, err
 }
 
 func (s *sharedStore) Get(dst, k []byte) ([]byte, bool, error) {
@@ -139,21 +143,23 @@ func (s *sharedStore) PutMany(keys, values [][]byte) error {
 	return err
 }
 
-// LoadBatch loads with PutMany, 16 keys a call, as LMDB and bbolt load
-// with one transaction per 1,000 keys. value reuses one buffer, so each
-// call's values are copied first.
+// LoadBatch loads with PutAll, the map's way to fill (in the file's order,
+// on every core), as LMDB and bbolt load with one transaction per 1,000
+// keys. value may reuse one buffer, so the values are copied first.
 func (s *sharedStore) LoadBatch(keys [][]byte, value func(int) []byte) error {
-	var bufs [16][]byte
-	for start := 0; start < len(keys); start += len(bufs) {
-		batch := keys[start:min(start+len(bufs), len(keys))]
-		for i := range batch {
-			bufs[i] = append(bufs[i][:0], value(start+i)...)
-		}
-		if _, err := s.m.PutMany(batch, bufs[:len(batch)]); err != nil {
-			return err
-		}
+	s.vals = s.vals[:0]
+	s.flat = s.flat[:0]
+	for i := range keys {
+		s.flat = append(s.flat, value(i)...)
 	}
-	return nil
+	at := 0
+	for i := range keys {
+		n := len(value(i))
+		s.vals = append(s.vals, s.flat[at:at+n:at+n])
+		at += n
+	}
+	_, _, err := s.m.PutAll(keys, s.vals)
+	return err
 }
 
 // --- map[string][]byte under sync.RWMutex ---
