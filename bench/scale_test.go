@@ -248,14 +248,18 @@ func TestScaleLoadAndCells(t *testing.T) {
 	}
 	for _, put := range []bool{false, true} {
 		var h latHist
-		ops, el, err := opLoop(st, d, put, 1, 20*time.Millisecond, &h)
+		ops, el, err := opLoop(st, d, put, 1, 20*time.Millisecond, &h, nil)
 		if err != nil || ops == 0 || el <= 0 || h.n != ops {
 			t.Errorf("put=%v: %d ops in %v, %d timed, %v", put, ops, el, h.n, err)
 		}
 	}
 	delete(st.m, string(scaleKey(make([]byte, keySize), 7)))
-	if _, _, err := opLoop(st, dataset{keys: 8, valueSize: 64}, false, 1, 20*time.Millisecond, nil); err == nil {
+	if _, _, err := opLoop(st, dataset{keys: 8, valueSize: 64}, false, 1, 20*time.Millisecond, nil, nil); err == nil {
 		t.Error("a missing key went unnoticed")
+	}
+	var misses uint64
+	if ops, _, err := opLoop(st, dataset{keys: 8, valueSize: 64}, false, 1, 20*time.Millisecond, nil, &misses); err != nil || misses == 0 || misses == ops {
+		t.Errorf("a cache's missing key: %d misses in %d Gets, %v; want some, counted", misses, ops, err)
 	}
 	late, _, err := scaleLoad(&rwMap{m: map[string][]byte{}}, d, 20_000, time.Now(), "rwmutex-map")
 	if err != nil || late != 0 {

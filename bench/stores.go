@@ -94,17 +94,20 @@ type storeSpec struct {
 	multiProcess bool
 	// slow: peers whose operations cost tens of microseconds get fewer ops.
 	slow bool
+	// evicts: a cache that may drop a key it was given, so a Get's miss
+	// is counted, not an error.
+	evicts bool
 }
 
 var stores = []storeSpec{
 	{name: "sharedmap", open: openSharedmap, multiProcess: true},
 	{name: "rwmutex-map", open: func(string, dataset) (store, error) { return &rwMap{m: map[string][]byte{}}, nil }},
-	{name: "fastcache", open: func(_ string, d dataset) (store, error) { return &fastStore{fastcache.New(d.memory())}, nil }},
+	{name: "fastcache", open: func(_ string, d dataset) (store, error) { return &fastStore{fastcache.New(d.memory())}, nil }, evicts: true},
 	{name: "freecache", open: func(_ string, d dataset) (store, error) {
 		return &freeStore{freecache.NewCache(d.memory())}, nil
-	}},
-	{name: "bigcache", open: openBigcache},
-	{name: "ristretto", open: openRistretto},
+	}, evicts: true},
+	{name: "bigcache", open: openBigcache, evicts: true},
+	{name: "ristretto", open: openRistretto, evicts: true},
 	{name: "bbolt", open: openBolt, slow: true},
 	{name: "lmdb", open: openLMDB, multiProcess: true},
 	{name: "redis-unix", open: openRedis, slow: true},
