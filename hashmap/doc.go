@@ -34,7 +34,9 @@
 // GetMany, PutMany and DeleteMany take many keys at once and request every
 // key's lines before using the first, so that the lookups' cache misses
 // overlap. Each key is still read consistently, or written atomically, on
-// its own; a batch is not a transaction.
+// its own; a batch is not a transaction. PutAll is the way to fill a map:
+// it stores a batch in the file's order rather than the slice's, on every
+// core.
 //
 // # Durability
 //
