@@ -10,6 +10,14 @@
 #   ./scale.sh -stores sharedmap -resume=false   # re-run one store, keep the others' rows
 # Store files go to $BENCH_DIR (default the temp directory); a pair that
 # would not fit in its memory or disk is skipped, and the table says why.
+# The runs in results/scale/ were made with
+#   ./scale.sh -out results/scale/ext4 -runs 3 -duration 1s \
+#     -scale-sets 100k-64B,1M-64B,10M-64B,1M-1KiB -scale-load-budget 6m
+#   mount -t tmpfs -o huge=always,size=22g tmpfs /mnt/scale
+#   BENCH_DIR=/mnt/scale ./scale.sh -out results/scale/tmpfs-huge -runs 2 -duration 1s \
+#     -stores sharedmap,lmdb,fastcache,floor -scale-sets 1M-64B,10M-64B,50M-64B,100M-64B
+# (on ext4, a map past the kernel's background dirty limit, about a tenth
+# of the RAM, is written back without pause: see docs/PERFORMANCE.md).
 set -euo pipefail
 cd "$(dirname "$0")"
 
