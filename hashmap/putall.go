@@ -35,8 +35,8 @@ import (
 // ErrTooLarge, ...). The keys stored before the error are then not a
 // prefix of keys: some keys after the named one may be stored, some
 // before it not. Storing the same batch again is safe: it stores each
-// key's last value again. values must be as long as keys. In a cache map each entry lives
-// for DefaultTTL, as with Put.
+// key's last value again. values must be as long as keys. In a cache map
+// each entry lives for DefaultTTL, as with Put.
 func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 	if len(values) != len(keys) {
 		return 0, 0, fmt.Errorf("PutAll: %d values for %d keys", len(values), len(keys))
