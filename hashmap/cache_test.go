@@ -128,7 +128,7 @@ func TestCacheTTL(t *testing.T) {
 // clean; the same writes to a plain map end in ErrFull.
 func TestCacheNeverFull(t *testing.T) {
 	dir := t.TempDir()
-	opts := &Options{Entries: 2000, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5, Segments: 4}
+	opts := &Options{Entries: 2000, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5, Segments: 4, MaxSize: NoGrowth}
 	plain, err := Open(filepath.Join(dir, "plain"), opts)
 	if err != nil {
 		t.Fatal(err)

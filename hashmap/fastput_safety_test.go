@@ -249,7 +249,7 @@ func TestFaultInTheFastProbeLeavesTheLockFree(t *testing.T) {
 // declined: Stats().Puts, exported as a Prometheus counter, went down, and
 // a death in between left a Put counted that never happened.
 func TestPutsCounterNeverGoesDown(t *testing.T) {
-	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 64, Segments: 1, MaxBloatFactor: 1})
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 64, Segments: 1, MaxBloatFactor: 1, MaxSize: NoGrowth})
 	if err != nil {
 		t.Fatal(err)
 	}

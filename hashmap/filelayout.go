@@ -47,6 +47,7 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
+		MaxSize: max(o.MaxSize, 0),
 	}
 	// The registry's size depends on the count of segments (a ledger and
 	// counters per segment in every slot), and the segments' offset on the
@@ -104,8 +105,9 @@ func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Option
 // and the registry record. Files from before lock tables have no lock
 // record and no arena (the zero lockLayout), nor those from before the
 // registry a registry (0 slots).
-func readRecords(f *offheap.File, segLen int) (segment.Layout, lockLayout, int, error) {
+func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, int, error) {
 	rec := f.Layout()
+	segLen := segment.RecordLen(rec)
 	var locks lockLayout
 	regSlots := 0
 	if len(rec) > segLen {
@@ -167,6 +169,14 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 	}
 	return nil
 }
+
+// DefaultMaxSize is the size up to which a map that is not a cache grows
+// when Options.MaxSize is zero: 1 TiB.
+const DefaultMaxSize = 1 << 40
+
+// NoGrowth, as Options.MaxSize, keeps the file at the size it is created
+// with: Put returns ErrFull once the overflow pool is used up.
+const NoGrowth = -1
 
 // DefaultMaxProcesses is how many processes may have a new map open for
 // writing at once when Options.MaxProcesses is zero.

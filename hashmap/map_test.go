@@ -211,7 +211,7 @@ func TestOptions(t *testing.T) {
 // TestFillToFull fills a small map until ErrFull: every entry stored before
 // is still readable, and the failed Put wrote nothing.
 func TestFillToFull(t *testing.T) {
-	m, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5})
+	m, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5, MaxSize: NoGrowth})
 	stored := 0
 	var fullErr error
 	for i := 0; i < 100000; i++ {
@@ -288,7 +288,7 @@ func TestPutMany(t *testing.T) {
 		t.Error("PutMany with fewer values than keys succeeded")
 	}
 
-	small, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5})
+	small, _ := openTemp(t, &Options{Entries: 200, AverageKeySize: 8, AverageValueSize: 32, MaxBloatFactor: 1.5, MaxSize: NoGrowth})
 	keys, values = keys[:0], values[:0]
 	for i := range 2000 {
 		keys = append(keys, fmt.Appendf(nil, "key-%06d", i))

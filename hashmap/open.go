@@ -92,6 +92,7 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 		ReadOnly:    o.ReadOnly,
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
+		GrowsTo:     segment.RecordMaxEnd,
 		Mode:        o.Mode,
 		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
 		// The disk blocks of everything every map writes (the lock
@@ -142,6 +143,13 @@ func attach(f *offheap.File, fl fileLayout, o Options) (*Map, error) {
 		return nil, err
 	}
 	tb.SetDataAt(f.DataAt)
+	grow := f.Grow
+	if o.ReadOnly {
+		grow = nil
+	}
+	if err := tb.SetGrowth(f.Growth, f.Length(), f.Refresh, grow); err != nil {
+		return nil, err
+	}
 	tb.SetLocalQueue(o.QueueWritersLocally)
 	if o.Now != nil {
 		now := o.Now

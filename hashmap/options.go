@@ -28,10 +28,26 @@ type Options struct {
 	// Put of the planned sizes would fail with ErrTooLarge.
 	AverageKeySize   int
 	AverageValueSize int
-	// MaxBloatFactor is how far past its planned size the map may grow (by
-	// chaining overflow tiers) before Put returns ErrFull: 2 means about
-	// twice Entries. Default 2; from 1 to 1000.
+	// MaxBloatFactor sizes the overflow pool the file starts with: about
+	// how far past Entries the map grows (by chaining overflow tiers)
+	// before the file must grow, or, for a map that does not grow (a
+	// cache, or MaxSize NoGrowth), before Put returns ErrFull: 2 means
+	// about twice Entries. Default 2; from 1 to 1000.
 	MaxBloatFactor float64
+	// MaxSize bounds the file of a map that is not a cache: when its
+	// overflow pool is used up, a writer lengthens the file by as many
+	// tiers again as it holds, up to MaxSize bytes, and every process
+	// sees the new tiers at once; Put returns ErrFull only once the file
+	// is MaxSize bytes long, or the disk is full. Zero means
+	// DefaultMaxSize; NoGrowth keeps the file at the size it is created
+	// with. Each process that opens the map reserves MaxSize bytes of
+	// address space for it (not memory: nothing past the file's end is
+	// touched), so a process may hold about a hundred maps of the
+	// default open at once; a smaller MaxSize allows more. Fixed at
+	// creation. A map that holds many times Entries reads and writes more
+	// slowly than one created for its size (its segments chain more
+	// tiers); mapctl stats shows the tiers per segment.
+	MaxSize int64
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.
 	Segments int
@@ -146,7 +162,7 @@ func (o *Options) withDefaults() (Options, error) {
 	}{{"Entries", r.Entries < 0}, {"AverageKeySize", r.AverageKeySize < 0}, {"AverageValueSize", r.AverageValueSize < 0},
 		{"MaxBloatFactor", r.MaxBloatFactor < 0}, {"Segments", r.Segments < 0}, {"LockTimeout", r.LockTimeout < 0},
 		{"Locks", r.Locks < 0}, {"MaxProcesses", r.MaxProcesses < 0}, {"DefaultTTL", r.DefaultTTL < 0},
-		{"LoadTimeout", r.LoadTimeout < 0}} {
+		{"LoadTimeout", r.LoadTimeout < 0}, {"MaxSize", r.MaxSize < NoGrowth}} {
 		if f.neg {
 			negative = append(negative, f.name)
 		}
@@ -180,6 +196,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxProcesses == 0 {
 		r.MaxProcesses = DefaultMaxProcesses
+	}
+	if r.MaxSize == 0 {
+		r.MaxSize = DefaultMaxSize
 	}
 	if r.MaxProcesses > maxProcesses {
 		return r, fmt.Errorf("%w: MaxProcesses %d is more than %d", ErrBadOptions, r.MaxProcesses, maxProcesses)

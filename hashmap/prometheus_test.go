@@ -223,7 +223,7 @@ func metricValue(ms []Metric, name string) (int64, bool) {
 // to none as a map fills, and are none when Put fails with ErrFull; the
 // free entries and bytes shrink with it, and the used bytes are Stats's.
 func TestPrometheusHeadroom(t *testing.T) {
-	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 64, Segments: 1, MaxBloatFactor: 2})
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 64, Segments: 1, MaxBloatFactor: 2, MaxSize: NoGrowth})
 	defer m.Close()
 	st := m.Stats()
 	pool := int64(st.TiersMax - st.Segments)

@@ -142,7 +142,7 @@ func TestPutAllErrorNamesTheKey(t *testing.T) {
 // TestPutAllIntoAFullMap: a batch larger than the map fails with ErrFull,
 // and every key PutAll says it stored reads back with its value.
 func TestPutAllIntoAFullMap(t *testing.T) {
-	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, AverageKeySize: 10, AverageValueSize: 40, MaxBloatFactor: 1})
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, AverageKeySize: 10, AverageValueSize: 40, MaxBloatFactor: 1, MaxSize: NoGrowth})
 	defer m.Close()
 	n := 5 * putAllParallel
 	keys, values := putAllKeys(0, n, 0)

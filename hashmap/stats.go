@@ -7,7 +7,10 @@ type Stats struct {
 	MaxBloatFactor   float64 `json:"max_bloat_factor"`  // growth allowed past Capacity
 	Segments         int     `json:"segments"`          // independently locked parts
 	TiersInUse       int     `json:"tiers_in_use"`      // first tiers + linked overflow tiers
-	TiersMax         int     `json:"tiers_max"`         // tiers the file can hold
+	TiersMax         int     `json:"tiers_max"`         // tiers the file holds now (first tiers and the overflow pool)
+	TiersLimit       int     `json:"tiers_limit"`       // tiers the file may grow to hold (TiersMax in a map that does not grow)
+	MaxFileSize      int64   `json:"max_file_size"`     // the size the file may grow to (FileSize in a map that does not grow)
+	GrowthSteps      int     `json:"growth_steps"`      // times the file has grown
 	BytesUsed        int64   `json:"bytes_used"`        // entry chunks in use, in bytes
 	BytesAllocatable int64   `json:"bytes_allocatable"` // entry space of the tiers in use
 	FileSize         int64   `json:"file_size"`         // the file's size (overflow tiers take disk only once used)
@@ -57,7 +60,8 @@ func (m *Map) stats() Stats {
 	st := Stats{
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
 		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),
-		TiersMax: int(l.Tiers), FileSize: l.End, ChunkSize: int(l.ChunkSize),
+		TiersMax: int(m.table.Present()), TiersLimit: int(l.MaxTiers), FileSize: m.file.Length(), MaxFileSize: l.MaxEnd(),
+		ChunkSize: int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
 		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,
@@ -66,6 +70,9 @@ func (m *Map) stats() Stats {
 	st.UndoRecords = l.Undo
 	st.FastLedgers = l.FastLedgers
 	st.MovesCounted = l.MoveCounters
+	if steps, err := m.table.GrowthSteps(); err == nil {
+		st.GrowthSteps = len(steps)
+	}
 	for _, s := range m.segments() {
 		st.Hits += s.Hits
 		st.Misses += s.Misses

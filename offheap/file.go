@@ -2,8 +2,11 @@ package offheap
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,12 +20,20 @@ import (
 // but not while anything writes the file through it.
 type File struct {
 	*Region
+	// Growth maps the bytes a file that may grow (OpenOptions.GrowsTo)
+	// grows into: from Size to the most it may hold, at addresses of its
+	// own. Nil for a file that does not grow. Only the bytes below Length
+	// may be touched.
+	Growth *Region
 	fd      *os.File
 	path    string
 	hdr     header
 	created bool
-	mended  []string // header copies Open rewrote (see HeaderMended)
-	salvage Salvage  // how OpenSalvage read the file
+	mended  []string     // header copies Open rewrote (see HeaderMended)
+	salvage Salvage      // how OpenSalvage read the file
+	length  atomic.Int64 // the file's length as this process last saw it: at least Size, at most Len
+
+	growMu sync.Mutex // serializes this process's Grow calls
 
 	lockMu   sync.Mutex
 	lockFile *os.File // the companion lock file, once LockFile opened it
@@ -34,7 +45,9 @@ const hugePageSize = 2 << 20
 
 // newFile wraps a mapping whose header has been validated or just written.
 func newFile(r *Region, fd *os.File, path string, h *header, o *OpenOptions, created bool) *File {
-	return &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
+	f := &File{Region: r, fd: fd, path: path, hdr: *h, created: created}
+	f.length.Store(min(h.fileSize, r.Len()))
+	return f
 }
 
 // adviseMapping passes the hints every map file gets. Random access: hash
@@ -58,8 +71,94 @@ func (f *File) Layout() []byte { return bytes.Clone(f.hdr.layout) }
 // layers above lay out.
 func (f *File) DataOffset() int64 { return f.hdr.dataOffset }
 
-// Size is the size of the file and of its mapping. It never changes.
+// Size is the size the file was created with, as its header records it.
+// A file that may grow (OpenOptions.GrowsTo) is at least that long and
+// at most Len; Length says how long it was last seen.
 func (f *File) Size() int64 { return f.hdr.fileSize }
+
+// mapGrowth maps, for a file that may grow to limit bytes, the bytes past
+// Size (Growth).
+func (f *File) mapGrowth(limit int64, o *OpenOptions) error {
+	if limit <= f.hdr.fileSize {
+		return nil
+	}
+	g, err := mapGrowth(f.fd, f.hdr.fileSize, limit, !o.ReadOnly)
+	if err != nil {
+		return err
+	}
+	adviseMapping(g, o)
+	f.Growth = g
+	return nil
+}
+
+// MaxLength is the most bytes the file may hold: Size, or more for a file
+// that may grow.
+func (f *File) MaxLength() int64 {
+	if f.Growth == nil {
+		return f.Len()
+	}
+	return f.Len() + f.Growth.Len()
+}
+
+// Length is the file's length as this process last saw it (at Open, Grow
+// or Refresh): every byte below it is the file's and may be touched. It
+// only grows.
+func (f *File) Length() int64 { return f.length.Load() }
+
+// Refresh reads the file's length again (fstat), for a process that
+// meets an offset past Length that another process may have grown the
+// file over, and returns the new Length. A file shortened under its
+// mappers (which only damage does) leaves Length as it was.
+func (f *File) Refresh() (int64, error) {
+	st, err := f.fd.Stat()
+	if err != nil {
+		return f.Length(), &fileError{Path: f.path, Op: "stat", Err: err}
+	}
+	return f.raiseLength(st.Size()), nil
+}
+
+// raiseLength raises Length to n, bounded by the mapping, and returns it.
+func (f *File) raiseLength(n int64) int64 {
+	n = min(n, f.MaxLength())
+	for {
+		cur := f.length.Load()
+		if n <= cur || f.length.CompareAndSwap(cur, n) {
+			return max(n, cur)
+		}
+	}
+}
+
+// ErrGrowLimit reports a Grow past the size the file may grow to (the
+// mapping's length, Len).
+var ErrGrowLimit = errors.New("the file may not grow that far")
+
+// Grow lengthens the file to n bytes (ftruncate), unless it is already
+// that long, so that every process mapping it may touch the pages up to
+// n. The new bytes are a hole, reading as zeros; Allocate reserves their
+// disk blocks. Growing is one system call: a process killed around it
+// leaves the file at its old length or its new one, both of which open.
+// Callers serialize growth between processes themselves (a lock in the
+// file); Grow only never shortens the file.
+func (f *File) Grow(n int64) error {
+	fail := func(err error) error { return &fileError{Path: f.path, Op: "grow", Err: err} }
+	switch {
+	case f.ReadOnly():
+		return fail(errReadOnly)
+	case n > f.MaxLength():
+		return fail(fmt.Errorf("%w: %d bytes asked, %d at most", ErrGrowLimit, n, f.MaxLength()))
+	}
+	f.growMu.Lock()
+	defer f.growMu.Unlock()
+	cur, err := f.Refresh()
+	if err != nil || cur >= n {
+		return err
+	}
+	if err := f.fd.Truncate(n); err != nil {
+		return fail(pathless(err))
+	}
+	f.raiseLength(n)
+	return nil
+}
 
 // DataAt says where, at or after off, the file's next data begins
 // (start) and where that data ends (end): the bytes from off to start are a
@@ -77,7 +176,7 @@ func (f *File) DataAt(off int64) (start, end int64, ok bool) {
 	start, none, err := seekData(f.fd, off)
 	switch {
 	case none:
-		return f.Size(), f.Size(), true
+		return f.Length(), f.Length(), true
 	case err != nil:
 		return 0, 0, false
 	}
@@ -137,12 +236,20 @@ func (f *File) Allocate(off, n int64) error {
 	switch {
 	case f.ReadOnly():
 		return fail(errReadOnly)
-	case !f.inBounds(off, n):
-		return fail(&rangeError{Off: off, Len: n, Size: f.Len()})
 	case n == 0:
 		return nil // fallocate rejects an empty range with EINVAL
 	}
-	if err := reserve(f.fd, off, n, f.Len()); err != nil {
+	length := f.Length()
+	if off < 0 || n < 0 || off > length || n > length-off {
+		// Another process may have grown the file since this one looked.
+		length, _ = f.Refresh()
+	}
+	if off < 0 || n < 0 || off > length || n > length-off {
+		return fail(&rangeError{Off: off, Len: n, Size: length})
+	}
+	// Up to the file's length only: fallocate past the end would lengthen
+	// the file, which only Grow does.
+	if err := reserve(f.fd, off, n, length); err != nil {
 		return fail(err)
 	}
 	return nil
@@ -177,6 +284,13 @@ func (f *File) Sync() error {
 	if err := f.syncRange(0, f.Len()); err != nil {
 		return &fileError{Path: f.path, Op: "sync", Err: err}
 	}
+	// The growth up to the length last seen: what another process wrote
+	// past it, after growing the file, is for that process's Sync.
+	if grown := f.Length() - f.Len(); f.Growth != nil && grown > 0 {
+		if err := f.Growth.syncRange(0, grown); err != nil {
+			return &fileError{Path: f.path, Op: "sync", Err: err}
+		}
+	}
 	return nil
 }
 
@@ -190,13 +304,25 @@ func (f *File) Sync() error {
 // late readers, but it keeps the file's disk space should it be deleted),
 // and the error says so. Calling Close or Retire again does nothing.
 func (f *File) Retire() error {
-	return f.closeWith(func() error { return f.Region.retire(f.fd) })
+	// The growth mapping goes whole: only the calls Close waits for touch
+	// it (lock-free readers read the first Size bytes alone).
+	return f.closeWith(func() error { return errors.Join(f.Region.retire(f.fd), f.unmapGrowth()) })
 }
 
 // Close unmaps the file and closes its descriptor. It does not sync: the
 // pages stay in the page cache and reach the file as the kernel writes
 // them back. Calling Close again does nothing and returns nil.
-func (f *File) Close() error { return f.closeWith(f.Unmap) }
+func (f *File) Close() error {
+	return f.closeWith(func() error { return errors.Join(f.Unmap(), f.unmapGrowth()) })
+}
+
+// unmapGrowth lets the growth mapping go.
+func (f *File) unmapGrowth() error {
+	if f.Growth == nil {
+		return nil
+	}
+	return f.Growth.Unmap()
+}
 
 // closeWith lets the mapping go by letGo, then closes the descriptor,
 // once.

@@ -75,6 +75,15 @@ type OpenOptions struct {
 	// 2 MiB pages either way: the folios are the file's, made by whichever
 	// process touches a range first.
 	NoHugePages bool
+	// GrowsTo, if set, says for a layout record (the one given to create
+	// the file, or the one an existing file's header holds) the size up to
+	// which the file may grow after creation, or 0 if its size is fixed.
+	// A file that may grow is mapped at that size from the start (address
+	// space, not memory: the pages past the file's end are never touched
+	// until File.Grow has lengthened the file over them), so that every
+	// process sees the file grow without mapping it again; its length may
+	// then be anything from the size recorded at creation to GrowsTo's.
+	GrowsTo func(layout []byte) int64
 	// Mode is the permission bits (0o777 at most) of a file Open creates,
 	// set exactly, whatever the process's umask. Zero means 0o600: only the
 	// creating user may open the map. Read permission lets a user read
@@ -302,8 +311,13 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 // fails to verify.
 func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
-	if size != h.fileSize {
+	limit := o.growsTo(h.layout, h.fileSize)
+	switch {
+	case size < h.fileSize || (limit == h.fileSize && size != h.fileSize):
 		return fail(wrongSize(fd, path, size, h.fileSize))
+	case size > limit:
+		return fail(fmt.Errorf("%w: %d bytes, more than the %d its layout lets it grow to (something appended to it); truncate -s %d %s cuts it back if the bytes past that are zeros",
+			ErrSize, size, limit, limit, shellQuote(path)))
 	}
 	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
 	if err != nil {
@@ -311,6 +325,11 @@ func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFa
 	}
 	adviseMapping(r, o)
 	f := newFile(r, fd, path, h, o, false)
+	if err := f.mapGrowth(limit, o); err != nil {
+		_ = r.Unmap()
+		return fail(err)
+	}
+	f.length.Store(size)
 	if !o.ReadOnly && mends(faults) {
 		// One copy verified; rewrite the other from it.
 		if f.mended, err = mendCopies(r, h, faults); err != nil {
@@ -351,7 +370,12 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 		return fail(err)
 	}
 	h.state = stateReady
-	return newFile(r, fd, path, &h, o, true), nil
+	f = newFile(r, fd, path, &h, o, true)
+	if err := f.mapGrowth(o.growsTo(o.Layout, o.Size), o); err != nil {
+		f = nil
+		return fail(err)
+	}
+	return f, nil
 }
 
 // writeInitializing empties the file and writes the header, saying
@@ -435,6 +459,15 @@ func markReady(r *Region, size int64) error {
 	testCreateStep("copy A ready")
 	atomic.StoreUint32(r.Uint32(copyB+hdrState), stateReady)
 	return r.syncRange(0, HeaderSize)
+}
+
+// growsTo is the size a file of the given layout and recorded size may
+// grow to: recorded itself unless GrowsTo says more.
+func (o *OpenOptions) growsTo(layout []byte, recorded int64) int64 {
+	if o.GrowsTo == nil {
+		return recorded
+	}
+	return max(recorded, min(o.GrowsTo(layout), maxMapSize))
 }
 
 // testCreateStep marks the steps of create, for tests that kill a creator

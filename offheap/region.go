@@ -61,6 +61,23 @@ func mapFile(f *os.File, size int64, writable bool) (*Region, error) {
 	return &Region{data: data, readOnly: !writable}, nil
 }
 
+// mapGrowth maps the bytes of f from from to limit, where a file that
+// may grow grows (see OpenOptions.GrowsTo and File.Growth): address space,
+// not memory. Pages past the file's end fault (SIGBUS) if touched, until
+// the file is lengthened over them. from must be a multiple of the page
+// size.
+func mapGrowth(f *os.File, from, limit int64, writable bool) (*Region, error) {
+	prot := mmap.RDONLY
+	if writable {
+		prot = mmap.RDWR
+	}
+	data, err := mmap.MapRegion(f, int(limit-from), prot, 0, from)
+	if err != nil {
+		return nil, fmt.Errorf("mmap of %d bytes (what the map may grow by; a smaller MaxSize needs less address space): %w", limit-from, err)
+	}
+	return &Region{data: data, readOnly: !writable}, nil
+}
+
 // Len is the size of the mapping in bytes.
 func (r *Region) Len() int64 { return int64(len(r.data)) }
 

@@ -130,7 +130,7 @@ func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragment
 	tb := s.tb
 	l := &tb.layout
 	i := s.index
-	for hops := int64(0); hops < l.Tiers; hops++ {
+	for hops := int64(0); hops < tb.Present(); hops++ {
 		tv := tb.tier(i)
 		if s.hasRoom(&tv, moving) {
 			if c := tv.alloc(n, l.Chunks); c >= 0 {
@@ -146,7 +146,7 @@ func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragment
 		if next == 0 {
 			break
 		}
-		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+		if _, ok := tb.overflowLink(next); !ok {
 			return tier{}, -1, nil, tier{}, s.corrupt(i, "tier link out of range")
 		}
 		i = int64(next - 1)
@@ -240,15 +240,24 @@ func (t *tier) mark(c, n int64, used bool) {
 
 // linkTier takes a tier from the overflow pool and appends it to the chain
 // after last. The pool is a counter: tiers are never returned, and a process
-// that dies between taking and linking a tier only wastes it.
+// that dies between taking and linking a tier only wastes it. In a file
+// that grows, a pool used up is lengthened first (growPool), under the same
+// admin lock.
 func (s *Segment) linkTier(last *tier) (tier, error) {
 	tb := s.tb
 	l := &tb.layout
-	pool := uint64(l.Tiers - l.Segments)
+	pool := uint64(tb.Present() - l.Segments)
 	var idx uint64
 	if tb.admin != nil {
 		tb.admin.Lock()
 		used := atomic.LoadUint64(tb.extraTiers)
+		if used >= pool && l.Grows {
+			if err := tb.growPool(used); err != nil {
+				_ = tb.admin.Unlock()
+				return tier{}, err
+			}
+			pool = uint64(tb.Present() - l.Segments)
+		}
 		if used >= pool {
 			_ = tb.admin.Unlock()
 			return tier{}, s.poolExhausted(pool)

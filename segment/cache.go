@@ -97,17 +97,17 @@ func (s *Segment) expiredCount() int64 { return int64(atomic.LoadUint64(s.expire
 
 // chainTiers lists the tiers of the segment's chain, first tier first.
 func (s *Segment) chainTiers() ([]tier, error) {
-	l := &s.tb.layout
+	tb := s.tb
 	var out []tier
 	t := s.index
-	for hops := int64(0); hops < l.Tiers; hops++ {
+	for hops := int64(0); hops < tb.Present(); hops++ {
 		tv := s.tb.tier(t)
 		out = append(out, tv)
 		next := tv.next()
 		if next == 0 {
 			return out, nil
 		}
-		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+		if _, ok := tb.overflowLink(next); !ok {
 			return nil, s.corrupt(t, "tier link out of range")
 		}
 		t = int64(next - 1)

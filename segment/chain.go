@@ -28,6 +28,7 @@ import (
 // the tiers linked again and the entries dropped. Caller holds write.
 func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 	tb := s.tb
+	tb.refreshTiers() // a link past the tiers this process has seen may be sound: the file may have grown
 	l := &tb.layout
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
@@ -48,7 +49,7 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 		next := tv.next()
 		t := int64(next) - 1
 		ours, mend := false, false
-		if next != 0 && next <= uint64(l.Tiers) && t >= l.Segments && !seen[t] {
+		if next != 0 && next <= uint64(tb.Present()) && t >= l.Segments && !seen[t] {
 			ours, mend = tb.linkedTierIsOf(s.index, t, pos)
 		}
 		if ours && !mend {
@@ -199,7 +200,7 @@ func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	}
 	if !mine {
 		next := tb.tierNext(t)
-		if next == 0 || next > uint64(tb.layout.Tiers) {
+		if next == 0 || next > uint64(tb.Present()) {
 			return false, false
 		}
 		nh := tb.tier(int64(next) - 1).header
@@ -277,5 +278,5 @@ func (tb *Table) soundKeys(t int64, key func([]byte)) {
 // handedOutEnd is one past the last tier the pool has handed out (first
 // tiers included), by the count, bounded by the table.
 func (tb *Table) handedOutEnd() int64 {
-	return min(tb.layout.Segments+tb.ExtraTiersInUse(), tb.layout.Tiers)
+	return min(tb.layout.Segments+tb.ExtraTiersInUse(), tb.Present())
 }

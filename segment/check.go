@@ -165,7 +165,7 @@ func (s *Segment) checkChain(c *Checker, report reportFunc) (total, tiers int64)
 			return total, tiers
 		}
 		nt := int64(next - 1)
-		if next > uint64(l.Tiers) || nt < l.Segments || seen[nt] {
+		if _, ok := s.tb.overflowLink(next); !ok || seen[nt] {
 			report(t, "next-tier link %d leads outside the pool or back into the chain", next)
 			return total, tiers
 		}
@@ -307,7 +307,14 @@ func (tb *Table) ClearReservedGlobal() {
 func (tb *Table) reservedGlobal() (global, padding []uint64) {
 	l := &tb.layout
 	end := l.UndoOff + l.Segments*l.UndoSize // UndoOff is the end of the counters, UndoSize 0 without undo records
-	return tb.region.Uint64s(l.GlobalOff+gExtraTiersUsed+8, globalSize/8-1), tb.region.Uint64s(end, (l.TiersOff-end)/8)
+	from := int64(gExtraTiersUsed + 8)
+	if l.Grows {
+		// The growth log's count, and its steps (a damaged count leaves
+		// the whole log to be checked as the count: see checkGrowth).
+		n := min(atomic.LoadUint64(tb.region.Uint64(l.GlobalOff+gGrowthSteps)), maxGrowthSteps)
+		from = gGrowthLog + int64(n)*growthStepBytes
+	}
+	return tb.region.Uint64s(l.GlobalOff+from, (globalSize-from)/8), tb.region.Uint64s(end, (l.TiersOff-end)/8)
 }
 
 // CheckGlobal verifies, read-only, the table's global state: the count of
@@ -318,6 +325,8 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	// tier a segment links or that has an owner, and the reserved bytes
 	// are zero (nothing writes them, so anything else is damage).
 	l := &tb.layout
+	tb.refreshTiers()
+	tb.checkGrowth(problem)
 	// Before the count: a tier is handed out before it gets an owner and
 	// is linked, so an owner read first lies below a count read after.
 	inUse := tb.poolTiersInUse()
@@ -329,8 +338,8 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	})
 	n := atomic.LoadUint64(tb.extraTiers)
 	switch {
-	case n > uint64(l.Tiers-l.Segments):
-		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, l.Tiers-l.Segments))
+	case n > uint64(tb.Present()-l.Segments):
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, tb.Present()-l.Segments))
 	case n < inUse:
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, but %d are linked or owned: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, inUse))
 	}
@@ -365,7 +374,7 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 	end := tb.handedOutEnd()
 	linked := make(map[int64]bool)
 	for i := int64(0); i < end; i++ {
-		if next := tb.tierNext(i); next != 0 && next <= uint64(l.Tiers) {
+		if next := tb.tierNext(i); next != 0 && next <= uint64(tb.Present()) {
 			linked[int64(next)-1] = true
 		}
 	}
@@ -402,10 +411,10 @@ func (tb *Table) linkedPoolTiers() uint64 {
 	for i := range l.Segments {
 		t := tb.tier(i)
 		seen := map[int64]bool{}
-		for pos := int64(1); pos < l.Tiers; pos++ {
+		for pos := int64(1); pos < tb.Present(); pos++ {
 			next := t.next()
 			idx := int64(next) - 1
-			if next == 0 || next > uint64(l.Tiers) || idx < l.Segments || seen[idx] {
+			if next == 0 || next > uint64(tb.Present()) || idx < l.Segments || seen[idx] {
 				break
 			}
 			if ours, _ := tb.linkedTierIsOf(i, idx, pos); !ours {
@@ -431,13 +440,13 @@ func (tb *Table) linkedPoolTiers() uint64 {
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	data := int64(-1) // the bytes up to it are data, as far as known
-	for idx := l.Segments; idx < l.Tiers; idx++ {
+	for idx := l.Segments; idx < tb.Present(); idx++ {
 		if off := l.TiersOff + idx*l.TierSize; tb.dataAt != nil && off >= data {
 			// Headers in a hole of the file are zeros: skip them unread.
 			start, end, ok := tb.dataAt(off)
 			switch {
 			case !ok:
-				data = l.End // it cannot tell: read every header
+				data = l.TiersOff + tb.Present()*l.TierSize // it cannot tell: read every header
 			case start >= off+tierHeaderSize:
 				next := (start - l.TiersOff) / l.TierSize // the tier start is in
 				if start >= l.TiersOff+next*l.TierSize+tierHeaderSize {
@@ -455,7 +464,7 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 		}
 		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
 		named := owner != 0 && owner <= uint64(l.Segments)
-		handedOut := named && order >= 1 && order < uint64(l.Tiers)
+		handedOut := named && order >= 1 && order < uint64(tb.Present())
 		switch {
 		case named && !handedOut:
 			// A damaged position word: entries of the segment named say it
@@ -503,7 +512,8 @@ func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 	// there they would make the pool refuse the tier. Part of repairing a
 	// damaged file.
 	l := &tb.layout
-	pool := uint64(l.Tiers - l.Segments)
+	tb.refreshTiers()
+	pool := uint64(tb.Present() - l.Segments)
 	if tb.admin != nil {
 		tb.admin.Lock()
 		defer func() { _ = tb.admin.Unlock() }()

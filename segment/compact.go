@@ -172,8 +172,8 @@ func (tb *Table) setRunLength(t *tier, c, nch int64) {
 		return
 	}
 	h := tb.entryHeader(nch, tb.entryKey(t, c, klen), tb.entryValue(t, c, klen, vlen))
-	word := (t.index*tb.layout.TierSize + tb.layout.entriesOff + off + ehChunks) / 8
-	atomic.StoreUint64(&tb.tierWords[word], h.chunksAndSum)
+	_, words, base := tb.area(t.index)
+	atomic.StoreUint64(&words[(base+tb.layout.entriesOff+off+ehChunks)/8], h.chunksAndSum)
 }
 
 // storeBitmap replaces the tier's allocation bitmap by words, one atomic

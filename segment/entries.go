@@ -146,7 +146,7 @@ func (s *Segment) walk(fn func(head, key, value []byte), undecodable func()) (in
 	tb := s.tb
 	l := &tb.layout
 	t := s.index
-	for hops := int64(0); hops < l.Tiers; hops++ {
+	for hops := int64(0); hops < tb.Present(); hops++ {
 		tv := tb.tier(t)
 		for pos := range tv.slots {
 			slot := atomic.LoadUint64(&tv.slots[pos])
@@ -166,7 +166,7 @@ func (s *Segment) walk(fn func(head, key, value []byte), undecodable func()) (in
 		if next == 0 {
 			return t, nil
 		}
-		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+		if _, ok := tb.overflowLink(next); !ok {
 			return t, errInconsistent
 		}
 		t = int64(next - 1)

@@ -22,6 +22,10 @@ type Params struct {
 	// NoUndo makes the map without undo records (see Layout.Undo): values
 	// rewritten in place do not go through one first.
 	NoUndo bool
+	// MaxSize, if larger than the file these parameters make, lets the
+	// overflow pool grow (see Layout.Grows) until the file is MaxSize
+	// bytes. Not for cache maps, which evict instead.
+	MaxSize int64
 }
 
 // Layout is the geometry of a map file, derived once from Params and then
@@ -67,6 +71,15 @@ type Layout struct {
 	// RecordHasFastLedgers). An older build, which rejects the flag, would
 	// take those holds for a dead process's.
 	FastLedgers bool
+	// Grows: when the overflow pool is used up, a writer lengthens the
+	// file by as many tiers again as it has (up to MaxTiers) instead of
+	// failing with ErrFull (see Table.growPool). The file then holds
+	// between Tiers and MaxTiers tiers; every process maps MaxTiers' worth
+	// of address space up front (MaxEnd), so none maps the file again.
+	Grows bool
+	// MaxTiers is the most tiers the file may hold: Tiers in files that
+	// do not grow.
+	MaxTiers int64
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -198,7 +211,22 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 			ErrBadParams, ErrOversize, p.Entries, l.averageEntry(), p.MaxBloatFactor, end, int64(MaxMapBytes))
 	}
 	l.End = l.TiersOff + l.Tiers*l.TierSize
+	l.MaxTiers = l.Tiers
+	if p.MaxSize > l.End && !p.Cache {
+		l.Grows = true
+		l.MaxTiers = (min(p.MaxSize, MaxMapBytes) - l.TiersOff) / l.TierSize
+	}
 	return l, nil
+}
+
+// MaxEnd is the most bytes the file may take: End in files that do not
+// grow.
+func (l *Layout) MaxEnd() int64 { return l.TiersOff + l.MaxTiers*l.TierSize }
+
+// tiersIn is how many tiers a file of length bytes holds whole, between
+// Tiers and MaxTiers.
+func (l *Layout) tiersIn(length int64) int64 {
+	return min(max((length-l.TiersOff)/l.TierSize, l.Tiers), l.MaxTiers)
 }
 
 // tierEntries is MaxTierEntries for a map of entries in segments. A
@@ -282,6 +310,9 @@ func (l *Layout) Encode() []byte {
 		b = binary.LittleEndian.AppendUint64(b, uint64(*v))
 	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.MaxBloatFactor))
+	if l.Grows {
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.MaxTiers))
+	}
 	return b
 }
 
@@ -306,6 +337,9 @@ func (l *Layout) fields() []*int64 {
 	if l.FastLedgers {
 		flags |= flagFastLedgers
 	}
+	if l.Grows {
+		flags |= flagGrows
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -322,7 +356,24 @@ const (
 	flagMoveCounters = 8 // only with flagStats
 	flagUndo         = 16
 	flagFastLedgers  = 32
+	flagGrows        = 128 // the record has MaxTiers after MaxBloatFactor
 )
+
+// layoutFields is the number of integer fields before MaxBloatFactor.
+const layoutFields = 17
+
+// RecordLen is the length of the segment layout record at the start of b
+// (other records may follow it): longer in files that grow. It reads only
+// the flags, as RecordHasStats does; DecodeLayout checks the rest.
+func RecordLen(b []byte) int {
+	n := len(layoutMagic) + 8*(layoutFields+1)
+	off := len(layoutMagic) + 8*2
+	if len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic &&
+		binary.LittleEndian.Uint64(b[off:])&flagGrows != 0 {
+		n += 8
+	}
+	return n
+}
 
 // ErrBadLayout reports a layout record that this version cannot use: from a
 // newer format, damaged, or inconsistent with the file.
@@ -333,8 +384,8 @@ var ErrBadLayout = errors.New("bad map layout")
 // fileSize bytes: every offset used later is derived and bounded here, so
 // that a damaged header can never send an access outside the file.
 func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
-	const n = 17
-	if len(b) != len(layoutMagic)+8*(n+1) || string(b[:len(layoutMagic)]) != layoutMagic {
+	const n = layoutFields
+	if len(b) != RecordLen(b) || string(b[:len(layoutMagic)]) != layoutMagic {
 		return Layout{}, fmt.Errorf("%w: not a sharedmap layout record (%d bytes)", ErrBadLayout, len(b))
 	}
 	v := make([]int64, n)
@@ -345,8 +396,8 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
-		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) {
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagGrows) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
@@ -374,6 +425,13 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if want.End > fileSize {
 		return Layout{}, fmt.Errorf("%w: the map needs %d bytes, the file has %d", ErrBadLayout, want.End, fileSize)
 	}
+	if v[2]&flagGrows != 0 {
+		maxTiers := int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*(n+1):]))
+		if maxTiers <= want.Tiers || maxTiers > (MaxMapBytes-want.TiersOff)/want.TierSize {
+			return Layout{}, fmt.Errorf("%w: MaxTiers %d: want more than the %d tiers the file starts with, within %d bytes", ErrBadLayout, maxTiers, want.Tiers, int64(MaxMapBytes))
+		}
+		want.Grows, want.MaxTiers, want.MaxSize = true, maxTiers, want.TiersOff+maxTiers*want.TierSize
+	}
 	return want, nil
 }
 
@@ -398,6 +456,23 @@ func RecordSegments(b []byte) (int64, bool) {
 	}
 	n := int64(binary.LittleEndian.Uint64(b[off:]))
 	return n, n > 0 && n <= 1<<30
+}
+
+// RecordMaxEnd reads from a layout record the size its file may grow to
+// (Layout.MaxEnd), or 0 for a file that does not grow, without checking
+// the rest, as RecordLen does: the file is mapped at that size before
+// DecodeLayout checks the record (and Open refuses a mapping shorter than
+// the layout it decodes).
+func RecordMaxEnd(b []byte) int64 {
+	if RecordLen(b) > len(b) || RecordLen(b) == len(layoutMagic)+8*(layoutFields+1) {
+		return 0
+	}
+	field := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*i:])) }
+	tiersOff, tierSize, maxTiers := field(15), field(12), field(layoutFields+1)
+	if tiersOff <= 0 || tierSize <= 0 || maxTiers <= 0 || tiersOff > MaxMapBytes || maxTiers > (MaxMapBytes-tiersOff)/tierSize {
+		return 0
+	}
+	return tiersOff + maxTiers*tierSize
 }
 
 // RecordHasFastLedgers reads from a layout record whether the file has

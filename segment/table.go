@@ -50,6 +50,8 @@ type Table struct {
 	allocate   func(off, n int64) error // reserves disk blocks for a tier before first use
 	timeout    time.Duration
 	extraTiers *uint64
+	present    atomic.Int64 // tiers the file holds as far as this process has seen: Tiers, or more in a file that grows
+	growth     growth       // how the file grows (see SetGrowth); zero in files that do not
 	segs       []Segment
 	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
@@ -65,6 +67,10 @@ type Table struct {
 	// indexes them directly instead of building a tier view per call.
 	tierBytes []byte
 	tierWords []uint64
+	// The tiers past Tiers in a file that grows, mapped apart (see
+	// SetGrowth): the bytes and words of tier Tiers on.
+	poolBytes []byte
+	poolWords []uint64
 	segWords  []uint64     // the segment headers, for the same reason
 	tierSpan  offheap.Span // the tiers area again, for TryGet alone (see offheap.Span)
 	segSpan   offheap.Span // the segment headers, likewise
@@ -318,6 +324,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tb := &Table{region: r, layout: l, allocate: allocate, timeout: timeout,
 		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly(),
 		now: func() int64 { return time.Now().UnixNano() }}
+	tb.present.Store(l.Tiers)
 	tiersLen := l.Tiers * l.TierSize
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
@@ -425,7 +432,7 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 	tag := uint32(hash >> tb.layout.segmentBits)
 	home := int64(uint64(tag) & l.slotMask)
 	t := s.index
-	for hops := int64(0); hops < l.Tiers; hops++ {
+	for hops := int64(0); hops < tb.Present(); hops++ {
 		tv := tb.tier(t)
 		pos := home
 		for probes := int64(0); probes < l.Slots; probes++ {
@@ -449,7 +456,7 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 		if next == 0 {
 			return location{}, false, true
 		}
-		if next > uint64(l.Tiers) || int64(next-1) < l.Segments {
+		if _, ok := tb.overflowLink(next); !ok {
 			return location{}, false, false
 		}
 		t = int64(next - 1)
@@ -470,7 +477,7 @@ func (s *Segment) lockErr(op string, err error) error {
 // UsedChunks sums the chunks in use over every tier in use, without locks.
 func (tb *Table) UsedChunks() int64 {
 	var n int64
-	for t := int64(0); t < tb.layout.Segments+tb.ExtraTiersInUse() && t < tb.layout.Tiers; t++ {
+	for t := int64(0); t < tb.layout.Segments+tb.ExtraTiersInUse() && t < tb.Present(); t++ {
 		tv := tb.tier(t)
 		n += int64(tv.usedChunks())
 	}

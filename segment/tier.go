@@ -23,14 +23,14 @@ type tier struct {
 // tier returns the view of tier t, which must be < Tiers.
 func (tb *Table) tier(t int64) tier {
 	l := &tb.layout
-	base := t * l.TierSize // within the tiers area, which Open bounds-checked once
+	bytes, words, base := tb.area(t) // within mappings Open and SetGrowth bounds-checked once
 	w := base / 8
 	return tier{
 		index:  t,
-		header: tb.tierWords[w : w+tierHeaderSize/8 : w+tierHeaderSize/8],
-		slots:  tb.tierWords[w+tierHeaderSize/8 : w+tierHeaderSize/8+l.Slots : w+tierHeaderSize/8+l.Slots],
-		bitmap: tb.tierWords[w+l.bitmapOff/8 : w+l.bitmapOff/8+l.Chunks/64 : w+l.bitmapOff/8+l.Chunks/64],
-		space:  tb.tierBytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize : base+l.entriesOff+l.Chunks*l.ChunkSize],
+		header: words[w : w+tierHeaderSize/8 : w+tierHeaderSize/8],
+		slots:  words[w+tierHeaderSize/8 : w+tierHeaderSize/8+l.Slots : w+tierHeaderSize/8+l.Slots],
+		bitmap: words[w+l.bitmapOff/8 : w+l.bitmapOff/8+l.Chunks/64 : w+l.bitmapOff/8+l.Chunks/64],
+		space:  bytes[base+l.entriesOff : base+l.entriesOff+l.Chunks*l.ChunkSize : base+l.entriesOff+l.Chunks*l.ChunkSize],
 	}
 }
 
@@ -140,14 +140,14 @@ func (tb *Table) writeEntry(t *tier, c int64, h *entryHead, key, value []byte) {
 // sequence odd (seq), has checked that value fits the entry's run and,
 // unless rec is unsaved, that the record holds the entry.
 func (s *Segment) rewriteInPlace(off int64, h *entryHead, klen int64, value []byte, seq uint64, rec record) {
-	b := s.tb.tierBytes
-	v := off + entryHeaderSize + klen
 	switch rec {
 	case saveOld:
-		s.saveUndo(off, v-off+int64(len(value)), seq)
+		s.saveUndo(off, entryHeaderSize+klen+int64(len(value)), seq)
 	case staged:
 		s.nameStaged(off)
 	}
+	b, off := s.tb.bytesAt(off)
+	v := off + entryHeaderSize + klen
 	h.store(b[off : off+entryHeaderSize])
 	testStep()
 	// In two halves, so that tests can stop a writer in the middle of the

@@ -63,7 +63,8 @@ func (s *Segment) saveUndo(off, n int64, seq uint64) {
 		// below would leave this rewrite's bytes named for that place.
 		offheap.StoreExclusive(&s.undoHead[udAt], 0)
 	}
-	copy(s.undoData[:n], s.tb.tierBytes[off:off+n])
+	b, off := s.tb.bytesAt(off)
+	copy(s.undoData[:n], b[off:off+n])
 	s.undoHead[udLen] = uint64(n)
 	s.undoHead[udSeq] = seq
 	testStep()
@@ -144,7 +145,8 @@ func (s *Segment) restoreUndo() bool {
 	if seq&1 == 0 || seq != atomic.LoadUint64(s.seq) || !s.ownsEntryBytes(at-1, n) {
 		return false
 	}
-	copy(s.tb.tierBytes[at-1:at-1+n], s.undoData[:n])
+	b, off := s.tb.bytesAt(int64(at - 1))
+	copy(b[off:off+int64(n)], s.undoData[:n])
 	return true
 }
 
@@ -153,7 +155,7 @@ func (s *Segment) restoreUndo() bool {
 // this segment (its first, or an overflow tier it owns).
 func (s *Segment) ownsEntryBytes(off, n uint64) bool {
 	l := &s.tb.layout
-	if n > uint64(len(s.undoData)) || off >= uint64(l.Tiers*l.TierSize) {
+	if n > uint64(len(s.undoData)) || off >= uint64(s.tb.Present()*l.TierSize) {
 		return false
 	}
 	t, in := int64(off/uint64(l.TierSize)), int64(off%uint64(l.TierSize))

@@ -1,0 +1,214 @@
+package segment
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// A file that grows (Layout.Grows) holds Tiers tiers when it is created and
+// up to MaxTiers later. Its length says how many it holds: growing is one
+// ftruncate, which a process killed at any point has either done or not,
+// and a file of either length opens with every entry. Every process maps
+// MaxTiers' worth of address space from the start, so growing maps nothing
+// anew; but a tier past the file's end must never be touched (it faults,
+// SIGBUS), so every link is checked against the tiers this process knows
+// the file holds (present), and a link past them makes it read the
+// file's length again (refreshTiers) before it calls the link damage. A
+// writer links a tier only after the file holds it, so a reader that sees
+// the link and then reads the length sees a length that holds it.
+
+// growth is how a table reads and lengthens its file.
+type growth struct {
+	length func() (int64, error) // reads the file's length again
+	grow   func(n int64) error   // lengthens the file to n bytes
+}
+
+// Global state words of the growth log (files that grow): a count of
+// steps, then one pair of words per step, the tiers the file held after it
+// and when it was taken (Unix ns). Kept for inspection only: the file's
+// length is what says how many tiers it holds.
+const (
+	gGrowthSteps    = 8
+	gGrowthLog      = 16
+	growthStepBytes = 16
+	maxGrowthSteps  = (globalSize - gGrowthLog) / growthStepBytes
+)
+
+// SetGrowth gives a table whose file grows the mapping of the tiers past
+// Tiers (from file byte End on, up to MaxEnd), the means to read and
+// lengthen the file, and its length now. Set it before the table is used;
+// a table of a file that does not grow ignores it. A tier in that mapping
+// may be touched only once the file is known to hold it (present).
+func (tb *Table) SetGrowth(pool *offheap.Region, length int64, read func() (int64, error), grow func(n int64) error) error {
+	l := &tb.layout
+	if !l.Grows {
+		return nil
+	}
+	if n := (l.MaxTiers - l.Tiers) * l.TierSize; pool == nil || pool.Len() < n {
+		return fmt.Errorf("%w: the growth mapping does not hold the %d tiers the file may grow by", ErrBadLayout, l.MaxTiers-l.Tiers)
+	}
+	n := (l.MaxTiers - l.Tiers) * l.TierSize
+	tb.poolBytes, tb.poolWords = pool.Bytes(0, n), pool.Uint64s(0, n/8)
+	tb.growth = growth{length: read, grow: grow}
+	tb.seeTiers(l.tiersIn(length))
+	return nil
+}
+
+// area returns the mapped bytes and words that hold tier t, and where t
+// starts in them: the file's first mapping for tiers below Tiers, the
+// growth mapping past them.
+func (tb *Table) area(t int64) ([]byte, []uint64, int64) {
+	l := &tb.layout
+	if t < l.Tiers {
+		return tb.tierBytes, tb.tierWords, t * l.TierSize
+	}
+	return tb.poolBytes, tb.poolWords, (t - l.Tiers) * l.TierSize
+}
+
+// bytesAt returns the mapped bytes that hold byte off of the tiers area
+// (off counted from TiersOff, as if every tier were mapped in one run),
+// and off's place in them. Nothing spans two tiers, so a range of one
+// entry is in one.
+func (tb *Table) bytesAt(off int64) ([]byte, int64) {
+	l := &tb.layout
+	if end := l.Tiers * l.TierSize; off >= end {
+		return tb.poolBytes, off - end
+	}
+	return tb.tierBytes, off
+}
+
+// seeTiers raises present to n and returns present.
+func (tb *Table) seeTiers(n int64) int64 {
+	for {
+		cur := tb.present.Load()
+		if n <= cur || tb.present.CompareAndSwap(cur, n) {
+			return max(n, cur)
+		}
+	}
+}
+
+// Present is how many tiers the file holds, as far as this process has
+// seen: Tiers, or more in a file that has grown.
+func (tb *Table) Present() int64 { return tb.present.Load() }
+
+// refreshTiers reads the file's length again and returns the tiers it
+// holds.
+func (tb *Table) refreshTiers() int64 {
+	if tb.growth.length == nil {
+		return tb.present.Load()
+	}
+	n, err := tb.growth.length()
+	if err != nil {
+		return tb.present.Load()
+	}
+	return tb.seeTiers(tb.layout.tiersIn(n))
+}
+
+// overflowLink returns the tier a chain's next word names (its index + 1)
+// when that is an overflow tier the file holds: false for 0 (the chain's
+// end) and for a link out of range, which only damage makes.
+func (tb *Table) overflowLink(next uint64) (int64, bool) {
+	idx := int64(next) - 1
+	switch {
+	case next == 0 || next > uint64(tb.layout.MaxTiers) || idx < tb.layout.Segments:
+		return 0, false
+	case idx < tb.present.Load():
+		return idx, true
+	}
+	return idx, idx < tb.refreshTiers() // another process grew the file
+}
+
+// growPool lengthens the file by as many tiers as it holds (to MaxTiers at
+// most) when the overflow pool is used up: used tiers of it handed out.
+// The caller holds the admin lock, which serializes growth between
+// processes. ErrFull when the file is at MaxTiers already, or cannot grow.
+func (tb *Table) growPool(used uint64) error {
+	l := &tb.layout
+	if !l.Grows || tb.growth.grow == nil {
+		return ErrFull
+	}
+	have := tb.refreshTiers() // another process may have grown it since this one looked
+	if used < uint64(have-l.Segments) {
+		return nil
+	}
+	if have >= l.MaxTiers {
+		return fmt.Errorf("%w: the file holds its %d tiers at most (MaxSize %d bytes)", ErrFull, l.MaxTiers, l.MaxEnd())
+	}
+	want := min(2*have, l.MaxTiers)
+	testGrowStep("before")
+	if err := tb.growth.grow(l.TiersOff + want*l.TierSize); err != nil {
+		return fmt.Errorf("%w: cannot grow the file to %d tiers: %v", ErrFull, want, err)
+	}
+	testGrowStep("grown")
+	tb.seeTiers(want)
+	tb.logGrowth(want)
+	testGrowStep("logged")
+	return nil
+}
+
+// testGrowStep marks the steps of growPool, for tests that kill a writer
+// after each.
+var testGrowStep = func(string) {}
+
+// logGrowth appends a step to the growth log, under the admin lock. A full
+// log keeps its first steps.
+func (tb *Table) logGrowth(tiers int64) {
+	l := &tb.layout
+	count := tb.region.Uint64(l.GlobalOff + gGrowthSteps)
+	n := atomic.LoadUint64(count)
+	if n >= maxGrowthSteps {
+		return
+	}
+	step := tb.region.Uint64s(l.GlobalOff+gGrowthLog+int64(n)*growthStepBytes, 2)
+	atomic.StoreUint64(&step[0], uint64(tiers))
+	atomic.StoreUint64(&step[1], uint64(time.Now().UnixNano()))
+	atomic.StoreUint64(count, n+1)
+}
+
+// GrowthStep is one lengthening of a file that grows.
+type GrowthStep struct {
+	Tiers int64     // tiers the file held after it
+	At    time.Time // when
+}
+
+// GrowthSteps lists the file's growth log, oldest first (nil for a file
+// that does not grow). A log damage made unreadable gives an error.
+func (tb *Table) GrowthSteps() ([]GrowthStep, error) {
+	l := &tb.layout
+	if !l.Grows {
+		return nil, nil
+	}
+	n := atomic.LoadUint64(tb.region.Uint64(l.GlobalOff + gGrowthSteps))
+	if n > maxGrowthSteps {
+		return nil, fmt.Errorf("%w: the growth log counts %d steps, it holds %d", ErrCorrupt, n, maxGrowthSteps)
+	}
+	steps := make([]GrowthStep, n)
+	words := tb.region.Uint64s(l.GlobalOff+gGrowthLog, int64(n)*growthStepBytes/8)
+	for i := range steps {
+		steps[i] = GrowthStep{Tiers: int64(atomic.LoadUint64(&words[2*i])), At: time.Unix(0, int64(atomic.LoadUint64(&words[2*i+1])))}
+	}
+	return steps, nil
+}
+
+// checkGrowth verifies the growth log: steps that only grow, within what
+// the file holds. (A step missing from the log, after a writer died
+// between growing the file and logging it, is no damage: the length
+// says how many tiers the file holds.)
+func (tb *Table) checkGrowth(problem func(error)) {
+	steps, err := tb.GrowthSteps()
+	if err != nil {
+		problem(err)
+		return
+	}
+	prev := tb.layout.Tiers
+	for i, st := range steps {
+		if st.Tiers <= prev || st.Tiers > tb.present.Load() {
+			problem(fmt.Errorf("%w: growth step %d says %d tiers, after %d, in a file of %d", ErrCorrupt, i+1, st.Tiers, prev, tb.present.Load()))
+			return
+		}
+		prev = st.Tiers
+	}
+}
