@@ -61,7 +61,7 @@ func (m *Map) stats() Stats {
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
 		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),
 		TiersMax: int(m.table.Present()), TiersLimit: int(l.MaxTiers), FileSize: m.file.Length(), MaxFileSize: l.MaxEnd(),
-		ChunkSize: int(l.ChunkSize),
+		ChunkSize:    int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
 		Locks: m.lockLayout.locks, LockAlgorithm: m.lockLayout.algorithm,
 		ReadOnly: m.readOnly, Path: m.file.Path(), Cache: l.Cache,

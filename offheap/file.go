@@ -24,7 +24,7 @@ type File struct {
 	// grows into: from Size to the most it may hold, at addresses of its
 	// own. Nil for a file that does not grow. Only the bytes below Length
 	// may be touched.
-	Growth *Region
+	Growth  *Region
 	fd      *os.File
 	path    string
 	hdr     header
