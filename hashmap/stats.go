@@ -57,6 +57,7 @@ func (m *Map) Stats() Stats {
 // stats is Stats for a caller already counted in.
 func (m *Map) stats() Stats {
 	l := m.layout
+	m.table.Refresh() // another process may have grown the file
 	st := Stats{
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
 		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/offheap"
 )
 
@@ -94,6 +95,11 @@ func (tb *Table) seeTiers(n int64) int64 {
 // seen: Tiers, or more in a file that has grown.
 func (tb *Table) Present() int64 { return tb.present.Load() }
 
+// Refresh reads the file's length again, for a caller about to report
+// how large the file is (another process may have grown it), and returns
+// the tiers it holds.
+func (tb *Table) Refresh() int64 { return tb.refreshTiers() }
+
 // refreshTiers reads the file's length again and returns the tiers it
 // holds.
 func (tb *Table) refreshTiers() int64 {
@@ -151,7 +157,7 @@ func (tb *Table) growPool(used uint64) error {
 
 // testGrowStep marks the steps of growPool, for tests that kill a writer
 // after each.
-var testGrowStep = func(string) {}
+func testGrowStep(step string) { testhook.GrowStep(step) }
 
 // logGrowth appends a step to the growth log, under the admin lock. A full
 // log keeps its first steps.

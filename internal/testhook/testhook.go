@@ -15,3 +15,14 @@ func Step() {
 		OnStep()
 	}
 }
+
+// OnGrowStep, set only by tests, is called at each step of lengthening a
+// map file, with the step's name.
+var OnGrowStep func(step string)
+
+// GrowStep calls OnGrowStep if a test set it.
+func GrowStep(step string) {
+	if OnGrowStep != nil {
+		OnGrowStep(step)
+	}
+}
