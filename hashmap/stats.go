@@ -1,5 +1,7 @@
 package hashmap
 
+import "time"
+
 // Stats describe the map at one moment, read without locks.
 type Stats struct {
 	Entries          int     `json:"entries"`           // entries stored now
@@ -158,4 +160,32 @@ func (m *Map) segments() []SegmentInfo {
 			Compactions: c.Compactions, Relocations: c.Relocations}
 	}
 	return out
+}
+
+// GrowthStep is one lengthening of a map's file (see Options.MaxSize).
+type GrowthStep struct {
+	Tiers    int       `json:"tiers"`     // tiers the file held after it
+	FileSize int64     `json:"file_size"` // the file's size after it
+	At       time.Time `json:"at"`        // when
+}
+
+// Growth lists the times the map's file grew, oldest first: nil for a map
+// that has not grown, or does not grow. A process killed between growing
+// the file and recording it leaves that step out (the file's size still
+// says how large it is).
+func (m *Map) Growth() ([]GrowthStep, error) {
+	c, err := m.enterAny(false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Leave()
+	steps, err := m.table.GrowthSteps()
+	if err != nil {
+		return nil, err
+	}
+	var out []GrowthStep
+	for _, s := range steps {
+		out = append(out, GrowthStep{Tiers: int(s.Tiers), FileSize: m.layout.TiersOff + s.Tiers*m.layout.TierSize, At: s.At})
+	}
+	return out, nil
 }

@@ -49,6 +49,18 @@ Examples:
 		fs.IntVar(&o.AverageKeySize, "key-size", hashmap.DefaultAverageKeySize, "average key size in bytes")
 		fs.IntVar(&o.AverageValueSize, "value-size", hashmap.DefaultAverageValueSize, "average value size in bytes")
 		fs.Float64Var(&o.MaxBloatFactor, "bloat", hashmap.DefaultMaxBloatFactor, "how far past --entries the map may grow before puts fail (at least 1)")
+		fs.Func("max-size", "the most bytes the file may grow to, as 64GiB or 500MB, or 0 for the default 1TiB; a store map grows past --entries x --bloat up to it (not caches)", func(v string) error {
+			n, err := parseByteSize(v)
+			if err != nil {
+				return err
+			}
+			o.MaxSize = n
+			return nil
+		})
+		fs.BoolFunc("no-growth", "keep the file at the size it is created with: puts fail once --entries x --bloat is used up", func(string) error {
+			o.MaxSize = hashmap.NoGrowth
+			return nil
+		})
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
 		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
 		fs.BoolVar(&o.NoUndo, "no-undo", false, "no undo records, through which values rewritten in place go: such puts take 5-11% less time, but a process killed in the middle of one loses that key")
@@ -115,6 +127,27 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 		kind, path, st.Capacity, plural(st.Capacity, "entry", "entries"), st.MaxBloatFactor,
 		st.Segments, plural(st.Segments, "segment", "segments"), humanBytes(st.FileSize), reserved)
 	return exitOK
+}
+
+// parseByteSize reads a size in bytes: a whole number with an optional
+// unit, KB/MB/GB/TB (powers of 1000) or KiB/MiB/GiB/TiB (powers of 1024).
+func parseByteSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("want a size in bytes, as 64GiB, 500MB or 1000000")
+	}
+	return n * mult, nil
 }
 
 // humanBytes formats n bytes as "123456 bytes (120.6 KiB)".

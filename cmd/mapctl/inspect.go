@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sharedmap/sharedmap/hashmap"
 )
@@ -20,6 +21,8 @@ var inspectCmd = &command{
 	help: `Prints the map's layout and sizes (as mapctl stats does), then one row per
 segment: its index, entries, tiers (the first one plus chained overflow
 tiers), modification sequence (odd while a writer is inside) and lock state.
+A map whose file has grown lists each growth step first: when, and the
+tiers and file size after it.
 Only the first 64 segments are listed unless --all is given. With --json,
 prints {"stats": {...}, "segments": [...], "segments_total": N} with the same
 limit. Locks and counters are read without locking: a snapshot that may be
@@ -45,6 +48,10 @@ Example:
 		}
 		defer m.Close()
 		st := m.Stats()
+		growth, err := m.Growth()
+		if err != nil {
+			return e.fail(c, err)
+		}
 		segs := m.Segments()
 		total := len(segs)
 		if !o.all && len(segs) > inspectLimit {
@@ -55,9 +62,10 @@ Example:
 			enc.SetIndent("", "  ")
 			err := enc.Encode(struct {
 				Stats         hashmap.Stats         `json:"stats"`
+				Growth        []hashmap.GrowthStep  `json:"growth"`
 				Segments      []hashmap.SegmentInfo `json:"segments"`
 				SegmentsTotal int                   `json:"segments_total"`
-			}{st, segs, total})
+			}{st, growth, segs, total})
 			if err != nil {
 				return e.fail(c, err)
 			}
@@ -66,6 +74,14 @@ Example:
 		printStats(e.stdout, st)
 		fmt.Fprintln(e.stdout)
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		if len(growth) > 0 {
+			fmt.Fprintln(w, "GROWN AT\tTIERS\tFILE SIZE")
+			for _, g := range growth {
+				fmt.Fprintf(w, "%s\t%d\t%s\n", g.At.UTC().Format(time.RFC3339Nano), g.Tiers, humanBytes(g.FileSize))
+			}
+			w.Flush()
+			fmt.Fprintln(e.stdout)
+		}
 		fmt.Fprintln(w, "SEGMENT\tENTRIES\tTIERS\tSEQ\tLOCK")
 		for _, s := range segs {
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\n", s.Index, s.Entries, s.Tiers, s.Seq, s.LockStr)

@@ -322,6 +322,9 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Tiers in use: %d of %d\n", st.TiersInUse, st.TiersMax)
 	fmt.Fprintf(w, "Bytes used: %d of %d allocatable (%s)\n", st.BytesUsed, st.BytesAllocatable, pct(st.BytesUsed, st.BytesAllocatable))
 	fmt.Fprintf(w, "File size: %s (overflow tiers take disk only once used)\n", humanBytes(st.FileSize))
+	if st.MaxFileSize > st.FileSize || st.GrowthSteps > 0 {
+		fmt.Fprintf(w, "Grows to: %s at most (%d tiers); grown %d %s\n", humanBytes(st.MaxFileSize), st.TiersLimit, st.GrowthSteps, plural(st.GrowthSteps, "time", "times"))
+	}
 	fmt.Fprintf(w, "Chunk size: %d\n", st.ChunkSize)
 	fmt.Fprintf(w, "Slots per tier: %d\n", st.SlotsPerTier)
 	fmt.Fprintf(w, "Entries per tier: %d\n", st.EntriesPerTier)
