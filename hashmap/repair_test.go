@@ -389,7 +389,7 @@ func copyOf(t *testing.T, path string) string {
 // tiers) until two overflow tiers are linked, and returns it, its path and
 // how many keys ("key-0" on, 24-byte values) it holds.
 func fillTwoOverflowTiers(t *testing.T) (*Map, string, int) {
-	m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 	var keys int
 	for ; m.Stats().TiersInUse < 4; keys++ {
 		if err := m.Put([]byte(fmt.Sprintf("key-%d", keys)), bytes.Repeat([]byte("v"), 24)); err != nil {
@@ -539,7 +539,7 @@ func TestRepairRelinksTiersCutLoose(t *testing.T) {
 // overruled; before it: keys lost and the tier in both chains).
 func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
 	t.Run("link skips a tier", func(t *testing.T) {
-		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 		var keys []string
 		for i := 0; m.Stats().TiersInUse < 4; i++ { // segment 0's keys only
 			k := fmt.Sprintf("key-%d", i)
@@ -576,7 +576,7 @@ func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
 		}
 	})
 	t.Run("link to another segment's empty tier", func(t *testing.T) {
-		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 		var zero, one []string
 		for i := 0; m.Stats().TiersInUse < 4; i++ {
 			k := fmt.Sprintf("key-%d", i)
@@ -687,7 +687,7 @@ func dieHolding(t *testing.T, path string, seg int) {
 func repairedEmptyFirstTier(t *testing.T) (string, map[string][]byte, *Map, Repaired) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 	if err != nil {
 		t.Fatal(err)
 	}

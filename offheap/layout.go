@@ -80,7 +80,7 @@ package offheap
 //     never has to move.
 //   - layout: opaque to this package; the layers above describe their
 //     segments and tiers in it (segment.Layout.Encode). The largest a map
-//     writes is 210 bytes (hashmap's TestLargestLayoutFits), a fifth of
+//     writes is 218 bytes (hashmap's TestLargestLayoutFits), a fifth of
 //     the room.
 //
 // Version 1, which this build still reads (and never writes), had one

@@ -17,6 +17,11 @@ import (
 // be the code's.
 func TestFormatDocMatchesLayout(t *testing.T) {
 	d, f := formatdoc.Load(t, ".."), formatdoc.F
+	d.Expect(t, "3.5 Global state", "", []formatdoc.Row{
+		f(gExtraTiersUsed, "8", "extraTiersUsed"), f(gGrowthSteps, "8", "growth steps logged"),
+		f(gGrowthLog, fmt.Sprintf("%d x %d", growthStepBytes, maxGrowthSteps), "growth log"),
+	})
+	d.Says(t, fmt.Sprintf("| %d | grows |", flagGrows), fmt.Sprintf("at most %d (flag `grows`", maxGrowthSteps))
 	d.Expect(t, "3.6 Segment header", "", []formatdoc.Row{
 		f(shLock, "8", "lock word"), f(shSleepers, "4", "sleepers"), f(shClearing, "4", "clearing"), f(shSeq, "8", "seq"),
 		f(shEntries, "8", "entries"), f(shTiers, "8", "overflow tiers"), f(shHand, "8", "cache maps: CLOCK hand"),

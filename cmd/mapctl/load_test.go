@@ -310,7 +310,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	// A full map stops the load at the first failing put.
 	small := filepath.Join(t.TempDir(), "small.map")
-	if c, _, e := mapctl(t, "", "create", small, "--entries", "10", "--key-size", "8", "--value-size", "8", "--bloat", "1"); c != 0 {
+	if c, _, e := mapctl(t, "", "create", small, "--entries", "10", "--key-size", "8", "--value-size", "8", "--bloat", "1", "--no-growth"); c != 0 {
 		t.Fatalf("create: %q", e)
 	}
 	var in strings.Builder

@@ -1,0 +1,64 @@
+//go:build linux
+
+package hashmap
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkGrownMap: Get and Put (a rewrite) of benchKeys keys in a map
+// created for them, side by side with maps created for a quarter and a
+// sixteenth of them that grew to hold them all. A grown map keeps the
+// segments it was created with, so each chains more tiers; this measures
+// what a lookup pays for that.
+// Run: go test -run='^$' -bench=GrownMap -count=6 ./hashmap | benchstat -
+func BenchmarkGrownMap(b *testing.B) {
+	keys := make([][]byte, benchKeys)
+	for i := range keys {
+		keys[i] = benchKey(i)
+	}
+	for _, c := range []struct {
+		name    string
+		entries int
+	}{{"created", benchKeys}, {"grown-4x", benchKeys / 4}, {"grown-16x", benchKeys / 16}} {
+		m, err := Open(filepath.Join(b.TempDir(), c.name), &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := m.PutAll(keys, repeatValue(len(keys))); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name+"/Get", func(b *testing.B) {
+			buf := make([]byte, 0, 128)
+			i := 0
+			for b.Loop() {
+				if _, err := m.GetInto(buf[:0], nextKey(keys, i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(c.name+"/Put", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if err := m.Put(nextKey(keys, i), benchValue); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		st := m.Stats()
+		b.Logf("%s: %d segments, %d tiers in use, %d growth steps", c.name, st.Segments, st.TiersInUse, st.GrowthSteps)
+		m.Close()
+	}
+}
+
+// repeatValue is n references to benchValue.
+func repeatValue(n int) [][]byte {
+	v := make([][]byte, n)
+	for i := range v {
+		v[i] = benchValue
+	}
+	return v
+}
