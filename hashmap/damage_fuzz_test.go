@@ -35,8 +35,15 @@ var (
 	damageImages [2]*damageImage
 )
 
+// damageOptions makes the fuzzed map: a plain one whose pool (of one
+// tier) runs out, so that its file grows twice while it is filled, or a
+// cache that evicts.
 func damageOptions(cache bool) Options {
-	return Options{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, Segments: 2, MaxBloatFactor: 3,
+	bloat := 1.0
+	if cache {
+		bloat = 3
+	}
+	return Options{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, Segments: 2, MaxBloatFactor: bloat,
 		LockTimeout: 20 * time.Millisecond, NoPrefault: true, Cache: cache}
 }
 
@@ -124,7 +131,8 @@ func getDamageImage(cache bool) *damageImage {
 // write there. The file header, lock arena and registry are left alone.
 func applyDamage(b []byte, l segment.Layout, damage []byte) {
 	first := l.TiersOff + l.Segments*l.TierSize
-	regions := [][2]int64{{l.GlobalOff, l.StatsOff}, {l.StatsOff, l.TiersOff}, {l.TiersOff, first}, {first, l.End}}
+	// The overflow tiers to the file's end: past End in a map that grew.
+	regions := [][2]int64{{l.GlobalOff, l.StatsOff}, {l.StatsOff, l.TiersOff}, {l.TiersOff, first}, {first, int64(len(b))}}
 	for n := 0; n+4 < len(damage) && n < 5*24; n += 5 {
 		r := regions[int(damage[n])%len(regions)]
 		if r[1] <= r[0] {
@@ -136,7 +144,7 @@ func applyDamage(b []byte, l segment.Layout, damage []byte) {
 }
 
 // FuzzDamagedMapReads: a small filled map (overflow tiers, rewrites,
-// deletes; plain and cache) damaged in its segment headers, counters, undo
+// deletes; plain, grown past its first pool, and cache) damaged in its segment headers, counters, undo
 // records and tiers, then reopened: nothing panics or hangs; RangeView and
 // Range yield only written keys with a value written for them unless they
 // end in ErrCorrupt; GetChecked of each key gives a value written for it,

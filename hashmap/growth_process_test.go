@@ -218,3 +218,15 @@ func runKilled(t *testing.T, cmd *exec.Cmd) [][]string {
 	}
 	return testutil.Reports(string(out))
 }
+
+// TestDamageImageGrows: the map the damage fuzz target damages has grown,
+// so that the target damages the tiers and the log growth adds.
+func TestDamageImageGrows(t *testing.T) {
+	img := getDamageImage(false)
+	if img.err != nil {
+		t.Fatal(img.err)
+	}
+	if int64(len(img.file)) <= img.layout.End {
+		t.Fatalf("the fuzzed map's file is %d bytes, as created (%d): it did not grow", len(img.file), img.layout.End)
+	}
+}

@@ -91,20 +91,20 @@ var metricDefs = [...]metricDef{
 		func(s *metricSource) (int64, bool) { return always(int64(s.st.Entries)) }),
 	gauge("sharedmap_capacity_entries", "Entries the map was created for (Options.Entries); it takes up to MaxBloatFactor times as many.", false,
 		func(s *metricSource) (int64, bool) { return always(int64(s.st.Capacity)) }),
-	gauge("sharedmap_free_entries", "Entries the map can still take before Put fails with ErrFull (a cache map evicts instead): the slots not in use of the linked tiers and of the overflow tiers left. An upper bound, since an entry needs room in a tier of its own segment.", false,
+	gauge("sharedmap_free_entries", "Entries the map can still take before Put fails with ErrFull (a cache map evicts instead): the slots not in use of the linked tiers and of the overflow tiers left, counting those a map that grows may still add up to its MaxSize. An upper bound, since an entry needs room in a tier of its own segment.", false,
 		func(s *metricSource) (int64, bool) {
-			return always(max(0, int64(s.st.TiersMax)*int64(s.st.EntriesPerTier)-int64(s.st.Entries)))
+			return always(max(0, int64(s.st.TiersLimit)*int64(s.st.EntriesPerTier)-int64(s.st.Entries)))
 		}),
 	gauge("sharedmap_used_bytes", "Entry space in use, in bytes.", false,
 		func(s *metricSource) (int64, bool) { return always(s.st.BytesUsed) }),
-	gauge("sharedmap_free_bytes", "Entry space not in use, in bytes, in the linked tiers and in the overflow tiers left: an upper bound of what Puts can still store before ErrFull, since an entry needs room in a tier of its own segment.", false,
+	gauge("sharedmap_free_bytes", "Entry space not in use, in bytes, in the linked tiers and in the overflow tiers left (to MaxSize, in a map that grows): an upper bound of what Puts can still store before ErrFull, since an entry needs room in a tier of its own segment.", false,
 		func(s *metricSource) (int64, bool) {
-			return always(max(0, int64(s.st.TiersMax)*s.tierSpace-s.st.BytesUsed))
+			return always(max(0, int64(s.st.TiersLimit)*s.tierSpace-s.st.BytesUsed))
 		}),
 	gauge("sharedmap_overflow_tiers", "Overflow tiers taken from the pool and linked to a segment that outgrew its first tier.", false,
 		func(s *metricSource) (int64, bool) { return always(int64(s.st.TiersInUse - s.st.Segments)) }),
-	gauge("sharedmap_free_overflow_tiers", "Overflow tiers left in the pool. At 0, a Put that needs room in a segment whose tiers are full fails with ErrFull (a cache map evicts instead): alert before it.", false,
-		func(s *metricSource) (int64, bool) { return always(int64(max(0, s.st.TiersMax-s.st.TiersInUse))) }),
+	gauge("sharedmap_free_overflow_tiers", "Overflow tiers left in the pool, counting those a map that grows may still add up to its MaxSize. At 0, a Put that needs room in a segment whose tiers are full fails with ErrFull (a cache map evicts instead): alert before it.", false,
+		func(s *metricSource) (int64, bool) { return always(int64(max(0, s.st.TiersLimit-s.st.TiersInUse))) }),
 	counter("sharedmap_hits_total", "Lookups (Get, GetMany keys, Contains) that found the key, by every process that opened the map for writing.", false,
 		func(s *metricSource) (int64, bool) { return s.counted(s.st.Hits) }),
 	counter("sharedmap_misses_total", "Lookups that did not find the key, by every process that opened the map for writing.", false,

@@ -92,7 +92,7 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 		ReadOnly:    o.ReadOnly,
 		Size:        want.End,
 		NoHugePages: o.NoHugePages,
-		GrowsTo:     segment.RecordMaxEnd,
+		GrowsTo:     segment.RecordGrowth,
 		Mode:        o.Mode,
 		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
 		// The disk blocks of everything every map writes (the lock

@@ -77,13 +77,15 @@ type OpenOptions struct {
 	NoHugePages bool
 	// GrowsTo, if set, says for a layout record (the one given to create
 	// the file, or the one an existing file's header holds) the size up to
-	// which the file may grow after creation, or 0 if its size is fixed.
+	// which the file may grow after creation (limit; 0 if its size is
+	// fixed), and the lengths it may have on the way: its recorded size,
+	// or base plus a whole number of steps.
 	// A file that may grow is mapped at that size from the start (address
 	// space, not memory: the pages past the file's end are never touched
 	// until File.Grow has lengthened the file over them), so that every
 	// process sees the file grow without mapping it again; its length may
 	// then be anything from the size recorded at creation to GrowsTo's.
-	GrowsTo func(layout []byte) int64
+	GrowsTo func(layout []byte) (limit, base, step int64)
 	// Mode is the permission bits (0o777 at most) of a file Open creates,
 	// set exactly, whatever the process's umask. Zero means 0o600: only the
 	// creating user may open the map. Read permission lets a user read
@@ -312,12 +314,8 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
 	limit := o.growsTo(h.layout, h.fileSize)
-	switch {
-	case size < h.fileSize || (limit == h.fileSize && size != h.fileSize):
-		return fail(wrongSize(fd, path, size, h.fileSize))
-	case size > limit:
-		return fail(fmt.Errorf("%w: %d bytes, more than the %d its layout lets it grow to (something appended to it); truncate -s %d %s cuts it back if the bytes past that are zeros",
-			ErrSize, size, limit, limit, shellQuote(path)))
+	if want := o.lengthFor(h.layout, h.fileSize, size); size != want {
+		return fail(wrongSize(fd, path, size, want, limit > h.fileSize))
 	}
 	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
 	if err != nil {
@@ -467,7 +465,24 @@ func (o *OpenOptions) growsTo(layout []byte, recorded int64) int64 {
 	if o.GrowsTo == nil {
 		return recorded
 	}
-	return max(recorded, min(o.GrowsTo(layout), maxMapSize))
+	limit, _, _ := o.GrowsTo(layout)
+	return max(recorded, min(limit, maxMapSize))
+}
+
+// lengthFor is the length a file of the given layout and recorded size
+// should have, found size bytes long: size itself if that is one it may
+// have, else the nearest one it may have below it (or the recorded size).
+func (o *OpenOptions) lengthFor(layout []byte, recorded, size int64) int64 {
+	limit := o.growsTo(layout, recorded)
+	if limit == recorded || size <= recorded {
+		return recorded
+	}
+	_, base, step := o.GrowsTo(layout)
+	size = min(size, limit)
+	if step <= 0 || size < base {
+		return recorded
+	}
+	return max(recorded, base+(size-base)/step*step)
 }
 
 // testCreateStep marks the steps of create, for tests that kill a creator

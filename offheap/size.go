@@ -16,8 +16,20 @@ const maxTailRead = 64 << 20
 // wrongSize is Open's error for a file of size bytes whose header records
 // another size: which sizes, what likely happened, and the command that
 // puts it right or saves what it holds.
-func wrongSize(fd *os.File, path string, size, recorded int64) error {
+//
+// In a file that may grow, recorded is the length it should have: the one
+// its header records, or where its last whole tier ends.
+func wrongSize(fd *os.File, path string, size, recorded int64, grows bool) error {
 	p := shellQuote(path)
+	if grows && size > recorded {
+		zero, _ := zeroFrom(fd, recorded, size)
+		kind := "not all zeros"
+		if zero {
+			kind = "zeros"
+		}
+		return fmt.Errorf("%w: %d bytes, but the map's tiers end at %d: %d bytes of %s were added at the end (sharedmap grows a map by whole tiers: something else extended it); "+
+			"truncate -s %d %s removes them", ErrSize, size, recorded, size-recorded, kind, recorded, p)
+	}
 	if size < recorded {
 		return fmt.Errorf("%w: %d bytes, the header records %d: the last %d bytes are gone (something cut the file: a truncate, a copy that stopped short, a full disk); "+
 			"mapctl dump --salvage %s writes out every entry the rest still holds, and truncate -s %d %s grows it back so that it opens, its missing part reading as empty (the entries that were there are lost)",

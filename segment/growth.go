@@ -141,7 +141,7 @@ func (tb *Table) growPool(used uint64) error {
 		return nil
 	}
 	if have >= l.MaxTiers {
-		return fmt.Errorf("%w: the file holds its %d tiers at most (MaxSize %d bytes)", ErrFull, l.MaxTiers, l.MaxEnd())
+		return fmt.Errorf("%w: the file has grown to the %d tiers it may hold (MaxSize %d bytes); a map created with a larger MaxSize holds more", ErrFull, l.MaxTiers, l.MaxEnd())
 	}
 	want := min(2*have, l.MaxTiers)
 	testGrowStep("before")

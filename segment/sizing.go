@@ -458,21 +458,22 @@ func RecordSegments(b []byte) (int64, bool) {
 	return n, n > 0 && n <= 1<<30
 }
 
-// RecordMaxEnd reads from a layout record the size its file may grow to
-// (Layout.MaxEnd), or 0 for a file that does not grow, without checking
-// the rest, as RecordLen does: the file is mapped at that size before
-// DecodeLayout checks the record (and Open refuses a mapping shorter than
-// the layout it decodes).
-func RecordMaxEnd(b []byte) int64 {
+// RecordGrowth reads from a layout record the size its file may grow to
+// (Layout.MaxEnd; 0 for a file that does not grow) and the lengths it may
+// have on the way, TiersOff plus whole tiers, without checking the rest,
+// as RecordLen does: the file is mapped and its length checked before
+// DecodeLayout checks the record (which refuses one whose fields
+// disagree).
+func RecordGrowth(b []byte) (limit, base, step int64) {
 	if RecordLen(b) > len(b) || RecordLen(b) == len(layoutMagic)+8*(layoutFields+1) {
-		return 0
+		return 0, 0, 0
 	}
 	field := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*i:])) }
 	tiersOff, tierSize, maxTiers := field(15), field(12), field(layoutFields+1)
 	if tiersOff <= 0 || tierSize <= 0 || maxTiers <= 0 || tiersOff > MaxMapBytes || maxTiers > (MaxMapBytes-tiersOff)/tierSize {
-		return 0
+		return 0, 0, 0
 	}
-	return tiersOff + maxTiers*tierSize
+	return tiersOff + maxTiers*tierSize, tiersOff, tierSize
 }
 
 // RecordHasFastLedgers reads from a layout record whether the file has

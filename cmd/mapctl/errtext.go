@@ -78,6 +78,7 @@ func cliText(err error) string {
 	s := err.Error()
 	if errors.Is(err, hashmap.ErrFull) {
 		s = strings.ReplaceAll(s, "more entries or a larger MaxBloatFactor", "more --entries or a larger --bloat")
+		s = strings.ReplaceAll(s, "(MaxSize ", "(--max-size ")
 	}
 	if errors.Is(err, hashmap.ErrNotCache) {
 		s = strings.ReplaceAll(s, hashmap.ErrNotCache.Error(), "the map was not created as a cache (mapctl create --cache)")

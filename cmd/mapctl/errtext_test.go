@@ -75,8 +75,16 @@ func TestLongKeyShortenedInErrors(t *testing.T) {
 // (MaxBloatFactor, Cache, DefaultTTL) name the flags that set them.
 func TestErrorsNameFlags(t *testing.T) {
 	full := filepath.Join(t.TempDir(), "full.map")
-	if c, _, e := mapctl(t, "", "create", full, "--entries", "4", "--key-size", "4", "--value-size", "4"); c != 0 {
+	if c, _, e := mapctl(t, "", "create", full, "--entries", "4", "--key-size", "4", "--value-size", "4", "--no-growth"); c != 0 {
 		t.Fatalf("create: %q", e)
+	}
+	bounded := filepath.Join(t.TempDir(), "bounded.map")
+	if c, _, e := mapctl(t, "", "create", bounded, "--entries", "4", "--key-size", "4", "--value-size", "4", "--max-size", "600KiB"); c != 0 {
+		t.Fatalf("create: %q", e)
+	}
+	var many strings.Builder
+	for i := range 50000 {
+		fmt.Fprintf(&many, "other%d\tvalue\n", i)
 	}
 	var lines strings.Builder
 	for i := range 1000 {
@@ -90,6 +98,7 @@ func TestErrorsNameFlags(t *testing.T) {
 	}{
 		{lines.String(), []string{"load", full, "-"}, "more --entries or a larger --bloat"},
 		{"", []string{"put", full, "one", "more"}, "more --entries or a larger --bloat"},
+		{many.String(), []string{"load", bounded, "-"}, "(--max-size "},
 		{"", []string{"put", "--ttl", "1m", p, "k", "v"}, "not created as a cache (mapctl create --cache)"},
 		{"k\tv\n", []string{"load", "--ttl", "1m", p, "-"}, "--ttl: the map was not created as a cache (mapctl create --cache)"},
 	} {

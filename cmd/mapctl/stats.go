@@ -34,7 +34,8 @@ var statsCmd = &command{
 	summary:  "print the map's counters and sizes, once or live",
 	help: `Prints the map's counters and geometry as "Key: value" lines, or with --json
 as one JSON object with the keys entries, capacity, max_bloat_factor,
-segments, tiers_in_use, tiers_max, bytes_used, bytes_allocatable, file_size,
+segments, tiers_in_use, tiers_max, tiers_limit, max_file_size, growth_steps,
+bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
 moves_counted, locks, lock_algorithm, cache, counters, undo_records,
 fast_ledgers, hits, misses, puts, deletes, evictions, expired, lock_waits,
