@@ -118,3 +118,80 @@ func TestMaxSizeOptionIsChecked(t *testing.T) {
 		t.Fatalf("MaxSize -2: %v, want ErrBadOptions", err)
 	}
 }
+
+// TestRepairMendsADamagedGrowthLog: a growth log whose count or a step
+// damage changed is named by Check, and Repair cuts it back to the steps
+// that make sense, after which Check is clean and every key reads back.
+func TestRepairMendsADamagedGrowthLog(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		word int64 // within the global state
+		v    uint64
+	}{{"count", 8, 1000}, {"a step", 16 + 16, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+			const n = 20_000
+			for i := range n {
+				k := fmt.Appendf(nil, "key-%07d", i)
+				if err := m.Put(k, growthValue(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if steps := m.Stats().GrowthSteps; steps < 2 {
+				t.Fatalf("the map grew %d times, the test needs 2", steps)
+			}
+			global := m.layout.GlobalOff
+			damageWord(t, m, path, global+c.word, c.v)
+			m = mustOpen(t, path, nil)
+			defer m.Close()
+			if problems, err := m.Check(); err != nil || len(problems) == 0 || !strings.Contains(problems[0].Err.Error(), "growth") {
+				t.Fatalf("Check of a damaged growth log: %v, %v", problems, err)
+			}
+			rep, err := m.Repair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(rep.Recovery.Mended, "; "), "growth log") {
+				t.Errorf("Repair did not say it mended the growth log: %+v", rep.Recovery.Mended)
+			}
+			if problems, err := m.Check(); err != nil || len(problems) != 0 {
+				t.Fatalf("Check after Repair: %v, %v", problems, err)
+			}
+			for i := range n {
+				k := fmt.Appendf(nil, "key-%07d", i)
+				if v, err := m.Get(k); err != nil || !bytes.Equal(v, growthValue(k)) {
+					t.Fatalf("Get %s after Repair: %q, %v", k, v, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAReaderOpenedBeforeGrowthReadsTheNewTiers: a read-only handle opened
+// while the file was small finds keys that a writer stored in tiers the
+// file gained afterwards, and reports the grown size.
+func TestAReaderOpenedBeforeGrowthReadsTheNewTiers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	w := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+	defer w.Close()
+	r := mustOpen(t, path, &Options{ReadOnly: true})
+	defer r.Close()
+	small := r.Stats().FileSize
+	const n = 30_000
+	for i := range n {
+		k := fmt.Appendf(nil, "key-%07d", i)
+		if err := w.Put(k, growthValue(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		k := fmt.Appendf(nil, "key-%07d", i)
+		if v, err := r.Get(k); err != nil || !bytes.Equal(v, growthValue(k)) {
+			t.Fatalf("read-only Get %s of a grown file: %q, %v", k, v, err)
+		}
+	}
+	if got := r.Stats().FileSize; got <= small || got != w.Stats().FileSize {
+		t.Fatalf("the reader sees a file of %d bytes, the writer %d (it was %d)", got, w.Stats().FileSize, small)
+	}
+}

@@ -70,6 +70,9 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	if err != nil {
 		return rep, fmt.Errorf("repair %s: %w", m.Path(), err)
 	}
+	if from, to, mended := m.table.MendGrowthLog(); mended {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the growth log: %d steps, now the %d that make sense", from, to))
+	}
 	m.table.ClearReservedGlobal()
 	// Before the rebuilds: a rebuild keeps a linked tier that lost its
 	// owner word only if the count covers it.

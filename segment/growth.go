@@ -218,3 +218,40 @@ func (tb *Table) checkGrowth(problem func(error)) {
 		prev = st.Tiers
 	}
 }
+
+// MendGrowthLog cuts the growth log back to its steps that make sense
+// (each more tiers than the one before, within what the file holds), when
+// damage made its count or a step wrong, zeroing the words past them, and
+// returns the count before and after. Part of repairing a damaged file:
+// the log is for inspection only, so what is cut loses nothing.
+func (tb *Table) MendGrowthLog() (from, to uint64, mended bool) {
+	l := &tb.layout
+	if !l.Grows {
+		return 0, 0, false
+	}
+	if tb.admin != nil {
+		tb.admin.Lock()
+		defer func() { _ = tb.admin.Unlock() }()
+	}
+	tb.refreshTiers()
+	count := tb.region.Uint64(l.GlobalOff + gGrowthSteps)
+	from = atomic.LoadUint64(count)
+	words := tb.region.Uint64s(l.GlobalOff+gGrowthLog, maxGrowthSteps*growthStepBytes/8)
+	prev := uint64(l.Tiers)
+	for to < min(from, maxGrowthSteps) {
+		tiers := atomic.LoadUint64(&words[2*to])
+		if tiers <= prev || tiers > uint64(tb.present.Load()) {
+			break
+		}
+		prev = tiers
+		to++
+	}
+	if to == from {
+		return from, to, false
+	}
+	atomic.StoreUint64(count, to)
+	for i := 2 * to; i < uint64(len(words)); i++ {
+		atomic.StoreUint64(&words[i], 0)
+	}
+	return from, to, true
+}
