@@ -18,12 +18,17 @@ var createCmd = &command{
 	args:    "PATH",
 	summary: "create a new, empty map file sized for --entries",
 	help: `Creates the map file PATH, sized for --entries entries whose keys and values
-average --key-size and --value-size bytes. The map can grow past --entries
-by the --bloat factor; beyond that puts fail with "map is full". The file has
-its maximal size from the start, but only what every map uses (segment
-headers and first tiers) takes disk (or RAM on /dev/shm) at once; each
-overflow tier is reserved when first needed. The sizing is fixed at
-creation: every process that opens the file later uses it.
+average --key-size and --value-size bytes. The file starts with room for
+--entries times --bloat; only what every map uses (segment headers and
+first tiers) takes disk (or RAM on /dev/shm) at once, and each overflow tier
+is reserved when first needed. When that room is used up the file grows,
+doubling its tiers each time, while every process keeps using it, up to
+--max-size (default 1TiB); then puts fail with "map is full", as they do at
+once with --no-growth. A map grown to many times --entries keeps the
+segments it was made with, so each lookup walks more tiers: for the speed of
+a map made for the new size, dump it into one (mapctl create NEW --entries
+N && mapctl dump PATH | mapctl load NEW -). The sizing is fixed at creation:
+every process that opens the file later uses it.
 
 With --cache the map is a cache: entries may carry a time to live (mapctl
 put --ttl), and a full map evicts the entries read least recently (CLOCK,
@@ -123,9 +128,13 @@ func runCreate(e *env, c *command, opts any, args []string) int {
 			reserved = fmt.Sprintf(", %s of it on disk now", humanBytes(n))
 		}
 	}
-	fmt.Fprintf(e.stdout, "created %s%s: sized for %d %s (up to x%g), %d %s, file size %s%s\n",
+	grows := ""
+	if st.MaxFileSize > st.FileSize {
+		grows = fmt.Sprintf("; grows past x%g up to %s", st.MaxBloatFactor, humanBytes(st.MaxFileSize))
+	}
+	fmt.Fprintf(e.stdout, "created %s%s: sized for %d %s (up to x%g), %d %s, file size %s%s%s\n",
 		kind, path, st.Capacity, plural(st.Capacity, "entry", "entries"), st.MaxBloatFactor,
-		st.Segments, plural(st.Segments, "segment", "segments"), humanBytes(st.FileSize), reserved)
+		st.Segments, plural(st.Segments, "segment", "segments"), humanBytes(st.FileSize), reserved, grows)
 	return exitOK
 }
 
