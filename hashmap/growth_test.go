@@ -195,3 +195,23 @@ func TestAReaderOpenedBeforeGrowthReadsTheNewTiers(t *testing.T) {
 		t.Fatalf("the reader sees a file of %d bytes, the writer %d (it was %d)", got, w.Stats().FileSize, small)
 	}
 }
+
+// TestStatsCountTheGrownTiersResident: the resident bytes Stats reports
+// include the tiers the file gained, mapped apart.
+func TestStatsCountTheGrownTiersResident(t *testing.T) {
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+	defer m.Close()
+	start := m.Stats()
+	for i := range 60_000 {
+		k := fmt.Appendf(nil, "key-%07d", i)
+		if err := m.Put(k, growthValue(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := m.Stats()
+	// The first mapping is the whole file at creation: more than twice
+	// that resident is in the growth mapping.
+	if st.Resident <= 2*start.FileSize {
+		t.Fatalf("%d bytes resident in a map grown from %d to %d bytes", st.Resident, start.FileSize, st.FileSize)
+	}
+}

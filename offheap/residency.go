@@ -83,3 +83,17 @@ func kbField(v string) int64 {
 	n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 	return n << 10
 }
+
+// Residency is the file's residency: its first mapping's and, for a file
+// that may grow, its growth mapping's together.
+func (f *File) Residency() (Residency, error) {
+	res, err := f.Region.Residency()
+	if err != nil || f.Growth == nil {
+		return res, err
+	}
+	grown, err := f.Growth.Residency()
+	if err != nil {
+		return Residency{}, err
+	}
+	return Residency{Resident: res.Resident + grown.Resident, Huge: res.Huge + grown.Huge}, nil
+}

@@ -218,12 +218,15 @@ func (tb *Table) tierNext(t int64) uint64 {
 }
 
 // linksTo counts the tiers, of the pool's handed-out ones and the first
-// tiers, whose next word names tier t.
+// tiers, other than t itself, whose next word names tier t.
 func (tb *Table) linksTo(t int64) int {
 	end := tb.handedOutEnd()
 	n := 0
 	for i := int64(0); i < end; i++ {
-		if tv := tb.tier(i); tv.next() == uint64(t)+1 {
+		// A tier's link to itself is no chain's (a walk cuts it as a
+		// cycle): counted, it would hide the tier from the chain it
+		// belongs to, and its entries would be lost unreported.
+		if tv := tb.tier(i); i != t && tv.next() == uint64(t)+1 {
 			n++
 		}
 	}
