@@ -128,8 +128,8 @@ func (f *File) raiseLength(n int64) int64 {
 	}
 }
 
-// ErrGrowLimit reports a Grow past the size the file may grow to (the
-// mapping's length, Len).
+// ErrGrowLimit reports a Grow past the size the file may grow to
+// (MaxLength).
 var ErrGrowLimit = errors.New("the file may not grow that far")
 
 // Grow lengthens the file to n bytes (ftruncate), unless it is already
@@ -138,7 +138,7 @@ var ErrGrowLimit = errors.New("the file may not grow that far")
 // disk blocks. Growing is one system call: a process killed around it
 // leaves the file at its old length or its new one, both of which open.
 // Callers serialize growth between processes themselves (a lock in the
-// file); Grow only never shortens the file.
+// file); Grow never shortens the file.
 func (f *File) Grow(n int64) error {
 	fail := func(err error) error { return &fileError{Path: f.path, Op: "grow", Err: err} }
 	switch {

@@ -79,12 +79,12 @@ type OpenOptions struct {
 	// the file, or the one an existing file's header holds) the size up to
 	// which the file may grow after creation (limit; 0 if its size is
 	// fixed), and the lengths it may have on the way: its recorded size,
-	// or base plus a whole number of steps.
-	// A file that may grow is mapped at that size from the start (address
-	// space, not memory: the pages past the file's end are never touched
-	// until File.Grow has lengthened the file over them), so that every
-	// process sees the file grow without mapping it again; its length may
-	// then be anything from the size recorded at creation to GrowsTo's.
+	// or base plus a whole number of steps. The bytes a file that may grow
+	// grows into, from its recorded size to the limit, are mapped from the
+	// start, apart (File.Growth): address space, not memory, whose pages
+	// are touched only once File.Grow has lengthened the file over them.
+	// So every process sees the file grow without mapping it again. Any
+	// other length is refused (ErrSize, ErrTruncated).
 	GrowsTo func(layout []byte) (limit, base, step int64)
 	// Mode is the permission bits (0o777 at most) of a file Open creates,
 	// set exactly, whatever the process's umask. Zero means 0o600: only the
