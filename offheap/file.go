@@ -91,9 +91,9 @@ func (f *File) mapGrowth(limit int64, o *OpenOptions) error {
 	return nil
 }
 
-// MaxLength is the most bytes the file may hold: Size, or more for a file
+// maxLength is the most bytes the file may hold: Size, or more for a file
 // that may grow.
-func (f *File) MaxLength() int64 {
+func (f *File) maxLength() int64 {
 	if f.Growth == nil {
 		return f.Len()
 	}
@@ -119,7 +119,7 @@ func (f *File) Refresh() (int64, error) {
 
 // raiseLength raises Length to n, bounded by the mapping, and returns it.
 func (f *File) raiseLength(n int64) int64 {
-	n = min(n, f.MaxLength())
+	n = min(n, f.maxLength())
 	for {
 		cur := f.length.Load()
 		if n <= cur || f.length.CompareAndSwap(cur, n) {
@@ -128,9 +128,9 @@ func (f *File) raiseLength(n int64) int64 {
 	}
 }
 
-// ErrGrowLimit reports a Grow past the size the file may grow to
-// (MaxLength).
-var ErrGrowLimit = errors.New("the file may not grow that far")
+// errGrowLimit reports a Grow past the size the file may grow to
+// (maxLength).
+var errGrowLimit = errors.New("the file may not grow that far")
 
 // Grow lengthens the file to n bytes (ftruncate), unless it is already
 // that long, so that every process mapping it may touch the pages up to
@@ -144,8 +144,8 @@ func (f *File) Grow(n int64) error {
 	switch {
 	case f.ReadOnly():
 		return fail(errReadOnly)
-	case n > f.MaxLength():
-		return fail(fmt.Errorf("%w: %d bytes asked, %d at most", ErrGrowLimit, n, f.MaxLength()))
+	case n > f.maxLength():
+		return fail(fmt.Errorf("%w: %d bytes asked, %d at most", errGrowLimit, n, f.maxLength()))
 	}
 	f.growMu.Lock()
 	defer f.growMu.Unlock()
