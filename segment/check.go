@@ -537,7 +537,7 @@ func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 		if !handedOut && uint64(idx-l.Segments) >= to {
 			// The whole tier: attachTier takes only a tier that is zero,
 			// and slots left over from a tier cut loose would come back.
-			words := tb.region.Uint64s(l.TiersOff+idx*l.TierSize, l.TierSize/8)
+			words := tb.tierWordsOf(idx)
 			for i := range words {
 				atomic.StoreUint64(&words[i], 0)
 			}

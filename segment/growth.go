@@ -69,6 +69,13 @@ func (tb *Table) area(t int64) ([]byte, []uint64, int64) {
 	return tb.poolBytes, tb.poolWords, (t - l.Tiers) * l.TierSize
 }
 
+// tierWordsOf returns the words of the whole of tier t, in whichever
+// mapping holds it.
+func (tb *Table) tierWordsOf(t int64) []uint64 {
+	_, words, base := tb.area(t)
+	return words[base/8 : (base+tb.layout.TierSize)/8]
+}
+
 // bytesAt returns the mapped bytes that hold byte off of the tiers area
 // (off counted from TiersOff, as if every tier were mapped in one run),
 // and off's place in them. Nothing spans two tiers, so a range of one
