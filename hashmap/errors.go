@@ -69,8 +69,9 @@ var (
 
 	// ErrTooManyProcesses: Open found every process slot of the file
 	// (Options.MaxProcesses, fixed at creation) taken by a live process's
-	// open Map.
-	// Slots of dead processes are taken back on the way.
+	// open Map. Slots of dead processes are taken back on the way. The
+	// count cannot grow in place: the error names the option and the
+	// mapctl commands that copy the map into a new one with more.
 	ErrTooManyProcesses = registry.ErrFull
 
 	// ErrNotCache: PutWithTTL on a map created without Options.Cache, or

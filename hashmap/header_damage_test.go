@@ -147,7 +147,7 @@ func TestLargestLayoutFits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := len(l.Encode()) + len(locks.encode()) + len(encodeRegistryRecord(reg.Slots))
+			n := len(l.Encode()) + len(locks.encode()) + len(encodeRegistryRecord(reg))
 			largest = max(largest, n)
 		}
 	}

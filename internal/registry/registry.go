@@ -55,6 +55,10 @@ var (
 	ErrLockFile = errors.New("registry: lock file")
 )
 
+// AreaHeaderSize is the size of the area's header, before slot 0: what a
+// creator reserves disk blocks for, slots being reserved as claimed.
+const AreaHeaderSize = areaHeaderSize
+
 // Layout is where the registry lives in the file and how big it is.
 type Layout struct {
 	Off      int64 // start of the area in the file
