@@ -109,6 +109,9 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
 		},
 	})
+	if errors.Is(err, offheap.ErrNeedsUpgrade) {
+		err = fmt.Errorf("%w; upgrade it in place, with no process using it, by: mapctl upgrade %s", err, path)
+	}
 	if err != nil {
 		return nil, 0, classifyOpenError(err)
 	}

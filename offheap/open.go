@@ -305,6 +305,9 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 // fails to verify.
 func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
+	if !o.ReadOnly && h.version != FormatVersion {
+		return fail(fmt.Errorf("%w: open it read-only, or upgrade it (Upgrade)", ErrNeedsUpgrade))
+	}
 	if size != h.fileSize {
 		return fail(wrongSize(fd, path, size, h.fileSize))
 	}
