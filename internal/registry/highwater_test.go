@@ -17,14 +17,19 @@ import (
 // the mark can be told apart from those of the slots claimed.
 var wideLayout = Layout{Off: offheap.HeaderSize, Slots: 256, Ledgers: 4096, HighWater: true}
 
-func openWide(t testing.TB, path string) *offheap.File {
+func openWide(t testing.TB, path string) *offheap.File { return openLayout(t, path, wideLayout) }
+
+// openLayout opens, creating it if need be, a file at path that holds a
+// registry laid out as l after the header, mapped without huge pages (so
+// that what a test reads is what is resident), closed at the test's end.
+func openLayout(t testing.TB, path string, l Layout) *offheap.File {
 	t.Helper()
 	f, err := offheap.Open(path, offheap.OpenOptions{
 		Create:      true,
 		NoHugePages: true,
-		Size:        offheap.HeaderSize + wideLayout.Bytes(),
+		Size:        offheap.HeaderSize + l.Bytes(),
 		Init: func(r *offheap.Region) error {
-			Format(r.Bytes(wideLayout.Off, wideLayout.Bytes()), wideLayout)
+			Format(r.Bytes(l.Off, l.Bytes()), l)
 			return nil
 		},
 	})

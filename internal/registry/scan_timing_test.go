@@ -23,21 +23,7 @@ func benchRegistry(b *testing.B, slots, claimed int, highWater, held bool) (*Reg
 	b.Helper()
 	l := Layout{Off: offheap.HeaderSize, Slots: slots, Ledgers: 128, Counters: 128, HighWater: highWater}
 	path := filepath.Join(b.TempDir(), "reg")
-	open := func() *offheap.File {
-		f, err := offheap.Open(path, offheap.OpenOptions{
-			Create: true,
-			Size:   offheap.HeaderSize + l.Bytes(),
-			Init: func(r *offheap.Region) error {
-				Format(r.Bytes(l.Off, l.Bytes()), l)
-				return nil
-			},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { f.Close() })
-		return f
-	}
+	open := func() *offheap.File { return openLayout(b, path, l) }
 	f := open()
 	if highWater {
 		atomic.StoreUint64(f.Uint64(l.Off+hHighWater), uint64(claimed))
