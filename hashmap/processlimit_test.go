@@ -141,3 +141,35 @@ func TestFullRegistrySaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckReadsOnlySlotsEverClaimed: Check, Stats and a recovery pass of
+// a map with room for 4096 processes, one of which has it open, bring no
+// more of the file into memory than those of a map with room for 64: they
+// read the slots below the high-water mark, not a page of every slot.
+func TestCheckReadsOnlySlotsEverClaimed(t *testing.T) {
+	resident := map[int]int64{}
+	for _, procs := range []int{64, 4096} {
+		path := filepath.Join(t.TempDir(), "m")
+		m, err := Open(path, &Options{Entries: 1000, MaxProcesses: procs, NoHugePages: true, NoPrefault: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problems, err := m.Check(); err != nil || len(problems) != 0 {
+			t.Fatalf("Check = %v, %v", problems, err)
+		}
+		_ = m.Stats()
+		if _, err := m.Recover(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.file.Residency()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resident[procs] = res.Resident
+		t.Logf("%d slots of %d bytes: %d bytes resident after Check, Stats and Recover", procs, m.reg.Layout().SlotSize(), res.Resident)
+		m.Close()
+	}
+	if resident[4096]-resident[64] > 64<<10 {
+		t.Fatalf("%d bytes resident with room for 4096 processes, %d with room for 64", resident[4096], resident[64])
+	}
+}
