@@ -250,9 +250,9 @@ func decodeRegistryRecord(b []byte) (registryRecord, error) {
 	return r, nil
 }
 
-// maxProcesses bounds Options.MaxProcesses. Liveness scans cost a system
-// call per slot that was ever claimed, not per slot (the high-water mark),
-// so the bound is the file's: slot i's lock is byte 1 + i of the lock file,
-// and a process's lock owner id, slot + 1, must fit the 31 bits lock words
-// give it.
+// maxProcesses bounds Options.MaxProcesses. It no longer guards the time
+// of a liveness scan, which asks about the slots ever claimed (the
+// high-water mark), not every slot: it is a count past what one host
+// runs, well within what the format allows (a slot's lock is byte 1 + i
+// of the lock file; a lock owner id, slot + 1, has 31 bits).
 const maxProcesses = 65536
