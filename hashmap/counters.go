@@ -62,13 +62,14 @@ func (m *Map) lookups(i int, slots [][]uint64) (hits, misses int64) {
 	return hits, misses
 }
 
-// slotCounters lists every registry slot's counters, whatever the slot's
-// state.
+// slotCounters lists the counters of every registry slot ever claimed,
+// whatever the slot's state: those past the high-water mark were never
+// written.
 func (m *Map) slotCounters() [][]uint64 {
 	if m.reg == nil || m.reg.Layout().Counters == 0 {
 		return nil
 	}
-	out := make([][]uint64, m.reg.Layout().Slots)
+	out := make([][]uint64, m.reg.InUse())
 	for i := range out {
 		out[i] = m.reg.Counters(i)
 	}

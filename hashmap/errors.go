@@ -63,14 +63,23 @@ var (
 	// error's text says which.
 	ErrIncompatible = errors.New("sharedmap: options conflict with the existing map")
 
+	// ErrNeedsUpgrade: a writable Open of a file whose header is format
+	// version 1 (one copy of the header, as builds before the two copies
+	// wrote it). Such a file opens with Options.ReadOnly; Upgrade (mapctl
+	// upgrade PATH) rewrites its header as the current version in place,
+	// keeping every entry, and the error's text says so. It matches
+	// ErrIncompatible too.
+	ErrNeedsUpgrade = offheap.ErrNeedsUpgrade
+
 	// ErrBadOptions: the options cannot make a map, or an argument is out
 	// of range (a TTL that is not positive).
 	ErrBadOptions = segment.ErrBadParams
 
 	// ErrTooManyProcesses: Open found every process slot of the file
 	// (Options.MaxProcesses, fixed at creation) taken by a live process's
-	// open Map.
-	// Slots of dead processes are taken back on the way.
+	// open Map. Slots of dead processes are taken back on the way. The
+	// count cannot grow in place: the error names the option and the
+	// mapctl commands that copy the map into a new one with more.
 	ErrTooManyProcesses = registry.ErrFull
 
 	// ErrNotCache: PutWithTTL on a map created without Options.Cache, or
@@ -112,7 +121,8 @@ func (e alsoIs) Unwrap() []error { return []error{e.err, e.sentinel} }
 
 // classifyOpenError makes the errors of Open's lower layers match this
 // package's sentinels as well as their own: file-header damage ErrCorrupt,
-// a file this build cannot read ErrIncompatible, a recovery lock busy
+// a file this build cannot read, or cannot write until it is upgraded,
+// ErrIncompatible, a recovery lock busy
 // throughout the wait for a process slot ErrTimeout, a platform without
 // what a map needs ErrUnsupported.
 func classifyOpenError(err error) error {
@@ -122,7 +132,8 @@ func classifyOpenError(err error) error {
 	case errors.Is(err, offheap.ErrChecksum), errors.Is(err, offheap.ErrCorrupt),
 		errors.Is(err, offheap.ErrTruncated), errors.Is(err, offheap.ErrSize):
 		return alsoIs{err, ErrCorrupt}
-	case errors.Is(err, offheap.ErrVersion), errors.Is(err, offheap.ErrEndianness), errors.Is(err, segment.ErrBadLayout):
+	case errors.Is(err, offheap.ErrVersion), errors.Is(err, offheap.ErrEndianness), errors.Is(err, segment.ErrBadLayout),
+		errors.Is(err, offheap.ErrNeedsUpgrade):
 		return alsoIs{err, ErrIncompatible}
 	case errors.Is(err, registry.ErrRecoveryBusy):
 		return alsoIs{err, ErrTimeout}

@@ -62,7 +62,10 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
 	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
-		Counters: countersPerSlot(l.Segments, l.Stats)}
+		Counters: countersPerSlot(l.Segments, l.Stats), HighWater: !testCreateWithoutHighWater}
+	if reg.Slots == 0 {
+		reg.Slots = defaultProcesses(l.End-l.GlobalOff, reg.SlotSize())
+	}
 	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
@@ -84,7 +87,7 @@ type fileLayout struct {
 // is no cache for a DefaultTTL, and one whose layout disagrees with the
 // sizing that opts asks for.
 func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Options) (fileLayout, error) {
-	l, locks, regSlots, err := readRecords(f, segRecordLen)
+	l, locks, regRec, err := readRecords(f, segRecordLen)
 	if err != nil {
 		return fileLayout{}, classifyOpenError(fmt.Errorf("open %s: %w", f.Path(), err))
 	}
@@ -92,11 +95,12 @@ func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Option
 		return fileLayout{}, fmt.Errorf("open %s: DefaultTTL: %w", f.Path(), ErrNotCache)
 	}
 	if !f.Created() && opts != nil {
-		if err := conflicts(opts, &l, locks, regSlots); err != nil {
+		if err := conflicts(opts, &l, locks, regRec.slots); err != nil {
 			return fileLayout{}, fmt.Errorf("open %s: %w", f.Path(), err)
 		}
 	}
-	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regSlots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats)}
+	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regRec.slots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats),
+		HighWater: regRec.highWater}
 	return fileLayout{segments: l, locks: locks, registry: reg}, nil
 }
 
@@ -105,25 +109,26 @@ func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Option
 // and the registry record. Files from before lock tables have no lock
 // record and no arena (the zero lockLayout), nor those from before the
 // registry a registry (0 slots).
-func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, int, error) {
+func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, registryRecord, error) {
 	rec := f.Layout()
 	segLen := segment.RecordLen(rec)
 	var locks lockLayout
-	regSlots := 0
+	var reg registryRecord
 	if len(rec) > segLen {
 		lockRec := rec[segLen:]
 		var err error
 		if n := lockRecordLen(lockRec); n < len(lockRec) {
-			if regSlots, err = decodeRegistryRecord(lockRec[n:]); err != nil {
-				return segment.Layout{}, lockLayout{}, 0, err
+			if reg, err = decodeRegistryRecord(lockRec[n:]); err != nil {
+				return segment.Layout{}, lockLayout{}, reg, err
 			}
 			lockRec = lockRec[:n]
 		}
 		if locks, err = decodeLockLayout(lockRec); err != nil {
-			return segment.Layout{}, lockLayout{}, 0, err
+			return segment.Layout{}, lockLayout{}, reg, err
 		}
 		rec = rec[:segLen]
 	}
+	regSlots := reg.slots
 	var regBytes int64
 	if regSlots > 0 {
 		// The ledger count is the segment count, which the segment record
@@ -134,12 +139,17 @@ func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, int, error
 		}
 	}
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())
-	return l, locks, regSlots, err
+	return l, locks, reg, err
 }
 
 // testCreateWithoutFastLedgers, set only by tests, makes Open create files
 // as builds before fast ledgers did.
 var testCreateWithoutFastLedgers bool
+
+// testCreateWithoutHighWater, set only by tests, makes Open create files
+// as builds before the registry's high-water mark did: a version-1
+// registry record, and every slot's disk blocks reserved at creation.
+var testCreateWithoutHighWater bool
 
 // conflicts reports sizing options that disagree with an existing map.
 func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) error {
@@ -179,29 +189,80 @@ const DefaultMaxSize = 1 << 40
 const NoGrowth = -1
 
 // DefaultMaxProcesses is how many processes may have a new map open for
-// writing at once when Options.MaxProcesses is zero.
-const DefaultMaxProcesses = 64
+// writing at once when Options.MaxProcesses is zero, unless the registry
+// would then be more than a fifth of the file (see defaultProcesses).
+const DefaultMaxProcesses = 4096
 
-// registryRecordMagic starts the registry's part of the layout record.
-// Files from before the registry have none; they open without one, and
-// recovery then refuses to run (it could not tell the living from the dead).
-const registryRecordMagic = "SMREGLY1"
+// minDefaultProcesses is the fewest slots a default registry has, however
+// large a share of the file that makes it: what the default was before
+// registries had a high-water mark.
+const minDefaultProcesses = 64
 
-func encodeRegistryRecord(slots int) []byte {
-	return binary.LittleEndian.AppendUint64([]byte(registryRecordMagic), uint64(slots))
+// defaultProcesses is the slot count of a new file's registry when
+// Options.MaxProcesses is zero: DefaultMaxProcesses, or fewer (never
+// fewer than minDefaultProcesses) where slots of slotSize bytes would
+// come to more than a quarter of data, the bytes the segments take, and
+// so to more than a fifth of the file. A slot grows with the segment
+// count (a ledger, a fast ledger and two counters per segment), so in a
+// map of a hundred thousand segments 4096 slots would be gigabytes more
+// file. The registry is sparse: a slot takes disk blocks only once a
+// process claims it, and scans stop at the last one claimed, so the share
+// bounds the file's size and address space, not its disk or scan time.
+func defaultProcesses(data, slotSize int64) int {
+	return int(max(minDefaultProcesses, min(DefaultMaxProcesses, data/4/slotSize)))
 }
 
-func decodeRegistryRecord(b []byte) (int, error) {
-	if len(b) != len(registryRecordMagic)+8 || string(b[:len(registryRecordMagic)]) != registryRecordMagic {
-		return 0, fmt.Errorf("%w: damaged process-registry record in the header", ErrCorrupt)
+// The registry's part of the layout record starts with one of these.
+// Files from before the registry have none; they open without one, and
+// recovery then refuses to run (it could not tell the living from the
+// dead). Version 2 says the registry keeps a high-water mark of the slots
+// ever claimed (registry.Layout.HighWater): a build that reads only
+// version 1 refuses such a file rather than claim a slot past the mark,
+// which this build's scans would not see.
+const (
+	registryRecordMagic          = "SMREGLY1"
+	registryRecordMagicHighWater = "SMREGLY2"
+)
+
+// registryRecord is what the registry's part of the layout record says.
+type registryRecord struct {
+	slots     int  // 0: the file has no registry
+	highWater bool // its area keeps a high-water mark
+}
+
+// encodeRegistryRecord is the record of a new file's registry laid out as
+// l: version 2 if it keeps a high-water mark, as every new file's does.
+func encodeRegistryRecord(l registry.Layout) []byte {
+	magic := registryRecordMagic
+	if l.HighWater {
+		magic = registryRecordMagicHighWater
+	}
+	return binary.LittleEndian.AppendUint64([]byte(magic), uint64(l.Slots))
+}
+
+func decodeRegistryRecord(b []byte) (registryRecord, error) {
+	if len(b) != len(registryRecordMagic)+8 {
+		return registryRecord{}, fmt.Errorf("%w: damaged process-registry record in the header", ErrCorrupt)
+	}
+	var r registryRecord
+	switch string(b[:len(registryRecordMagic)]) {
+	case registryRecordMagic:
+	case registryRecordMagicHighWater:
+		r.highWater = true
+	default:
+		return registryRecord{}, fmt.Errorf("%w: damaged process-registry record in the header", ErrCorrupt)
 	}
 	slots := binary.LittleEndian.Uint64(b[len(registryRecordMagic):])
 	if slots == 0 || slots > maxProcesses {
-		return 0, fmt.Errorf("%w: process registry of %d slots", ErrCorrupt, slots)
+		return registryRecord{}, fmt.Errorf("%w: process registry of %d slots", ErrCorrupt, slots)
 	}
-	return int(slots), nil
+	r.slots = int(slots)
+	return r, nil
 }
 
-// maxProcesses bounds Options.MaxProcesses: the liveness scan costs one
-// system call per slot.
-const maxProcesses = 4096
+// maxProcesses bounds Options.MaxProcesses. It no longer guards the time
+// of a liveness scan, which asks about the slots ever claimed (the
+// high-water mark), not every slot: it is a count past what one host
+// runs, well within what the format allows (a slot's lock is byte 1 + i
+// of the lock file; a lock owner id, slot + 1, has 31 bits).
+const maxProcesses = 65536

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/internal/testutil"
 	"github.com/sharedmap/sharedmap/offheap"
 )
@@ -262,5 +263,53 @@ func TestMixedHugePagesOnAFullDisk(t *testing.T) {
 				t.Fatal("no Put succeeded on the map's own reserved first tiers")
 			}
 		})
+	}
+}
+
+// TestJoinOnAFullDiskIsAnError: a registry slot's disk blocks are reserved
+// by the Open that first claims it, not at creation. With the disk full,
+// an Open whose slot lies past every reservation fails with ErrNoSpace
+// (never SIGBUS in registry.Join), and the processes already in go on.
+func TestJoinOnAFullDiskIsAnError(t *testing.T) {
+	mnt := smallFilesystem(t)
+	path := filepath.Join(mnt, "m.map")
+	opts := &Options{Entries: 20000, AverageKeySize: 16, AverageValueSize: 64, Segments: 1024, NoHugePages: true, MaxProcesses: 4096}
+	m := mustOpen(t, path, opts)
+	defer m.Close()
+	if err := m.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// Open until the next slot ends in a 2 MiB unit no reservation covers
+	// (reservations are of whole units).
+	l := m.reg.Layout()
+	end := func(i int) int64 { return l.Off + registry.AreaHeaderSize + int64(i+1)*l.SlotSize() }
+	const unit = 2 << 20
+	reserved := (end(0) + unit - 1) / unit * unit
+	for i := 1; end(i) <= reserved; i++ {
+		mi := mustOpen(t, path, opts)
+		defer mi.Close()
+	}
+	fillDisk(t, mnt)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("an Open on the full disk faulted: %v", r)
+			}
+		}()
+		for range 2 * unit / l.SlotSize() {
+			mi, err := Open(path, opts)
+			if errors.Is(err, offheap.ErrNoSpace) {
+				return
+			}
+			if err != nil {
+				t.Fatalf("an Open on the full disk: %v, want ErrNoSpace", err)
+			}
+			defer mi.Close()
+		}
+		t.Fatal("every Open on the full disk succeeded")
+	}()
+	if v, err := m.Get([]byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("Get after the refused Open: %q, %v", v, err)
 	}
 }

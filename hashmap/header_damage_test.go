@@ -5,6 +5,7 @@ package hashmap
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func TestLargestLayoutFits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := len(l.Encode()) + len(locks.encode()) + len(encodeRegistryRecord(reg.Slots))
+			n := len(l.Encode()) + len(locks.encode()) + len(encodeRegistryRecord(reg))
 			largest = max(largest, n)
 		}
 	}
@@ -159,29 +160,44 @@ func TestLargestLayoutFits(t *testing.T) {
 	}
 }
 
-// TestVersion1MapOpens: a map whose header page is version 1, as builds
-// before the two header copies wrote it (one copy filling the page, its
-// checksum over the whole page with the state and checksum read as zero),
-// opens read-only and writable, reads every entry, takes a Put, checks
-// clean after Repair, and keeps its version-1 header.
-func TestVersion1MapOpens(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m")
-	want := filledMap(t, path, &Options{Entries: 500, AverageKeySize: 8, AverageValueSize: 40, MaxProcesses: 4}, 300)
+// version1Map makes a map at path with n entries whose header page is
+// version 1, as builds before the two header copies wrote it (one copy
+// filling the page, its checksum over the whole page with the state and
+// checksum read as zero), and returns its entries and the page.
+func version1Map(t *testing.T, path string, n int) (map[string]string, []byte) {
+	t.Helper()
+	want := filledMap(t, path, &Options{Entries: 500, AverageKeySize: 8, AverageValueSize: 40, MaxProcesses: 4}, n)
+	return want, toVersion1(t, path)
+}
+
+// toVersion1 rewrites the header page of the map at path as version 1
+// and returns the page.
+func toVersion1(t *testing.T, path string) []byte {
+	t.Helper()
 	clean, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
 	v1 := make([]byte, offheap.HeaderSize)
-	n := int(le.Uint32(clean[52:]))
-	copy(v1, clean[:1024+n]) // copy A: the fields and the layout record, at version 1's offsets
+	layoutLen := int(le.Uint32(clean[52:]))
+	copy(v1, clean[:1024+layoutLen]) // copy A: the fields and the layout record, at version 1's offsets
 	le.PutUint32(v1[8:], 1)
 	sum := bytes.Clone(v1)
 	clear(sum[16:20])
 	clear(sum[56:64])
 	le.PutUint64(v1[56:], xxhash.Sum64(sum))
 	writeAt(t, path, v1, 0)
+	return v1
+}
 
+// TestVersion1MapOpensReadOnly: a map whose header page is version 1 opens
+// read-only and reads every entry; a writable Open is refused with
+// ErrNeedsUpgrade (and ErrIncompatible), naming the command that
+// upgrades it; neither changes the header.
+func TestVersion1MapOpensReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	want, v1 := version1Map(t, path, 300)
 	m, err := Open(path, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only Open of a version-1 map: %v", err)
@@ -190,22 +206,11 @@ func TestVersion1MapOpens(t *testing.T) {
 		t.Fatal(msg)
 	}
 	m.Close()
-	m, err = Open(path, nil)
-	if err != nil {
-		t.Fatalf("Open of a version-1 map: %v", err)
-	}
-	if err := m.Put([]byte("new"), []byte("value")); err != nil {
-		t.Fatal(err)
-	}
-	want["new"] = "value"
-	if _, err := m.Repair(); err != nil {
-		t.Fatal(err)
-	}
-	problems, err := m.Check()
-	msg := dumpAll(m, want)
-	m.Close()
-	if err != nil || len(problems) != 0 || msg != "" {
-		t.Fatalf("version-1 map after a Put and Repair: Check = %v, %v; %s", problems, err, msg)
+	for _, o := range []*Options{nil, {NoCreate: true}} {
+		_, err = Open(path, o)
+		if !errors.Is(err, ErrNeedsUpgrade) || !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "mapctl upgrade "+path) {
+			t.Fatalf("writable Open of a version-1 map: %v; want ErrNeedsUpgrade naming mapctl upgrade", err)
+		}
 	}
 	now, err := os.ReadFile(path)
 	if err != nil {
@@ -213,5 +218,69 @@ func TestVersion1MapOpens(t *testing.T) {
 	}
 	if !bytes.Equal(now[:offheap.HeaderSize], v1) {
 		t.Fatal("the version-1 header page changed")
+	}
+}
+
+// TestUpgradeKeepsEveryEntry: Upgrade rewrites a version-1 map's header as
+// the current version, after which the map opens for writing with every
+// entry, takes a Put and checks clean; run again, Upgrade says the file is
+// current and changes nothing.
+func TestUpgradeKeepsEveryEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	want, _ := version1Map(t, path, 300)
+	res, err := Upgrade(path)
+	if err != nil || res.From != 1 || res.To != offheap.FormatVersion {
+		t.Fatalf("Upgrade = %+v, %v", res, err)
+	}
+	m, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open after the upgrade: %v", err)
+	}
+	if msg := dumpAll(m, want); msg != "" {
+		t.Fatal(msg)
+	}
+	if err := m.Put([]byte("new"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	want["new"] = "value"
+	problems, err := m.Check()
+	msg := dumpAll(m, want)
+	m.Close()
+	if err != nil || len(problems) != 0 || msg != "" {
+		t.Fatalf("upgraded map after a Put: Check = %v, %v; %s", problems, err, msg)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Upgrade(path); err != nil || res.From != offheap.FormatVersion || len(res.Mended) != 0 {
+		t.Fatalf("Upgrade of a current map = %+v, %v", res, err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("Upgrade of a current map changed the file")
+	}
+}
+
+// TestUpgradeRefusedWhileOpen: while a process has a version-1 map open
+// for writing (as a build from before could), Upgrade refuses with
+// ErrNotAlone and leaves the header as it is; once it closes, Upgrade
+// goes ahead.
+func TestUpgradeRefusedWhileOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	filledMap(t, path, &Options{Entries: 500, AverageKeySize: 8, AverageValueSize: 40, MaxProcesses: 4}, 10)
+	m, err := Open(path, nil) // opened as version 2, then the page made version 1 under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := toVersion1(t, path)
+	if _, err := Upgrade(path); !errors.Is(err, ErrNotAlone) {
+		t.Fatalf("Upgrade with a writer in: %v, want ErrNotAlone", err)
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now[:offheap.HeaderSize], v1) {
+		t.Fatal("a refused Upgrade changed the header")
+	}
+	m.Close()
+	if res, err := Upgrade(path); err != nil || res.From != 1 {
+		t.Fatalf("Upgrade once the writer closed: %+v, %v", res, err)
 	}
 }

@@ -169,7 +169,7 @@ func TestOptions(t *testing.T) {
 		{Segments: 3},
 		{AverageKeySize: -4},
 		{MaxProcesses: -1},
-		{MaxProcesses: 5000},
+		{MaxProcesses: maxProcesses + 1},
 		{Entries: 10, Segments: 1 << 20}, // a 20 GB file for 10 entries
 		{CreateNew: true, NoCreate: true},
 		{CreateNew: true, ReadOnly: true},

@@ -94,14 +94,15 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 		NoHugePages: o.NoHugePages,
 		GrowsTo:     segment.RecordGrowth,
 		Mode:        o.Mode,
-		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg.Slots)...),
+		Layout:      append(append(segRecord, wantLocks.encode()...), encodeRegistryRecord(wantReg)...),
 		// The disk blocks of everything every map writes (the lock
-		// arena, the registry with every process's slot, ledgers and
-		// counters, the global and segment headers and the first tiers),
-		// so that a full disk fails the creation rather than a later write
-		// (SIGBUS), and leaves no map that looks ready.
-		ReserveOff: offheap.HeaderSize,
-		ReserveLen: want.TiersOff + want.Segments*want.TierSize - offheap.HeaderSize,
+		// arena, the registry's header, the global and segment headers
+		// and the first tiers), so that a full disk fails the creation
+		// rather than a later write (SIGBUS), and leaves no map that looks
+		// ready. A registry slot's blocks are reserved by the Join that
+		// first claims it (registry.Layout.HighWater): slots nobody
+		// claims take none.
+		Reserve: reserveAtCreation(want, wantReg),
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
 			// unlocked. Only the lock arena and the registry need headers.
@@ -109,10 +110,28 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
 		},
 	})
+	if errors.Is(err, offheap.ErrNeedsUpgrade) {
+		err = fmt.Errorf("%w; upgrade it in place, with no process using it, by: mapctl upgrade %s", err, path)
+	}
 	if err != nil {
 		return nil, 0, classifyOpenError(err)
 	}
 	return f, len(segRecord), nil
+}
+
+// reserveAtCreation is what a creator reserves disk blocks for in a file
+// laid out as l and reg: the lock arena, the registry's header, the
+// global and segment headers and the first tiers; with a registry from
+// before the high-water mark, every slot too.
+func reserveAtCreation(l segment.Layout, reg registry.Layout) []offheap.Extent {
+	regEnd := reg.Off + registry.AreaHeaderSize
+	if !reg.HighWater {
+		regEnd = reg.Off + reg.Bytes()
+	}
+	return []offheap.Extent{
+		{Off: offheap.HeaderSize, Len: regEnd - offheap.HeaderSize},
+		{Off: l.GlobalOff, Len: l.TiersOff + l.Segments*l.TierSize - l.GlobalOff},
+	}
 }
 
 // attach opens the parts of the file that fl lays out, for this process:
@@ -206,6 +225,11 @@ func (m *Map) join(l registry.Layout) error {
 	// (while a live process it waits on stays busy), and passes may follow
 	// one another: Join waits through a few before it gives up.
 	slot, err := reg.Join(joinWait(m.opts.LockTimeout))
+	if errors.Is(err, registry.ErrFull) {
+		return fmt.Errorf("%w; a file's process count is fixed when it is created and cannot grow in place: "+
+			"create a new map with more (Options.MaxProcesses, mapctl create --max-processes N NEWPATH) and copy the entries over "+
+			"(mapctl dump %s | mapctl load NEWPATH -)", err, m.Path())
+	}
 	if err != nil {
 		return err
 	}
@@ -217,7 +241,9 @@ func (m *Map) join(l registry.Layout) error {
 		for i := range journals {
 			journals[i] = reg.Journal(i)
 		}
-		if err := a.SetJournals(journals, slot); err != nil {
+		// Only the slots ever claimed may hold an episode: scans of the
+		// journals stop at the registry's high-water mark.
+		if err := a.SetJournalsInUse(journals, slot, reg.InUse); err != nil {
 			return err
 		}
 		// The slot's last process (closed, or dead) may have left locks

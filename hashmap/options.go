@@ -110,8 +110,17 @@ type Options struct {
 	Mode fs.FileMode
 	// MaxProcesses is how many open Maps may write to the file at once: each
 	// writable Open takes a slot in the file's process registry until Close
-	// (a process opening the map twice takes two). Default 64. Fixed at
-	// creation.
+	// (a process opening the map twice takes two). At most 65536. Fixed at
+	// creation: an existing file's count cannot grow in place (copy its
+	// entries into a new map: mapctl dump, mapctl load).
+	//
+	// Zero means DefaultMaxProcesses (4096), or fewer, never fewer than
+	// 64, where that many slots would make the registry more than a fifth
+	// of the file: a slot holds a few words per segment, so in a map of
+	// very many segments 4096 slots would be gigabytes. The registry is sparse:
+	// a slot takes disk blocks (or memory, on tmpfs) only once a process
+	// claims it, and liveness scans read only the slots ever claimed, so a
+	// large count costs file size and address space, not disk or time.
 	MaxProcesses int
 	// Cache creates the map as a cache: entries may expire (PutWithTTL,
 	// DefaultTTL), and a full segment evicts the entries read least recently
@@ -193,9 +202,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LoadTimeout == 0 {
 		r.LoadTimeout = DefaultLoadTimeout
-	}
-	if r.MaxProcesses == 0 {
-		r.MaxProcesses = DefaultMaxProcesses
 	}
 	if r.MaxSize == 0 {
 		r.MaxSize = DefaultMaxSize

@@ -58,6 +58,10 @@ func TestHelperProcess(t *testing.T) {
 		testutil.Report("put")
 		return
 	}
+	if role == "hold-put" { // manyprocesses_test.go
+		helperHoldPut(os.Getenv("HASHMAP_FILE"))
+		return
+	}
 	if role == "reader-locks" {
 		helperReaderLocks(os.Getenv("HASHMAP_FILE"))
 		return

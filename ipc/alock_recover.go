@@ -21,7 +21,7 @@ import (
 // free (as an Unlock from another process does).
 func (a *Arena) returnRetiredNodes(r *Recovery) {
 	js := a.journals
-	for k, j := range js.all {
+	for k, j := range js.used() {
 		for i := 0; i < len(j); i += journalEntryWords {
 			e := entry{j[i : i+journalEntryWords : i+journalEntryWords]}
 			s := e.state()
@@ -69,7 +69,7 @@ func (a *Arena) alockNodeNamed(index int, node uint64, retired entry) bool {
 // episode on lock index, with the state it was read in.
 func (a *Arena) alockEntries(index int) iter.Seq2[[]uint64, entryState] {
 	return func(yield func([]uint64, entryState) bool) {
-		for _, j := range a.journals.all {
+		for _, j := range a.journals.used() {
 			for i := 0; i < len(j); i += journalEntryWords {
 				s := stateAt(&j[i])
 				if !s.on(kindALock, index) {

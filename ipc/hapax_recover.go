@@ -13,7 +13,7 @@ import (
 // hapax-vw and tidex lock index in generation gen, each with its state.
 func (a *Arena) queueEntries(index int, gen uint64) iter.Seq2[[]uint64, entryState] {
 	return func(yield func([]uint64, entryState) bool) {
-		for _, j := range a.journals.all {
+		for _, j := range a.journals.used() {
 			for i := 0; i < len(j); i += journalEntryWords {
 				s := stateAt(&j[i])
 				if kind := s.kind(); kind < kindHapax || kind > kindTidex || s.lock() != index || atomic.LoadUint64(&j[i+3]) != gen {

@@ -129,6 +129,15 @@ func (s entryState) seat() bool {
 	return s.kind() == kindCR && (p == jSeatAsk || p == jSeated || p == jSeatHold)
 }
 
+// used is the journals that may hold anything (see inUse), this
+// process's own among them, indexed as all.
+func (js *journals) used() [][]uint64 {
+	if js.inUse == nil {
+		return js.all
+	}
+	return js.all[:min(max(js.inUse(), js.self+1), len(js.all))]
+}
+
 // JournalWords is the size of a journal with room for n episodes at once.
 func JournalWords(n int) int { return n * journalEntryWords }
 
@@ -140,6 +149,10 @@ var ErrNoJournal = errors.New("ipc: no lock journals: recovery needs SetJournals
 type journals struct {
 	all  [][]uint64
 	self int
+	// inUse, if set, is how many journals, from the first, may hold
+	// anything (the registry's high-water mark): the scans read only
+	// those. It may grow while the arena is in use, never shrink.
+	inUse func() int
 
 	// Entries of this process's journal it may still claim, as a count, so
 	// that an episode that needs two (hapax-cr's seat and its inner lock's
@@ -162,6 +175,17 @@ type journals struct {
 // using the locks must do the same, or recovery could mistake whose turn it
 // is. Call it before the first lock is used.
 func (a *Arena) SetJournals(all [][]uint64, self int) error {
+	return a.SetJournalsInUse(all, self, nil)
+}
+
+// SetJournalsInUse is SetJournals for journals of which only the first
+// inUse() may hold anything: those of processes that ever used the locks
+// (a registry's slots up to its high-water mark), the rest being zero.
+// Scans of the journals (an Unlock's search for another process's episode,
+// Parties, Recover) read only those, so that room for many processes
+// costs nothing until they come. inUse() may grow, never shrink, and
+// exceeds self.
+func (a *Arena) SetJournalsInUse(all [][]uint64, self int, inUse func() int) error {
 	if self < 0 || self >= len(all) {
 		return fmt.Errorf("%w: journal %d of %d", ErrBadConfig, self, len(all))
 	}
@@ -173,7 +197,7 @@ func (a *Arena) SetJournals(all [][]uint64, self int) error {
 			return fmt.Errorf("%w: journal %d has %d words", ErrBadConfig, i, len(j))
 		}
 	}
-	js := &journals{all: all, self: self}
+	js := &journals{all: all, self: self, inUse: inUse}
 	js.cond.L = &js.mu
 	// Entries already there were left by a process that died in this slot
 	// (a slot is reused only when its process is gone): they are adopted,
@@ -424,9 +448,10 @@ func (a *Arena) findEpisode(index int, kind uint8, value uint64) (e entry, own b
 		return !s.adopted() && s.on(kind, index) &&
 			(s.phase() == jQueued || s.phase() == jArriving) && atomic.LoadUint64(&j[i+1]) == value
 	}
-	for n := range js.all {
-		k := (js.self + n) % len(js.all) // this process's own first
-		j := js.all[k]
+	all := js.used()
+	for n := range all {
+		k := (js.self + n) % len(all) // this process's own first
+		j := all[k]
 		for i := 0; i < len(j); i += journalEntryWords {
 			if match(j, i) {
 				return entry{j[i : i+journalEntryWords : i+journalEntryWords]}, k == js.self
@@ -457,9 +482,10 @@ func (a *Arena) findSeat(index int) (e entry, own bool) {
 		return entry{}, false
 	}
 	want := packState(jSeatHold, kindCR, index)
-	for n := range js.all {
-		k := (js.self + n) % len(js.all) // this process's own first
-		j := js.all[k]
+	all := js.used()
+	for n := range all {
+		k := (js.self + n) % len(all) // this process's own first
+		j := all[k]
 		for i := 0; i < len(j); i += journalEntryWords {
 			if atomic.LoadUint64(&j[i]) == want {
 				return entry{j[i : i+journalEntryWords : i+journalEntryWords]}, k == js.self
@@ -501,7 +527,7 @@ func (a *Arena) Parties(algorithm string, index int, dst []int) []int {
 			add(int(owner) - 1)
 		}
 	}
-	for k, j := range js.all {
+	for k, j := range js.used() {
 		if k == js.self {
 			continue
 		}

@@ -72,7 +72,7 @@ func (a *Arena) Recover(algorithm string, live func(slot int) bool) (Recovery, e
 			a.recoverSeats(v.lock(), live, &r)
 		}
 	}
-	for d := range js.all {
+	for d := range js.used() {
 		if d == js.self || live(d) {
 			continue
 		}
@@ -197,7 +197,7 @@ func (a *Arena) namedNodes() map[uint32]bool {
 			name(uint64(atomic.LoadUint32(w.at(k))))
 		}
 	}
-	for _, j := range a.journals.all {
+	for _, j := range a.journals.used() {
 		for i := 0; i < len(j); i += journalEntryWords {
 			if s := stateAt(&j[i]); s != jFree && s.kind() == kindALock {
 				name(atomic.LoadUint64(&j[i+1]))
@@ -232,7 +232,7 @@ func (a *Arena) returnDeadNodeOf(node uint32, o uint64) bool {
 // (FuzzRecoverJournal holds this).
 func (a *Arena) dropForeignEntries(kinds uint8, live func(int) bool) {
 	js := a.journals
-	for d, j := range js.all {
+	for d, j := range js.used() {
 		if d != js.self && live(d) {
 			continue
 		}

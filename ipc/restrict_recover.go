@@ -22,7 +22,7 @@ func (a *Arena) recoverSeats(index int, live func(int) bool, r *Recovery) {
 		var dead [][]uint64
 		var ours []bool // dead[i] is in this process's journal (an entry it adopted)
 		busy := false
-		for k, j := range a.journals.all {
+		for k, j := range a.journals.used() {
 			alive := k == a.journals.self || live(k)
 			for i := 0; i < len(j); i += journalEntryWords {
 				v := stateAt(&j[i])
@@ -112,7 +112,7 @@ func (a *Arena) passTicket(index int, t uint64, phase uint8) bool {
 // ticketClaimed reports whether an entry other than an adopted one holds
 // passive ticket t of lock index.
 func (a *Arena) ticketClaimed(index int, t uint64) bool {
-	for _, j := range a.journals.all {
+	for _, j := range a.journals.used() {
 		for i := 0; i < len(j); i += journalEntryWords {
 			v := stateAt(&j[i])
 			if !v.adopted() && v.on(kindCR, index) &&

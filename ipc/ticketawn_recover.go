@@ -164,7 +164,7 @@ func (a *Arena) ticketOf(index int, gen uint64, egress int64) (uint64, ownerVerd
 	}
 	named := map[uint64]bool{}
 	dead := 0
-	for _, j := range a.journals.all {
+	for _, j := range a.journals.used() {
 		for i := 0; i < len(j); i += journalEntryWords {
 			v := stateAt(&j[i])
 			if !v.on(kindTicket, index) || atomic.LoadUint64(&j[i+3]) != gen {

@@ -71,6 +71,11 @@ var (
 	// ErrVersion reports a file written in a newer format than this build
 	// reads.
 	ErrVersion = errors.New("unsupported format version")
+	// ErrNeedsUpgrade reports a writable Open of a file whose header is
+	// format version 1 (one copy of the header): this build reads it, and
+	// opens it read-only, but writes only files whose header it can keep
+	// two copies of. Upgrade rewrites the header as the current version.
+	ErrNeedsUpgrade = errors.New("file header is format version 1, which this build opens only read-only")
 	// ErrChecksum reports a header neither copy of which matches its
 	// checksum: it was damaged after it was written. (One copy that
 	// matches is enough to open the file.)

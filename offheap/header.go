@@ -113,9 +113,10 @@ type copyResult struct {
 type faultKind uint8
 
 const (
-	faultDamaged faultKind = iota + 1 // the copy does not verify: a writable Open rewrites it
-	faultLagging                      // the copy says initializing while the other says ready: creation stopped between the two
-	faultPadding                      // the copy verifies, but bytes no field uses are not zero
+	faultDamaged   faultKind = iota + 1 // the copy does not verify: a writable Open rewrites it
+	faultLagging                        // the copy says initializing while the other says ready: creation stopped between the two
+	faultPadding                        // the copy verifies, but bytes no field uses are not zero
+	faultUpgrading                      // copy B of a version-1 page being upgraded was cut short (see decodeV1Upgrading)
 )
 
 // headerFault is something wrong in the header page that did not stop the
@@ -143,7 +144,8 @@ func (f headerFault) Error() string {
 // creation cut short between the two flips, and the file is ready.
 //
 // A version-1 page holds one header, checked as version 1 did: a checksum
-// over the whole page.
+// over the whole page; or, when that fails and copy B does not verify,
+// with the page's second half read as zero (decodeV1Upgrading).
 //
 // A header whose state is not ready in every copy is returned with an
 // ErrNotReady error and only magic, version and state filled in: it was
@@ -173,6 +175,10 @@ func decodeHeader(page []byte) (header, []headerFault, error) {
 	a, b := decodeCopy(page[copyA:copyA+headerCopySize]), decodeCopy(page[copyB:copyB+headerCopySize])
 	if v1 != nil {
 		if b.kind != copySound {
+			if r := decodeV1Upgrading(page); r.kind == copySound {
+				return r.h, []headerFault{{copy: 1, kind: faultUpgrading, err: errors.New(
+					"an upgrade to format version 2 stopped while writing this copy; the version-1 header opens the file: upgrade it again to finish")}}, nil
+			}
 			return v1.h, nil, v1.err
 		}
 		a = *v1
@@ -312,6 +318,22 @@ func decodeV1(page []byte) copyResult {
 	return copyResult{h: h, kind: copySound}
 }
 
+// decodeV1Upgrading checks a version-1 page whose second half, where the
+// upgrade writes copy B first (see Upgrade), may hold part of a copy: it
+// is decoded as version 1 with bytes 2048..4095 read as zero, which they
+// were before the upgrade began (Upgrade refuses a page where they are
+// not, and a layout record that reaches them). So an upgrade cut short
+// while writing copy B leaves a file that opens as the version 1 it was.
+func decodeV1Upgrading(page []byte) copyResult {
+	p := bytes.Clone(page[:HeaderSize])
+	clear(p[copyB:])
+	r := decodeV1(p)
+	if r.kind == copySound && hdrLayout+len(r.h.layout) > copyB {
+		return copyResult{kind: copyDamaged, err: fmt.Errorf("%w: a version-1 layout record reaching the second half of the page", ErrCorrupt)}
+	}
+	return r
+}
+
 // fields fills in h's fields after magic, version and state from c, a
 // copy (or a version-1 page) whose checksum matched and whose layout
 // length n fits it, and checks them.
@@ -411,7 +433,8 @@ func writeCopy(r *Region, i int, h *header) {
 // cannot rewrite it), one left initializing beside a ready one, or
 // padding that is not zero. None of them stops the file from opening;
 // RepairHeader mends them all. A version-1 header has one copy and no
-// padding to check.
+// padding to check; its one fault is an upgrade stopped while writing
+// copy B, which Upgrade, not RepairHeader, finishes.
 func (f *File) HeaderProblems() []error {
 	if f.Region == nil || f.data == nil {
 		return nil

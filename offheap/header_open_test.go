@@ -140,10 +140,60 @@ func TestBothCopiesDamaged(t *testing.T) {
 	}
 }
 
-// TestVersion1FileOpens: a file whose header page is version 1 (one copy,
-// the checksum over the whole page, as builds before the two copies wrote
-// it) opens read-only and writable, and stays version 1.
-func TestVersion1FileOpens(t *testing.T) {
+// TestVersion1FileOpensReadOnly: a file whose header page is version 1
+// (one copy, the checksum over the whole page, as builds before the two
+// copies wrote it) opens read-only, and a writable Open, with Create or
+// without, is refused with ErrNeedsUpgrade; neither changes the page.
+func TestVersion1FileOpensReadOnly(t *testing.T) {
+	path, v1 := version1File(t)
+	orig := mustRead(t, path)
+	f, err := Open(path, OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open of a version-1 file: %v", err)
+	}
+	if f.formatVersion() != 1 || string(f.Layout()) != string(createOpts().Layout) || f.Size() != testSize || f.Created() ||
+		!bytes.Equal(f.Bytes(HeaderSize, 16), orig[HeaderSize:HeaderSize+16]) || len(f.HeaderProblems()) != 0 {
+		t.Fatalf("read-only Open of a version-1 file: version %d, layout %q, size %d, problems %v", f.formatVersion(), f.Layout(), f.Size(), f.HeaderProblems())
+	}
+	f.Close()
+	for _, o := range []OpenOptions{{}, createOpts()} {
+		if f, err := Open(path, o); !errors.Is(err, ErrNeedsUpgrade) {
+			if err == nil {
+				f.Close()
+			}
+			t.Fatalf("Open(%+v) of a version-1 file: %v, want ErrNeedsUpgrade", o, err)
+		}
+	}
+	if !bytes.Equal(mustRead(t, path)[:HeaderSize], v1) {
+		t.Fatal("opening a version-1 file changed its header")
+	}
+	// Checked as version 1 checked it: padding is covered...
+	damaged := bytes.Clone(v1)
+	damaged[copyB-1] ^= 1
+	writePage(t, path, damaged)
+	if _, err := Open(path, OpenOptions{ReadOnly: true}); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("a version-1 header with a flipped padding bit: %v, want ErrChecksum", err)
+	}
+	// ...but for the second half, where an upgrade writes copy B first:
+	// the page opens as version 1, and the copy is named as an upgrade cut
+	// short.
+	damaged = bytes.Clone(v1)
+	damaged[HeaderSize-1] ^= 1
+	writePage(t, path, damaged)
+	f, err = Open(path, OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("a version-1 header with a byte of copy B written: %v", err)
+	}
+	defer f.Close()
+	if p := f.HeaderProblems(); f.formatVersion() != 1 || len(p) != 1 || !strings.Contains(p[0].Error(), "copy B") || !strings.Contains(p[0].Error(), "upgrade") {
+		t.Fatalf("a version-1 header with a byte of copy B written: version %d, problems %v", f.formatVersion(), p)
+	}
+}
+
+// version1File makes a file with data (mapWithData) whose header page is
+// version 1, and returns its path and the page.
+func version1File(t *testing.T) (string, []byte) {
+	t.Helper()
 	path, orig := mapWithData(t)
 	h, _, err := decodeHeader(orig)
 	if err != nil {
@@ -153,31 +203,7 @@ func TestVersion1FileOpens(t *testing.T) {
 	v1 := make([]byte, HeaderSize)
 	encodeV1(v1, &h)
 	writePage(t, path, v1)
-	for _, o := range []OpenOptions{{ReadOnly: true}, {}, createOpts()} {
-		f, err := Open(path, o)
-		if err != nil {
-			t.Fatalf("Open(%+v) of a version-1 file: %v", o, err)
-		}
-		if f.formatVersion() != 1 || string(f.Layout()) != string(createOpts().Layout) || f.Size() != testSize || f.Created() ||
-			!bytes.Equal(f.Bytes(HeaderSize, 16), orig[HeaderSize:HeaderSize+16]) || len(f.HeaderProblems()) != 0 {
-			t.Fatalf("Open(%+v) of a version-1 file: version %d, layout %q, size %d, problems %v", o, f.formatVersion(), f.Layout(), f.Size(), f.HeaderProblems())
-		}
-		if !f.ReadOnly() {
-			if did, err := f.RepairHeader(); err != nil || len(did) != 0 {
-				t.Fatalf("RepairHeader of a version-1 file: %v, %v", did, err)
-			}
-		}
-		f.Close()
-	}
-	if !bytes.Equal(mustRead(t, path)[:HeaderSize], v1) {
-		t.Fatal("opening a version-1 file changed its header")
-	}
-	// Checked as version 1 checked it: padding is covered.
-	v1[HeaderSize-1] ^= 1
-	writePage(t, path, v1)
-	if _, err := Open(path, OpenOptions{ReadOnly: true}); !errors.Is(err, ErrChecksum) {
-		t.Fatalf("a version-1 header with a flipped padding bit: %v, want ErrChecksum", err)
-	}
+	return path, v1
 }
 
 // TestWrongSizeSaysWhatToDo: a file one byte longer than its header

@@ -83,10 +83,11 @@ package offheap
 //     writes is 218 bytes (hashmap's TestLargestLayoutFits), a fifth of
 //     the room.
 //
-// Version 1, which this build still reads (and never writes), had one
-// copy filling the page: the same fields at the same offsets, a layout of
-// up to 3072 bytes at 1024, and a checksum over the whole page (state and
-// checksum read as zero), padding included.
+// Version 1, which this build still reads, read-only (and never writes
+// but to upgrade it: Upgrade), had one copy filling the page: the same
+// fields at the same offsets, a layout of up to 3072 bytes at 1024, and a
+// checksum over the whole page (state and checksum read as zero), padding
+// included.
 //
 // The fields are placed so that every word wider than a byte is aligned
 // to its own size (state is read and written atomically), and the header

@@ -55,14 +55,14 @@ type OpenOptions struct {
 	// an error, Open fails and the file stays not ready until the next
 	// Open with Create initializes it again.
 	Init func(r *Region) error
-	// ReserveOff and ReserveLen name a range of bytes whose disk blocks a
-	// creator allocates before Init runs, as File.Allocate does: what every
-	// user of the file writes, so that a full disk fails the creation
-	// rather than faulting (SIGBUS) on some later write. If the disk cannot
-	// hold them, Open fails with ErrNoSpace and the file is left empty
-	// (its partial reservation given back), for the next Create to start
-	// over. Ignored when the file already exists.
-	ReserveOff, ReserveLen int64
+	// Reserve names ranges of bytes whose disk blocks a creator allocates
+	// before Init runs, as File.Allocate does: what every user of the file
+	// writes, so that a full disk fails the creation rather than faulting
+	// (SIGBUS) on some later write. If the disk cannot hold them, Open
+	// fails with ErrNoSpace and the file is left empty (its partial
+	// reservation given back), for the next Create to start over. Ignored
+	// when the file already exists.
+	Reserve []Extent
 	// NoHugePages maps the file with the kernel's default pages only. By
 	// default the mapping asks for transparent huge pages (MADV_HUGEPAGE).
 	// A kernel and filesystem that cache files in 2 MiB folios (recent
@@ -98,6 +98,9 @@ type OpenOptions struct {
 	// the file. Zero means defaultInitTimeout.
 	initTimeout time.Duration
 }
+
+// Extent is a range of bytes of the file: Len bytes from Off.
+type Extent struct{ Off, Len int64 }
 
 // defaultMode is the permission of a map file created with a zero
 // OpenOptions.Mode: its creator's alone.
@@ -313,6 +316,9 @@ func openReady(fd *os.File, path string, o *OpenOptions) (*File, error) {
 // fails to verify.
 func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFault, o *OpenOptions) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
+	if !o.ReadOnly && h.version != FormatVersion {
+		return fail(fmt.Errorf("%w: open it read-only, or upgrade it (Upgrade)", ErrNeedsUpgrade))
+	}
 	limit := o.growsTo(h.layout, h.fileSize)
 	if want := o.lengthFor(h.layout, h.fileSize, size); size != want {
 		return fail(wrongSize(fd, path, size, want, limit > h.fileSize))
@@ -420,8 +426,11 @@ func writeInitializing(fd *os.File, o *OpenOptions) (h header, written []byte, e
 // initialize reserves the disk blocks o asks for and runs o.Init on the
 // sized, mapped file r, whose header page must still hold written after.
 func initialize(fd *os.File, r *Region, o *OpenOptions, written []byte) error {
-	if o.ReserveLen > 0 {
-		if err := reserve(fd, o.ReserveOff, o.ReserveLen, o.Size); err != nil {
+	for _, e := range o.Reserve {
+		if e.Len <= 0 {
+			continue
+		}
+		if err := reserve(fd, e.Off, e.Len, o.Size); err != nil {
 			// Give back the blocks a partial fallocate kept: a full disk
 			// stays usable, and the empty file is one Create starts over.
 			_ = fd.Truncate(0)

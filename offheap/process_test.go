@@ -88,6 +88,8 @@ func TestHelperProcess(t *testing.T) {
 		}
 		_, err := Open(path, o)
 		testutil.Report("error %v (did not die at %q)", err, at)
+	case "upgrade-die":
+		helperUpgradeDie(path) // upgrade_test.go
 	case "lease":
 		// A read lease on the file, as Samba's oplocks and NFS delegations
 		// hold: an open for writing breaks it, waiting until it is given

@@ -135,7 +135,7 @@ func runBench(e *env, c *command, opts any, args []string) int {
 	defer stop()
 	path := filepath.Join(dir, "bench.map")
 	m, err := hashmap.Open(path, &hashmap.Options{Entries: o.Entries, AverageKeySize: o.KeySize, AverageValueSize: o.ValueSize,
-		MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)})
+		MaxProcesses: processesFor(o.procs)})
 	if errors.Is(err, hashmap.ErrBadOptions) {
 		// As in create: flags no map can have are a usage error. The
 		// temporary path is left out, since it is gone when this prints.

@@ -30,6 +30,14 @@ a map made for the new size, dump it into one (mapctl create NEW --entries
 N && mapctl dump PATH | mapctl load NEW -). The sizing is fixed at creation:
 every process that opens the file later uses it.
 
+--max-processes bounds how many processes may have the map open for
+writing at once (readers, as get, dump and stats, do not count). A slot
+takes disk only once a process uses it, so the default, 4096, costs a
+small map nothing; in a map of very many segments the default is fewer,
+so that the slots take at most a fifth of the file. The count cannot
+grow later: a map whose slots are all taken is copied into a new one made
+with more (mapctl dump OLD | mapctl load NEW -).
+
 With --cache the map is a cache: entries may carry a time to live (mapctl
 put --ttl), and a full map evicts the entries read least recently (CLOCK,
 per segment) instead of failing. Each value then takes 8 bytes more.
@@ -68,6 +76,7 @@ Examples:
 		})
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
 		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
+		fs.IntVar(&o.MaxProcesses, "max-processes", 0, "how many processes may have the map open for writing at once, at most 65536 (0: 4096, or fewer in a map of very many segments, at least 64)")
 		fs.BoolVar(&o.NoUndo, "no-undo", false, "no undo records, through which values rewritten in place go: such puts take 5-11% less time, but a process killed in the middle of one loses that key")
 		fs.Func("mode", "permission bits of the file, in octal, as 0660 (default 0600: the creator's alone)", func(v string) error {
 			n, err := strconv.ParseUint(v, 8, 32)
@@ -182,6 +191,7 @@ var createFlagNames = strings.NewReplacer(
 	"AverageValueSize ", "--value-size ",
 	"MaxBloatFactor ", "--bloat ",
 	"Segments ", "--segments ",
+	"MaxProcesses ", "--max-processes ",
 )
 
 // badCreateFlag names the first of create's flags whose value the map
@@ -199,6 +209,8 @@ func badCreateFlag(o *hashmap.Options) string {
 		return fmt.Sprintf("--bloat %v: want a number at least 1, as 2", o.MaxBloatFactor)
 	case o.Segments < 0:
 		return fmt.Sprintf("--segments %d: want 0 (chosen for --entries) or a power of two", o.Segments)
+	case o.MaxProcesses < 0:
+		return fmt.Sprintf("--max-processes %d: want 0 (the default) or a count of processes", o.MaxProcesses)
 	}
 	return ""
 }

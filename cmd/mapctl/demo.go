@@ -110,7 +110,7 @@ const (
 func demoMapOptions(o *demoOpts) *hashmap.Options {
 	total := o.procs * o.goroutines * o.ops
 	return &hashmap.Options{Entries: max(total*4/10+1024, 4096), AverageKeySize: 16, AverageValueSize: 32,
-		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: max(hashmap.DefaultMaxProcesses, o.procs+1)}
+		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: processesFor(o.procs)}
 }
 
 // demoMaxOps bounds procs x goroutines x ops, so that demoMapOptions's
@@ -361,4 +361,12 @@ func (v *demoVerdict) checkOwnKeys(m *hashmap.Map, reports []workerReport) (stor
 		v.problem("... %d keys missing or wrong in all", missing)
 	}
 	return stored, missing
+}
+
+// processesFor is the MaxProcesses of a map that procs workers and this
+// process open at once: room for them, and for at least 64 (a mapctl of
+// the user's beside them), and no more, so that the map's size, which the
+// demo bounds, goes to entries.
+func processesFor(procs int) int {
+	return max(64, procs+1)
 }

@@ -16,8 +16,8 @@ func TestDemo(t *testing.T) {
 	if c != 0 || !strings.Contains(o, "demo OK") || !strings.Contains(o, "ops/s") || !strings.Contains(o, "worker 2:") {
 		t.Fatalf("demo: %d\n%s\n%s", c, o, e)
 	}
-	// Beyond the default 64 process slots the demo map has one for every
-	// worker and the parent (before, the 64th worker failed to open it).
+	// Beyond the 64 process slots every default map has room for, the demo
+	// map has one for every worker and the parent.
 	if got := demoMapOptions(&demoOpts{procs: 80, goroutines: 1, ops: 10}).MaxProcesses; got < 81 {
 		t.Fatalf("demo map for 80 workers has %d process slots", got)
 	}

@@ -44,14 +44,14 @@
 // little-endian, 8-byte words):
 //
 //	offset                size           field
-//	0                     8              magic "SMREG002"
+//	0                     8              magic "SMREG002", or "SMREG003" with a high-water mark
 //	8                     8              slots
 //	16                    8              ledgers per slot
 //	24                    8              generation: bumped by every claim
 //	32                    8              counter words per slot
 //	40                    8              device of the lock file the writers use (0: none recorded)
 //	48                    8              inode number of that lock file
-//	56                    8              reserved
+//	56                    8              high-water mark: slots ever claimed ("SMREG003"; else reserved, 0)
 //	64 + i*SlotSize       SlotSize       slot i:
 //	    0                 8              state: 0 free, 1 in use
 //	    8                 8              pid
@@ -62,6 +62,16 @@
 //	    64                1024           lock-episode journal (ipc.Arena.SetJournals)
 //	    1088              ledgers*8      ledger words
 //	    1088 + ledgers*8  counters*8     counter words (the process's own statistics)
+//
+// In an area with a high-water mark (Layout.HighWater), slots are claimed
+// from slot 0 up and the mark says how many ever were: Join reserves a
+// slot's disk blocks and raises the mark over it before it claims it, so
+// every slot at or past the mark is free and was never written, and the
+// scans that decide liveness (Live, Slots, Alone, recovery's) ask the
+// kernel and read the file only below it. A registry with room for
+// thousands of processes then costs each scan what the processes that
+// ever had the map open cost, and its slots take disk blocks only once
+// claimed.
 //
 // No lock is stored in the file: they are the kernel's (see above).
 package registry

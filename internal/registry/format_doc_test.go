@@ -16,7 +16,7 @@ func TestFormatDocMatchesRegistry(t *testing.T) {
 		f(0, "8", fmt.Sprintf("magic `%q`", magic)), f(hSlots, "8", "slots"), f(hLedgers, "8", "ledger words per slot"),
 		f(hGeneration, "8", "generation"), f(hCounters, "8", "counter words per slot"),
 		f(hLockDev, "8", "device of the lock file"), f(hLockIno, "8", "inode number of that lock file"),
-		f(hLockIno+8, strconv.Itoa(areaHeaderSize-hLockIno-8), "reserved"),
+		f(hHighWater, strconv.Itoa(areaHeaderSize-hHighWater), "high-water mark"),
 	})
 	d.Expect(t, "3.4 Process registry", "Slot i is at", []formatdoc.Row{
 		f(sState, "8", "state"), f(sPID, "8", "pid"), f(sStartTicks, "8", "process start time"),
@@ -25,5 +25,5 @@ func TestFormatDocMatchesRegistry(t *testing.T) {
 		f(sJournal, strconv.Itoa(JournalBytes), "lock-episode journal"),
 		f(slotHeaderSize, "8 x Segments", "ledger of segment i's lock"),
 	})
-	d.Says(t, fmt.Sprintf("Slot i is at area + %d + i x `SlotSize`", areaHeaderSize))
+	d.Says(t, fmt.Sprintf("Slot i is at area + %d + i x `SlotSize`", areaHeaderSize), fmt.Sprintf("`%q` in a registry with a high-water mark", magicHighWater))
 }

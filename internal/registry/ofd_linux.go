@@ -114,7 +114,7 @@ func (r *Registry) adoptLockFile() error {
 		return nil
 	}
 	var unseen []string
-	for i := range r.layout.Slots {
+	for i := range r.InUse() {
 		off := r.layout.slotOff(i)
 		here, err := conflicts(r.lockFd, unix.F_RDLCK, lockFileSlot0+int64(i))
 		if err != nil {

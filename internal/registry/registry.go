@@ -14,6 +14,7 @@ import (
 
 const (
 	magic          = "SMREG002"
+	magicHighWater = "SMREG003" // an area with a high-water mark (Layout.HighWater)
 	areaHeaderSize = 64
 	slotHeaderSize = 64 + JournalBytes
 	sJournal       = 64
@@ -24,6 +25,7 @@ const (
 	hCounters   = 32
 	hLockDev    = 40 // the lock file's device and inode number (see LockFilePath)
 	hLockIno    = 48
+	hHighWater  = 56 // slots ever claimed, in an area with a high-water mark (Layout.HighWater)
 
 	sState      = 0
 	sPID        = 8
@@ -53,12 +55,31 @@ var (
 	ErrLockFile = errors.New("registry: lock file")
 )
 
+// AreaHeaderSize is the size of the area's header, before slot 0: what a
+// creator reserves disk blocks for, slots being reserved as claimed.
+const AreaHeaderSize = areaHeaderSize
+
 // Layout is where the registry lives in the file and how big it is.
 type Layout struct {
 	Off      int64 // start of the area in the file
 	Slots    int   // processes that can have the file open at once
 	Ledgers  int   // ledger words per slot: one per segment lock
 	Counters int   // counter words per slot, for the process's own statistics (0 in files from before them)
+	// HighWater: the area header keeps a high-water mark of the slots
+	// ever claimed (see InUse), which Join raises before it claims a slot
+	// past it, so that scans of the slots stop there and the pages of
+	// slots nobody claimed are never touched, nor their disk blocks
+	// reserved. Areas of files from before it keep the word zero and are
+	// scanned whole.
+	HighWater bool
+}
+
+// areaMagic is the magic of an area laid out as l.
+func (l Layout) areaMagic() string {
+	if l.HighWater {
+		return magicHighWater
+	}
+	return magic
 }
 
 // SlotSize is the size of one slot, a multiple of 64 bytes.
@@ -75,7 +96,7 @@ func (l Layout) slotOff(i int) int64 { return l.Off + areaHeaderSize + int64(i)*
 
 // Format writes an empty registry into area, the Bytes() bytes at Off.
 func Format(area []byte, l Layout) {
-	copy(area, magic)
+	copy(area, l.areaMagic())
 	binary.LittleEndian.PutUint64(area[hSlots:], uint64(l.Slots))
 	binary.LittleEndian.PutUint64(area[hLedgers:], uint64(l.Ledgers))
 	binary.LittleEndian.PutUint64(area[hCounters:], uint64(l.Counters))
@@ -83,7 +104,9 @@ func Format(area []byte, l Layout) {
 
 // MendHeader rewrites the words of the registry's area header that the
 // layout determines (its magic and sizes) where they differ from l, zeroes
-// its unused words, and returns how many words it rewrote. It is for a
+// its unused words (or, in an area with a high-water mark, lowers nothing:
+// a mark past the slots becomes the slot count, which scans them all),
+// and returns how many words it rewrote. It is for a
 // registry that Attach refuses in a file whose own header records the
 // layout: Format writes those words once and only Attach reads them, so
 // processes already attached are unaffected. The generation counter and
@@ -98,8 +121,16 @@ func MendHeader(f *offheap.File, l Layout) (int, error) {
 	head := f.Uint64s(l.Off, areaHeaderSize/8)
 	n := 0
 	// The magic last, as it is what makes an area a registry.
-	for _, w := range [...]int{hSlots / 8, hLedgers / 8, hCounters / 8, 7, 0} {
-		if v := binary.LittleEndian.Uint64(want[w*8:]); atomic.LoadUint64(&head[w]) != v {
+	for _, w := range [...]int{hSlots / 8, hLedgers / 8, hCounters / 8, hHighWater / 8, 0} {
+		v := binary.LittleEndian.Uint64(want[w*8:])
+		if w == hHighWater/8 && l.HighWater {
+			// Claimed slots lie below the mark: it may only go up.
+			if atomic.LoadUint64(&head[w]) <= uint64(l.Slots) {
+				continue
+			}
+			v = uint64(l.Slots)
+		}
+		if atomic.LoadUint64(&head[w]) != v {
 			atomic.StoreUint64(&head[w], v)
 			n++
 		}
@@ -125,7 +156,8 @@ type Registry struct {
 	file   *offheap.File
 	layout Layout
 	gen    *uint64
-	self   int // our slot, -1 if we hold none
+	hwm    *uint64 // the high-water mark; nil in an area without one
+	self   int     // our slot, -1 if we hold none
 	// tookDead: Join took the slot of a process that died with the file
 	// open (its ledgers cleared, so what it held is now unaccounted for).
 	tookDead bool
@@ -147,13 +179,16 @@ func Attach(f *offheap.File, l Layout) (*Registry, error) {
 		return nil, err
 	}
 	head := f.Bytes(l.Off, areaHeaderSize)
-	if string(head[:8]) != magic ||
+	if string(head[:8]) != l.areaMagic() ||
 		binary.LittleEndian.Uint64(head[hSlots:]) != uint64(l.Slots) ||
 		binary.LittleEndian.Uint64(head[hLedgers:]) != uint64(l.Ledgers) ||
 		binary.LittleEndian.Uint64(head[hCounters:]) != uint64(l.Counters) {
 		return nil, fmt.Errorf("%w: header does not match the layout", ErrCorrupt)
 	}
 	r := &Registry{file: f, layout: l, gen: f.Uint64(l.Off + hGeneration), self: -1}
+	if l.HighWater {
+		r.hwm = f.Uint64(l.Off + hHighWater)
+	}
 	// So that Slots and Live read liveness from it before Join; an error
 	// here is LockRecovery's to report, and a registry that only reads
 	// does without.
@@ -168,7 +203,7 @@ func Attach(f *offheap.File, l Layout) (*Registry, error) {
 // do not fit the file.
 func Find(f *offheap.File, off int64) (Layout, error) {
 	head, err := f.Slice(off, areaHeaderSize)
-	if err != nil || string(head[:8]) != magic {
+	if err != nil || (string(head[:8]) != magic && string(head[:8]) != magicHighWater) {
 		return Layout{}, fmt.Errorf("%w: no registry at offset %d", ErrCorrupt, off)
 	}
 	le := binary.LittleEndian
@@ -176,7 +211,7 @@ func Find(f *offheap.File, off int64) (Layout, error) {
 	if slots > 1<<20 || ledgers > 1<<32 || counters > 1<<32 {
 		return Layout{}, fmt.Errorf("%w: registry at offset %d says %d slots, %d ledgers, %d counters", ErrCorrupt, off, slots, ledgers, counters)
 	}
-	l := Layout{Off: off, Slots: int(slots), Ledgers: int(ledgers), Counters: int(counters)}
+	l := Layout{Off: off, Slots: int(slots), Ledgers: int(ledgers), Counters: int(counters), HighWater: string(head[:8]) == magicHighWater}
 	if err := l.fits(f); err != nil {
 		return Layout{}, err
 	}
@@ -193,6 +228,15 @@ func (r *Registry) Self() int { return r.self }
 // under the recovery lock, and returns its index. The slot's ledgers start
 // at zero: what the dead previous owner held stays in the lock words and
 // is told apart from the living by recovery, which needs no dead ledger.
+//
+// Free slots below the high-water mark come first, then a slot past it,
+// then a dead process's slot: a dead process's slot stays visible (to
+// Check and to recovery) until there is no other room. A slot past the
+// mark gets its disk blocks (offheap.File.Allocate) before the mark is
+// raised over it, and the mark is raised before the slot is claimed: a
+// full disk fails the Join (wrapping offheap.ErrNoSpace) instead of a
+// later write to the slot, and a process that dies at any point leaves
+// every claimed slot below the mark.
 func (r *Registry) Join(timeout time.Duration) (int, error) {
 	if r.self >= 0 {
 		return r.self, nil
@@ -205,36 +249,82 @@ func (r *Registry) Join(timeout time.Duration) (int, error) {
 	if err := r.adoptLockFile(); err != nil {
 		return -1, err
 	}
-	// Free slots first: a dead process's slot stays visible (to Check and
-	// to recovery) until there is no other room.
-	for pass, i := 0, 0; pass < 2; i++ {
-		if i == r.layout.Slots {
-			pass, i = pass+1, -1
-			continue
+	for pass := range 3 {
+		lo, hi := r.joinRange(pass)
+		for i := lo; i < hi; i++ {
+			inUse := atomic.LoadUint64(r.file.Uint64(r.layout.slotOff(i)+sState)) == stateInUse
+			if pass != 1 && inUse != (pass == 2) {
+				continue
+			}
+			if pass == 1 {
+				if err := r.raiseHighWater(i); err != nil {
+					return -1, err
+				}
+			}
+			ok, err := r.tryLockSlot(i)
+			if err != nil {
+				return -1, err
+			}
+			if !ok {
+				continue // a live process has it
+			}
+			r.claim(i, pass == 2)
+			return i, nil
 		}
-		inUse := atomic.LoadUint64(r.file.Uint64(r.layout.slotOff(i)+sState)) == stateInUse
-		if inUse != (pass == 1) {
-			continue
-		}
-		ok, err := r.tryLockSlot(i)
-		if err != nil {
-			return -1, err
-		}
-		if !ok {
-			continue // a live process has it
-		}
-		off := r.layout.slotOff(i)
-		clear(r.file.Uint64s(off+slotHeaderSize, int64(r.layout.Ledgers)))
-		gen := atomic.AddUint64(r.gen, 1)
-		atomic.StoreUint64(r.file.Uint64(off+sPID), uint64(os.Getpid()))
-		atomic.StoreUint64(r.file.Uint64(off+sStartTicks), startTicks(os.Getpid()))
-		atomic.StoreUint64(r.file.Uint64(off+sGeneration), gen)
-		atomic.StoreUint64(r.file.Uint64(off+sClaimedAt), uint64(time.Now().UnixNano()))
-		atomic.StoreUint64(r.file.Uint64(off+sState), stateInUse)
-		r.self, r.tookDead = i, pass == 1
-		return i, nil
 	}
 	return -1, fmt.Errorf("%w (%d slots)", ErrFull, r.layout.Slots)
+}
+
+// joinRange is the range of slots Join's pass looks at: those below the
+// high-water mark in passes 0 (free slots) and 2 (dead processes'), those
+// past it in pass 1 (none in an area without a mark, whose every slot is
+// below).
+func (r *Registry) joinRange(pass int) (lo, hi int) {
+	lo, hi = 0, r.InUse()
+	if pass == 1 {
+		lo, hi = hi, r.layout.Slots
+	}
+	return lo, hi
+}
+
+// raiseHighWater reserves slot i's disk blocks and raises the high-water
+// mark over it. The caller holds the recovery lock, under which alone the
+// mark moves.
+func (r *Registry) raiseHighWater(i int) error {
+	if err := r.file.Allocate(r.layout.slotOff(i), r.layout.SlotSize()); err != nil {
+		return fmt.Errorf("registry: reserve slot %d: %w", i, err)
+	}
+	if uint64(i+1) > atomic.LoadUint64(r.hwm) {
+		atomic.StoreUint64(r.hwm, uint64(i+1))
+	}
+	return nil
+}
+
+// claim writes slot i, whose lock this process took, as this process's:
+// its ledgers cleared, its fields, and its state last. dead says the slot
+// was a dead process's.
+func (r *Registry) claim(i int, dead bool) {
+	off := r.layout.slotOff(i)
+	clear(r.file.Uint64s(off+slotHeaderSize, int64(r.layout.Ledgers)))
+	gen := atomic.AddUint64(r.gen, 1)
+	atomic.StoreUint64(r.file.Uint64(off+sPID), uint64(os.Getpid()))
+	atomic.StoreUint64(r.file.Uint64(off+sStartTicks), startTicks(os.Getpid()))
+	atomic.StoreUint64(r.file.Uint64(off+sGeneration), gen)
+	atomic.StoreUint64(r.file.Uint64(off+sClaimedAt), uint64(time.Now().UnixNano()))
+	atomic.StoreUint64(r.file.Uint64(off+sState), stateInUse)
+	r.self, r.tookDead = i, dead
+}
+
+// InUse is how many slots, from slot 0, may have been claimed: the
+// high-water mark of an area that keeps one (at most the slot count: a
+// mark damaged past it reads as the slot count), else every slot. Every
+// slot from InUse on is free and has never been written, so scans stop
+// there. The mark only rises, under the recovery lock.
+func (r *Registry) InUse() int {
+	if r.hwm == nil {
+		return r.layout.Slots
+	}
+	return int(min(atomic.LoadUint64(r.hwm), uint64(r.layout.Slots)))
 }
 
 // TookDeadSlot reports whether Join took the slot of a process that died
@@ -335,10 +425,10 @@ func (r *Registry) Slot(i int) (Slot, error) {
 	return s, err
 }
 
-// Slots reads every slot that is in use or alive.
+// Slots reads every slot that is in use or alive (those below InUse).
 func (r *Registry) Slots() ([]Slot, error) {
 	var out []Slot
-	for i := range r.layout.Slots {
+	for i := range r.InUse() {
 		s, err := r.Slot(i)
 		if err != nil {
 			return nil, err
@@ -353,9 +443,10 @@ func (r *Registry) Slots() ([]Slot, error) {
 // Live appends the indexes of slots whose process is alive (ours included).
 // A slot held by a process still claiming it counts as live; its ledgers
 // are zero until it has claimed it, since claims happen under the recovery
-// lock, which recoverers hold.
+// lock, which recoverers hold. Only the slots below InUse are asked about:
+// a claim raises the mark first.
 func (r *Registry) Live(dst []int) ([]int, error) {
-	for i := range r.layout.Slots {
+	for i := range r.InUse() {
 		if i == r.self {
 			dst = append(dst, i)
 			continue
@@ -434,101 +525,6 @@ func (r *Registry) lockLocal(deadline time.Time) bool {
 			return false
 		}
 		time.Sleep(100 * time.Microsecond)
-	}
-	return true
-}
-
-// Check reports, read-only, what no process could have written: a slot
-// state other than free or in use, an in-use slot without a pid, and
-// bytes after the last slot or in the headers' unused words that are not
-// zero. Journals and ledgers are the lock packages' to judge
-// (ipc.Arena.CheckJournal; rwulock ledgers carry a version even when free).
-func (r *Registry) Check(problem func(error)) int {
-	n := 0
-	report := func(format string, args ...any) {
-		n++
-		problem(fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...))
-	}
-	head := r.file.Uint64s(r.layout.Off, areaHeaderSize/8)
-	for w := hLockIno/8 + 1; w < len(head); w++ {
-		if head[w] != 0 {
-			report("area header word %d is %#x, not 0", w, head[w])
-		}
-	}
-	for i := range r.layout.Slots {
-		off := r.layout.slotOff(i)
-		state := atomic.LoadUint64(r.file.Uint64(off + sState))
-		switch {
-		case state != stateFree && state != stateInUse:
-			report("slot %d: state %#x", i, state)
-		case state == stateInUse && atomic.LoadUint64(r.file.Uint64(off+sPID)) == 0:
-			report("slot %d: in use without a process id", i)
-		}
-		for w := sClaimedAt/8 + 1; w < sJournal/8; w++ {
-			if v := atomic.LoadUint64(r.file.Uint64(off + int64(w)*8)); v != 0 {
-				report("slot %d: header word %d is %#x, not 0", i, w, v)
-			}
-		}
-		if pad := r.layout.SlotSize() - slotHeaderSize - int64(r.layout.Ledgers+r.layout.Counters)*8; pad > 0 {
-			if b := r.file.Bytes(off+slotHeaderSize+int64(r.layout.Ledgers+r.layout.Counters)*8, pad); !allZero(b) {
-				report("slot %d: padding after its ledgers is not zero", i)
-			}
-		}
-	}
-	end := r.layout.slotOff(r.layout.Slots)
-	if b := r.file.Bytes(end, r.layout.Off+r.layout.Bytes()-end); !allZero(b) {
-		report("bytes after the last slot are not zero")
-	}
-	return n
-}
-
-// Mend rewrites what Check reports and no process writes: unused words of
-// the area header and of the slots' headers, the padding after the ledgers
-// and the bytes after the last slot become zero, and a slot's state word that is neither free nor in
-// use becomes in use. Such a slot then belongs to a live process, or, if
-// its OFD lock says none lives, to one that died with the map open, whose
-// locks recovery releases before freeing the slot, as for any other. It
-// runs under the recovery lock, so no slot is claimed meanwhile, and
-// returns how many places it rewrote. (An in-use slot without a process
-// id is left: recovery frees it if its process is dead, and a live
-// process's id cannot be told.)
-func (r *Registry) Mend(timeout time.Duration) (int, error) {
-	unlock, err := r.LockRecovery(timeout)
-	if err != nil {
-		return 0, err
-	}
-	defer unlock()
-	n, err := MendHeader(r.file, r.layout) // its unused words; the rest Attach checked
-	if err != nil {
-		return 0, err
-	}
-	zero := func(b []byte) {
-		if !allZero(b) {
-			clear(b)
-			n++
-		}
-	}
-	ledgersEnd := slotHeaderSize + int64(r.layout.Ledgers+r.layout.Counters)*8
-	for i := range r.layout.Slots {
-		off := r.layout.slotOff(i)
-		// A CAS: Leave stores free without the recovery lock.
-		state := r.file.Uint64(off + sState)
-		if v := atomic.LoadUint64(state); v != stateFree && v != stateInUse && atomic.CompareAndSwapUint64(state, v, stateInUse) {
-			n++
-		}
-		zero(r.file.Bytes(off+sClaimedAt+8, sJournal-sClaimedAt-8))
-		zero(r.file.Bytes(off+ledgersEnd, r.layout.SlotSize()-ledgersEnd))
-	}
-	end := r.layout.slotOff(r.layout.Slots)
-	zero(r.file.Bytes(end, r.layout.Off+r.layout.Bytes()-end))
-	return n, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
 	}
 	return true
 }

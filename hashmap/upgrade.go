@@ -1,0 +1,89 @@
+package hashmap
+
+import (
+	"fmt"
+
+	"github.com/sharedmap/sharedmap/internal/registry"
+	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// UpgradeResult says what Upgrade did.
+type UpgradeResult struct {
+	// From is the file header's format version as Upgrade found it: 1 if
+	// Upgrade rewrote it, To if the file was current.
+	From int
+	// To is the current format version, which the file has now.
+	To int
+	// Mended lists the header copies Upgrade rewrote in a file that was
+	// current, as a writable Open would: an upgrade cut short after its
+	// first copy leaves the second damaged, and Upgrade run again
+	// finishes it so.
+	Mended []string
+}
+
+// Upgrade brings the file header of the map at path to the current format
+// version, in place. A version-1 header (one copy, as builds before the
+// two copies wrote it; Open opens such a file only read-only, with
+// ErrNeedsUpgrade) is rewritten as two copies of the same header: every
+// field and the layout record are kept, and nothing after the header page
+// changes, so every entry is kept. A file that is current is left as it
+// is, but for a header copy that does not verify, rewritten from the
+// other.
+//
+// It needs the map to itself: it holds the file's creation lock and the
+// registry's recovery lock, under which every writer joins, and refuses
+// with an error matching ErrNotAlone while any process has the map open
+// for writing (an older build may have a version-1 file open so).
+// Processes that only read need not close: they read the header when they
+// open, and every state of the page during the upgrade opens.
+//
+// It is crash-safe: killed at any point, or cut by a power failure, it
+// leaves a file that opens, as version 1 until the first new copy is
+// whole and synced, as version 2 from then on; Upgrade run again finishes
+// what it began.
+func Upgrade(path string) (UpgradeResult, error) {
+	res, err := offheap.Upgrade(path, upgradeAlone)
+	if err != nil {
+		return UpgradeResult{}, classifyOpenError(err)
+	}
+	return UpgradeResult{From: res.From, To: offheap.FormatVersion, Mended: res.Mended}, nil
+}
+
+// upgradeAlone takes the recovery lock of f's registry, if it has one, and
+// returns its release, or an error if a process has the map open for
+// writing. A file from before the registry has no record of who has it
+// open; the creation lock Upgrade holds is all there is.
+func upgradeAlone(f *offheap.File) (func(), error) {
+	fl, err := decodeFileLayout(f, len((&segment.Layout{}).Encode()), Options{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if fl.registry.Slots == 0 {
+		return func() {}, nil
+	}
+	reg, err := registry.Attach(f, fl.registry)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := reg.LockRecovery(DefaultLockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	live, err := reg.Live(nil)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if len(live) > 0 {
+		var pids []int
+		for _, i := range live {
+			if s, err := reg.Slot(i); err == nil {
+				pids = append(pids, s.PID)
+			}
+		}
+		unlock()
+		return nil, fmt.Errorf("%w (pids %v): the header is rewritten only while no process has the map open for writing", ErrNotAlone, pids)
+	}
+	return unlock, nil
+}
