@@ -100,6 +100,7 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 		}
 	}
 	m.relinkCutTiers(&rep)
+	m.giveUpUnverified(&rep)
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)
 	}
@@ -135,6 +136,23 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 	}
 }
 
+// giveUpUnverified gives up the overflow tiers whose stamp does not
+// verify that no chain took back (segment.Table.GiveUpUnverified),
+// counting their sound entries as dropped in their keys' segments.
+func (m *Map) giveUpUnverified(rep *Repaired) {
+	n := m.table.GiveUpUnverified(func(seg int64) {
+		i := slices.IndexFunc(rep.Rebuilt, func(r SegmentRepair) bool { return r.Segment == seg })
+		if i < 0 {
+			i = len(rep.Rebuilt)
+			rep.Rebuilt = append(rep.Rebuilt, SegmentRepair{Segment: seg, Kept: m.table.Segment(int(seg)).Len()})
+		}
+		rep.Rebuilt[i].Dropped++
+	})
+	if n > 0 {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s whose stamp did not verify, that no chain links: given up", countOf(n, "overflow tier", "overflow tiers")))
+	}
+}
+
 // mergeRebuilt adds r to list, folding it into an earlier rebuild of the
 // same segment: the later one's count of entries kept, the sum of what
 // each dropped, relinked, salvaged and freed.
@@ -147,6 +165,8 @@ func mergeRebuilt(list []SegmentRepair, r SegmentRepair) []SegmentRepair {
 			e.Salvaged += r.Salvaged
 			e.Relinked += r.Relinked
 			e.Freed += r.Freed
+			e.Restamped += r.Restamped
+			e.Zeroed = e.Zeroed || r.Zeroed
 			e.Restored = e.Restored || r.Restored
 			e.Cleared = e.Cleared || r.Cleared
 			return list

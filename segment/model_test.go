@@ -64,6 +64,9 @@ func openTable(t testing.TB, path string, l Layout, create bool) *Table {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Unmap() })
+	if create {
+		Format(r, l)
+	}
 	tb, err := Open(r, l, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
