@@ -36,17 +36,18 @@ func zeroBytes(t *testing.T, path string, off, n int64) {
 }
 
 // TestZeroedSegmentIsReported zeroes a segment of a filled map, and one of
-// an empty map, in the file: its header, its first tier, its first tier's
+// an empty map, plain and cache, in the file: its header, its first tier, its first tier's
 // header, or header and first tier together. Check names the segment
 // every time, Repair reports what it rebuilt there (the first tier's loss
 // as Zeroed), and Check finds nothing after. A segment zeroed whole does
 // not read as an empty one: every first tier carries a stamp from the
 // file's creation, which zeros lack.
 func TestZeroedSegmentIsReported(t *testing.T) {
-	for _, filled := range []bool{true, false} {
+	for _, c := range []struct{ cache, filled bool }{{false, true}, {false, false}, {true, true}, {true, false}} {
+		cache, filled := c.cache, c.filled
 		for _, what := range []string{"header", "first tier", "first tier header", "header and first tier"} {
-			t.Run(fmt.Sprintf("filled=%v/%s", filled, what), func(t *testing.T) {
-				m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+			t.Run(fmt.Sprintf("cache=%v/filled=%v/%s", cache, filled, what), func(t *testing.T) {
+				m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, Cache: cache})
 				keys := 0
 				if filled {
 					for ; m.Stats().TiersInUse < 4; keys++ {
@@ -109,4 +110,43 @@ func TestZeroedSegmentIsReported(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestFileWithoutStampsKeepsWorking: a map created without tier stamps,
+// as older builds made it, fills past its first tiers, checks clean,
+// reopens without the flag, and repairs a damaged link by the owner and
+// position words it has instead.
+func TestFileWithoutStampsKeepsWorking(t *testing.T) {
+	withoutStamps(t)
+	m, path, keys := fillTwoOverflowTiers(t)
+	if m.layout.Stamps {
+		t.Fatal("created with stamps")
+	}
+	if problems, err := m.Check(); err != nil || len(problems) != 0 {
+		t.Fatalf("Check: %v %v", problems, err)
+	}
+	l := *m.layout
+	if w := readWordOf(t, m, l.TiersOff+tierOwnerOff); w != 0 {
+		t.Errorf("first tier's owner word %#x in a file without stamps, want 0", w)
+	}
+	seg := int64(0)
+	if readWordOf(t, m, l.TiersOff) == 0 {
+		seg = 1
+	}
+	damageWord(t, m, path, l.TiersOff+seg*l.TierSize, 0) // a segment's first link
+	m = openOrFail(t, path)
+	defer m.Close()
+	if m.layout.Stamps {
+		t.Fatal("reopened with stamps")
+	}
+	if problems, err := m.Check(); err != nil || len(problems) == 0 {
+		t.Fatalf("Check of a cut link: %v %v", problems, err)
+	}
+	repairKeepsAll(t, m, numberedKeys(keys))
+}
+
+// readWordOf is the word at off of m's mapping.
+func readWordOf(t *testing.T, m *Map, off int64) uint64 {
+	t.Helper()
+	return m.file.Region.Uint64s(off, 1)[0]
 }

@@ -179,3 +179,27 @@ func TestLinkTierDiesAtEveryStep(t *testing.T) {
 	}
 	t.Logf("%d steps", steps)
 }
+
+// TestInferReadsStamps: the layout of a file whose header is lost is
+// found with its stamps flag, from the stamps on its tiers, and without it
+// for a file that has none.
+func TestInferReadsStamps(t *testing.T) {
+	stamped, _ := chainedTable(t)
+	plain := newUnstampedTable(t, Params{Entries: 64, AverageKeySize: 8, AverageValueSize: 16, MaxBloatFactor: 8, Segments: 2})
+	for i := range 40 {
+		k := fmt.Appendf(nil, "key-%04d", i)
+		if _, err := plain.For(hashOf(k)).put(hashOf(k), k, []byte("value"), Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range []*Table{stamped, plain} {
+		l := &tb.layout
+		inf, err := InferLayout(tb.region, []InferBase{{GlobalOff: l.GlobalOff, Segments: l.Segments, Stats: l.Stats, FastLedgers: l.FastLedgers}}, l.End)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inf.Layout.Stamps != l.Stamps || readKeyOf(&inf.Layout) != readKeyOf(l) {
+			t.Errorf("stamps %v: inferred %s with stamps %v (notes %q)", l.Stamps, describe(&inf.Layout), inf.Layout.Stamps, inf.Notes)
+		}
+	}
+}
