@@ -21,7 +21,12 @@ type Repaired struct {
 // rebuilds every segment Check finds damaged from its entries, dropping
 // those that do not decode or fail their checksum and keeping every other
 // (including those of an overflow tier a damaged link cut from its chain);
-// it also mends a damaged count of overflow tiers handed out. It is safe
+// it also mends a damaged count of overflow tiers handed out. In a file
+// with tier stamps (every file this version creates) a tier is what its
+// stamp says; one whose stamp does not verify is stamped again where its
+// chain alone links it, and otherwise given up, its entries reported
+// dropped; a segment whose first tier was zeroed is reported
+// (SegmentRepair.Zeroed), never read as an empty one. It is safe
 // while other processes use the map, which wait for each rebuild as for any
 // writer. What is still wrong afterwards is for Check to say. Without a
 // process registry it skips Recover (Repaired.NoRegistry). It is
@@ -39,7 +44,8 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	// dead processes' for Recover to release; the pool count is mended
 	// before the rebuilds, which keep a linked tier that lost its owner
 	// word only if the count covers it; tiers cut from their chains are
-	// relinked last.
+	// relinked after them, and tiers whose stamp does not verify that no
+	// chain took back are given up last.
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {
