@@ -203,3 +203,26 @@ func TestInferReadsStamps(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutRecordKeepsStamps: a new layout has stamps, and its record
+// says so (flag 64) and reads back with them; a record without the flag
+// reads back without.
+func TestLayoutRecordKeepsStamps(t *testing.T) {
+	l, err := NewLayout(Params{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8, MaxBloatFactor: 2}, 4096, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stamps := range []bool{true, false} {
+		l.Stamps = stamps
+		if flags := *l.fields()[2]; (flags&flagStamps != 0) != stamps {
+			t.Errorf("stamps %v: flags %#x", stamps, flags)
+		}
+		got, err := DecodeLayout(l.Encode(), 4096, l.End)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Stamps != stamps {
+			t.Errorf("stamps %v: read back %v", stamps, got.Stamps)
+		}
+	}
+}
