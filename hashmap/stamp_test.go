@@ -150,3 +150,37 @@ func readWordOf(t *testing.T, m *Map, off int64) uint64 {
 	t.Helper()
 	return m.file.Region.Uint64s(off, 1)[0]
 }
+
+// TestChainRepairWithoutStamps runs the tests of damaged tier headers,
+// links and pool counts again on files without stamps, whose Repair and
+// Recover weigh owner and position words, links and keys: the maps this
+// version creates have stamps, and the inference kept for older files
+// must keep doing what those tests hold it to.
+func TestChainRepairWithoutStamps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"RecoverKeepsATierWithADamagedOwner", TestRecoverKeepsATierWithADamagedOwner},
+		{"RecoverLeavesAnotherChainsTier", TestRecoverLeavesAnotherChainsTier},
+		{"RepairPrefersTheTierThatSaysItBelongs", TestRepairPrefersTheTierThatSaysItBelongs},
+		{"RepairLeavesAnotherChainsTierWithNoOwner", TestRepairLeavesAnotherChainsTierWithNoOwner},
+		{"RepairRelinksATierAnotherChainsLinkHeld", TestRepairRelinksATierAnotherChainsLinkHeld},
+		{"RepairMendsThePoolCount", TestRepairMendsThePoolCount},
+		{"CheckSeesAnOwnedTierBeyondTheCount", TestCheckSeesAnOwnedTierBeyondTheCount},
+		{"RepairKeepsATierWhoseOwnerNamesAnother", TestRepairKeepsATierWhoseOwnerNamesAnother},
+		{"RepairKeepsALinkedTierWithoutItsOwner", TestRepairKeepsALinkedTierWithoutItsOwner},
+		{"RepairRelinksTiersCutLoose", TestRepairRelinksTiersCutLoose},
+		{"RepairFollowsTheTiersOwnWords", TestRepairFollowsTheTiersOwnWords},
+		{"RecoverRelinksATierCutLoose", TestRecoverRelinksATierCutLoose},
+		{"RepairAndRecoverLeaveNoStaleTier", TestRepairAndRecoverLeaveNoStaleTier},
+		{"RepairDisownsATierItCannotPlace", TestRepairDisownsATierItCannotPlace},
+		{"APoolTierNotZeroIsRefused", TestAPoolTierNotZeroIsRefused},
+		{"RangeGoesPastABrokenChain", TestRangeGoesPastABrokenChain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withoutStamps(t)
+			tc.test(t)
+		})
+	}
+}

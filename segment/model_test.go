@@ -38,6 +38,7 @@ func newTable(t testing.TB, p Params) (*Table, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Stamps = l.Stamps && !testUnstamped
 	path := filepath.Join(t.TempDir(), "map")
 	tb := openTable(t, path, l, true)
 	return tb, path

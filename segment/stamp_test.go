@@ -226,3 +226,29 @@ func TestLayoutRecordKeepsStamps(t *testing.T) {
 		}
 	}
 }
+
+// testUnstamped, set only by TestChainRecoveryWithoutStamps, makes
+// newTable create files without stamps.
+var testUnstamped bool
+
+// TestChainRecoveryWithoutStamps runs the tests of damaged chains, pool
+// counts and writers killed while linking tiers again on files without
+// stamps, whose recovery weighs owner and position words, links and keys:
+// the inference kept for older files must keep doing what they hold it to.
+func TestChainRecoveryWithoutStamps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"DamagedPoolCounterTakesNoOwnedTier", TestDamagedPoolCounterTakesNoOwnedTier},
+		{"CheckGlobalSkipsHoles", TestCheckGlobalSkipsHoles},
+		{"RecoverRebuildsAfterDeadWriter", TestRecoverRebuildsAfterDeadWriter},
+		{"RandomWritesDieAtEveryStep", TestRandomWritesDieAtEveryStep},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testUnstamped = true
+			defer func() { testUnstamped = false }()
+			tc.test(t)
+		})
+	}
+}
