@@ -60,8 +60,8 @@ type SegmentRepair struct {
 	Restored bool          // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value or the new one
 	Cleared  bool          // a Clear cut short was finished: the segment is empty
 	Freed    int64         // chunks marked used that no kept entry occupies (work of a writer cut short), freed
-	// Restamped counts tiers of the segment whose stamp (what a tier
-	// header says of the tier, in files created with stamps) did not verify,
+	// Restamped counts tiers of the segment whose stamp (what a tier's
+	// header says the tier is, in files with stamps) did not verify,
 	// stamped again: damage to their headers.
 	Restamped int64
 	// Zeroed: the segment's first tier header was all zeros, its mark

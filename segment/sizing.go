@@ -27,9 +27,9 @@ type Params struct {
 // Layout is the geometry of a map file, derived once from Params and then
 // read back from the file header by every process that opens it. Maps
 // created by this version have Stats, MoveCounters, Undo, FastLedgers and
-// Stamps;
-// older files may lack them (MoveCounters' zeros are kept reserved so that
-// an older build, which rejects the flag, never reads them as damage).
+// Stamps; older files may lack them (MoveCounters' zeros are kept reserved
+// so that an older build, which rejects the flag, never reads them as
+// damage).
 type Layout struct {
 	Params
 	Segments       int64 // power of two
