@@ -55,6 +55,7 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	layoutAt := func(off int64) (segment.Layout, error) {
 		l, err := segment.NewLayout(params, off, !o.NoChecksums)
 		l.FastLedgers = l.FastLedgers && !testCreateWithoutFastLedgers
+		l.Stamps = l.Stamps && !testCreateWithoutStamps
 		return l, err
 	}
 	l, err := layoutAt(offheap.HeaderSize + locks.bytes)
@@ -150,6 +151,10 @@ var testCreateWithoutFastLedgers bool
 // as builds before the registry's high-water mark did: a version-1
 // registry record, and every slot's disk blocks reserved at creation.
 var testCreateWithoutHighWater bool
+
+// testCreateWithoutStamps, set only by tests, makes Open create files as
+// builds before tier stamps did, whose Repair infers what a tier is.
+var testCreateWithoutStamps bool
 
 // conflicts reports sizing options that disagree with an existing map.
 func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) error {

@@ -105,7 +105,10 @@ func openFile(path string, o Options) (*offheap.File, int, error) {
 		Reserve: reserveAtCreation(want, wantReg),
 		Init: func(r *offheap.Region) error {
 			// A sparse file is all zeros: every segment starts empty and
-			// unlocked. Only the lock arena and the registry need headers.
+			// unlocked. The lock arena and the registry need headers, and
+			// each segment's first tier its stamp (the mark that tells
+			// it from a zeroed one).
+			segment.Format(r, want)
 			registry.Format(r.Bytes(wantReg.Off, wantReg.Bytes()), wantReg)
 			return ipc.Format(r.Uint64s(offheap.HeaderSize, wantLocks.words), wantLocks.config())
 		},

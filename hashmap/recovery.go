@@ -60,6 +60,14 @@ type SegmentRepair struct {
 	Restored bool          // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value or the new one
 	Cleared  bool          // a Clear cut short was finished: the segment is empty
 	Freed    int64         // chunks marked used that no kept entry occupies (work of a writer cut short), freed
+	// Restamped counts tiers of the segment whose stamp (what a tier's
+	// header says the tier is, in files with stamps) did not verify,
+	// stamped again: damage to their headers.
+	Restamped int64
+	// Zeroed: the segment's first tier header was all zeros, its mark
+	// gone, as a zeroed segment reads. What that tier held is lost, and
+	// nothing tells how many entries.
+	Zeroed bool
 }
 
 // OrphanedLocks is what processes that died held of one segment's lock.
@@ -103,6 +111,7 @@ func segmentRepairOf(r segment.Recovered) SegmentRepair {
 		Segment: r.Segment, Orphans: OrphanedLocks{Reads: o.Reads, Update: o.Update, Write: o.Write, Waits: o.Waits},
 		Rebuilt: r.Rebuilt, Kept: r.Kept, Dropped: r.Dropped, Doubled: r.Doubled, Salvaged: r.Salvaged,
 		Relinked: r.Relinked, Restored: r.Restored, Cleared: r.Cleared, Freed: r.Freed,
+		Restamped: r.Restamped, Zeroed: r.Zeroed,
 	}
 }
 

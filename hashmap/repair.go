@@ -21,7 +21,12 @@ type Repaired struct {
 // rebuilds every segment Check finds damaged from its entries, dropping
 // those that do not decode or fail their checksum and keeping every other
 // (including those of an overflow tier a damaged link cut from its chain);
-// it also mends a damaged count of overflow tiers handed out. It is safe
+// it also mends a damaged count of overflow tiers handed out. In a file
+// with tier stamps (every file this version creates) a tier is what its
+// stamp says; one whose stamp does not verify is stamped again where its
+// chain alone links it, and otherwise given up, its entries reported
+// dropped; a segment whose first tier was zeroed is reported
+// (SegmentRepair.Zeroed), never read as an empty one. It is safe
 // while other processes use the map, which wait for each rebuild as for any
 // writer. What is still wrong afterwards is for Check to say. Without a
 // process registry it skips Recover (Repaired.NoRegistry). It is
@@ -39,7 +44,8 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	// dead processes' for Recover to release; the pool count is mended
 	// before the rebuilds, which keep a linked tier that lost its owner
 	// word only if the count covers it; tiers cut from their chains are
-	// relinked last.
+	// relinked after them, and tiers whose stamp does not verify that no
+	// chain took back are given up last.
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {
@@ -103,6 +109,7 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 		}
 	}
 	m.relinkCutTiers(&rep)
+	m.giveUpUnverified(&rep)
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)
 	}
@@ -138,6 +145,23 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 	}
 }
 
+// giveUpUnverified gives up the overflow tiers whose stamp does not
+// verify that no chain took back (segment.Table.GiveUpUnverified),
+// counting their sound entries as dropped in their keys' segments.
+func (m *Map) giveUpUnverified(rep *Repaired) {
+	n := m.table.GiveUpUnverified(func(seg int64) {
+		i := slices.IndexFunc(rep.Rebuilt, func(r SegmentRepair) bool { return r.Segment == seg })
+		if i < 0 {
+			i = len(rep.Rebuilt)
+			rep.Rebuilt = append(rep.Rebuilt, SegmentRepair{Segment: seg, Kept: m.table.Segment(int(seg)).Len()})
+		}
+		rep.Rebuilt[i].Dropped++
+	})
+	if n > 0 {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s whose stamp did not verify, that no chain links: given up", countOf(n, "overflow tier", "overflow tiers")))
+	}
+}
+
 // mergeRebuilt adds r to list, folding it into an earlier rebuild of the
 // same segment: the later one's count of entries kept, the sum of what
 // each dropped, relinked, salvaged and freed.
@@ -150,6 +174,8 @@ func mergeRebuilt(list []SegmentRepair, r SegmentRepair) []SegmentRepair {
 			e.Salvaged += r.Salvaged
 			e.Relinked += r.Relinked
 			e.Freed += r.Freed
+			e.Restamped += r.Restamped
+			e.Zeroed = e.Zeroed || r.Zeroed
 			e.Restored = e.Restored || r.Restored
 			e.Cleared = e.Cleared || r.Cleared
 			return list

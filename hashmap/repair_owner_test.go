@@ -179,6 +179,7 @@ func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 // owner word, and the live writer's link then put Y in two chains): an
 // empty tier that links nowhere shows nothing of segment 0's.
 func TestRecoverLeavesATierBeingAttached(t *testing.T) {
+	withoutStamps(t) // the owner and position words of a file without stamps
 	path := filepath.Join(t.TempDir(), "m")
 	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
 	if err != nil {
@@ -239,6 +240,7 @@ func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 // mended to cover the tier, which holds one segment's entries, instead of
 // zeroing it as a stray.
 func TestRepairRelinksATierWhoseLinkAndOwnerAreDamaged(t *testing.T) {
+	withoutStamps(t) // the owner and position words of a file without stamps
 	for _, tc := range []struct {
 		owner uint64
 		count bool

@@ -436,6 +436,7 @@ func TestCheckSeesAnOwnedTierBeyondTheCount(t *testing.T) {
 // took 124 more keys before ErrFull against an undamaged copy's 267,
 // while Check after Repair found nothing.
 func TestRepairSpendsNoTierOnAStrayName(t *testing.T) {
+	withoutStamps(t) // the owner and position words of a file without stamps
 	for _, damage := range []string{"a link to the pool's last tier", "an owner on the pool's last tier"} {
 		m, path, keys := fillTwoOverflowTiers(t)
 		l := *m.layout
@@ -880,6 +881,7 @@ func TestAPoolTierNotZeroIsRefused(t *testing.T) {
 // TestCheckNamesAWrongPositionWord: a linked overflow tier's position word
 // alone damaged. Check names it; Repair mends it and keeps every key.
 func TestCheckNamesAWrongPositionWord(t *testing.T) {
+	withoutStamps(t) // the owner and position words of a file without stamps
 	m, path, keys := fillTwoOverflowTiers(t)
 	l := *m.layout
 	damageWord(t, m, path, l.TiersOff+l.Segments*l.TierSize+tierOwnerOff+8, 5)

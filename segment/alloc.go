@@ -296,15 +296,23 @@ func (s *Segment) poolExhausted(pool uint64) error {
 // header is not zero is another segment's, handed out again by a pool
 // counter that damage moved back, or damaged itself, and is left alone
 // (ErrCorrupt, and the tier is lost to the pool) rather than taken from
-// under the entries it may hold.
+// under the entries it may hold. In a file with stamps the tier is
+// stamped before it is linked, so that a linked tier always carries its
+// stamp (see stampedChain for a writer that dies in between).
 func (s *Segment) attachTier(last *tier, idx uint64) (tier, error) {
 	nt := s.tb.tier(int64(idx))
 	if !reservedZero(nt.header[:tierHeaderSize/8]) {
 		return tier{}, s.corrupt(int64(idx), "the overflow pool handed out a tier that is not zero: its count is damaged, or the tier (Repair mends them)")
 	}
-	atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
-	atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
+	testStep() // taken from the pool, still blank
+	if l := &s.tb.layout; l.Stamps {
+		s.tb.writeStamp(int64(idx), l.overflowStamp(int64(idx), s.index, s.Tiers()))
+	} else {
+		atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
+		atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
+	}
 	atomic.StoreUint64(&last.header[thNext/8], idx+1) // publish: readers may follow it now
+	testStep()
 	atomic.AddUint64(s.tiers, 1)
 	return nt, nil
 }

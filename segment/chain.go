@@ -26,9 +26,14 @@ import (
 // one's (disownStrays): left, a later recovery could link one back with
 // values since rewritten or keys since deleted. rep, if not nil, counts
 // the tiers linked again and the entries dropped. Caller holds write.
+// All of this weighing is for files without stamps: in a file with them,
+// a tier is what its stamp says (stampedChain).
 func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 	tb := s.tb
 	tb.refreshTiers() // a link past the tiers this process has seen may be sound: the file may have grown
+	if tb.layout.Stamps {
+		return s.stampedChain(rep)
+	}
 	l := &tb.layout
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
@@ -183,8 +188,16 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 // position words written, not linked yet) is empty and links nowhere, so
 // a damaged link that names it does not take it; the position word is
 // read before the owner word, which a writer stores first. Whether the
-// pool has handed the tier out is the caller's to weigh.
+// pool has handed the tier out is the caller's to weigh. In a file with
+// stamps it is when its stamp says so, or when its stamp does not verify
+// but may be mended (restampable), as stampedChain takes it.
 func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
+	if tb.layout.Stamps {
+		if st, ok := tb.readStamp(t); ok {
+			return st.says(index, pos), false
+		}
+		return tb.restampable(t), true
+	}
 	h := tb.tier(t).header
 	order := atomic.LoadUint64(&h[thOrder/8])
 	owner := atomic.LoadUint64(&h[thOwner/8])

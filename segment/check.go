@@ -148,7 +148,9 @@ func (s *Segment) checkChain(c *Checker, report reportFunc) (total, tiers int64)
 		seen[t] = true
 		tiers++
 		tv := s.tb.tier(t)
-		if t >= l.Segments {
+		if l.Stamps {
+			s.checkStamp(t, tiers-1, report)
+		} else if t >= l.Segments {
 			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
 				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
 			}
@@ -239,7 +241,21 @@ func (s *Segment) checkTier(tv *tier, ck *Checker, report reportFunc) int64 {
 	if n := int64(tv.usedChunks()); n != chunks+leaked {
 		report(t, "header counts %d used chunks, bitmap has %d", n, chunks+leaked)
 	}
+	if free := firstFree(tv.bitmap, l.Chunks); tv.lowestFree() > uint64(free) {
+		report(t, "lowest-free hint %d lies past free chunk %d", tv.lowestFree(), free)
+	}
 	return entries
+}
+
+// firstFree is the first chunk of the n a bitmap covers that is free, or
+// n if none is. The allocator's hint (lowestFree) never lies past it.
+func firstFree(bitmap []uint64, n int64) int64 {
+	for i, w := range bitmap {
+		if w != ^uint64(0) {
+			return min(int64(i)*64+int64(bits.TrailingZeros64(^w)), n)
+		}
+	}
+	return n
 }
 
 // checkAhead is how many slots ahead of the one checkTier looks at it
@@ -351,6 +367,9 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	tb.UnlinkedTiers(func(seg, t int64) {
 		problem(fmt.Errorf("%w: overflow tier %d holds entries of segment %d, but no chain links it: Repair links it back, or reports its entries dropped", ErrCorrupt, t, seg))
 	})
+	tb.unverifiedTiers(func(t int64) {
+		problem(fmt.Errorf("%w: overflow tier %d: stamp does not verify, and no chain links it: Repair gives it up, reporting its entries dropped", ErrCorrupt, t))
+	})
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
 		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
@@ -380,8 +399,19 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 	}
 	for t := l.Segments; t < end; t++ {
 		h := tb.tier(t).header
-		if linked[t] || atomic.LoadUint64(&h[thOwner/8]) == 0 && atomic.LoadUint64(&h[thOrder/8]) == 0 {
-			continue // linked, or given up (see disownStrays)
+		if linked[t] {
+			continue
+		}
+		if l.Stamps {
+			// Stamped as a segment's, and more than a tier being
+			// attached: that segment's rebuild links it or gives it up.
+			if st, ok := tb.readStamp(t); ok && st.owner != 0 && !tb.attachCutShort(t) {
+				found(int64(st.owner)-1, t)
+			}
+			continue
+		}
+		if atomic.LoadUint64(&h[thOwner/8]) == 0 && atomic.LoadUint64(&h[thOrder/8]) == 0 {
+			continue // given up (see disownStrays)
 		}
 		if seg := tb.keysOfOneSegment(t); seg >= 0 {
 			found(seg, t)
@@ -436,7 +466,8 @@ func (tb *Table) linkedPoolTiers() uint64 {
 // segment), it holds entries of one segment only. Damage to a word of a
 // tier never handed out leaves it looking otherwise; a tier a damaged link
 // cut loose (chain links it again, or counts its entries as dropped)
-// looks handed out.
+// looks handed out. In a file with stamps a tier looks handed out when its
+// stamp verifies or it holds a sound entry.
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	data := int64(-1) // the bytes up to it are data, as far as known
@@ -460,6 +491,15 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 		}
 		h := tb.tier(idx).header
 		if reservedZero(h[:tierHeaderSize/8]) {
+			continue
+		}
+		if l.Stamps {
+			// A stamp is written only after the count covers the tier;
+			// one damaged, a sound entry says the tier was handed out
+			// (which stray bytes cannot forge), for Repair to give it up
+			// and report the entry's loss rather than zero it unsaid.
+			_, ok := tb.readStamp(idx)
+			used(idx, ok || tb.holdsSoundEntry(idx))
 			continue
 		}
 		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])

@@ -106,7 +106,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	out.Notes = settleParams(r, l, out.Notes)
 	// The record the chosen parameters make must be this very geometry.
 	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
-	again.MoveCounters, again.FastLedgers = l.MoveCounters, l.FastLedgers
+	again.MoveCounters, again.FastLedgers, again.Stamps = l.MoveCounters, l.FastLedgers, l.Stamps
 	if err != nil || keyOf(&again) != keyOf(l) {
 		return out, fmt.Errorf("%w: the parameters chosen do not give back the layout found (%v)", ErrBadLayout, err)
 	}
@@ -154,6 +154,10 @@ func candidateLayouts(bases []InferBase, fileSize int64) ([]Layout, error) {
 func settleParams(r *offheap.Region, l *Layout, notes []string) []string {
 	ex := examine(r, l)
 	l.Checksums = ex.summed > 0
+	l.Stamps = ex.stamped > 0
+	if l.Stamps {
+		notes = append(notes, fmt.Sprintf("tier stamps: kept (%d tiers looked at carry one that verifies)", ex.stamped))
+	}
 	switch {
 	case ex.summed > 0:
 		notes = append(notes, fmt.Sprintf("entry checksums: kept (%d of %d entries looked at carry one)", ex.summed, ex.entries))

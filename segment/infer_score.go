@@ -76,7 +76,15 @@ func scoreLayout(r *offheap.Region, l *Layout) score {
 		if next != 0 && (next <= uint64(l.Segments) || next > uint64(l.Tiers)) {
 			sc.bad++
 		}
+		st, stamped := decodeStamp(t, owner, order)
 		switch {
+		case stamped && (t >= l.Segments || st == firstStamp(t)):
+			// A stamp verifies only on the tier it was made for: found at
+			// this geometry's place, it speaks for the geometry.
+			sc.good++
+			if t >= l.Segments {
+				seg = int64(st.owner) - 1
+			}
 		case t < l.Segments && (owner != 0 || order != 0):
 			sc.bad++
 		case t >= l.Segments && (owner == 0 || owner > uint64(l.Segments)):
@@ -157,6 +165,7 @@ type examined struct {
 	recentPrefix    int // values whose first 8 bytes read as a time near now
 	hiddenPrefix    int // values whose first 8 bytes are Hidden (a cache map's placeholder)
 	cacheWords      int // segment headers with CLOCK hand or eviction counts
+	stamped         int // tiers whose stamp verifies (files with stamps)
 }
 
 // examine reads the sampled tiers and the segment headers of r as l lays
@@ -169,7 +178,12 @@ func examine(r *offheap.Region, l *Layout) examined {
 	for _, t := range sampled(l) {
 		tier := r.Bytes(l.TiersOff+t*l.TierSize, l.TierSize)
 		seg := t
-		if t >= l.Segments {
+		st, stamped := decodeStamp(t, le.Uint64(tier[thOwner:]), le.Uint64(tier[thOrder:]))
+		switch {
+		case stamped:
+			ex.stamped++
+			seg = int64(st.owner) - 1
+		case t >= l.Segments:
 			seg = int64(le.Uint64(tier[thOwner:])) - 1
 		}
 		for i := range l.Slots {

@@ -84,7 +84,10 @@ package segment
 //	56     8    moveDone     compaction             write lock: that entry's length << 32, bytes moved
 //
 // Files written before the move journal have zeros there (then reserved),
-// which is no move.
+// which is no move. In files with stamps (Layout.Stamps) words 32 and 40
+// hold the tier's stamp instead of owner and order: owner and position,
+// then generation and checksum, 32 bits each (stamp.go), written at
+// creation for first tiers and before the link for overflow tiers.
 //
 // Entry (at a chunk boundary, a run of Chunks chunks):
 //

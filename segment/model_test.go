@@ -38,6 +38,7 @@ func newTable(t testing.TB, p Params) (*Table, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Stamps = l.Stamps && !testUnstamped
 	path := filepath.Join(t.TempDir(), "map")
 	tb := openTable(t, path, l, true)
 	return tb, path
@@ -64,6 +65,9 @@ func openTable(t testing.TB, path string, l Layout, create bool) *Table {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Unmap() })
+	if create {
+		Format(r, l)
+	}
 	tb, err := Open(r, l, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

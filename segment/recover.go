@@ -21,6 +21,12 @@ type Recovered struct {
 	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
 	Cleared  bool            // a Clear cut short was finished: the segment is empty
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
+	// Files with stamps: Restamped counts tiers of the chain whose stamp
+	// did not verify, stamped again (damage to the tier's header); Zeroed
+	// says the first tier's header was all zeros, the segment's mark gone:
+	// what the tier held before is lost, and no count says how much.
+	Restamped int64
+	Zeroed    bool
 }
 
 // Recover releases what dead processes left in segment s's lock word,

@@ -311,7 +311,8 @@ func TestForgedMoveJournalIgnored(t *testing.T) {
 // position word and the pool agree it is the segment's, mends the owner
 // word and keeps the tier's entries.
 func TestDamagedOwnerWordMended(t *testing.T) {
-	tb, _ := newTable(t, Params{Entries: 400, AverageKeySize: 12, AverageValueSize: 20, MaxBloatFactor: 8, Segments: 2})
+	// The owner word of a file without stamps.
+	tb := newUnstampedTable(t, Params{Entries: 400, AverageKeySize: 12, AverageValueSize: 20, MaxBloatFactor: 8, Segments: 2})
 	model := map[string][]byte{}
 	for i := range 1500 {
 		k := fmt.Appendf(nil, "key-%05d", i)

@@ -30,9 +30,10 @@ type Params struct {
 
 // Layout is the geometry of a map file, derived once from Params and then
 // read back from the file header by every process that opens it. Maps
-// created by this version have Stats, MoveCounters, Undo and FastLedgers;
-// older files may lack them (MoveCounters' zeros are kept reserved so that
-// an older build, which rejects the flag, never reads them as damage).
+// created by this version have Stats, MoveCounters, Undo, FastLedgers and
+// Stamps; older files may lack them (MoveCounters' zeros are kept reserved
+// so that an older build, which rejects the flag, never reads them as
+// damage).
 type Layout struct {
 	Params
 	Segments       int64 // power of two
@@ -71,6 +72,13 @@ type Layout struct {
 	// RecordHasFastLedgers). An older build, which rejects the flag, would
 	// take those holds for a dead process's.
 	FastLedgers bool
+	// Stamps: every tier header's words 32 and 40 hold a stamp (owner,
+	// position, hand-out generation, under a checksum; see stamp.go)
+	// instead of the owner and order words, and every segment's first
+	// tier carries one from creation, so that a tier is what its stamp
+	// says and a zeroed segment is told from an empty one. An older build,
+	// which rejects the flag, would read the stamp as owner and order.
+	Stamps bool
 	// Grows: when the overflow pool is used up, a writer lengthens the
 	// file by as many tiers again as it has (up to MaxTiers) instead of
 	// failing with ErrFull (see Table.growPool). The file then holds
@@ -126,6 +134,7 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo)
 	l.MoveCounters = err == nil
 	l.FastLedgers = err == nil
+	l.Stamps = err == nil
 	return l, err
 }
 
@@ -337,6 +346,9 @@ func (l *Layout) fields() []*int64 {
 	if l.FastLedgers {
 		flags |= flagFastLedgers
 	}
+	if l.Stamps {
+		flags |= flagStamps
+	}
 	if l.Grows {
 		flags |= flagGrows
 	}
@@ -356,6 +368,7 @@ const (
 	flagMoveCounters = 8 // only with flagStats
 	flagUndo         = 16
 	flagFastLedgers  = 32
+	flagStamps       = 64
 	flagGrows        = 128 // the record has MaxTiers after MaxBloatFactor
 )
 
@@ -396,7 +409,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagGrows) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
 		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
@@ -414,6 +427,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	}
 	want.MoveCounters = v[2]&flagMoveCounters != 0
 	want.FastLedgers = v[2]&flagFastLedgers != 0
+	want.Stamps = v[2]&flagStamps != 0
 	got := want
 	gf, wf := got.fields(), want.fields()
 	for i := 6; i < n; i++ {

@@ -165,8 +165,7 @@ func (s *Segment) ownsEntryBytes(off, n uint64) bool {
 	if t == s.index {
 		return true
 	}
-	tv := s.tb.tier(t)
-	return t >= l.Segments && atomic.LoadUint64(&tv.header[thOwner/8]) == uint64(s.index)+1
+	return t >= l.Segments && s.tb.ownedBy(t, s.index)
 }
 
 // undoActive reports whether the undo record names a rewrite under way.
