@@ -67,15 +67,11 @@ func mapFile(f *os.File, size int64, writable bool) (*Region, error) {
 // the file is lengthened over them. from must be a multiple of the page
 // size.
 func mapGrowth(f *os.File, from, limit int64, writable bool) (*Region, error) {
-	prot := mmap.RDONLY
-	if writable {
-		prot = mmap.RDWR
-	}
-	data, err := mmap.MapRegion(f, int(limit-from), prot, 0, from)
+	data, err := mapSharedNoReserve(f, from, limit-from, writable)
 	if err != nil {
 		return nil, fmt.Errorf("mmap of %d bytes (what the map may grow by; a smaller MaxSize needs less address space): %w", limit-from, err)
 	}
-	return &Region{data: data, readOnly: !writable}, nil
+	return &Region{data: mmap.MMap(data), readOnly: !writable}, nil
 }
 
 // Len is the size of the mapping in bytes.

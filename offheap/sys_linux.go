@@ -130,6 +130,19 @@ func mapZeros(n int64) ([]byte, error) {
 // munmap unmaps what mapZeros mapped.
 func munmap(b []byte) error { return unix.Munmap(b) }
 
+// mapSharedNoReserve maps n bytes of fd from off, MAP_SHARED, without
+// reserving swap or commit for them (MAP_NORESERVE): address space for a
+// file to grow into, most of it past the file's end. Without the flag an
+// emulator (qemu-user) refuses a mapping that large. The slice is one
+// unix.Munmap (and so mmap.MMap.Unmap) lets go.
+func mapSharedNoReserve(fd *os.File, off, n int64, writable bool) ([]byte, error) {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	return unix.Mmap(int(fd.Fd()), off, int(n), prot, unix.MAP_SHARED|unix.MAP_NORESERVE)
+}
+
 // seekData returns the offset of the first byte of data at or after from
 // in fd (lseek SEEK_DATA), skipping holes; none is true if there is only
 // a hole from there to the end. An error means the filesystem cannot

@@ -61,6 +61,8 @@ func mapZerosOver(unsafe.Pointer, uintptr) error { return checkPlatform() }
 func mapZeros(int64) ([]byte, error)             { return nil, checkPlatform() }
 func munmap([]byte) error                        { return checkPlatform() }
 
+func mapSharedNoReserve(*os.File, int64, int64, bool) ([]byte, error) { return nil, checkPlatform() }
+
 func mapFileOver(*os.File, unsafe.Pointer, uintptr, bool) error { return checkPlatform() }
 
 // seekData cannot skip holes here: the caller reads it all.
