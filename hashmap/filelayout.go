@@ -67,6 +67,14 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	if reg.Slots == 0 {
 		reg.Slots = defaultProcesses(l.End-l.GlobalOff, reg.SlotSize())
 	}
+	if o.MaxSize == 0 && !o.Cache {
+		// Growth moves no area, so the layout without it gives the size
+		// the default is a multiple of.
+		if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
+			return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+		}
+		params.MaxSize = defaultMaxSize(l.End)
+	}
 	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
@@ -185,9 +193,24 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 	return nil
 }
 
-// DefaultMaxSize is the size up to which a map that is not a cache grows
-// when Options.MaxSize is zero: 1 TiB.
-const DefaultMaxSize = 1 << 40
+// When Options.MaxSize is zero, a map that is not a cache grows up to
+// DefaultMaxGrowth times the size it is created with, bounded by
+// MinDefaultMaxSize and MaxDefaultMaxSize. The bound is address space each
+// opener maps (not memory), which some platforms have little of (a 39-bit
+// arm64 kernel leaves a process 512 GiB) and an emulator pays for by the
+// page; far enough that a map sized for too few entries by two orders of
+// magnitude still grows.
+const (
+	DefaultMaxGrowth  = 64
+	MinDefaultMaxSize = 1 << 30
+	MaxDefaultMaxSize = 1 << 40
+)
+
+// defaultMaxSize is Options.MaxSize's default for a file created at end
+// bytes.
+func defaultMaxSize(end int64) int64 {
+	return min(max(DefaultMaxGrowth*end, MinDefaultMaxSize), MaxDefaultMaxSize)
+}
 
 // NoGrowth, as Options.MaxSize, keeps the file at the size it is created
 // with: Put returns ErrFull once the overflow pool is used up.

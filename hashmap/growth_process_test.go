@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/internal/testutil"
@@ -27,26 +28,31 @@ func init() {
 // growthKey is the i-th key of writer w in the growth tests.
 func growthKey(w, i int) []byte { return fmt.Appendf(nil, "w%d-%08d", w, i) }
 
-// growWriter (args: writer, puts) stores its keys, then its done key.
+// growWriter (args: writer, puts) stores its keys, then its done key
+// ("failed" as its value if a Put failed, so that readers stop too).
 func growWriter(m *Map, args []string) error {
 	w, n := argInt(args, 0), argInt(args, 1)
+	done := fmt.Appendf(nil, "done-%d", w)
 	for i := range n {
 		k := growthKey(w, i)
 		if err := m.Put(k, growthValue(k)); err != nil {
+			_ = m.Put(done, []byte("failed"))
 			return fmt.Errorf("writer %d, Put %d: %w", w, i, err)
 		}
 	}
 	testutil.Report("wrote %d", n)
-	return m.Put(fmt.Appendf(nil, "done-%d", w), []byte("done"))
+	return m.Put(done, []byte("done"))
 }
 
 // growReader (args: writers, puts) reads keys of the writers at random
-// while they write, until every writer's done key is there: a key found
-// must hold its own value, whole.
+// while they write, until every writer's done key is there (or a time
+// bound passes, in case a writer died without one): a key found must hold
+// its own value, whole.
 func growReader(m *Map, args []string) error {
 	writers, n := argInt(args, 0), argInt(args, 1)
 	reads, found := 0, 0
-	for {
+	deadline := time.Now().Add(20 * time.Minute)
+	for time.Now().Before(deadline) {
 		for range 1000 {
 			k := growthKey(rand.IntN(writers), rand.IntN(n))
 			v, err := m.Get(k)
@@ -72,6 +78,7 @@ func growReader(m *Map, args []string) error {
 			return nil
 		}
 	}
+	return fmt.Errorf("the writers did not finish in 20 minutes")
 }
 
 // growthPuts is how many keys each writer of TestMapGrowsUnderWritersAndReaders

@@ -39,12 +39,11 @@ type Options struct {
 	// tiers again as it holds, up to MaxSize bytes, and every process
 	// sees the new tiers at once; Put returns ErrFull only once the file
 	// is MaxSize bytes long, or the disk is full. Zero means
-	// DefaultMaxSize; NoGrowth keeps the file at the size it is created
-	// with. Each process that opens the map reserves MaxSize bytes of
-	// address space for it (not memory: nothing past the file's end is
-	// touched), so a process may hold about a hundred maps of the
-	// default open at once; a smaller MaxSize allows more. Fixed at
-	// creation. A map that holds many times Entries reads and writes more
+	// DefaultMaxGrowth times the size the file is created with, at least
+	// MinDefaultMaxSize and at most MaxDefaultMaxSize; NoGrowth keeps the
+	// file at the size it is created with. Each process that opens the
+	// map reserves MaxSize bytes of address space for it (not memory:
+	// nothing past the file's end is touched). Fixed at creation. A map that holds many times Entries reads and writes more
 	// slowly than one created for its size (its segments chain more
 	// tiers); mapctl stats shows the tiers per segment.
 	MaxSize int64
@@ -202,9 +201,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LoadTimeout == 0 {
 		r.LoadTimeout = DefaultLoadTimeout
-	}
-	if r.MaxSize == 0 {
-		r.MaxSize = DefaultMaxSize
 	}
 	if r.MaxProcesses > maxProcesses {
 		return r, fmt.Errorf("%w: MaxProcesses %d is more than %d", ErrBadOptions, r.MaxProcesses, maxProcesses)
