@@ -262,3 +262,48 @@ func (tb *Table) MendGrowthLog() (from, to uint64, mended bool) {
 	}
 	return from, to, true
 }
+
+// requestChain starts fetching, for a lookup whose home slot is home, the
+// header and home slot lines of each overflow tier segment seg's chain had
+// when this process last walked past it, and returns those tiers. A chain
+// is a list: each tier's next link is read from the tier before, so a
+// lookup that walks k tiers would otherwise wait for memory k times, one
+// after the other; with the lines requested together it waits about
+// once. The list is a hint: find follows the links it reads, and learns
+// the chain again where they differ (learnChain). Segments of one tier,
+// most of a map sized for its data, have no list and pay one load.
+func (tb *Table) requestChain(seg, home int64) []int64 {
+	p := tb.chainHints[seg].Load()
+	if p == nil {
+		return nil
+	}
+	for _, t := range *p {
+		bytes, _, base := tb.area(t)
+		offheap.PrefetchForRead(bytes[base : base+1])
+		at := base + tierHeaderSize + home*slotSize
+		offheap.PrefetchForRead(bytes[at : at+1])
+	}
+	return *p
+}
+
+// maxChainHint bounds the tiers a chain hint lists: more lines than that
+// requested at once wait on each other anyway, and a cycle that damage
+// made must not grow the list.
+const maxChainHint = 64
+
+// learnChain reads segment seg's chain of overflow tiers again (no lock:
+// a torn list is only a poorer hint) and keeps it for requestChain.
+func (tb *Table) learnChain(seg int64) []int64 {
+	var chain []int64
+	t := tb.tier(seg)
+	for range min(tb.Present(), maxChainHint) {
+		idx, ok := tb.overflowLink(t.next())
+		if !ok {
+			break
+		}
+		chain = append(chain, idx)
+		t = tb.tier(idx)
+	}
+	tb.chainHints[seg].Store(&chain)
+	return chain
+}

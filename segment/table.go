@@ -53,7 +53,8 @@ type Table struct {
 	present    atomic.Int64 // tiers the file holds as far as this process has seen: Tiers, or more in a file that grows
 	growth     growth       // how the file grows (see SetGrowth); zero in files that do not
 	segs       []Segment
-	readOnly   bool // the mapping is PROT_READ: readers never touch lock words
+	chainHints []atomic.Pointer[[]int64] // per segment, the overflow tiers its chain had when this process last looked (see requestChain)
+	readOnly   bool                      // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
 	queueLocal bool        // writers of one segment in this process queue on Segment.local first
 	closing    atomic.Bool // CloseFastPaths has begun
@@ -333,6 +334,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tb.segSpan = r.Span(l.SegmentsOff, l.Segments*segmentHeaderSize)
 	tb.geom = newGeometry(&tb.layout)
 	tb.segs = make([]Segment, l.Segments)
+	tb.chainHints = make([]atomic.Pointer[[]int64], l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
 		tb.segs[i] = Segment{
@@ -431,8 +433,12 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 	l := &tb.layout
 	tag := uint32(hash >> tb.layout.segmentBits)
 	home := int64(uint64(tag) & l.slotMask)
+	hint, learned := tb.requestChain(s.index, home), false
 	t := s.index
 	for hops := int64(0); hops < tb.Present(); hops++ {
+		if hops > 0 && !learned && (hops > int64(len(hint)) || hint[hops-1] != t) {
+			hint, learned = tb.learnChain(s.index), true
+		}
 		tv := tb.tier(t)
 		pos := home
 		for probes := int64(0); probes < l.Slots; probes++ {
