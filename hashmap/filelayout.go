@@ -202,7 +202,7 @@ func conflicts(o *Options, l *segment.Layout, locks lockLayout, processes int) e
 // magnitude still grows.
 const (
 	DefaultMaxGrowth  = 64
-	MinDefaultMaxSize = 1 << 30
+	MinDefaultMaxSize = 64 << 20
 	MaxDefaultMaxSize = 1 << 40
 )
 

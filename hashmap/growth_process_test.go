@@ -101,7 +101,7 @@ func growthPuts() int {
 // and Check is clean. GROWTH_PUTS=1250000 makes it the 5,000,000-Put run.
 func TestMapGrowsUnderWritersAndReaders(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m := mustOpen(t, path, &Options{Entries: 10_000, AverageKeySize: 14, AverageValueSize: 42})
+	m := mustOpen(t, path, &Options{Entries: 10_000, AverageKeySize: 14, AverageValueSize: 42, MaxSize: 4 << 30})
 	start := m.Stats()
 	const writers, readers = 4, 2
 	n := growthPuts()

@@ -23,7 +23,7 @@ average --key-size and --value-size bytes. The file starts with room for
 first tiers) takes disk (or RAM on /dev/shm) at once, and each overflow tier
 is reserved when first needed. When that room is used up the file grows,
 doubling its tiers each time, while every process keeps using it, up to
---max-size (default 64 times the first size, at least 1GiB, at most 1TiB);
+--max-size (default 64 times the first size, at least 64MiB, at most 1TiB);
 then puts fail with "map is full", as they do at
 once with --no-growth. A map grown to many times --entries keeps the
 segments it was made with, so each lookup walks more tiers: for the speed of
@@ -63,7 +63,7 @@ Examples:
 		fs.IntVar(&o.AverageKeySize, "key-size", hashmap.DefaultAverageKeySize, "average key size in bytes")
 		fs.IntVar(&o.AverageValueSize, "value-size", hashmap.DefaultAverageValueSize, "average value size in bytes")
 		fs.Float64Var(&o.MaxBloatFactor, "bloat", hashmap.DefaultMaxBloatFactor, "how far past --entries the map may grow before puts fail (at least 1)")
-		fs.Func("max-size", "the most bytes the file may grow to, as 64GiB or 500MB; 0: 64 times its first size, at least 1GiB, at most 1TiB. A store map grows past --entries x --bloat up to it (not caches)", func(v string) error {
+		fs.Func("max-size", "the most bytes the file may grow to, as 64GiB or 500MB; 0: 64 times its first size, at least 64MiB, at most 1TiB. A store map grows past --entries x --bloat up to it (not caches)", func(v string) error {
 			n, err := parseByteSize(v)
 			if err != nil {
 				return err
