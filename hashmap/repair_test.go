@@ -391,7 +391,7 @@ func copyOf(t *testing.T, path string) string {
 func fillTwoOverflowTiers(t *testing.T) (*Map, string, int) {
 	m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 	var keys int
-	for ; m.Stats().TiersInUse < 4; keys++ {
+	for ; tiersInUse(m) < 4; keys++ {
 		if err := m.Put([]byte(fmt.Sprintf("key-%d", keys)), bytes.Repeat([]byte("v"), 24)); err != nil {
 			t.Fatal(err)
 		}
@@ -542,7 +542,7 @@ func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
 	t.Run("link skips a tier", func(t *testing.T) {
 		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 		var keys []string
-		for i := 0; m.Stats().TiersInUse < 4; i++ { // segment 0's keys only
+		for i := 0; tiersInUse(m) < 4; i++ { // segment 0's keys only
 			k := fmt.Sprintf("key-%d", i)
 			if xxhash.Sum64String(k)&m.segMask != 0 {
 				continue
@@ -579,7 +579,7 @@ func TestRepairFollowsTheTiersOwnWords(t *testing.T) {
 	t.Run("link to another segment's empty tier", func(t *testing.T) {
 		m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, MaxSize: NoGrowth})
 		var zero, one []string
-		for i := 0; m.Stats().TiersInUse < 4; i++ {
+		for i := 0; tiersInUse(m) < 4; i++ {
 			k := fmt.Sprintf("key-%d", i)
 			if err := m.Put([]byte(k), bytes.Repeat([]byte("v"), 24)); err != nil {
 				t.Fatal(err)

@@ -50,7 +50,7 @@ func TestZeroedSegmentIsReported(t *testing.T) {
 				m, path := openTemp(t, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, Cache: cache})
 				keys := 0
 				if filled {
-					for ; m.Stats().TiersInUse < 4; keys++ {
+					for ; tiersInUse(m) < 4; keys++ {
 						if err := m.Put([]byte(fmt.Sprintf("key-%d", keys)), bytes.Repeat([]byte("v"), 24)); err != nil {
 							t.Fatal(err)
 						}
