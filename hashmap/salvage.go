@@ -56,7 +56,7 @@ func Salvage(path string, opts *Options) (*Map, Salvaged, error) {
 	if err != nil {
 		return nil, sv, err
 	}
-	f, err := offheap.OpenSalvage(path)
+	f, err := offheap.OpenSalvage(path, nil)
 	if err != nil {
 		return nil, sv, classifyOpenError(err)
 	}
