@@ -29,8 +29,10 @@ const maxRegistrySearch = 1 << 30
 
 // Salvage opens the map file at path read-only, to get its entries out when
 // Open refuses it: neither header copy verifies, or the file's length is not
-// the one its header records (a missing end reads as zeros, extra bytes are
-// left out). It never writes the file. Without a verifying header the layout
+// one its header allows (a missing end reads as zeros, extra bytes are
+// left out). It never writes the file. A map whose file grew (Options.MaxSize)
+// is read with every tier it grew by, the file's length saying how many, and
+// a tier cut short in the middle is read up to where the file ends. Without a verifying header the layout
 // is found from the file itself (Salvaged.Notes says what it rests on).
 // Every entry read decodes and passes its checksum, as for Range.
 //
@@ -56,7 +58,7 @@ func Salvage(path string, opts *Options) (*Map, Salvaged, error) {
 	if err != nil {
 		return nil, sv, err
 	}
-	f, err := offheap.OpenSalvage(path)
+	f, err := offheap.OpenSalvage(path, segment.RecordGrowth)
 	if err != nil {
 		return nil, sv, classifyOpenError(err)
 	}
@@ -73,10 +75,13 @@ func Salvage(path string, opts *Options) (*Map, Salvaged, error) {
 func salvageMap(f *offheap.File, o Options, sv *Salvaged) (*Map, error) {
 	s := f.Salvage()
 	if s.Missing > 0 {
-		sv.Notes = append(sv.Notes, fmt.Sprintf("the file is %d bytes short of the %d its header records: that end is read as zeros, so the entries that were there are not found", s.Missing, f.Size()))
+		sv.Notes = append(sv.Notes, fmt.Sprintf("the file is %d bytes short of the %d its header records: that end is read as zeros, so the entries that were there are lost", s.Missing, f.Size()))
 	}
-	if s.Extra > 0 {
+	switch {
+	case s.Extra > 0 && f.Growth == nil:
 		sv.Notes = append(sv.Notes, fmt.Sprintf("the file has %d bytes past the %d its header records: left out", s.Extra, f.Size()))
+	case s.Extra > 0:
+		sv.Notes = append(sv.Notes, fmt.Sprintf("the file has %d bytes past the %d it may grow to: left out", s.Extra, f.Size()+f.Growth.Len()))
 	}
 	var l segment.Layout
 	if s.HeaderLost == nil {
@@ -104,11 +109,47 @@ func salvageMap(f *offheap.File, o Options, sv *Salvaged) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.HeaderLost == nil {
+		tiers, err := tb.SalvageGrowth(f.Growth, f.Length())
+		if err != nil {
+			return nil, err
+		}
+		sv.Notes = append(sv.Notes, tierNotes(tb.Layout(), tiers, f.Size(), s)...)
+	}
 	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true}
 	if m.lockTable, err = newLockTable(m, f.Region, lockLayout{}); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// tierNotes says what a salvage whose header verified reads of the
+// tiers of a file laid out as l, recorded bytes long by its header and
+// holding tiers of them, opened as s says:
+// the tiers it grew by, a tier it holds only in part, and tiers the pool
+// handed out that lie past its end.
+func tierNotes(l *segment.Layout, tiers segment.SalvagedTiers, recorded int64, s offheap.Salvage) []string {
+	if !l.Grows {
+		return nil
+	}
+	var notes []string
+	if tiers.Whole > l.Tiers {
+		notes = append(notes, fmt.Sprintf("the file grew past the %d bytes its header records: it holds %d tiers whole (%d at creation, %d at most), and every one is read", recorded, tiers.Whole, l.Tiers, l.MaxTiers))
+	}
+	read := max(tiers.Whole, l.Tiers)
+	if s.Missing == 0 && tiers.Partial > 0 && tiers.Whole >= l.Tiers && tiers.Whole < l.MaxTiers {
+		missing := l.TierSize - tiers.Partial
+		if tiers.Whole < tiers.HandedOut {
+			notes = append(notes, fmt.Sprintf("the file ends %d bytes into tier %d, which the pool handed out: it is %d bytes short of that tier's end, which is read as zeros, so the entries that were there are lost", tiers.Partial, tiers.Whole, missing))
+		} else {
+			notes = append(notes, fmt.Sprintf("the file has %d bytes past the %d of its last whole tier, where the pool has handed out no tier: left out", tiers.Partial, l.TiersOff+tiers.Whole*l.TierSize))
+		}
+		read++
+	}
+	if past := min(tiers.HandedOut, l.MaxTiers) - read; past > 0 {
+		notes = append(notes, fmt.Sprintf("the pool handed out %d tiers past the file's end (the global state counts %d in use, the file holds %d in whole or in part): they are read as empty, so the entries that were in them are lost", past, tiers.HandedOut, read))
+	}
+	return notes
 }
 
 // inferBases reads, from the lock arena's and the process registry's own

@@ -117,7 +117,7 @@ func (r *Region) retire(f *os.File) error {
 	if err == nil {
 		return nil
 	}
-	if merr := mapFileOver(f, addr, n, r.readOnly); merr != nil {
+	if merr := mapFileOver(f, 0, addr, n, r.readOnly); merr != nil {
 		// Nothing is left to fall back on: a reader still running faults.
 		return fmt.Errorf("retire mapping: %w; mapping the file back: %v", err, merr)
 	}

@@ -110,14 +110,15 @@ func mapZerosOver(addr unsafe.Pointer, n uintptr) error {
 	return err
 }
 
-// mapFileOver maps the first n bytes of fd MAP_SHARED at addr, replacing
-// what was mapped there (MAP_FIXED), read-only or readable and writable.
-func mapFileOver(fd *os.File, addr unsafe.Pointer, n uintptr, readOnly bool) error {
+// mapFileOver maps n bytes of fd from byte off (a multiple of the page
+// size) MAP_SHARED at addr, replacing what was mapped there (MAP_FIXED),
+// read-only or readable and writable.
+func mapFileOver(fd *os.File, off int64, addr unsafe.Pointer, n uintptr, readOnly bool) error {
 	prot := unix.PROT_READ | unix.PROT_WRITE
 	if readOnly {
 		prot = unix.PROT_READ
 	}
-	_, err := unix.MmapPtr(int(fd.Fd()), 0, addr, n, prot, unix.MAP_SHARED|unix.MAP_FIXED)
+	_, err := unix.MmapPtr(int(fd.Fd()), off, addr, n, prot, unix.MAP_SHARED|unix.MAP_FIXED)
 	return err
 }
 

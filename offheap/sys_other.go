@@ -63,7 +63,7 @@ func munmap([]byte) error                        { return checkPlatform() }
 
 func mapSharedNoReserve(*os.File, int64, int64, bool) ([]byte, error) { return nil, checkPlatform() }
 
-func mapFileOver(*os.File, unsafe.Pointer, uintptr, bool) error { return checkPlatform() }
+func mapFileOver(*os.File, int64, unsafe.Pointer, uintptr, bool) error { return checkPlatform() }
 
 // seekData cannot skip holes here: the caller reads it all.
 func seekData(*os.File, int64) (int64, bool, error) { return 0, false, checkPlatform() }

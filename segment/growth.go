@@ -58,6 +58,45 @@ func (tb *Table) SetGrowth(pool *offheap.Region, length int64, read func() (int6
 	return nil
 }
 
+// SalvagedTiers says what a salvaged file holds of its tiers (see
+// SalvageGrowth).
+type SalvagedTiers struct {
+	Whole   int64 // tiers the file holds whole
+	Partial int64 // bytes the file holds of the tier after them (0: none)
+	// HandedOut is the tiers in use as the global state counts them: the
+	// first tiers and the overflow tiers the pool has handed out.
+	HandedOut int64
+}
+
+// SalvageGrowth readies a table that a salvage reads, over a file length
+// bytes long whose mappings read everywhere, zeros past the file's end
+// (offheap.OpenSalvage): every tier the file holds whole or in part, and
+// every tier the pool has handed out, is read (a tier the pool handed out
+// past the file's end reads as an empty one, ending its chain), rather
+// than only the tiers the file's length holds whole. pool maps the tiers
+// past Tiers, as for SetGrowth; a file that does not grow needs none. The
+// table never grows the file. It returns what the file holds of its tiers.
+func (tb *Table) SalvageGrowth(pool *offheap.Region, length int64) (SalvagedTiers, error) {
+	l := &tb.layout
+	var st SalvagedTiers
+	if length > l.TiersOff {
+		st.Whole, st.Partial = (length-l.TiersOff)/l.TierSize, (length-l.TiersOff)%l.TierSize
+	}
+	st.HandedOut = l.Segments + tb.ExtraTiersInUse()
+	if !l.Grows {
+		return st, nil
+	}
+	if err := tb.SetGrowth(pool, l.TiersOff+l.Tiers*l.TierSize, nil, nil); err != nil {
+		return st, err
+	}
+	read := st.Whole
+	if st.Partial > 0 {
+		read++
+	}
+	tb.seeTiers(min(max(read, st.HandedOut), l.MaxTiers))
+	return st, nil
+}
+
 // area returns the mapped bytes and words that hold tier t, and where t
 // starts in them: the file's first mapping for tiers below Tiers, the
 // growth mapping past them.
@@ -179,6 +218,32 @@ func (tb *Table) logGrowth(tiers int64) {
 	atomic.StoreUint64(&step[0], uint64(tiers))
 	atomic.StoreUint64(&step[1], uint64(time.Now().UnixNano()))
 	atomic.StoreUint64(count, n+1)
+}
+
+// growthLogNote says, for a person, what the growth log in the global
+// state of the map in r laid out as l says, when the layout was found from
+// the file (InferLayout): the length of a file whose header is lost says
+// how many tiers it holds, not how many it was created with, and a layout
+// of that many tiers reads the tiers of one that grew to them alike. ""
+// when the log is empty: the file never grew.
+func growthLogNote(r *offheap.Region, l *Layout) string {
+	words := r.Uint64s(l.GlobalOff+gGrowthSteps, (globalSize-gGrowthSteps)/8)
+	n := atomic.LoadUint64(&words[0])
+	if n == 0 {
+		return ""
+	}
+	if n > maxGrowthSteps {
+		return fmt.Sprintf("the global state's growth log counts %d steps, more than it holds: whether the file grew is not known; its %d tiers are read all the same", n, l.Tiers)
+	}
+	prev := uint64(0)
+	for i := range n {
+		tiers := atomic.LoadUint64(&words[1+2*i])
+		if tiers <= prev || tiers > uint64(l.Tiers) {
+			return fmt.Sprintf("the global state's growth log does not read as one (step %d of %d says %d tiers, after %d, in a file of %d): whether the file grew is not known; its %d tiers are read all the same", i+1, n, tiers, prev, l.Tiers, l.Tiers)
+		}
+		prev = tiers
+	}
+	return fmt.Sprintf("the global state's growth log says the file grew %d times, the last to %d tiers: it is read as a map created with the %d tiers it holds, which reads the tiers of one that grew to them alike", n, prev, l.Tiers)
 }
 
 // GrowthStep is one lengthening of a file that grows.

@@ -115,6 +115,9 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 		describe(&out.Layout), len(cands), out.verified, out.contradicted))
 	out.Notes = append(out.Notes, fmt.Sprintf("recorded as %d entries of %d-byte keys and %d-byte values, bloat %g: parameters that give this geometry, not necessarily those the map was created with",
 		out.Layout.Entries, out.Layout.AverageKeySize, out.Layout.AverageValueSize, out.Layout.MaxBloatFactor))
+	if note := growthLogNote(r, &out.Layout); note != "" {
+		out.Notes = append(out.Notes, note)
+	}
 	return out, nil
 }
 

@@ -50,10 +50,12 @@ With --salvage it reads a map that the other commands refuse: one whose
 file header is damaged in both of its copies, or wiped (zeros, or other
 bytes, over the first page), or whose size is not the one its header
 records (cut short: the missing end reads as empty; extended: the extra
-bytes are left out). Without a header it finds the layout from the file
-itself: the lock table's and the process registry's own headers say where
-the segments start and how many there are, and the one layout whose
-tiers' entries verify is taken. It says on stderr what the salvage rests
+bytes are left out). A map whose file grew is read with every tier it grew
+by, and a tier cut short up to where the file ends; stderr says which
+tiers were read and which entries are lost. Without a header it finds the
+layout from the file itself: the lock table's and the process registry's
+own headers say where the segments start and how many there are, and the
+one layout whose tiers' entries verify is taken. It says on stderr what the salvage rests
 on (whether the map was read as a cache map, and why, among it); every
 entry written decodes and passes its checksum (in a map that keeps them),
 as always. It never writes the file. Load what it writes into a new map to

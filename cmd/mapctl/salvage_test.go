@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -126,6 +127,85 @@ func TestWrongSizeSaysWhatToDo(t *testing.T) {
 		}
 		if c, _, e := mapctl(t, "", "check", p); c != exitOK {
 			t.Fatalf("%s: after truncate -s %d: check %d %s", tc.name, size, c, e)
+		}
+	}
+}
+
+// TestDumpSalvageOfAGrownMap: a map that grew past the size its header
+// records is dumped whole by dump --salvage: intact, with bytes appended
+// (which check refuses), and with its header page zeroed, where stderr
+// says the growth log was read; cut short inside its tiers, it writes
+// only entries that were put, says that the entries past the end are
+// lost, and exits with status 3; the file is never written.
+func TestDumpSalvageOfAGrownMap(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "m.map")
+	const n = 8000
+	fillNumbered(t, p, n, "--entries", "1000", "--key-size", "8", "--value-size", "32")
+	c, o, e := mapctl(t, "", "stats", "--json", p)
+	var st struct {
+		GrowthSteps int   `json:"growth_steps"`
+		FileSize    int64 `json:"file_size"`
+	}
+	if c != exitOK || json.Unmarshal([]byte(o), &st) != nil || st.GrowthSteps < 2 {
+		t.Fatalf("stats --json: %d %q %s; want a map that grew at least twice", c, o, e)
+	}
+	c, want, e := mapctl(t, "", "dump", p)
+	if c != exitOK || strings.Count(want, "\n") != n {
+		t.Fatalf("dump: %d, %d lines: %s", c, strings.Count(want, "\n"), e)
+	}
+	clean, err := os.ReadFile(p)
+	if err != nil || int64(len(clean)) != st.FileSize {
+		t.Fatalf("the file: %d bytes, %v; stats says %d", len(clean), err, st.FileSize)
+	}
+	wantLines := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSuffix(want, "\n"), "\n") {
+		wantLines[l] = true
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte) []byte
+		status int
+		says   string
+		whole  bool
+	}{
+		{"intact", func(b []byte) []byte { return b }, exitOK, "tiers whole", true},
+		{"bytes appended", func(b []byte) []byte { return append(b, "junk"...) }, exitOK, "4 bytes past the", true},
+		{"header page zeroed", func(b []byte) []byte { clear(b[:4096]); return b }, exitOK, "grew 2 times", true},
+		// Inside the last value in the file, so in a tier the pool
+		// handed out.
+		{"cut short", func(b []byte) []byte { return b[:bytes.LastIndex(b, []byte("VALUE-"))+3] }, exitError, "are lost", false},
+	} {
+		if err := os.WriteFile(p, tc.damage(bytes.Clone(clean)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if tc.name != "intact" {
+			if c, _, e := mapctl(t, "", "check", p); c != exitError {
+				t.Errorf("%s: check: %d %q; want it refused", tc.name, c, e)
+			}
+		}
+		before, _ := os.ReadFile(p)
+		c, got, e := mapctl(t, "", "dump", "--salvage", p)
+		if c != tc.status || !strings.Contains(e, tc.says) {
+			t.Errorf("%s: dump --salvage: status %d, stderr %q; want %d, saying %q", tc.name, c, e, tc.status, tc.says)
+		}
+		if tc.whole && got != want {
+			t.Errorf("%s: dump --salvage wrote %d lines, want the %d dump wrote", tc.name, strings.Count(got, "\n"), n)
+		}
+		lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+		for _, l := range lines {
+			if !wantLines[l] {
+				t.Fatalf("%s: dump --salvage wrote %q, which dump did not", tc.name, l)
+			}
+		}
+		if !tc.whole && (len(lines) == n || len(lines) < n/2) {
+			t.Errorf("%s: dump --salvage wrote %d of %d lines; want those before the cut", tc.name, len(lines), n)
+		}
+		if testing.Verbose() {
+			t.Logf("%s: %d lines; %s", tc.name, len(lines), e)
+		}
+		if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+			t.Fatalf("%s: dump --salvage wrote the file", tc.name)
 		}
 	}
 }
