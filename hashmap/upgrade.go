@@ -1,11 +1,7 @@
 package hashmap
 
 import (
-	"fmt"
-
-	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 // UpgradeResult says what Upgrade did.
@@ -52,38 +48,7 @@ func Upgrade(path string) (UpgradeResult, error) {
 
 // upgradeAlone takes the recovery lock of f's registry, if it has one, and
 // returns its release, or an error if a process has the map open for
-// writing. A file from before the registry has no record of who has it
-// open; the creation lock Upgrade holds is all there is.
+// writing (see aloneWith).
 func upgradeAlone(f *offheap.File) (func(), error) {
-	fl, err := decodeFileLayout(f, len((&segment.Layout{}).Encode()), Options{}, nil)
-	if err != nil {
-		return nil, err
-	}
-	if fl.registry.Slots == 0 {
-		return func() {}, nil
-	}
-	reg, err := registry.Attach(f, fl.registry)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := reg.LockRecovery(DefaultLockTimeout)
-	if err != nil {
-		return nil, err
-	}
-	live, err := reg.Live(nil)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
-	if len(live) > 0 {
-		var pids []int
-		for _, i := range live {
-			if s, err := reg.Slot(i); err == nil {
-				pids = append(pids, s.PID)
-			}
-		}
-		unlock()
-		return nil, fmt.Errorf("%w (pids %v): the header is rewritten only while no process has the map open for writing", ErrNotAlone, pids)
-	}
-	return unlock, nil
+	return aloneWith(f, "the header is rewritten", false)
 }
