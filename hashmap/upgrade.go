@@ -16,6 +16,12 @@ type UpgradeResult struct {
 	// first copy leaves the second damaged, and Upgrade run again
 	// finishes it so.
 	Mended []string
+	// LacksGrowth and LacksStamps say that the file, a store map, does not
+	// grow (it was made with MaxSize NoGrowth, or before growth), or that
+	// its tiers carry no stamps (it was made before them). The header
+	// rewrite gives neither, since each changes the data's layout: Resize
+	// rewrites the map into a file that has both.
+	LacksGrowth, LacksStamps bool
 }
 
 // Upgrade brings the file header of the map at path to the current format
@@ -34,6 +40,10 @@ type UpgradeResult struct {
 // Processes that only read need not close: they read the header when they
 // open, and every state of the page during the upgrade opens.
 //
+// The layout of the data stays as it was: a file made before growth or
+// tier stamps gains neither (LacksGrowth, LacksStamps); Resize rewrites
+// such a map into a file that has both.
+//
 // It is crash-safe: killed at any point, or cut by a power failure, it
 // leaves a file that opens, as version 1 until the first new copy is
 // whole and synced, as version 2 from then on; Upgrade run again finishes
@@ -43,7 +53,12 @@ func Upgrade(path string) (UpgradeResult, error) {
 	if err != nil {
 		return UpgradeResult{}, classifyOpenError(err)
 	}
-	return UpgradeResult{From: res.From, To: offheap.FormatVersion, Mended: res.Mended}, nil
+	r := UpgradeResult{From: res.From, To: offheap.FormatVersion, Mended: res.Mended}
+	if m, err := Open(path, &Options{ReadOnly: true}); err == nil {
+		r.LacksGrowth, r.LacksStamps = !m.layout.Grows && !m.layout.Cache, !m.layout.Stamps
+		m.Close()
+	}
+	return r, nil
 }
 
 // upgradeAlone takes the recovery lock of f's registry, if it has one, and
