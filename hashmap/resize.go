@@ -87,7 +87,8 @@ type FileShape struct {
 // again.
 //
 // It writes the new file beside the old one, at path + ".resize-tmp",
-// syncs it and renames it over path, then syncs the directory. Killed at
+// syncs it and renames it over path, then syncs the directory (where
+// path is a symbolic link, beside and over the file it leads to). Killed at
 // any point, it leaves path opening with every entry: the old file until
 // the rename, the complete new one from then on; a leftover temporary
 // file is removed by the next Resize. On a full disk it removes the
@@ -102,7 +103,12 @@ func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
 	if ro.Entries < 0 || ro.MaxSize < NoGrowth {
 		return ResizeResult{}, fmt.Errorf("resize %s: %w: Entries %d, MaxSize %d", path, ErrBadOptions, ro.Entries, ro.MaxSize)
 	}
-	f, err := offheap.OpenExclusive(path, segment.RecordGrowth)
+	// A symbolic link stays one: the new file goes where the map is.
+	target := path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		target = real
+	}
+	f, err := offheap.OpenExclusive(target, segment.RecordGrowth)
 	if err != nil {
 		return ResizeResult{}, classifyOpenError(err)
 	}
@@ -113,7 +119,7 @@ func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
 	}
 	defer release()
 	testResizeStep("locked")
-	res, err := resizeLocked(f, path, ro)
+	res, err := resizeLocked(f, target, ro)
 	if err != nil {
 		return ResizeResult{}, fmt.Errorf("resize %s: %w", path, err)
 	}

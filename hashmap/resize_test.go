@@ -436,3 +436,23 @@ func TestResizeOnAFullDisk(t *testing.T) {
 		t.Fatalf("Len %d after the failed Resize", m.Len())
 	}
 }
+
+// TestResizeThroughASymbolicLink: the map a link leads to is resized in
+// its own directory, and the link stays a link to it.
+func TestResizeThroughASymbolicLink(t *testing.T) {
+	dir := t.TempDir()
+	path, link := filepath.Join(dir, "m"), filepath.Join(t.TempDir(), "link")
+	m := mustOpen(t, path, &Options{Entries: 500})
+	fillResize(t, m, 2000)
+	m.Close()
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resize(link, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link after Resize: %v, %v", st, err)
+	}
+	checkResized(t, path, 2000, 0)
+}
