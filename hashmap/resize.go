@@ -76,9 +76,9 @@ type FileShape struct {
 // It needs the map to itself for its whole run: it holds the file's
 // creation lock and the registry's recovery lock, under which every
 // writer joins, and refuses with an error matching ErrNotAlone while any
-// process has the map open for writing, and with one matching ErrCorrupt
-// while entries are damaged or a process that died with the map open has
-// not been recovered from (mapctl check, recover, repair). A writer's Open
+// process has the map open for writing, or died with it open and has not
+// been recovered from (mapctl recover), and with the error of Range while
+// entries are damaged or a segment cannot be read (mapctl check, repair). A writer's Open
 // that begins meanwhile waits for the recovery lock (up to three times its
 // LockTimeout), then opens the new file. Processes that only read take no
 // part in this: one that has the old file open keeps reading it, and it
@@ -239,7 +239,7 @@ func measure(m *Map) (held, error) {
 		h.valueBytes += int64(len(v))
 	}
 	if err != nil {
-		return h, fmt.Errorf("%w; nothing was changed: check the map (mapctl check), recover or repair it, then resize", err)
+		return h, fmt.Errorf("%w; nothing was changed: see what is wrong with mapctl check, mend it with mapctl recover --repair (which drops damaged entries), then resize", err)
 	}
 	return h, nil
 }
@@ -396,8 +396,8 @@ func syncDir(dir string) error {
 // aloneWith takes the recovery lock of f's registry, if it has one, and
 // returns its release, or an error matching ErrNotAlone if a process has
 // the map open for writing (what says what needs the map alone), or, with
-// recovered, one matching ErrCorrupt if a process died with it open and
-// what it held is not released yet. A file from before the registry has
+// recovered, if a process died with it open and what it held is not
+// released yet. A file from before the registry has
 // no record of who has it open; the creation lock the caller holds is all
 // there is.
 func aloneWith(f *offheap.File, what string, recovered bool) (func(), error) {
@@ -436,7 +436,7 @@ func aloneWith(f *offheap.File, what string, recovered bool) (func(), error) {
 		return nil, fmt.Errorf("%w (pids %v): %s only while no process has the map open for writing", ErrNotAlone, live, what)
 	case len(dead) > 0 && recovered:
 		unlock()
-		return nil, fmt.Errorf("%w: processes died with the map open (pids %v) and what they held is not released yet: run mapctl recover (or open the map for writing once) first", ErrCorrupt, dead)
+		return nil, fmt.Errorf("%w: processes died with it open (pids %v) and what they held is not released yet: run mapctl recover (or open the map for writing once) first", ErrNotAlone, dead)
 	}
 	return unlock, nil
 }

@@ -456,3 +456,79 @@ func TestResizeThroughASymbolicLink(t *testing.T) {
 	}
 	checkResized(t, path, 2000, 0)
 }
+
+// TestResizeAVersion1File: a file whose header is format version 1, which
+// opens only read-only, is resized into a current file that opens for
+// writing with every entry: Resize reads older formats.
+func TestResizeAVersion1File(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	want, _ := version1Map(t, path, 300)
+	if _, err := Open(path, nil); !errors.Is(err, ErrNeedsUpgrade) {
+		t.Fatalf("writable Open of the version-1 file: %v", err)
+	}
+	res, err := Resize(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Entries != len(want) {
+		t.Fatalf("copied %d entries, want %d", res.Entries, len(want))
+	}
+	m := mustOpen(t, path, nil)
+	defer m.Close()
+	for k, v := range want {
+		if got, err := m.Get([]byte(k)); err != nil || string(got) != v {
+			t.Fatalf("%q: %q, %v", k, got, err)
+		}
+	}
+	if m.Len() != len(want) {
+		t.Fatalf("Len %d, want %d", m.Len(), len(want))
+	}
+}
+
+// TestResizeRefusedUntilTheDeadAreRecovered: a process killed holding a
+// segment lock leaves the map to recovery; Resize refuses it until then,
+// saying so, and resizes it after.
+func TestResizeRefusedUntilTheDeadAreRecovered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, helperOpts)
+	fillResize(t, m, 1000)
+	m.Close()
+	cmd := helperCmd("hold-key", path)
+	h := startHelper(t, cmd)
+	h.expect(t, "held", 30*time.Second)
+	_ = cmd.Process.Kill()
+	_, _ = h.rest()
+	_, err := Resize(path, nil)
+	if !errors.Is(err, ErrNotAlone) || !strings.Contains(err.Error(), "mapctl recover") || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("Resize with a dead process unrecovered: %v", err)
+	}
+	mustOpen(t, path, nil).Close() // recovers
+	if _, err := Resize(path, nil); err != nil {
+		t.Fatalf("Resize after recovery: %v", err)
+	}
+	checkResized(t, path, 1000, 0)
+}
+
+// TestResizeRefusesADamagedMap: an entry that fails its checksum makes
+// Resize refuse (it would be lost in the copy) and change nothing.
+func TestResizeRefusesADamagedMap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, &Options{Entries: 1000})
+	fillResize(t, m, 100)
+	if err := m.Put([]byte("beta"), []byte("VALUE-TO-DAMAGE")); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	flipInFile(t, path, "VALUE-TO-DAMAGE", 0)
+	sum := fileSum(t, path)
+	_, err := Resize(path, nil)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("Resize of a damaged map: %v, want ErrCorrupt", err)
+	}
+	if fileSum(t, path) != sum {
+		t.Fatal("the refused Resize changed the file")
+	}
+	if _, err := os.Stat(path + resizeTmpSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused Resize left a file: %v", err)
+	}
+}

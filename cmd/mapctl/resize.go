@@ -42,9 +42,10 @@ as a user who may give it). Every entry is copied, a cache map's with its
 expiry; entries that expire during the copy are left out.
 
 It needs the map to itself: it refuses while any process has the map open
-for writing (exit status 3, naming their pids), and while damage or a
-process that died with the map open is not dealt with (run mapctl check,
-mapctl recover or repair first). While it runs, a process that opens the
+for writing (exit status 3, naming their pids), while a process that died
+with the map open is not recovered from (run mapctl recover first), and
+while an entry is damaged (mapctl check says which; mapctl recover
+--repair drops it). It changes nothing then. While it runs, a process that opens the
 map for writing waits (up to three times its lock timeout, 30s by
 default), then opens the new file. Processes that only read (get, dump,
 stats; readers are not registered, so resize cannot tell) and have the
