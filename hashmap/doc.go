@@ -75,6 +75,10 @@
 //     lock table a dead process held is released likewise (see Lock,
 //     LockTimeout and TryLock of LockTable).
 //   - Another process truncating the file makes this one crash with SIGBUS.
+//   - Resize puts a new file in the map's place while no process writes
+//     it. A process that opened the map only for reading before that keeps
+//     the old file, which no longer changes, until it opens the path again:
+//     readers are not registered, so Resize cannot wait for them.
 //   - Compute bodies run while a segment lock is held, as do Update's
 //     and DeleteFunc's functions: keep them short, and do not call Close
 //     from one (Close waits for the call). Range holds a lock only while

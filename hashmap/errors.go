@@ -105,6 +105,11 @@ var (
 	// (Options.NoCreate or ReadOnly).
 	ErrNotReady = offheap.ErrNotReady
 
+	// ErrNoSpace: the disk could not hold the blocks a map file needs, at
+	// its creation, its growth, a process slot's first use, or a Resize's
+	// new file (which is then removed, the old file untouched).
+	ErrNoSpace = offheap.ErrNoSpace
+
 	// ErrDanglingLink: the path is a symbolic link to a file that does not
 	// exist. Open creates no map through a link: in a directory others may
 	// write to, such a link would have it create one wherever it points.

@@ -9,9 +9,10 @@ import (
 
 // BenchmarkGrownMap: Get and Put (a rewrite) of benchKeys keys in a map
 // created for them, side by side with maps created for a quarter and a
-// sixteenth of them that grew to hold them all. A grown map keeps the
-// segments it was created with, so each chains more tiers; this measures
-// what a lookup pays for that.
+// sixteenth of them that grew to hold them all, and with the latter
+// rewritten by Resize. A grown map keeps the segments it was created
+// with, so each chains more tiers; this measures what a lookup pays for
+// that, and what Resize gives back.
 // Run: go test -run='^$' -bench=GrownMap -count=6 ./hashmap | benchstat -
 func BenchmarkGrownMap(b *testing.B) {
 	keys := make([][]byte, benchKeys)
@@ -21,13 +22,26 @@ func BenchmarkGrownMap(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		entries int
-	}{{"created", benchKeys}, {"grown-4x", benchKeys / 4}, {"grown-16x", benchKeys / 16}} {
-		m, err := Open(filepath.Join(b.TempDir(), c.name), &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64})
+		resize  bool
+	}{{"created", benchKeys, false}, {"grown-4x", benchKeys / 4, false}, {"grown-16x", benchKeys / 16, false}, {"grown-16x-resized", benchKeys / 16, true}} {
+		path := filepath.Join(b.TempDir(), c.name)
+		m, err := Open(path, &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, _, err := m.PutAll(keys, repeatValue(len(keys))); err != nil {
 			b.Fatal(err)
+		}
+		if c.resize {
+			m.Close()
+			res, err := Resize(path, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("%s: Resize of %d entries took %v", c.name, res.Entries, res.Took)
+			if m, err = Open(path, nil); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.Run(c.name+"/Get", func(b *testing.B) {
 			buf := make([]byte, 0, 128)

@@ -15,8 +15,9 @@ import (
 // ErrNoSuchLock: a lock table index outside 0..Len()-1.
 var ErrNoSuchLock = errors.New("sharedmap: no such lock in the map's lock table")
 
-// ErrNotAlone: LockTable.Reset needs the map to itself, and another
-// process has it open.
+// ErrNotAlone: LockTable.Reset, Upgrade or Resize needs the map to
+// itself, and another process has it open for writing (or, for Resize,
+// died with it open and has not been recovered from yet).
 var ErrNotAlone = errors.New("sharedmap: other processes have the map open")
 
 // ErrResetBusy: LockTable.Reset waited the map's LockTimeout for a write

@@ -28,11 +28,37 @@ import (
 // exec), or this process's locks outlive it until the child lets go. The map
 // is the file, not its path: a file renamed or removed while open stays its
 // processes' map, and an Open of the old path creates a new one.
+//
+// A map rewritten in place of its file (Resize) is the file the path
+// names from the rename on: an Open that began while the rewrite ran joins
+// the new file, and one that has the old file open keeps it (see Resize).
 func Open(path string, opts *Options) (*Map, error) {
 	o, err := openOptions(path, opts)
 	if err != nil {
 		return nil, err
 	}
+	for range replacedRetries {
+		m, err := openOnce(path, o, opts)
+		if !errors.Is(err, errPathReplaced) {
+			return m, err
+		}
+	}
+	return nil, fmt.Errorf("open %s: %w, %d times in a row", path, errPathReplaced, replacedRetries)
+}
+
+// replacedRetries bounds how often Open opens a path again because
+// another file was put in its place while it opened the old one: a
+// resize, which takes long, so that several in a row mean a loop gone
+// wrong.
+const replacedRetries = 8
+
+// errPathReplaced is openOnce's answer when, once it has joined the map
+// (or mapped it, read-only), the path names another file than the one it
+// opened (see Open).
+var errPathReplaced = errors.New("the path was given another map file while Open opened it")
+
+// openOnce is one try of Open, with o, opts with its defaults.
+func openOnce(path string, o Options, opts *Options) (*Map, error) {
 	f, segRecordLen, err := openFile(path, o)
 	if err != nil {
 		return nil, err
@@ -57,6 +83,9 @@ func Open(path string, opts *Options) (*Map, error) {
 			_ = m.reg.Leave() // the slot it took: else it reads as a process that died with the map open
 		}
 		f.Close()
+		if errors.Is(err, errPathReplaced) {
+			return nil, err
+		}
 		return nil, classifyOpenError(fmt.Errorf("open %s: %w", path, err))
 	}
 	return m, nil
@@ -198,6 +227,9 @@ func (m *Map) joinAndRecover(l registry.Layout) error {
 	case l.Slots == 0:
 		return nil
 	case m.readOnly:
+		if replaced, err := m.file.Replaced(); err == nil && replaced {
+			return errPathReplaced
+		}
 		m.reg, m.regErr = registry.Attach(m.file, l)
 		return nil
 	}
@@ -235,6 +267,13 @@ func (m *Map) join(l registry.Layout) error {
 	}
 	if err != nil {
 		return err
+	}
+	// Join waits for the recovery lock, which a resize holds until its new
+	// file is in the old one's place: a process that joins the old file
+	// after that must not use it (see Resize).
+	if replaced, err := m.file.Replaced(); err == nil && replaced {
+		_ = reg.Leave()
+		return errPathReplaced
 	}
 	m.reg = reg
 	m.joinCounters(reg.Counters(slot))

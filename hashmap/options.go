@@ -43,9 +43,10 @@ type Options struct {
 	// MinDefaultMaxSize and at most MaxDefaultMaxSize; NoGrowth keeps the
 	// file at the size it is created with. Each process that opens the
 	// map reserves MaxSize bytes of address space for it (not memory:
-	// nothing past the file's end is touched). Fixed at creation. A map that holds many times Entries reads and writes more
-	// slowly than one created for its size (its segments chain more
-	// tiers); mapctl stats shows the tiers per segment.
+	// nothing past the file's end is touched). Fixed at creation. A map
+	// that holds many times Entries reads and writes more slowly than one
+	// created for its size (its segments chain more tiers; mapctl stats
+	// shows the tiers per segment): Resize rewrites it for its entries.
 	MaxSize int64
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.

@@ -40,6 +40,9 @@ func TestHelperProcess(t *testing.T) {
 	if helperOps(role) { // ops_process_test.go
 		return
 	}
+	if helperResize(role) { // resize_test.go
+		return
+	}
 	if role == "full-disk" {
 		helperFullDisk(os.Getenv("HASHMAP_FILE"))
 		return

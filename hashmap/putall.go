@@ -41,6 +41,13 @@ func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 	if len(values) != len(keys) {
 		return 0, 0, fmt.Errorf("PutAll: %d values for %d keys", len(values), len(keys))
 	}
+	return m.putAll(keys, values, nil)
+}
+
+// putAll is PutAll, with expiries[i] the expiry of keys[i] (as stored:
+// Unix ns, 0 for never) when expiries is not nil, rather than DefaultTTL's:
+// a copy of a cache map keeps its entries' times.
+func (m *Map) putAll(keys, values [][]byte, expiries []int64) (stored, added int, err error) {
 	c, err := m.enterAny(true)
 	if err != nil {
 		return 0, 0, err
@@ -51,7 +58,11 @@ func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 	// after.
 	for lo := 0; lo < len(keys); lo += roundKeys {
 		hi := min(lo+roundKeys, len(keys))
-		s, a, err := m.putAllRound(keys[lo:hi], values[lo:hi], lo)
+		var exp []int64
+		if expiries != nil {
+			exp = expiries[lo:hi]
+		}
+		s, a, err := m.putAllRound(keys[lo:hi], values[lo:hi], exp, lo)
 		stored, added = stored+s, added+a
 		if err != nil {
 			return stored, added, err
@@ -62,14 +73,14 @@ func (m *Map) PutAll(keys, values [][]byte) (stored, added int, err error) {
 
 // putAllRound is one round of PutAll: keys, whose first is keys[base] of
 // the call's.
-func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, err error) {
+func (m *Map) putAllRound(keys, values [][]byte, expiries []int64, base int) (stored, added int, err error) {
 	sc := m.putAllScratch(len(keys))
 	defer m.putAllBufs.Put(sc)
 	items := sc.sortBySlot(keys, m.table.Layout().Segments)
 	parts := putAllParts(len(items))
 	if parts == 1 {
 		p := putAllPart{items: items}
-		m.putAllPart(&p, keys, values, nil)
+		m.putAllPart(&p, keys, values, expiries, nil)
 		return p.result(base)
 	}
 	// Cut items into parts of about equal length, each moved on to the
@@ -91,7 +102,7 @@ func (m *Map) putAllRound(keys, values [][]byte, base int) (stored, added int, e
 				stop.Store(true)
 			}
 		}()
-		m.putAllPart(p, keys, values, &stop)
+		m.putAllPart(p, keys, values, expiries, &stop)
 	}
 	var wg sync.WaitGroup
 	from := 0
@@ -148,10 +159,11 @@ func (p *putAllPart) result(base int) (stored, added int, err error) {
 }
 
 // putAllPart stores p's items in their order, getManyBatch at a time with
-// their lines requested first (segment.Table.Prefetch), as PutMany does.
-// It stops at its first error, and before each batch once stop is set (by
-// the part that failed first), setting it in turn.
-func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, stop *atomic.Bool) {
+// their lines requested first (segment.Table.Prefetch), as PutMany does,
+// each with its expiry in expiries (nil: DefaultTTL's). It stops at its
+// first error, and before each batch once stop is set (by the part that
+// failed first), setting it in turn.
+func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, expiries []int64, stop *atomic.Bool) {
 	var hashes [getManyBatch]uint64
 	var batch, vals [getManyBatch][]byte
 	for start := 0; start < len(p.items); start += getManyBatch {
@@ -171,7 +183,11 @@ func (m *Map) putAllPart(p *putAllPart, keys, values [][]byte, stop *atomic.Bool
 		m.table.Prefetch(hashes[:len(items)], batch[:len(items)])
 		expiry := m.expiry(m.opts.DefaultTTL) // per batch: a long call must not age later keys
 		for i, it := range items {
-			inserted, err := m.putBatched(hashes[i], batch[i], vals[i], expiry)
+			exp := expiry
+			if expiries != nil {
+				exp = expiries[it.index]
+			}
+			inserted, err := m.putBatched(hashes[i], batch[i], vals[i], exp)
 			if err != nil {
 				p.failed, p.err = it.index, err
 				if stop != nil {

@@ -1,11 +1,7 @@
 package hashmap
 
 import (
-	"fmt"
-
-	"github.com/sharedmap/sharedmap/internal/registry"
 	"github.com/sharedmap/sharedmap/offheap"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 // UpgradeResult says what Upgrade did.
@@ -20,6 +16,12 @@ type UpgradeResult struct {
 	// first copy leaves the second damaged, and Upgrade run again
 	// finishes it so.
 	Mended []string
+	// LacksGrowth and LacksStamps say that the file, a store map, does not
+	// grow (it was made with MaxSize NoGrowth, or before growth), or that
+	// its tiers carry no stamps (it was made before them). The header
+	// rewrite gives neither, since each changes the data's layout: Resize
+	// rewrites the map into a file that has both.
+	LacksGrowth, LacksStamps bool
 }
 
 // Upgrade brings the file header of the map at path to the current format
@@ -38,6 +40,10 @@ type UpgradeResult struct {
 // Processes that only read need not close: they read the header when they
 // open, and every state of the page during the upgrade opens.
 //
+// The layout of the data stays as it was: a file made before growth or
+// tier stamps gains neither (LacksGrowth, LacksStamps); Resize rewrites
+// such a map into a file that has both.
+//
 // It is crash-safe: killed at any point, or cut by a power failure, it
 // leaves a file that opens, as version 1 until the first new copy is
 // whole and synced, as version 2 from then on; Upgrade run again finishes
@@ -47,43 +53,17 @@ func Upgrade(path string) (UpgradeResult, error) {
 	if err != nil {
 		return UpgradeResult{}, classifyOpenError(err)
 	}
-	return UpgradeResult{From: res.From, To: offheap.FormatVersion, Mended: res.Mended}, nil
+	r := UpgradeResult{From: res.From, To: offheap.FormatVersion, Mended: res.Mended}
+	if m, err := Open(path, &Options{ReadOnly: true}); err == nil {
+		r.LacksGrowth, r.LacksStamps = !m.layout.Grows && !m.layout.Cache, !m.layout.Stamps
+		m.Close()
+	}
+	return r, nil
 }
 
 // upgradeAlone takes the recovery lock of f's registry, if it has one, and
 // returns its release, or an error if a process has the map open for
-// writing. A file from before the registry has no record of who has it
-// open; the creation lock Upgrade holds is all there is.
+// writing (see aloneWith).
 func upgradeAlone(f *offheap.File) (func(), error) {
-	fl, err := decodeFileLayout(f, len((&segment.Layout{}).Encode()), Options{}, nil)
-	if err != nil {
-		return nil, err
-	}
-	if fl.registry.Slots == 0 {
-		return func() {}, nil
-	}
-	reg, err := registry.Attach(f, fl.registry)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := reg.LockRecovery(DefaultLockTimeout)
-	if err != nil {
-		return nil, err
-	}
-	live, err := reg.Live(nil)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
-	if len(live) > 0 {
-		var pids []int
-		for _, i := range live {
-			if s, err := reg.Slot(i); err == nil {
-				pids = append(pids, s.PID)
-			}
-		}
-		unlock()
-		return nil, fmt.Errorf("%w (pids %v): the header is rewritten only while no process has the map open for writing", ErrNotAlone, pids)
-	}
-	return unlock, nil
+	return aloneWith(f, "the header is rewritten", false)
 }

@@ -177,6 +177,19 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	case opts.Create:
 		flags |= os.O_CREATE
 	}
+	for range replaceRetries {
+		f, err := openOnce(path, flags, &opts)
+		if !errors.Is(err, errReplaced) {
+			return f, err
+		}
+	}
+	return fail(fmt.Errorf("%w, %d times in a row", errReplaced, replaceRetries))
+}
+
+// openOnce is one try of Open with flags: errReplaced, unwrapped, if the
+// path names another file once the creation lock is taken.
+func openOnce(path string, flags int, opts *OpenOptions) (f *File, err error) {
+	fail := func(err error) (*File, error) { return nil, &fileError{Path: path, Op: "open", Err: err} }
 	// Something other than a regular file is refused before it is opened:
 	// opening a named pipe waits for a writer (or reader) for good, and
 	// opening a device may do something (a tape rewinds). O_NONBLOCK would
@@ -210,7 +223,7 @@ func Open(path string, opts OpenOptions) (f *File, err error) {
 	} else if !st.Mode().IsRegular() {
 		return fail(notRegular(st.Mode()))
 	}
-	return openLocked(fd, path, &opts)
+	return openLocked(fd, path, opts)
 }
 
 // notRegular is Open's error for a path whose file, of mode m, is not a
@@ -246,6 +259,15 @@ func openLocked(fd *os.File, path string, o *OpenOptions) (*File, error) {
 		return fail(err)
 	}
 	defer unflock(fd) //nolint:errcheck // closing fd drops it too
+	// The holder may have put another file in the path's place (a
+	// resize renames its rewrite over the old file while it holds the
+	// lock): that one is the map now, and the old one no process should
+	// begin to use.
+	if replaced, err := replacedSince(fd, path); err != nil {
+		return fail(err)
+	} else if replaced {
+		return nil, errReplaced
+	}
 
 	st, err := fd.Stat()
 	if err != nil {

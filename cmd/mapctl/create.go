@@ -27,9 +27,9 @@ doubling its tiers each time, while every process keeps using it, up to
 then puts fail with "map is full", as they do at
 once with --no-growth. A map grown to many times --entries keeps the
 segments it was made with, so each lookup walks more tiers: for the speed of
-a map made for the new size, dump it into one (mapctl create NEW --entries
-N && mapctl dump PATH | mapctl load NEW -). The sizing is fixed at creation:
-every process that opens the file later uses it.
+a map made for the new size, rewrite it into one (mapctl resize PATH). The
+sizing is fixed at creation: every process that opens the file later uses
+it.
 
 --max-processes bounds how many processes may have the map open for
 writing at once (readers, as get, dump and stats, do not count). A slot
@@ -171,6 +171,14 @@ func parseByteSize(v string) (int64, error) {
 
 // humanBytes formats n bytes as "123456 bytes (120.6 KiB)".
 func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d bytes (%s)", n, shortBytes(n))
+}
+
+// shortBytes formats n bytes as "120.6 KiB" (or "512 bytes").
+func shortBytes(n int64) string {
 	units := []string{"KiB", "MiB", "GiB", "TiB"}
 	if n < 1024 {
 		return fmt.Sprintf("%d bytes", n)
@@ -181,7 +189,7 @@ func humanBytes(n int64) string {
 		f /= 1024
 		u++
 	}
-	return fmt.Sprintf("%d bytes (%.1f %s)", n, f, units[u])
+	return fmt.Sprintf("%.1f %s", f, units[u])
 }
 
 // createFlagNames rewrites the hashmap.Options fields an error names as

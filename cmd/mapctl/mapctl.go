@@ -47,7 +47,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		createCmd, putCmd, getCmd, deleteCmd, loadCmd, dumpCmd,
-		statsCmd, inspectCmd, checkCmd, recoverCmd, upgradeCmd, demoCmd, benchCmd, lockbenchCmd, versionCmd,
+		statsCmd, inspectCmd, checkCmd, recoverCmd, upgradeCmd, resizeCmd, demoCmd, benchCmd, lockbenchCmd, versionCmd,
 		demoWorkerCmd, benchWorkerCmd, lockbenchWorkerCmd,
 	}
 }

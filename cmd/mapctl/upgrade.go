@@ -22,7 +22,11 @@ check work on it); a command that writes says:
 
 Only the first 4 KiB of the file, the header page, is written: every
 field of the header and the layout it records are kept, and so is every
-entry. It needs the map to itself: it refuses while any process has the
+entry. So a file made before the file could grow, or before its tiers
+carried stamps (which let repair read what a tier is rather than infer
+it), gains neither: upgrade says so, and mapctl resize PATH rewrites the
+map into a new file that has both (resize also reads an older-format file,
+so it can take the place of upgrade). It needs the map to itself: it refuses while any process has the
 map open for writing (readers may stay), and while it runs no process can
 open it for writing.
 
@@ -36,6 +40,11 @@ Prints what it did:
 
   upgraded PATH: file header format 1 -> 2; every entry kept
   PATH: file header already format 2; nothing changed
+
+and, for a file without growth or stamps, a line after:
+
+  PATH: the file does not grow, and its tiers carry no stamps; mapctl
+  resize PATH rewrites it in the current layout
 
 Exit status 0 if the file is in the current format afterwards, 3 if it is
 not (another process has it open for writing, or the file is not a map).
@@ -51,6 +60,7 @@ Example:
 		if err != nil {
 			return e.fail(c, err)
 		}
+		defer upgradeHint(e, path, res)
 		for _, m := range res.Mended {
 			fmt.Fprintf(e.stdout, "%s: %s\n", path, m)
 		}
@@ -65,4 +75,21 @@ Example:
 		fmt.Fprintf(e.stdout, "upgraded %s: file header format %d -> %d; every entry kept\n", path, res.From, res.To)
 		return exitOK
 	},
+}
+
+// upgradeHint says, after upgrade's report, what the header rewrite did
+// not give the file at path, and how to gain it.
+func upgradeHint(e *env, path string, res hashmap.UpgradeResult) {
+	var lacks string
+	switch {
+	case res.LacksGrowth && res.LacksStamps:
+		lacks = "the file does not grow, and its tiers carry no stamps"
+	case res.LacksGrowth:
+		lacks = "the file does not grow"
+	case res.LacksStamps:
+		lacks = "its tiers carry no stamps"
+	default:
+		return
+	}
+	fmt.Fprintf(e.stdout, "%s: %s; mapctl resize %s rewrites it in the current layout\n", path, lacks, path)
 }

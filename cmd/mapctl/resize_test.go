@@ -1,0 +1,81 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestResize: a map loaded with many times the entries it was made for
+// is resized: resize reports the old and new file, and dump gives the
+// same lines after as before.
+func TestResize(t *testing.T) {
+	p := newMap(t)
+	var in strings.Builder
+	const n = 30_000
+	for i := range n {
+		fmt.Fprintf(&in, "key-%06d\tvalue of key %d\n", i, i)
+	}
+	if c, _, e := mapctl(t, in.String(), "load", p, "-"); c != 0 {
+		t.Fatalf("load: %d %q", c, e)
+	}
+	_, before, _ := mapctl(t, "", "dump", p)
+	c, o, e := mapctl(t, "", "resize", p)
+	if c != 0 {
+		t.Fatalf("resize: %d %q %q", c, o, e)
+	}
+	want := regexp.MustCompile(`^resized ` + regexp.QuoteMeta(p) + `: 30000 entries kept in [0-9.]+m?s
+  file size      [0-9.]+ MiB -> [0-9.]+ MiB \(grows to [0-9.]+ [MG]iB\)
+  segments       1 -> 32
+  tiers in use   [0-9]+ -> 3[2-9] \([0-9.]+ -> 1\.[0-9] per segment\)
+  growth steps   [1-9][0-9]* -> 0
+$`)
+	if !want.MatchString(o) {
+		t.Fatalf("resize said:\n%s", o)
+	}
+	// In another order: the order of the segments, which are others.
+	if _, after, _ := mapctl(t, "", "dump", p); sortedLines(after) != sortedLines(before) || strings.Count(before, "\n") != n {
+		t.Fatal("dump after resize has other lines than dump before")
+	}
+	if c, o, e := mapctl(t, "", "resize", p, "--entries", "100000", "--no-growth"); c != 0 || !strings.Contains(o, "segments       32 -> 128\n") || strings.Contains(o, "grows to") {
+		t.Fatalf("resize --entries 100000 --no-growth: %d %q %q", c, o, e)
+	}
+}
+
+// TestResizeUsage: flags that conflict, and a path that is no map.
+func TestResizeUsage(t *testing.T) {
+	p := newMap(t)
+	if c, _, e := mapctl(t, "", "resize", p, "--no-growth", "--max-size", "1GiB"); c != exitUsage || !strings.Contains(e, "--max-size and --no-growth") {
+		t.Fatalf("resize --no-growth --max-size: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "resize", p, "--entries", "-3"); c != exitUsage {
+		t.Fatalf("resize --entries -3: %d %q", c, e)
+	}
+	missing := filepath.Join(t.TempDir(), "none")
+	if c, _, e := mapctl(t, "", "resize", missing); c != exitError || !strings.Contains(e, "mapctl: resize: ") {
+		t.Fatalf("resize of no file: %d %q", c, e)
+	}
+}
+
+// TestUpgradePointsToResize: upgrade of a map that does not grow says that
+// resize gives it growth.
+func TestUpgradePointsToResize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	if c, o, e := mapctl(t, "", "create", p, "--entries", "1000", "--no-growth"); c != 0 {
+		t.Fatalf("create: %d %q %q", c, o, e)
+	}
+	c, o, e := mapctl(t, "", "upgrade", p)
+	if c != 0 || !strings.HasSuffix(o, p+": the file does not grow; mapctl resize "+p+" rewrites it in the current layout\n") {
+		t.Fatalf("upgrade of a map without growth: %d %q %q", c, o, e)
+	}
+	if c, o, e = mapctl(t, "", "resize", p); c != 0 {
+		t.Fatalf("resize: %d %q %q", c, o, e)
+	}
+	if c, o, e = mapctl(t, "", "upgrade", p); c != 0 || strings.Contains(o, "resize") {
+		t.Fatalf("upgrade after resize: %d %q %q", c, o, e)
+	}
+}
