@@ -141,9 +141,7 @@ func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragment
 		tv := tb.tier(i)
 		if s.hasRoom(&tv, moving) {
 			if c := tv.alloc(n, l.Chunks); c >= 0 {
-				if i != s.index {
-					s.setRoomHint(i, 0) // (room in the first tier says nothing of the rest)
-				}
+				s.setRoomHint(i, 0)
 				return tv, c, nil, tier{}, nil
 			}
 			if fragmented == nil && l.Chunks-int64(tv.usedChunks()) >= n {

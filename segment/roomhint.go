@@ -40,7 +40,7 @@ const roomRewalk = 64
 // walk in the high half.
 type roomHint uint64
 
-// makeRoomHint packs tier t (-1: none) and uses.
+// makeRoomHint packs tier t and uses.
 func makeRoomHint(t int64, uses uint32) roomHint {
 	return roomHint(uint64(uint32(t+1)) | uint64(uses)<<32)
 }
@@ -57,12 +57,14 @@ func (h roomHint) uses() uint32 { return uint32(h >> 32) }
 // roomHint reads the segment's hint.
 func (s *Segment) roomHint() roomHint { return roomHint(s.tb.roomHints[s.index].Load()) }
 
-// setRoomHint makes tier t (with uses placements counted) the segment's
-// hint; a first tier, where every walk starts anyway, clears it. Caller
+// setRoomHint makes overflow tier t (with uses placements counted) the
+// segment's hint. A first tier leaves the hint as it is: every look for
+// room starts there anyway, and room in it says nothing of the tiers
+// after it. Files without stamps keep no hint (see hintedTier). Caller
 // holds the update lock.
 func (s *Segment) setRoomHint(t int64, uses uint32) {
 	if !s.tb.layout.Stamps || t < s.tb.layout.Segments {
-		t = -1
+		return
 	}
 	s.tb.roomHints[s.index].Store(uint64(makeRoomHint(t, uses)))
 }
