@@ -76,3 +76,56 @@ func repeatValue(n int) [][]byte {
 	}
 	return v
 }
+
+// BenchmarkGrownMapInsert: Puts of keys not in the map, after benchKeys
+// keys, in a map created for them and in maps created for a sixteenth and
+// a hundredth of them that grew to hold them all. Each insert of a key a
+// grown map lacks looks through the key's whole chain, then looks for a
+// tier with room, where every tier but the last few is full: this
+// measures what the second walk costs, which Segment.firstFit's room hint
+// is for.
+// Run: go test -run='^$' -bench=GrownMapInsert -count=6 ./hashmap | benchstat -
+func BenchmarkGrownMapInsert(b *testing.B) {
+	keys := make([][]byte, benchKeys)
+	for i := range keys {
+		keys[i] = benchKey(i)
+	}
+	for _, c := range []struct {
+		name    string
+		entries int
+	}{{"created", benchKeys}, {"grown-16x", benchKeys / 16}, {"grown-100x", benchKeys / 100}} {
+		m, err := Open(filepath.Join(b.TempDir(), c.name), &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := m.PutAll(keys, repeatValue(len(keys))); err != nil {
+			b.Fatal(err)
+		}
+		next := benchKeys // fresh keys continue where the fill stopped, across the runs of -count
+		b.Run(c.name, func(b *testing.B) {
+			key := make([]byte, 0, 32)
+			for b.Loop() {
+				key = appendBenchKey(key[:0], next)
+				if err := m.Put(key, benchValue); err != nil {
+					b.Fatal(err)
+				}
+				next++
+			}
+		})
+		st := m.Stats()
+		b.Logf("%s: %d segments, %d tiers in use, %d growth steps, %d keys", c.name, st.Segments, st.TiersInUse, st.GrowthSteps, next)
+		m.Close()
+	}
+}
+
+// appendBenchKey appends benchKey(i) to dst, without fmt's cost in the
+// loop it times.
+func appendBenchKey(dst []byte, i int) []byte {
+	dst = append(dst, "key-"...)
+	var d [12]byte
+	for j := len(d) - 1; j >= 0; j-- {
+		d[j] = byte('0' + i%10)
+		i /= 10
+	}
+	return append(dst, d[:]...)
+}

@@ -103,6 +103,7 @@ func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, e
 			return tier{}, 0, err
 		}
 		if c := fragmented.alloc(n, l.Chunks); c >= 0 {
+			s.setRoomHint(fragmented.index, 0)
 			return *fragmented, c, nil
 		}
 		return tier{}, 0, s.corrupt(fragmented.index, "no free run after compaction")
@@ -115,18 +116,24 @@ func (s *Segment) allocRun(w *writer, n int64, moving *location) (tier, int64, e
 		return tier{}, 0, err
 	}
 	if c := nt.alloc(n, l.Chunks); c >= 0 {
+		s.setRoomHint(nt.index, 0)
 		return nt, c, nil
 	}
 	return tier{}, 0, s.corrupt(nt.index, "fresh tier has no room")
 }
 
-// firstFit walks the segment's chain for the first run of n free chunks in
-// a tier with room for one more entry (moving, if not nil, is an entry
-// moving out of its tier) and takes it: c is -1 if there is none. It also
-// returns the first tier with room whose free chunks would hold n once
-// compacted (nil if none) and the chain's last tier, and fails with
-// ErrCorrupt on a link out of range.
+// firstFit finds a run of n free chunks in a tier of the segment's chain
+// with room for one more entry (moving, if not nil, is an entry moving out
+// of its tier) and takes it: where the room hint says room begins
+// (roomFrom), else the first such run of the chain, walked from its first
+// tier; c is -1 if there is none. Only when it finds none does it return
+// the first tier with room whose free chunks would hold n once compacted
+// (nil if none) and the chain's last tier, both from the full walk. It
+// fails with ErrCorrupt on a link out of range.
 func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragmented *tier, last tier, err error) {
+	if tv, c, ok := s.roomFrom(n, moving); ok {
+		return tv, c, nil, tier{}, nil
+	}
 	tb := s.tb
 	l := &tb.layout
 	i := s.index
@@ -134,6 +141,7 @@ func (s *Segment) firstFit(n int64, moving *location) (t tier, c int64, fragment
 		tv := tb.tier(i)
 		if s.hasRoom(&tv, moving) {
 			if c := tv.alloc(n, l.Chunks); c >= 0 {
+				s.setRoomHint(i, 0)
 				return tv, c, nil, tier{}, nil
 			}
 			if fragmented == nil && l.Chunks-int64(tv.usedChunks()) >= n {

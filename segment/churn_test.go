@@ -13,8 +13,9 @@ import (
 // entries, so that values outgrow their runs, move, and leave the tiers
 // fragmented: the allocator's and compaction's workload, which a benchmark
 // of fixed-size values never reaches. It reports compactions and
-// relocations per overwrite beside the time, and the share of entries at
-// their home runs after the fill and at the end.
+// relocations per overwrite beside the time, the share of entries at
+// their home runs after the fill and at the end, and the density the
+// churn leaves: the tiers in use, and the share of their chunks used.
 func BenchmarkOverwriteChurn(b *testing.B) {
 	const n = 100_000
 	tb, _ := newTable(b, Params{Entries: n, AverageKeySize: 16, AverageValueSize: 64, MaxBloatFactor: 2})
@@ -43,6 +44,9 @@ func BenchmarkOverwriteChurn(b *testing.B) {
 	b.ReportMetric(float64(tb.Relocations.Load()-relocations)/float64(b.N), "relocations/op")
 	b.ReportMetric(atHomeAfterFill, "at-home-filled")
 	b.ReportMetric(atHome(tb, keys), "at-home-churned")
+	tiers := tb.layout.Segments + tb.ExtraTiersInUse()
+	b.ReportMetric(float64(tiers), "tiers")
+	b.ReportMetric(float64(tb.UsedChunks())/float64(tiers*tb.layout.Chunks), "fill")
 }
 
 // atHome is the share of keys whose entries start at one of their home

@@ -227,8 +227,8 @@ func TestLayoutRecordKeepsStamps(t *testing.T) {
 	}
 }
 
-// testUnstamped, set only by TestChainRecoveryWithoutStamps, makes
-// newTable create files without stamps.
+// testUnstamped, set only by TestChainRecoveryWithoutStamps and the room
+// hint tests, makes newTable create files without stamps.
 var testUnstamped bool
 
 // TestChainRecoveryWithoutStamps runs the tests of damaged chains, pool

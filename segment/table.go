@@ -54,6 +54,7 @@ type Table struct {
 	growth     growth       // how the file grows (see SetGrowth); zero in files that do not
 	segs       []Segment
 	chainHints []atomic.Pointer[[]int64] // per segment, the overflow tiers its chain had when this process last looked (see requestChain)
+	roomHints  []atomic.Uint64           // per segment, where this process last found room in its chain (a roomHint; see roomFrom)
 	readOnly   bool                      // the mapping is PROT_READ: readers never touch lock words
 	admin      Locker
 	queueLocal bool        // writers of one segment in this process queue on Segment.local first
@@ -335,6 +336,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 	tb.geom = newGeometry(&tb.layout)
 	tb.segs = make([]Segment, l.Segments)
 	tb.chainHints = make([]atomic.Pointer[[]int64], l.Segments)
+	tb.roomHints = make([]atomic.Uint64, l.Segments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
 		tb.segs[i] = Segment{
