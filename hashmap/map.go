@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,18 @@ func (m *Map) Delete(key []byte) (existed bool, err error) {
 		return false, err
 	}
 	defer c.Leave()
-	return m.table.For(h).Delete(h, key)
+	return m.delete(h, key)
+}
+
+// delete is Delete inside the in-flight gate, a key holding a large value
+// included.
+func (m *Map) delete(h uint64, key []byte) (bool, error) {
+	existed, err := m.table.For(h).Delete(h, key)
+	if errors.Is(err, segment.ErrLarge) {
+		old, _, err := m.swapSmall(h, key, segment.SwapDelete, nil, nil)
+		return old.Found, err
+	}
+	return existed, err
 }
 
 // DeleteMany removes every key in keys, as a Delete of each in turn would
@@ -116,7 +128,7 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
-			existed, err := m.table.For(b.hashes[i]).Delete(b.hashes[i], k)
+			existed, err := m.delete(b.hashes[i], k)
 			if err != nil {
 				return deleted, fmt.Errorf("DeleteMany: key %d: %w", b.start+i, err)
 			}
@@ -152,7 +164,19 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 		return err
 	}
 	defer c.Leave()
-	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
+	err = m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
+	if m.largeValues() && (errors.Is(err, segment.ErrLarge) || errors.Is(err, ErrTooLarge)) {
+		// The key holds a large value, or fn's result is one: nothing
+		// was stored; fn runs again, outside the lock.
+		return m.computeLarge(h, key, func(old []byte, found bool) ([]byte, segment.Outcome, error) {
+			v, keep := fn(old, found)
+			if !keep {
+				return nil, segment.Remove, nil
+			}
+			return v, segment.Store, nil
+		})
+	}
+	return err
 }
 
 // Update is Compute that can give up and allocates nothing: fn gets the
@@ -185,6 +209,18 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 	})
 	if ferr != nil {
 		return ferr
+	}
+	if m.largeValues() && (errors.Is(err, segment.ErrLarge) || errors.Is(err, ErrTooLarge)) {
+		return m.computeLarge(h, key, func(old []byte, found bool) ([]byte, segment.Outcome, error) {
+			v, keep, err := fn(old, found)
+			switch {
+			case err != nil:
+				return nil, segment.Leave, err
+			case !keep:
+				return nil, segment.Remove, nil
+			}
+			return v, segment.Store, nil
+		})
 	}
 	return err
 }

@@ -1,0 +1,335 @@
+package hashmap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/segment"
+)
+
+// Large values. In a store map created by this version (Layout.LargeValues)
+// a value whose entry is too large for a tier is cut into parts, each an
+// entry of its own under a part key, spread over every segment; the key's
+// own entry holds a descriptor (segment/large.go). The protocol:
+//
+//   - A Put inserts every part of a new random id, then swaps the
+//     descriptor in under the key's segment lock (SwapLarge), then
+//     deletes the parts of the value it replaced, if that was large. A
+//     writer killed before the swap leaves the old value in place, and
+//     after it the new one: either way some parts no descriptor names
+//     (orphans), which take space but are never read as anyone's value.
+//   - Parts of an id are never rewritten, only deleted after their
+//     descriptor was swapped out. A reader reads the descriptor, then
+//     every part, and checks the whole against the descriptor's XXH64. A
+//     part missing or a sum that differs means a writer swapped the key
+//     meanwhile (the descriptor read again differs: start over) or damage
+//     (it is the same: ErrCorrupt). After largeRounds such rounds it reads
+//     under the key segment's read lock, which holds every swap off, so
+//     the parts stay.
+//   - No writer holds two segments' locks; a reader holding the key
+//     segment's read lock takes only other segments' read locks. So no
+//     cycle of waits can form. Keep it so.
+
+// MaxValueBytes is the largest value a store map takes (in files with
+// large values; elsewhere a value must fit a tier).
+const MaxValueBytes = 1 << 30
+
+// MaxLargeKeyBytes is the longest key a large value may be stored under.
+const MaxLargeKeyBytes = 1 << 16
+
+// largeRounds is how many times a reader of a large value starts over,
+// each time because a writer swapped the key under it, before it reads
+// under the read lock.
+const largeRounds = 4
+
+// largeValues reports whether the map stores values too large for a tier.
+func (m *Map) largeValues() bool { return m.layout.LargeValues && m.layout.PartSize() > 0 }
+
+// fitsTier reports whether an entry of key and value fits one tier of a
+// store map.
+func (m *Map) fitsTier(key, value []byte) bool {
+	return int64(16+len(key)+len(value)) <= m.layout.MaxEntryBytes()
+}
+
+// wantsLarge reports whether a store that failed with err should go the
+// large way: the key holds a large value (ErrLarge), or the value does not
+// fit a tier in a map that has large values.
+func (m *Map) wantsLarge(err error, key, value []byte) bool {
+	return errors.Is(err, segment.ErrLarge) || errors.Is(err, ErrTooLarge) && m.largeValues() && !m.fitsTier(key, value)
+}
+
+// checkLarge refuses a large value beyond the limits.
+func (m *Map) checkLarge(key, value []byte) error {
+	switch {
+	case len(value) > MaxValueBytes:
+		return fmt.Errorf("%w: value of %d bytes, at most %d (1 GiB)", ErrTooLarge, len(value), MaxValueBytes)
+	case len(key) > MaxLargeKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes for a large value of %d bytes, at most %d (64 KiB)", ErrTooLarge, len(key), len(value), MaxLargeKeyBytes)
+	}
+	return nil
+}
+
+// newLargeID is a random non-zero id for a new large value.
+func newLargeID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// partKey is the key of part i of d, whose owner key hashes to owner, and
+// its hash.
+func partKey(buf []byte, d *segment.Descriptor, i uint32, owner uint64) ([]byte, uint64) {
+	k := segment.PartKey(buf[:0], d.ID, i, owner)
+	return k, xxhash.Sum64(k)
+}
+
+// storeLarge stores value (too large for a tier) under key by the protocol
+// above, provided cond (if not nil) accepts what the key holds at the
+// swap. It returns what the key held, and done false if cond refused.
+func (m *Map) storeLarge(h uint64, key, value []byte, cond func(segment.Large, []byte) bool) (segment.Large, bool, error) {
+	if !m.largeValues() {
+		if m.layout.Cache {
+			return segment.Large{}, false, fmt.Errorf("%w: key %d + value %d bytes, a tier holds at most %d; a cache map stores no value larger than a tier", ErrTooLarge, len(key), len(value), m.layout.MaxEntryBytes()-16)
+		}
+		return segment.Large{}, false, fmt.Errorf("%w: key %d + value %d bytes, a tier holds at most %d; this file was made without large values", ErrTooLarge, len(key), len(value), m.layout.MaxEntryBytes()-16)
+	}
+	if err := m.checkLarge(key, value); err != nil {
+		return segment.Large{}, false, err
+	}
+	p := m.layout.PartSize()
+	d := segment.Descriptor{PartSize: uint32(p), Length: uint64(len(value)), Parts: uint32((len(value) + p - 1) / p), ID: newLargeID(), Sum: xxhash.Sum64(value)}
+	buf := make([]byte, 0, segment.PartKeySize)
+	for i := range d.Parts {
+		from, to := d.PartBounds(i)
+		k, ph := partKey(buf, &d, i, h)
+		if err := m.table.For(ph).InsertPart(ph, k, value[from:to]); err != nil {
+			m.deleteParts(&d, h, i)
+			return segment.Large{}, false, fmt.Errorf("large value of %d bytes: part %d of %d: %w", len(value), i, d.Parts, err)
+		}
+	}
+	old, done, err := m.table.For(h).SwapLarge(h, key, segment.SwapDescriptor, d.Encode(nil), cond)
+	if err != nil || !done {
+		m.deleteParts(&d, h, d.Parts)
+		return old, false, err
+	}
+	m.dropReplaced(h, old)
+	return old, true, nil
+}
+
+// dropReplaced deletes the parts of old, what a swap replaced, if it was a
+// large value.
+func (m *Map) dropReplaced(h uint64, old segment.Large) {
+	if old.Large {
+		m.deleteParts(&old.Desc, h, old.Desc.Parts)
+	}
+}
+
+// deleteParts deletes parts 0 to n-1 of d. A part it cannot delete stays
+// an orphan (Check reports it, Repair deletes it): the value it belonged
+// to is gone already, or was never published.
+func (m *Map) deleteParts(d *segment.Descriptor, owner uint64, n uint32) {
+	buf := make([]byte, 0, segment.PartKeySize)
+	for i := range n {
+		k, ph := partKey(buf, d, i, owner)
+		_, _ = m.table.For(ph).DeletePart(ph, k)
+	}
+}
+
+// swapSmall stores a small value over key (op SwapValue), or deletes it
+// (SwapDelete), whatever it holds, large or not, provided cond accepts
+// it, and deletes the parts of a large value it replaced.
+func (m *Map) swapSmall(h uint64, key []byte, op segment.SwapOp, value []byte, cond func(segment.Large, []byte) bool) (segment.Large, bool, error) {
+	old, done, err := m.table.For(h).SwapLarge(h, key, op, value, cond)
+	if err != nil || !done {
+		return old, done, err
+	}
+	m.dropReplaced(h, old)
+	return old, true, nil
+}
+
+// putLarge is Put's way when its store met ErrLarge or a value too large
+// for a tier: it reports whether the key was absent. IfAbsent leaves a
+// present key as it is.
+func (m *Map) putLarge(h uint64, key, value []byte, ifAbsent bool) (inserted bool, err error) {
+	var cond func(segment.Large, []byte) bool
+	if ifAbsent {
+		cond = func(cur segment.Large, _ []byte) bool { return !cur.Found }
+	}
+	var old segment.Large
+	var done bool
+	if m.fitsTier(key, value) {
+		old, done, err = m.swapSmall(h, key, segment.SwapValue, value, cond)
+	} else {
+		old, done, err = m.storeLarge(h, key, value, cond)
+	}
+	return done && !old.Found, err
+}
+
+// readLarge appends to dst the value of key (hashed to h), large or not,
+// and reports what the key held when read (cur: for a conditional swap).
+func (m *Map) readLarge(h uint64, key, dst []byte) ([]byte, segment.Large, error) {
+	seg := m.table.For(h)
+	start := len(dst)
+	for round := 0; round < largeRounds; round++ {
+		out, cur, err := seg.ReadLarge(h, key, dst)
+		if err != nil || !cur.Found || !cur.Large {
+			return out, cur, err
+		}
+		out, ok, err := m.readParts(&cur.Desc, h, dst)
+		switch {
+		case err != nil:
+			return dst[:start], segment.Large{}, err
+		case ok:
+			return out, cur, nil
+		}
+		_, again, err := seg.ReadLarge(h, key, dst[start:start])
+		if err != nil {
+			return dst[:start], segment.Large{}, err
+		}
+		if again.Large && again.Desc == cur.Desc {
+			return dst[:start], segment.Large{}, m.largeDamage(seg, key, &cur.Desc)
+		}
+	}
+	// Writers keep swapping the key: read under its segment's read lock,
+	// which holds the swaps off (on a read-only mapping, which cannot take
+	// it, keep going until LockTimeout).
+	var out []byte
+	var cur segment.Large
+	deadline := time.Now().Add(m.opts.LockTimeout)
+	for {
+		held, err := seg.ReadLocked(func() error {
+			var err error
+			out, cur, err = seg.ReadLarge(h, key, dst)
+			if err != nil || !cur.Found || !cur.Large {
+				return err
+			}
+			var ok bool
+			if out, ok, err = m.readParts(&cur.Desc, h, dst); err == nil && !ok {
+				err = errPartsGone
+			}
+			return err
+		})
+		switch {
+		case err == nil:
+			return out, cur, nil
+		case !errors.Is(err, errPartsGone):
+			return dst[:start], segment.Large{}, err
+		case held:
+			return dst[:start], segment.Large{}, m.largeDamage(seg, key, &cur.Desc)
+		case time.Now().After(deadline):
+			return dst[:start], segment.Large{}, fmt.Errorf("%w: segment %d: the large value of key %q kept changing under a read-only reader", ErrTimeout, seg.Index(), string(key))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// errPartsGone: a part of the descriptor read is missing, or the value
+// assembled fails its XXH64.
+var errPartsGone = errors.New("parts of a large value missing")
+
+// largeDamage is the error for a large value whose descriptor stays while
+// its parts are missing or do not add up to its XXH64.
+func (m *Map) largeDamage(seg *segment.Segment, key []byte, d *segment.Descriptor) error {
+	return fmt.Errorf("%w: segment %d: the large value of key %q (%d bytes in %d parts) has parts missing or fails its checksum; Repair drops the key", ErrCorrupt, seg.Index(), string(key), d.Length, d.Parts)
+}
+
+// readParts appends the value d describes to dst from its parts, and
+// reports whether every part was there and the whole matches d's XXH64.
+func (m *Map) readParts(d *segment.Descriptor, owner uint64, dst []byte) ([]byte, bool, error) {
+	start := len(dst)
+	if d.Length > MaxValueBytes {
+		return dst, false, nil
+	}
+	dst = slices.Grow(dst, int(d.Length))
+	buf := make([]byte, 0, segment.PartKeySize)
+	for i := range d.Parts {
+		from, to := d.PartBounds(i)
+		k, ph := partKey(buf, d, i, owner)
+		at := len(dst)
+		out, found, err := m.table.For(ph).GetPart(ph, k, dst)
+		if err != nil {
+			return dst[:start], false, err
+		}
+		if !found || uint64(len(out)-at) != to-from {
+			return dst[:start], false, nil
+		}
+		dst = out
+	}
+	if xxhash.Sum64(dst[start:]) != d.Sum {
+		return dst[:start], false, nil
+	}
+	return dst, true, nil
+}
+
+// getLarge is a lookup's way when the segment answered ErrLarge.
+func (m *Map) getLarge(h uint64, key, dst []byte) ([]byte, bool, error) {
+	out, cur, err := m.readLarge(h, key, dst)
+	return out, cur.Found, err
+}
+
+// computeLarge is Compute's and Update's way for a key that holds a large
+// value, or whose new value is one: fn runs outside any lock on the value
+// read, and its result is stored only if the key still holds what was
+// read; otherwise fn runs again. fn returns the value and what to do, or
+// an error that ends the call with nothing stored.
+func (m *Map) computeLarge(h uint64, key []byte, fn func(old []byte, found bool) ([]byte, segment.Outcome, error)) error {
+	for {
+		old, cur, err := m.readLarge(h, key, nil)
+		if err != nil {
+			return err
+		}
+		value, outcome, err := fn(old, cur.Found)
+		if err != nil {
+			return err
+		}
+		same := func(now segment.Large, small []byte) bool {
+			switch {
+			case now.Found != cur.Found || now.Large != cur.Large:
+				return false
+			case now.Large:
+				return now.Desc == cur.Desc
+			}
+			return !now.Found || bytes.Equal(small, old)
+		}
+		var done bool
+		switch {
+		case outcome == segment.Leave:
+			return nil
+		case outcome == segment.Remove && !cur.Found:
+			return nil
+		case outcome == segment.Remove:
+			_, done, err = m.swapSmall(h, key, segment.SwapDelete, nil, same)
+		case m.fitsTier(key, value):
+			_, done, err = m.swapSmall(h, key, segment.SwapValue, value, same)
+		default:
+			_, done, err = m.storeLarge(h, key, value, same)
+		}
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// getLargeVersioned is GetVersioned's way for a key holding a large value:
+// the value read between two reads of the key segment's sequence that
+// agree (every swap of the key moves it).
+func (m *Map) getLargeVersioned(s *segment.Segment, h uint64, key, dst []byte) ([]byte, bool, uint64, error) {
+	for {
+		seq := s.Seq()
+		if seq&1 != 0 {
+			time.Sleep(time.Microsecond)
+			continue
+		}
+		out, found, err := m.getLarge(h, key, dst)
+		if err != nil || s.SeqAfterReads() == seq {
+			return out, found, seq, err
+		}
+	}
+}
