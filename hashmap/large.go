@@ -74,10 +74,19 @@ func (m *Map) checkLarge(key, value []byte) error {
 	return nil
 }
 
-// newLargeID is a random non-zero id for a new large value.
-func newLargeID() uint64 {
+// newLargeID is a random non-zero id for a new large value: in its top 16
+// bits this process's registry slot + 1 (0: none known), so that Repair
+// can tell parts no descriptor names that a live writer may still publish
+// from those a writer left behind (see dropOrphans); 48 random bits below.
+func (m *Map) newLargeID() uint64 {
+	var tag uint64
+	if m.reg != nil {
+		if self := m.reg.Self(); self >= 0 && self < 0xffff {
+			tag = uint64(self+1) << 48
+		}
+	}
 	for {
-		if id := rand.Uint64(); id != 0 {
+		if id := tag | rand.Uint64()>>16; id != 0 {
 			return id
 		}
 	}
@@ -104,7 +113,7 @@ func (m *Map) storeLarge(h uint64, key, value []byte, cond func(segment.Large, [
 		return segment.Large{}, false, err
 	}
 	p := m.layout.PartSize()
-	d := segment.Descriptor{PartSize: uint32(p), Length: uint64(len(value)), Parts: uint32((len(value) + p - 1) / p), ID: newLargeID(), Sum: xxhash.Sum64(value)}
+	d := segment.Descriptor{PartSize: uint32(p), Length: uint64(len(value)), Parts: uint32((len(value) + p - 1) / p), ID: m.newLargeID(), Sum: xxhash.Sum64(value)}
 	buf := make([]byte, 0, segment.PartKeySize)
 	for i := range d.Parts {
 		from, to := d.PartBounds(i)
@@ -332,4 +341,99 @@ func (m *Map) getLargeVersioned(s *segment.Segment, h uint64, key, dst []byte) (
 			return out, found, seq, err
 		}
 	}
+}
+
+// ErrOrphans: parts of large values that no key's descriptor names. A
+// large Put cut short (a process killed, or an error, midway) leaves them;
+// so, for a moment, does one under way. They take space but are never
+// read as a value; Repair deletes those no live process can still
+// publish.
+var ErrOrphans = errors.New("parts of large values that no key names")
+
+// largeIndex is what LargeIndex found in every segment: the ids of the
+// descriptors, and each segment's parts.
+type largeIndex struct {
+	ids   map[uint64]bool
+	parts [][]segment.PartEntry // by segment
+}
+
+// indexLarge reads every segment's LargeIndex. A segment that cannot be
+// read is skipped (the segments' check reports it).
+func (m *Map) indexLarge() largeIndex {
+	x := largeIndex{ids: make(map[uint64]bool), parts: make([][]segment.PartEntry, m.layout.Segments)}
+	for i := range int(m.layout.Segments) {
+		ids, parts, err := m.table.Segment(i).LargeIndex()
+		if err != nil {
+			continue
+		}
+		for _, id := range ids {
+			x.ids[id] = true
+		}
+		x.parts[i] = parts
+	}
+	return x
+}
+
+// orphans calls fn with every part whose id no descriptor of x names.
+func (x *largeIndex) orphans(fn func(seg int, p segment.PartEntry, id, owner uint64)) {
+	for seg, parts := range x.parts {
+		for _, p := range parts {
+			if id, _, owner, ok := segment.ParsePartKey(p.Key); ok && !x.ids[id] {
+				fn(seg, p, id, owner)
+			}
+		}
+	}
+}
+
+// checkOrphans reports the parts no descriptor names, as one problem:
+// leaked space, not damage (it does not match ErrCorrupt).
+func (m *Map) checkOrphans(out []Problem) []Problem {
+	if !m.largeValues() {
+		return out
+	}
+	x := m.indexLarge()
+	n, bytes := 0, 0
+	x.orphans(func(_ int, p segment.PartEntry, _, _ uint64) { n, bytes = n+1, bytes+p.Bytes })
+	if n > 0 {
+		out = append(out, Problem{-1, fmt.Errorf("%w: %d parts (%d bytes of values), left by large Puts cut short or under way; Repair deletes those of processes gone", ErrOrphans, n, bytes)})
+	}
+	return out
+}
+
+// dropOrphans deletes the parts no descriptor names whose writer is gone:
+// the id's registry slot is held by no process. A writer alive may still
+// swap in a descriptor naming parts it inserted, so those stay, as do the
+// parts of ids that name no slot. The writer's death is established
+// before the descriptors are read again, so a descriptor it swapped in
+// before it died is seen. It returns how many parts it deleted.
+func (m *Map) dropOrphans() int {
+	if !m.largeValues() || m.reg == nil {
+		return 0
+	}
+	x := m.indexLarge()
+	gone := make(map[uint64]bool) // ids whose writer is gone
+	x.orphans(func(_ int, _ segment.PartEntry, id, _ uint64) {
+		if _, seen := gone[id]; seen {
+			return
+		}
+		tag := int(id >> 48)
+		if tag == 0 {
+			gone[id] = false
+			return
+		}
+		s, err := m.reg.Slot(tag - 1)
+		gone[id] = err == nil && !s.Alive
+	})
+	again := m.indexLarge() // after the liveness checks
+	deleted := 0
+	x.orphans(func(_ int, p segment.PartEntry, id, _ uint64) {
+		if !gone[id] || again.ids[id] {
+			return
+		}
+		h := xxhash.Sum64(p.Key)
+		if ok, err := m.table.For(h).DeletePart(h, p.Key); ok && err == nil {
+			deleted++
+		}
+	})
+	return deleted
 }

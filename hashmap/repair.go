@@ -14,6 +14,9 @@ type Repaired struct {
 	// not run Recover (what dead processes hold stays held; see
 	// ErrNoRegistry) and only checked and rebuilt the segments.
 	NoRegistry bool
+	// Orphans is how many parts of large values that no key named, left
+	// by processes gone, Repair deleted (see ErrOrphans).
+	Orphans int
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow: it
@@ -110,6 +113,7 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	}
 	m.relinkCutTiers(&rep)
 	m.giveUpUnverified(&rep)
+	rep.Orphans = m.dropOrphans()
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)
 	}

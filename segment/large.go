@@ -328,3 +328,33 @@ func (s *Segment) SwapLarge(hash uint64, key []byte, op SwapOp, value []byte, co
 	s.countLocked(stPuts)
 	return old, true, nil
 }
+
+// PartEntry is a part entry as LargeIndex found it.
+type PartEntry struct {
+	Key   []byte // the part key (see PartKey)
+	Bytes int    // the part's value length
+}
+
+// LargeIndex lists, from one consistent read of the segment, the ids of
+// the descriptors it holds and its part entries: what Check and Repair
+// match up to find parts no descriptor names.
+func (s *Segment) LargeIndex() (ids []uint64, parts []PartEntry, err error) {
+	if !s.tb.layout.LargeValues {
+		return nil, nil, nil
+	}
+	err = s.consistentRead("check", func() bool {
+		ids, parts = ids[:0], parts[:0]
+		_, err := s.walk(func(head, key, value []byte) {
+			switch _, kind := splitKeyLen(binary.LittleEndian.Uint32(head[ehKeyLen:])); kind {
+			case kindDescriptor:
+				if d, ok := DecodeDescriptor(value); ok {
+					ids = append(ids, d.ID)
+				}
+			case kindPart:
+				parts = append(parts, PartEntry{Key: bytes.Clone(key), Bytes: len(value)})
+			}
+		}, func() {})
+		return err == nil
+	})
+	return ids, parts, err
+}
