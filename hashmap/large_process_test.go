@@ -41,13 +41,14 @@ func init() {
 		testutil.Report("equal %d", len(v))
 		return nil
 	}
-	// ms: for ms, Put under "torn" the two values of largeTornValues in
-	// turn, deleting the key now and then.
+	// ms, every: for ms, Put under "torn" the two values of
+	// largeTornValues in turn, deleting the key instead every every-th
+	// time (0: never).
 	opsRoles["large-rewrite"] = func(m *Map, args []string) error {
 		vals := largeTornValues(m)
 		n := 0
 		for stop := time.Now().Add(time.Duration(argInt(args, 0)) * time.Millisecond); time.Now().Before(stop); n++ {
-			if n%31 == 30 {
+			if every := argInt(args, 1); every > 0 && n%every == every-1 {
 				if _, err := m.Delete([]byte("torn")); err != nil {
 					return err
 				}
@@ -67,8 +68,12 @@ func init() {
 		sums := map[uint64]bool{xxhash.Sum64(vals[0]): true, xxhash.Sum64(vals[1]): true}
 		reads, absent, bad := 0, 0, 0
 		var buf []byte
-		for stop := time.Now().Add(time.Duration(argInt(args, 0)) * time.Millisecond); time.Now().Before(stop); reads++ {
+		for stop := time.Now().Add(time.Duration(argInt(args, 0)) * time.Millisecond); time.Now().Before(stop); {
 			v, err := m.GetInto(buf[:0], []byte("torn"))
+			if reads == 0 && errors.Is(err, ErrNotFound) {
+				continue // the writer has not begun
+			}
+			reads++
 			switch {
 			case errors.Is(err, ErrNotFound):
 				absent++
@@ -155,8 +160,20 @@ func TestLargeValuesNoTornReads(t *testing.T) {
 	if testing.Short() {
 		ms = "500"
 	}
+	for _, every := range []string{"0", "31"} {
+		testLargeTornReads(t, path, ms, every)
+	}
+	m = mustOpen(t, path, nil)
+	defer m.Close()
+	checkClean(t, m)
+}
+
+// testLargeTornReads runs TestLargeValuesNoTornReads's writer and readers
+// for ms, with the key deleted every every-th write (0: never, and then a
+// reader that finds it absent fails the test).
+func testLargeTornReads(t *testing.T, path, ms, every string) {
 	lines := testutil.Run(t,
-		helperCmd("large-rewrite", path, ms),
+		helperCmd("large-rewrite", path, ms, every),
 		helperCmd("large-readtorn", path, ms),
 		helperCmd("large-readtorn", path, ms))
 	errorsIn(t, lines)
@@ -170,6 +187,9 @@ func TestLargeValuesNoTornReads(t *testing.T) {
 			if l[5] != "0" {
 				t.Fatalf("a reader saw %s values that are neither of those written, in %s reads", l[5], l[1])
 			}
+			if every == "0" && l[3] != "0" {
+				t.Fatalf("a reader found the key absent %s times in %s reads, with no delete", l[3], l[1])
+			}
 		case "writes":
 			writes, _ = strconv.Atoi(l[1])
 		}
@@ -177,10 +197,7 @@ func TestLargeValuesNoTornReads(t *testing.T) {
 	if reads == 0 || writes == 0 {
 		t.Fatalf("%d reads, %d writes", reads, writes)
 	}
-	t.Logf("%d writes, %d reads, none torn", writes, reads)
-	m = mustOpen(t, path, nil)
-	defer m.Close()
-	checkClean(t, m)
+	t.Logf("deletes every %s: %d writes, %d reads, none torn", every, writes, reads)
 }
 
 // A large Put killed at any step leaves the key with its old value or its
