@@ -23,6 +23,11 @@ import (
 // up to twice LockTimeout; Close waits forever). A panic in fn leaves the
 // segment it was looking at as it was, and the segments before it done.
 //
+// A key holding a large value (stored in parts) is looked at after its
+// segment's lock is released: fn gets the value as read then, outside any
+// lock, and the key is removed if fn chooses it and it still holds that
+// value.
+//
 // A process killed in the middle leaves every entry removed or whole.
 // DeleteFunc stops at the first segment it cannot lock (ErrTimeout) or read
 // (ErrCorrupt), returning how many it removed before.

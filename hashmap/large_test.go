@@ -223,3 +223,27 @@ func TestLargeFastPathsUnsure(t *testing.T) {
 		}
 	}
 }
+
+// Clear removes large values with their parts.
+func TestLargeClear(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000, AverageKeySize: 16, AverageValueSize: 100})
+	for i := range 5 {
+		if err := m.Put(fmt.Appendf(nil, "k%d", i), largeValue(int(m.layout.MaxEntryBytes())+i, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Put([]byte("small"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	var parts int64
+	for i := range int(m.layout.Segments) {
+		parts += m.table.Segment(i).Parts()
+	}
+	if n := m.Len(); n != 0 || parts != 0 {
+		t.Fatalf("after Clear: Len %d, %d parts", n, parts)
+	}
+	checkClean(t, m)
+}

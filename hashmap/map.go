@@ -154,6 +154,14 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 // In a cache map an entry Compute changes keeps its expiry (a counter of
 // requests in a fixed window stays in its window), and one it creates lives
 // for DefaultTTL; PutWithTTL sets a new expiry.
+//
+// A key that holds a large value (one too large for a tier, stored in
+// parts), or for which fn returns one, is computed otherwise: fn runs
+// outside any lock on the whole value, and its result is stored only if
+// the key still holds what fn was given; if not, fn runs again. So for
+// such keys fn may run more than once (and once more under the lock
+// before, when it returned a value too large for a tier): it must have no
+// effects beyond its result.
 func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Compute with a nil function", ErrBadOptions)
@@ -184,7 +192,9 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 // runs (copy what you keep; the value fn returns may be a slice of it),
 // and returns the new value and keep, as for Compute, or an error: then
 // nothing is written, and Update returns that error. In a cache map an entry
-// it changes keeps its expiry, as with Compute.
+// it changes keeps its expiry, as with Compute. For a key holding a large
+// value, or a large result, fn may run more than once, outside the lock, as
+// Compute's does.
 func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Update with a nil function", ErrBadOptions)
@@ -225,7 +235,8 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 	return err
 }
 
-// Len is the number of entries (0 once the map is closed). It takes no
+// Len is the number of entries (0 once the map is closed), a large value
+// counting as one. It takes no
 // lock: while other processes write, it is a close estimate. In a cache
 // map it counts expired entries whose space has not been reclaimed yet.
 func (m *Map) Len() int {

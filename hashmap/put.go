@@ -20,10 +20,12 @@ import (
 // Compute and Update (map.go) store what their function returns.
 
 // Put stores value under key, replacing any value. Both are copied into the
-// file. It fails with ErrFull when the map is at its bloat limit and
-// ErrTooLarge for an entry larger than a tier; nothing is written then. In
-// a cache map the entry lives for DefaultTTL, and Put never fails with
-// ErrFull: it evicts.
+// file. It fails with ErrFull when the map is at its bloat limit; nothing is
+// written then. In a store map a value too large for a tier is stored in
+// parts (see MaxValueBytes): ErrTooLarge only beyond MaxValueBytes, or
+// under a key longer than MaxLargeKeyBytes. In a cache map an entry larger
+// than a tier is ErrTooLarge; the entry lives for DefaultTTL, and Put
+// never fails with ErrFull: it evicts.
 func (m *Map) Put(key, value []byte) error {
 	h := keyhash.Inline(key)
 	if h == 0 {
