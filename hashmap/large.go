@@ -351,27 +351,60 @@ func (m *Map) getLargeVersioned(s *segment.Segment, h uint64, key, dst []byte) (
 var ErrOrphans = errors.New("parts of large values that no key names")
 
 // largeIndex is what LargeIndex found in every segment: the ids of the
-// descriptors, and each segment's parts.
+// descriptors, the descriptors by segment, and each segment's parts.
 type largeIndex struct {
 	ids   map[uint64]bool
-	parts [][]segment.PartEntry // by segment
+	descs [][]segment.DescriptorEntry // by segment
+	parts [][]segment.PartEntry       // by segment
 }
 
 // indexLarge reads every segment's LargeIndex. A segment that cannot be
 // read is skipped (the segments' check reports it).
 func (m *Map) indexLarge() largeIndex {
-	x := largeIndex{ids: make(map[uint64]bool), parts: make([][]segment.PartEntry, m.layout.Segments)}
+	x := largeIndex{ids: make(map[uint64]bool), descs: make([][]segment.DescriptorEntry, m.layout.Segments), parts: make([][]segment.PartEntry, m.layout.Segments)}
 	for i := range int(m.layout.Segments) {
-		ids, parts, err := m.table.Segment(i).LargeIndex()
+		descs, parts, err := m.table.Segment(i).LargeIndex()
 		if err != nil {
 			continue
 		}
-		for _, id := range ids {
-			x.ids[id] = true
+		for _, d := range descs {
+			x.ids[d.Desc.ID] = true
 		}
-		x.parts[i] = parts
+		x.descs[i], x.parts[i] = descs, parts
 	}
 	return x
+}
+
+// broken calls fn with every descriptor some of whose parts x lacks and
+// whose value, read again now, is still damaged (the index is no snapshot:
+// a writer may have swapped the key between two segments' reads), with
+// the error of that read.
+func (m *Map) broken(x *largeIndex, fn func(seg int, d segment.DescriptorEntry, err error)) {
+	have := make(map[[2]uint64]bool)
+	for _, parts := range x.parts {
+		for _, p := range parts {
+			if id, i, _, ok := segment.ParsePartKey(p.Key); ok {
+				have[[2]uint64{id, uint64(i)}] = true
+			}
+		}
+	}
+	for seg, descs := range x.descs {
+		for _, d := range descs {
+			whole := true
+			for i := range d.Desc.Parts {
+				if !have[[2]uint64{d.Desc.ID, uint64(i)}] {
+					whole = false
+					break
+				}
+			}
+			if whole {
+				continue
+			}
+			if _, _, err := m.readLarge(xxhash.Sum64(d.Key), d.Key, nil); errors.Is(err, ErrCorrupt) {
+				fn(seg, d, err)
+			}
+		}
+	}
 }
 
 // orphans calls fn with every part whose id no descriptor of x names.
@@ -392,6 +425,7 @@ func (m *Map) checkOrphans(out []Problem) []Problem {
 		return out
 	}
 	x := m.indexLarge()
+	m.broken(&x, func(seg int, _ segment.DescriptorEntry, err error) { out = append(out, Problem{seg, err}) })
 	n, bytes := 0, 0
 	x.orphans(func(_ int, p segment.PartEntry, _, _ uint64) { n, bytes = n+1, bytes+p.Bytes })
 	if n > 0 {
@@ -436,4 +470,23 @@ func (m *Map) dropOrphans() int {
 		}
 	})
 	return deleted
+}
+
+// dropBroken deletes every key whose large value has parts missing or
+// fails its XXH64, as long as it still holds that descriptor, with the
+// parts it has left, and returns the keys it deleted.
+func (m *Map) dropBroken() (dropped []string) {
+	if !m.largeValues() {
+		return nil
+	}
+	x := m.indexLarge()
+	m.broken(&x, func(_ int, d segment.DescriptorEntry, _ error) {
+		_, done, err := m.swapSmall(xxhash.Sum64(d.Key), d.Key, segment.SwapDelete, nil, func(now segment.Large, _ []byte) bool {
+			return now.Large && now.Desc == d.Desc
+		})
+		if done && err == nil {
+			dropped = append(dropped, string(d.Key))
+		}
+	})
+	return dropped
 }

@@ -247,3 +247,42 @@ func TestLargeClear(t *testing.T) {
 	}
 	checkClean(t, m)
 }
+
+// A large value that lost a part reads as damage, never as another value;
+// Check names it and Repair deletes the key with its other parts.
+func TestLargeLostPart(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 1000, AverageKeySize: 16, AverageValueSize: 100})
+	key := []byte("k")
+	if err := m.Put(key, largeValue(3*int(m.layout.MaxEntryBytes()), 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put([]byte("other"), largeValue(2*int(m.layout.MaxEntryBytes()), 10)); err != nil {
+		t.Fatal(err)
+	}
+	_, cur, err := m.table.For(xxhash.Sum64(key)).ReadLarge(xxhash.Sum64(key), key, nil)
+	if err != nil || !cur.Large {
+		t.Fatalf("ReadLarge = %+v, %v", cur, err)
+	}
+	pk, ph := partKey(nil, &cur.Desc, 1, xxhash.Sum64(key))
+	if ok, err := m.table.For(ph).DeletePart(ph, pk); !ok || err != nil {
+		t.Fatalf("DeletePart = %v, %v", ok, err)
+	}
+	if _, err := m.Get(key); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of a value that lost a part = %v, want ErrCorrupt", err)
+	}
+	probs, err := m.Check()
+	if err != nil || len(probs) != 1 || !errors.Is(probs[0].Err, ErrCorrupt) {
+		t.Fatalf("Check = %v, %v; want the damaged value", probs, err)
+	}
+	rep, err := m.Repair()
+	if err != nil || len(rep.BrokenLarge) != 1 {
+		t.Fatalf("Repair = %+v, %v", rep, err)
+	}
+	if _, err := m.Get(key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get after Repair = %v", err)
+	}
+	if _, err := m.Get([]byte("other")); err != nil {
+		t.Fatalf("the other large value: %v", err)
+	}
+	checkClean(t, m)
+}

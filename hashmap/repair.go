@@ -17,6 +17,9 @@ type Repaired struct {
 	// Orphans is how many parts of large values that no key named, left
 	// by processes gone, Repair deleted (see ErrOrphans).
 	Orphans int
+	// BrokenLarge are the keys whose large values had parts missing or
+	// failed their checksum: Repair deleted them with their parts.
+	BrokenLarge []string
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow: it
@@ -113,6 +116,7 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	}
 	m.relinkCutTiers(&rep)
 	m.giveUpUnverified(&rep)
+	rep.BrokenLarge = m.dropBroken()
 	rep.Orphans = m.dropOrphans()
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)

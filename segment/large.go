@@ -335,20 +335,27 @@ type PartEntry struct {
 	Bytes int    // the part's value length
 }
 
-// LargeIndex lists, from one consistent read of the segment, the ids of
-// the descriptors it holds and its part entries: what Check and Repair
-// match up to find parts no descriptor names.
-func (s *Segment) LargeIndex() (ids []uint64, parts []PartEntry, err error) {
+// DescriptorEntry is a descriptor as LargeIndex found it.
+type DescriptorEntry struct {
+	Key  []byte
+	Desc Descriptor
+}
+
+// LargeIndex lists, from one consistent read of the segment, the
+// descriptors it holds (that decode) and its part entries: what Check and
+// Repair match up to find parts no descriptor names, and descriptors
+// whose parts are missing.
+func (s *Segment) LargeIndex() (descs []DescriptorEntry, parts []PartEntry, err error) {
 	if !s.tb.layout.LargeValues {
 		return nil, nil, nil
 	}
 	err = s.consistentRead("check", func() bool {
-		ids, parts = ids[:0], parts[:0]
+		descs, parts = descs[:0], parts[:0]
 		_, err := s.walk(func(head, key, value []byte) {
 			switch _, kind := splitKeyLen(binary.LittleEndian.Uint32(head[ehKeyLen:])); kind {
 			case kindDescriptor:
 				if d, ok := DecodeDescriptor(value); ok {
-					ids = append(ids, d.ID)
+					descs = append(descs, DescriptorEntry{Key: bytes.Clone(key), Desc: d})
 				}
 			case kindPart:
 				parts = append(parts, PartEntry{Key: bytes.Clone(key), Bytes: len(value)})
@@ -356,5 +363,5 @@ func (s *Segment) LargeIndex() (ids []uint64, parts []PartEntry, err error) {
 		}, func() {})
 		return err == nil
 	})
-	return ids, parts, err
+	return descs, parts, err
 }
