@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -74,23 +75,38 @@ func (m *Map) checkLarge(key, value []byte) error {
 	return nil
 }
 
-// newLargeID is a random non-zero id for a new large value: in its top 16
-// bits this process's registry slot + 1 (0: none known), so that Repair
-// can tell parts no descriptor names that a live writer may still publish
-// from those a writer left behind (see dropOrphans); 48 random bits below.
+// newLargeID is a non-zero id for a new large value, never used before in
+// the map: in its top 24 bits the low 24 bits of the generation of this
+// process's registry slot (the registry counts every claim of a slot;
+// 0: none known), so that Repair can tell parts no descriptor names that a
+// live writer may still publish from those a writer left behind (see
+// dropOrphans); below, 40 bits of a count this process started at random.
 func (m *Map) newLargeID() uint64 {
 	var tag uint64
-	if m.reg != nil {
-		if self := m.reg.Self(); self >= 0 && self < 0xffff {
-			tag = uint64(self+1) << 48
+	if m.reg != nil && m.reg.Self() >= 0 {
+		if s, err := m.reg.Slot(m.reg.Self()); err == nil {
+			tag = generationTag(s.Generation)
 		}
 	}
 	for {
-		if id := tag | rand.Uint64()>>16; id != 0 {
+		if id := tag<<40 | largeSeq.Add(1)&(1<<40-1); id != 0 {
 			return id
 		}
 	}
 }
+
+// generationTag is the part of a registry slot's generation a large
+// value's id carries.
+func generationTag(gen uint64) uint64 { return gen & (1<<24 - 1) }
+
+// largeSeq numbers the large values this process stores, from a random
+// start, so that two claims whose generations agree in their low 24 bits
+// are unlikely to meet.
+var largeSeq = func() *atomic.Uint64 {
+	var n atomic.Uint64
+	n.Store(rand.Uint64())
+	return &n
+}()
 
 // partKey is the key of part i of d, whose owner key hashes to owner, and
 // its hash.
@@ -353,9 +369,10 @@ var ErrOrphans = errors.New("parts of large values that no key names")
 // largeIndex is what LargeIndex found in every segment: the ids of the
 // descriptors, the descriptors by segment, and each segment's parts.
 type largeIndex struct {
-	ids   map[uint64]bool
-	descs [][]segment.DescriptorEntry // by segment
-	parts [][]segment.PartEntry       // by segment
+	unread bool // a segment could not be read: its descriptors are unknown
+	ids    map[uint64]bool
+	descs  [][]segment.DescriptorEntry // by segment
+	parts  [][]segment.PartEntry       // by segment
 }
 
 // indexLarge reads every segment's LargeIndex. A segment that cannot be
@@ -365,6 +382,7 @@ func (m *Map) indexLarge() largeIndex {
 	for i := range int(m.layout.Segments) {
 		descs, parts, err := m.table.Segment(i).LargeIndex()
 		if err != nil {
+			x.unread = true
 			continue
 		}
 		for _, d := range descs {
@@ -426,6 +444,9 @@ func (m *Map) checkOrphans(out []Problem) []Problem {
 	}
 	x := m.indexLarge()
 	m.broken(&x, func(seg int, _ segment.DescriptorEntry, err error) { out = append(out, Problem{seg, err}) })
+	if x.unread {
+		return out // parts may be named by a segment not read, which is reported
+	}
 	n, bytes := 0, 0
 	x.orphans(func(_ int, p segment.PartEntry, _, _ uint64) { n, bytes = n+1, bytes+p.Bytes })
 	if n > 0 {
@@ -435,30 +456,36 @@ func (m *Map) checkOrphans(out []Problem) []Problem {
 }
 
 // dropOrphans deletes the parts no descriptor names whose writer is gone:
-// the id's registry slot is held by no process. A writer alive may still
-// swap in a descriptor naming parts it inserted, so those stay, as do the
-// parts of ids that name no slot. The writer's death is established
-// before the descriptors are read again, so a descriptor it swapped in
-// before it died is seen. It returns how many parts it deleted.
+// no live process holds a registry slot claimed with the generation the
+// id carries. A writer alive may still swap in a descriptor naming parts
+// it inserted, so those stay, as do the parts of ids that carry no
+// generation. The writer's death is established before the descriptors
+// are read again, so a descriptor it swapped in before it died is seen.
+// It returns how many parts it deleted.
 func (m *Map) dropOrphans() int {
 	if !m.largeValues() || m.reg == nil {
 		return 0
 	}
 	x := m.indexLarge()
+	slots, err := m.reg.Slots()
+	if err != nil {
+		return 0
+	}
+	live := make(map[uint64]bool) // generation tags of the live processes
+	for _, s := range slots {
+		if s.Alive {
+			live[generationTag(s.Generation)] = true
+		}
+	}
 	gone := make(map[uint64]bool) // ids whose writer is gone
 	x.orphans(func(_ int, _ segment.PartEntry, id, _ uint64) {
-		if _, seen := gone[id]; seen {
-			return
-		}
-		tag := int(id >> 48)
-		if tag == 0 {
-			gone[id] = false
-			return
-		}
-		s, err := m.reg.Slot(tag - 1)
-		gone[id] = err == nil && !s.Alive
+		tag := id >> 40
+		gone[id] = tag != 0 && !live[tag]
 	})
 	again := m.indexLarge() // after the liveness checks
+	if x.unread || again.unread {
+		return 0 // a part may belong to a descriptor of a segment not read
+	}
 	deleted := 0
 	x.orphans(func(_ int, p segment.PartEntry, id, _ uint64) {
 		if !gone[id] || again.ids[id] {
