@@ -83,7 +83,7 @@ func (m *Map) CheckWith(o CheckOptions) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.checkSegments(out, o), nil
+	return m.checkOrphans(m.checkSegments(out, o)), nil
 }
 
 // checkOutsideSegments is what Check finds wrong outside the segments: in

@@ -1,6 +1,11 @@
 package hashmap
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/segment"
+)
 
 // Clear removes every entry of the map, one segment at a time, each under
 // its own write lock, waited for as any writer waits (LockTimeout).
@@ -17,6 +22,12 @@ import "fmt"
 // map as expired). Overflow tiers stay linked to their segments, empty. The
 // entries' bytes are only made unreachable, as with Delete.
 //
+// Large values are deleted first, one key at a time as Delete does, so
+// that a segment cleared never takes the parts of a value whose key a
+// segment not cleared yet still holds. A large value stored during the
+// Clear may yet lose parts to it: its key then reads as damaged
+// (ErrCorrupt), never as another value.
+//
 // It stops at the first segment it cannot clear, with the segments after it
 // as they were: ErrTimeout when a live process held its lock through the
 // wait, ErrCorrupt when its tier chain cannot be followed (Repair). Close
@@ -31,9 +42,32 @@ func (m *Map) Clear() error {
 		return err
 	}
 	defer c.Leave()
+	if err := m.clearLarge(); err != nil {
+		return fmt.Errorf("clear: %w", err)
+	}
 	for i := range int(m.layout.Segments) {
 		if _, err := m.table.Segment(i).Clear(); err != nil {
 			return fmt.Errorf("clear: %w", err)
+		}
+	}
+	return nil
+}
+
+// clearLarge deletes every key holding a large value, with its parts.
+func (m *Map) clearLarge() error {
+	if !m.largeValues() {
+		return nil
+	}
+	var keys [][]byte
+	for i := range int(m.layout.Segments) {
+		keys = keys[:0]
+		if _, err := m.table.Segment(i).DeleteFuncLarge(func(_, _ []byte) bool { return false }, func(k []byte) { keys = append(keys, k) }); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if _, _, err := m.swapSmall(xxhash.Sum64(k), k, segment.SwapDelete, nil, nil); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -78,6 +78,17 @@ func buildDamageImage(cache bool) *damageImage {
 			return img
 		}
 	}
+	// Two large values (in parts over every segment), one of them
+	// replaced by another: parts and descriptors in the damaged tiers.
+	if !cache && m.layout.PartSize() > 0 {
+		n := int(m.layout.MaxEntryBytes())
+		for i, v := range [][]byte{bytes.Repeat([]byte{'B'}, n+300), bytes.Repeat([]byte{'C'}, 2*n), bytes.Repeat([]byte{'D'}, n+1)} {
+			if err := put(fmt.Sprintf("big%d", i%2), v); err != nil && !errors.Is(err, ErrFull) {
+				img.err = err
+				return img
+			}
+		}
+	}
 	// Rewrites in place (same length: undo records), longer and shorter
 	// ones (moves, compaction), and deletes.
 	for i := 0; i < 220; i += 3 {
@@ -347,9 +358,13 @@ func lossOracle(m *Map, img *damageImage, rep Repaired) string {
 			reported[r.Segment] = true
 		}
 	}
+	broken := map[string]bool{} // large values that lost parts in other segments
+	for _, k := range rep.BrokenLarge {
+		broken[k] = true
+	}
 	var lost []string
 	for k := range img.cur {
-		if _, err := m.Get([]byte(k)); errors.Is(err, ErrNotFound) && !reported[int64(xxhash.Sum64String(k)&m.segMask)] {
+		if _, err := m.Get([]byte(k)); errors.Is(err, ErrNotFound) && !reported[int64(xxhash.Sum64String(k)&m.segMask)] && !broken[k] {
 			lost = append(lost, k)
 		}
 	}

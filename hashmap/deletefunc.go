@@ -3,6 +3,9 @@ package hashmap
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/segment"
 )
 
 // DeleteFunc removes every entry for which fn returns true and returns how
@@ -20,6 +23,11 @@ import (
 // up to twice LockTimeout; Close waits forever). A panic in fn leaves the
 // segment it was looking at as it was, and the segments before it done.
 //
+// A key holding a large value (stored in parts) is looked at after its
+// segment's lock is released: fn gets the value as read then, outside any
+// lock, and the key is removed if fn chooses it and it still holds that
+// value.
+//
 // A process killed in the middle leaves every entry removed or whole.
 // DeleteFunc stops at the first segment it cannot lock (ErrTimeout) or read
 // (ErrCorrupt), returning how many it removed before.
@@ -32,14 +40,44 @@ func (m *Map) DeleteFunc(fn func(key, value []byte) bool) (deleted int, err erro
 		return 0, err
 	}
 	defer c.Leave()
+	var large [][]byte
 	for i := range int(m.layout.Segments) {
-		n, err := m.table.Segment(i).DeleteFunc(fn)
+		large = large[:0]
+		n, err := m.table.Segment(i).DeleteFuncLarge(fn, func(key []byte) { large = append(large, key) })
 		deleted += int(n)
 		if err != nil {
 			return deleted, fmt.Errorf("DeleteFunc: %w", err)
 		}
+		for _, k := range large {
+			gone, err := m.deleteLargeIf(k, fn)
+			if err != nil {
+				return deleted, fmt.Errorf("DeleteFunc: %w", err)
+			}
+			if gone {
+				deleted++
+			}
+		}
 	}
 	return deleted, nil
+}
+
+// deleteLargeIf is DeleteFunc's look at a key whose value was large when
+// its segment was walked: fn gets the value as read now, outside any lock,
+// and the key is deleted if fn chooses it and the key still holds what fn
+// saw.
+func (m *Map) deleteLargeIf(key []byte, fn func(key, value []byte) bool) (bool, error) {
+	h := xxhash.Sum64(key)
+	v, cur, err := m.readLarge(h, key, nil)
+	if err != nil || !cur.Found || !fn(key, v) {
+		return false, err
+	}
+	old, done, err := m.swapSmall(h, key, segment.SwapDelete, nil, func(now segment.Large, small []byte) bool {
+		if now.Large || cur.Large {
+			return now.Large == cur.Large && now.Desc == cur.Desc
+		}
+		return now.Found && bytes.Equal(small, v)
+	})
+	return done && old.Found, err
 }
 
 // DeletePrefix removes every entry whose key begins with prefix and

@@ -2,6 +2,7 @@ package hashmap
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/cespare/xxhash/v2"
@@ -66,7 +67,7 @@ func (m *Map) GetChecked(dst, key []byte) ([]byte, error) {
 	// mapctl get uses it.
 	h := xxhash.Sum64(key)
 	key = keyApart(dst, key)
-	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.For(h).GetChecked(h, key, dst) })
+	return m.lookupEntered(h, key, dst, func() ([]byte, bool, error) { return m.table.For(h).GetChecked(h, key, dst) })
 }
 
 // keyApart returns key, or a copy of it if it lies in dst's spare
@@ -84,19 +85,22 @@ func keyApart(dst, key []byte) []byte {
 // writer came between, or the entry is beyond what that read follows): the
 // lookup by the segment's read lock, inside the in-flight gate.
 func (m *Map) getEntered(h uint64, key, dst []byte) ([]byte, error) {
-	return m.lookupEntered(h, dst, func() ([]byte, bool, error) { return m.table.GetConsistent(h, key, dst) })
+	return m.lookupEntered(h, key, dst, func() ([]byte, bool, error) { return m.table.GetConsistent(h, key, dst) })
 }
 
 // lookupEntered runs a lookup of the key hashed to h, appending to dst,
 // inside the in-flight gate, counts it as a hit or a miss and answers as
 // GetInto does.
-func (m *Map) lookupEntered(h uint64, dst []byte, lookup func() ([]byte, bool, error)) ([]byte, error) {
+func (m *Map) lookupEntered(h uint64, key, dst []byte, lookup func() ([]byte, bool, error)) ([]byte, error) {
 	c, err := m.enter(h, false)
 	if err != nil {
 		return dst, err
 	}
 	defer c.Leave()
 	v, found, err := lookup()
+	if errors.Is(err, segment.ErrLarge) {
+		v, found, err = m.getLarge(h, key, dst)
+	}
 	if err != nil {
 		return dst, err
 	}
@@ -116,7 +120,11 @@ func (m *Map) getBatched(h uint64, key, dst []byte) ([]byte, bool, error) {
 	found := answer == segment.Found
 	if answer == segment.Unsure {
 		var err error
-		if v, found, err = m.table.GetConsistent(h, key, dst); err != nil {
+		v, found, err = m.table.GetConsistent(h, key, dst)
+		if errors.Is(err, segment.ErrLarge) {
+			v, found, err = m.getLarge(h, key, dst)
+		}
+		if err != nil {
 			return dst, false, err
 		}
 	}
@@ -232,6 +240,9 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 	defer c.Leave()
 	s := m.table.For(h)
 	v, found, seq, expiry, err := s.GetVersioned(h, keyApart(dst, key), dst)
+	if errors.Is(err, segment.ErrLarge) {
+		v, found, seq, err = m.getLargeVersioned(s, h, keyApart(dst, key), dst)
+	}
 	if err != nil {
 		return dst, Version{}, err
 	}

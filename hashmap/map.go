@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,18 @@ func (m *Map) Delete(key []byte) (existed bool, err error) {
 		return false, err
 	}
 	defer c.Leave()
-	return m.table.For(h).Delete(h, key)
+	return m.delete(h, key)
+}
+
+// delete is Delete inside the in-flight gate, a key holding a large value
+// included.
+func (m *Map) delete(h uint64, key []byte) (bool, error) {
+	existed, err := m.table.For(h).Delete(h, key)
+	if errors.Is(err, segment.ErrLarge) {
+		old, _, err := m.swapSmall(h, key, segment.SwapDelete, nil, nil)
+		return old.Found, err
+	}
+	return existed, err
 }
 
 // DeleteMany removes every key in keys, as a Delete of each in turn would
@@ -116,7 +128,7 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 	b := keyBatches{keys: keys}
 	for b.next(m.table) {
 		for i, k := range b.batch {
-			existed, err := m.table.For(b.hashes[i]).Delete(b.hashes[i], k)
+			existed, err := m.delete(b.hashes[i], k)
 			if err != nil {
 				return deleted, fmt.Errorf("DeleteMany: key %d: %w", b.start+i, err)
 			}
@@ -142,6 +154,14 @@ func (m *Map) DeleteMany(keys [][]byte) (deleted int, err error) {
 // In a cache map an entry Compute changes keeps its expiry (a counter of
 // requests in a fixed window stays in its window), and one it creates lives
 // for DefaultTTL; PutWithTTL sets a new expiry.
+//
+// A key that holds a large value (one too large for a tier, stored in
+// parts), or for which fn returns one, is computed otherwise: fn runs
+// outside any lock on the whole value, and its result is stored only if
+// the key still holds what fn was given; if not, fn runs again. So for
+// such keys fn may run more than once (and once more under the lock
+// before, when it returned a value too large for a tier): it must have no
+// effects beyond its result.
 func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte, keep bool)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Compute with a nil function", ErrBadOptions)
@@ -152,7 +172,19 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 		return err
 	}
 	defer c.Leave()
-	return m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
+	err = m.table.For(h).ComputeExpiring(h, key, m.expiry(m.opts.DefaultTTL), fn)
+	if m.largeValues() && (errors.Is(err, segment.ErrLarge) || errors.Is(err, ErrTooLarge)) {
+		// The key holds a large value, or fn's result is one: nothing
+		// was stored; fn runs again, outside the lock.
+		return m.computeLarge(h, key, func(old []byte, found bool) ([]byte, segment.Outcome, error) {
+			v, keep := fn(old, found)
+			if !keep {
+				return nil, segment.Remove, nil
+			}
+			return v, segment.Store, nil
+		})
+	}
+	return err
 }
 
 // Update is Compute that can give up and allocates nothing: fn gets the
@@ -160,7 +192,9 @@ func (m *Map) Compute(key []byte, fn func(old []byte, found bool) (value []byte,
 // runs (copy what you keep; the value fn returns may be a slice of it),
 // and returns the new value and keep, as for Compute, or an error: then
 // nothing is written, and Update returns that error. In a cache map an entry
-// it changes keeps its expiry, as with Compute.
+// it changes keeps its expiry, as with Compute. For a key holding a large
+// value, or a large result, fn may run more than once, outside the lock, as
+// Compute's does.
 func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, keep bool, err error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Update with a nil function", ErrBadOptions)
@@ -186,10 +220,23 @@ func (m *Map) Update(key []byte, fn func(old []byte, found bool) (value []byte, 
 	if ferr != nil {
 		return ferr
 	}
+	if m.largeValues() && (errors.Is(err, segment.ErrLarge) || errors.Is(err, ErrTooLarge)) {
+		return m.computeLarge(h, key, func(old []byte, found bool) ([]byte, segment.Outcome, error) {
+			v, keep, err := fn(old, found)
+			switch {
+			case err != nil:
+				return nil, segment.Leave, err
+			case !keep:
+				return nil, segment.Remove, nil
+			}
+			return v, segment.Store, nil
+		})
+	}
 	return err
 }
 
-// Len is the number of entries (0 once the map is closed). It takes no
+// Len is the number of entries (0 once the map is closed), a large value
+// counting as one. It takes no
 // lock: while other processes write, it is a close estimate. In a cache
 // map it counts expired entries whose space has not been reclaimed yet.
 func (m *Map) Len() int {

@@ -369,16 +369,22 @@ func TestDeleteMany(t *testing.T) {
 	}
 }
 
+// A value too large for a tier is stored in parts, but not under a key
+// longer than MaxLargeKeyBytes: neither Put nor Compute stores it then.
 func TestTooLarge(t *testing.T) {
 	m, _ := openTemp(t, &Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 16})
 	huge := make([]byte, 1<<20)
-	if err := m.Put([]byte("k"), huge); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Put of 1 MiB into a tiny map = %v, want ErrTooLarge", err)
+	if err := m.Put([]byte("k"), huge); err != nil {
+		t.Fatalf("Put of 1 MiB into a tiny map = %v", err)
 	}
-	if err := m.Compute([]byte("k"), func([]byte, bool) ([]byte, bool) { return huge, true }); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Compute to 1 MiB = %v, want ErrTooLarge", err)
+	long := make([]byte, MaxLargeKeyBytes+1)
+	if err := m.Put(long, huge); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put of 1 MiB under a key of 64 KiB + 1 = %v, want ErrTooLarge", err)
 	}
-	if m.Len() != 0 {
+	if err := m.Compute(long, func([]byte, bool) ([]byte, bool) { return huge, true }); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Compute to 1 MiB under a key of 64 KiB + 1 = %v, want ErrTooLarge", err)
+	}
+	if m.Len() != 1 {
 		t.Fatal("an oversized entry was stored")
 	}
 }

@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -19,10 +20,12 @@ import (
 // Compute and Update (map.go) store what their function returns.
 
 // Put stores value under key, replacing any value. Both are copied into the
-// file. It fails with ErrFull when the map is at its bloat limit and
-// ErrTooLarge for an entry larger than a tier; nothing is written then. In
-// a cache map the entry lives for DefaultTTL, and Put never fails with
-// ErrFull: it evicts.
+// file. It fails with ErrFull when the map is at its bloat limit; nothing is
+// written then. In a store map a value too large for a tier is stored in
+// parts (see MaxValueBytes): ErrTooLarge only beyond MaxValueBytes, or
+// under a key longer than MaxLargeKeyBytes. In a cache map an entry larger
+// than a tier is ErrTooLarge; the entry lives for DefaultTTL, and Put
+// never fails with ErrFull: it evicts.
 func (m *Map) Put(key, value []byte) error {
 	h := keyhash.Inline(key)
 	if h == 0 {
@@ -56,7 +59,24 @@ func (m *Map) putEntered(seg *segment.Segment, h uint64, key, value []byte, over
 	} else {
 		_, err = seg.PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.Replace)
 	}
+	if err != nil {
+		_, err = m.storeFailed(err, h, key, value, false)
+	}
 	return err
+}
+
+// storeFailed takes over a store of value under key (hashed to h) that
+// the segment refused with err: a key holding a large value, or a value
+// too large for a tier, go the large way (putLarge); other errors, a
+// cache map's ErrTooLarge among them, are returned as they are.
+func (m *Map) storeFailed(err error, h uint64, key, value []byte, ifAbsent bool) (inserted bool, _ error) {
+	switch {
+	case m.wantsLarge(err, key, value):
+		return m.putLarge(h, key, value, ifAbsent)
+	case m.layout.Cache && errors.Is(err, ErrTooLarge):
+		return false, fmt.Errorf("%w; a cache map stores no value larger than a tier", err)
+	}
+	return false, err
 }
 
 // NoExpiry, as PutWithTTL's ttl, stores an entry that never expires (it
@@ -106,7 +126,14 @@ func (m *Map) PutIfAbsent(key, value []byte) (bool, error) {
 		return false, err
 	}
 	defer c.Leave()
-	return m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
+	inserted, err := m.table.For(h).PutExpiring(h, key, value, m.expiry(m.opts.DefaultTTL), segment.IfAbsent)
+	switch {
+	case errors.Is(err, segment.ErrLarge):
+		return false, nil // present, with a large value
+	case err != nil:
+		return m.storeFailed(err, h, key, value, true)
+	}
+	return inserted, nil
 }
 
 // PutMany stores values[i] under keys[i] for every i, in order, as a Put
@@ -159,6 +186,15 @@ func (m *Map) PutManyAdded(keys, values [][]byte) (stored, added int, err error)
 // where Put may take it (see fastPuts), then the general path; elsewhere
 // PutExpiring, with expiry. It reports whether the key was absent.
 func (m *Map) putBatched(h uint64, key, value []byte, expiry int64) (inserted bool, err error) {
+	inserted, err = m.putBatchedSmall(h, key, value, expiry)
+	if err != nil {
+		return m.storeFailed(err, h, key, value, false)
+	}
+	return inserted, nil
+}
+
+// putBatchedSmall is putBatched within a tier.
+func (m *Map) putBatchedSmall(h uint64, key, value []byte, expiry int64) (inserted bool, err error) {
 	seg := m.table.For(h)
 	if !m.fastPuts {
 		return seg.PutExpiring(h, key, value, expiry, segment.Replace)

@@ -107,10 +107,10 @@ func TestPutAllSortsBySlotStably(t *testing.T) {
 	}
 }
 
-// TestPutAllErrorNamesTheKey: a value too large for a tier fails with
-// ErrTooLarge naming its index, in a small batch, in one split among
-// goroutines and in a later round, and every other key it stored reads
-// back.
+// TestPutAllErrorNamesTheKey: a value too large for a tier, under a key too
+// long for a large value, fails with ErrTooLarge naming its index, in a
+// small batch, in one split among goroutines and in a later round, and
+// every other key it stored reads back.
 func TestPutAllErrorNamesTheKey(t *testing.T) {
 	for _, n := range []int{100, 3 * putAllParallel, roundKeys * 3 / 2} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -119,6 +119,8 @@ func TestPutAllErrorNamesTheKey(t *testing.T) {
 			keys, values := putAllKeys(0, n, 0)
 			bad := n * 2 / 3
 			values[bad] = make([]byte, 1<<24)
+			// Stored in parts, but not under a key that long.
+			keys[bad] = append(make([]byte, MaxLargeKeyBytes), keys[bad]...)
 			stored, _, err := m.PutAll(keys, values)
 			var be *BatchError
 			if !errors.Is(err, ErrTooLarge) || !errors.As(err, &be) || be.Index != bad || !strings.Contains(err.Error(), fmt.Sprintf("key %d:", bad)) {

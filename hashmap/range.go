@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/segment"
 )
 
@@ -94,6 +95,30 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 					return
 				}
 			}
+			// Large values, each read whole after the segment's copy: a
+			// key deleted since is left out, one changed since is given
+			// as it is now.
+			for _, k := range damaged.LargeKeys() {
+				v, found, err := m.rangeLarge(k)
+				switch {
+				case errors.Is(err, ErrCorrupt):
+					if left.largeBad++; left.largeErr == nil {
+						left.largeErr = err
+					}
+					continue
+				case err != nil:
+					if d := left.err(); d != nil {
+						err = errors.Join(err, d)
+					}
+					*errp = err
+					return
+				case !found:
+					continue
+				}
+				if !yield(k, v) {
+					return
+				}
+			}
 		}
 		if d := left.err(); d != nil {
 			*errp = d
@@ -106,6 +131,9 @@ type rangeLeftOut struct {
 	bad     segment.Damaged // entries left out
 	unread  error           // the first segment that could not be read
 	skipped int             // segments that could not be read
+
+	largeErr error // the first large value left out as damaged
+	largeBad int   // large values left out as damaged
 }
 
 // err is the error a Range ends with for what it left out: the entries
@@ -120,6 +148,12 @@ func (l *rangeLeftOut) err() error {
 	}
 	if l.bad.Any() {
 		errs = append(errs, fmt.Errorf("%w: %v; Repair drops them", ErrCorrupt, l.bad))
+	}
+	switch {
+	case l.largeBad == 1:
+		errs = append(errs, fmt.Errorf("%w; it was left out", l.largeErr))
+	case l.largeBad > 1:
+		errs = append(errs, fmt.Errorf("%w; it and %d more large values were left out", l.largeErr, l.largeBad-1))
 	}
 	return errors.Join(errs...)
 }
@@ -137,4 +171,16 @@ func (m *Map) copySegment(i int, arena []byte, ends []int) ([]byte, []int, segme
 	}
 	defer c.Leave()
 	return m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+}
+
+// rangeLarge reads the large value of key for a Range, inside the
+// in-flight gate (not across the loop body's yield).
+func (m *Map) rangeLarge(key []byte) ([]byte, bool, error) {
+	h := xxhash.Sum64(key)
+	c, err := m.enter(h, false)
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Leave()
+	return m.getLarge(h, key, nil)
 }

@@ -14,6 +14,12 @@ type Repaired struct {
 	// not run Recover (what dead processes hold stays held; see
 	// ErrNoRegistry) and only checked and rebuilt the segments.
 	NoRegistry bool
+	// Orphans is how many parts of large values that no key named, left
+	// by processes gone, Repair deleted (see ErrOrphans).
+	Orphans int
+	// BrokenLarge are the keys whose large values had parts missing or
+	// failed their checksum: Repair deleted them with their parts.
+	BrokenLarge []string
 }
 
 // Repair makes a damaged map sound again, as far as its entries allow: it
@@ -110,6 +116,8 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	}
 	m.relinkCutTiers(&rep)
 	m.giveUpUnverified(&rep)
+	rep.BrokenLarge = m.dropBroken()
+	rep.Orphans = m.dropOrphans()
 	if len(rep.Rebuilt) > 0 {
 		m.repairs.Add(1)
 	}

@@ -35,6 +35,7 @@ type Checker struct {
 	names  []byte
 	others map[string]bool
 	used   []uint64 // the chunks of a tier that entries occupy
+	parts  int64    // part entries seen in the segment (files with LargeValues)
 }
 
 // keySpan is where a key lies in Checker.names.
@@ -58,8 +59,11 @@ func (c *Checker) check(s *Segment, problem func(error), updating bool) int64 {
 	s.checkHeader(report, updating)
 	c.reset()
 	total, tiers := s.checkChain(c, report)
-	if n := s.Len(); n != total {
+	if n := s.entryCount(); n != total {
 		report(-1, "header counts %d entries, tiers hold %d", n, total)
+	}
+	if n := s.Parts(); s.tb.layout.LargeValues && n != c.parts {
+		report(-1, "header counts %d parts of large values, tiers hold %d", n, c.parts)
 	}
 	if n := s.Tiers(); n != tiers {
 		report(-1, "header counts %d tiers, chain has %d", n, tiers)
@@ -75,6 +79,7 @@ func (c *Checker) reset() {
 	clear(c.keys)
 	clear(c.others)
 	c.names = c.names[:0]
+	c.parts = 0
 }
 
 // seen reports whether key, whose hash is h, was seen before in the
@@ -212,7 +217,10 @@ func (s *Segment) checkTier(tv *tier, ck *Checker, report reportFunc) int64 {
 		if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
 			report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
 		}
-		if ck.seen(key, h) {
+		if tb.kindAt(tv, c) == kindPart {
+			ck.parts++
+		} else if ck.seen(key, h) {
+			// Part keys are random ids: only user keys can meet twice.
 			report(t, "key %q stored twice", key)
 		}
 		for i := c; i < c+nch; i++ {
@@ -282,7 +290,10 @@ func requestEntry(tv *tier, sl uint64, l *Layout) {
 func (s *Segment) reserved() (head, header, counters []uint64) {
 	l := &s.tb.layout
 	head = s.tb.region.Uint64s(l.SegmentsOff+s.index*segmentHeaderSize, segmentHeaderSize/8)
-	if !l.Cache {
+	switch {
+	case l.LargeValues:
+		header = head[shParts/8+1:] // the count of parts comes first
+	case !l.Cache:
 		header = head[shTiers/8+1:] // a cache map keeps its hand and eviction counters there
 	}
 	if s.counters != nil {

@@ -152,8 +152,8 @@ func (s *Segment) clearTiers(chain []tier) {
 		testStep()
 	}
 	atomic.StoreUint64(s.entries, 0)
-	if s.tb.layout.Cache {
-		atomic.StoreUint64(s.hand, 0)
+	if s.tb.layout.Cache || s.tb.layout.LargeValues {
+		atomic.StoreUint64(s.hand, 0) // the count of parts, in a store map
 	}
 }
 

@@ -171,7 +171,8 @@ func (tb *Table) setRunLength(t *tier, c, nch int64) {
 	if !ok || cur == nch {
 		return
 	}
-	h := tb.entryHeader(nch, tb.entryKey(t, c, klen), tb.entryValue(t, c, klen, vlen))
+	// The kind bits stay as they are: the entry is the same entry.
+	h := tb.kindHeader(nch, tb.kindAt(t, c), tb.entryKey(t, c, klen), tb.entryValue(t, c, klen, vlen))
 	_, words, base := tb.area(t.index)
 	atomic.StoreUint64(&words[(base+tb.layout.entriesOff+off+ehChunks)/8], h.chunksAndSum)
 }

@@ -113,11 +113,15 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 // after repeated collisions, corruption reported.
 func (s *Segment) getConsistent(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
-	var found bool
+	var found, large bool
 	err := s.consistentRead("get", func() bool {
-		dst = dst[:start]
+		dst, large = dst[:start], false
 		loc, f, ok := s.find(hash, key)
 		found = f && ok
+		if found && loc.kind != 0 {
+			found, large = false, true
+			return true
+		}
 		if found {
 			v, live, good := s.tb.userValue(s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen))
 			if !good {
@@ -131,6 +135,9 @@ func (s *Segment) getConsistent(hash uint64, key, dst []byte) ([]byte, bool, err
 		}
 		return ok
 	})
+	if err == nil && large {
+		err = ErrLarge
+	}
 	if err != nil {
 		return dst[:start], false, err
 	}
@@ -168,11 +175,16 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	// expiry time in a cache map (0: none). A cache of decoded values
 	// relies on it.
 	start := len(dst)
+	large := false
 	seq, err = s.consistentReadAt("get", func() bool {
-		out, found, expiry = dst[:start], false, 0
+		out, found, expiry, large = dst[:start], false, 0, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
 			return ok
+		}
+		if loc.kind != 0 {
+			large = true
+			return true
 		}
 		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
 		v, live, good := s.tb.userValue(stored)
@@ -189,6 +201,9 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 		}
 		return true
 	})
+	if err == nil && large {
+		err = ErrLarge
+	}
 	if err != nil {
 		return dst[:start], false, 0, 0, err
 	}
@@ -205,12 +220,16 @@ func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error)
 	var head [entryHeaderSize]byte
 	var slotAt *uint64
 	var slot uint64
-	out, found := dst, false
+	out, found, large := dst, false, false
 	_, err := s.consistentReadAt("get", func() bool {
-		out, found = dst[:start], false
+		out, found, large = dst[:start], false, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
 			return ok
+		}
+		if loc.kind != 0 {
+			large = true
+			return true
 		}
 		off := loc.chunk * s.tb.layout.ChunkSize
 		copy(head[:], loc.tier.space[off:off+entryHeaderSize])
@@ -220,6 +239,9 @@ func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error)
 		found, slotAt, slot = true, &loc.tier.slots[loc.pos], loc.slot
 		return true
 	})
+	if err == nil && large {
+		err = ErrLarge
+	}
 	if err != nil || !found {
 		return dst[:start], false, err
 	}

@@ -33,6 +33,14 @@ import (
 // copies valid only during the call, and must not write to the map. A panic
 // in fn removes nothing from this segment.
 func (s *Segment) DeleteFunc(fn func(key, value []byte) bool) (int64, error) {
+	return s.DeleteFuncLarge(fn, nil)
+}
+
+// DeleteFuncLarge is DeleteFunc in a file with LargeValues: it passes
+// neither parts nor descriptors to fn, but calls large (if not nil) with
+// a copy of each key whose value is large, for the caller to decide on
+// after the segment's lock is released.
+func (s *Segment) DeleteFuncLarge(fn func(key, value []byte) bool, large func(key []byte)) (int64, error) {
 	tb := s.tb
 	w, err := s.beginUpdate("delete")
 	if err != nil {
@@ -63,6 +71,15 @@ func (s *Segment) DeleteFunc(fn func(key, value []byte) bool) (int64, error) {
 			klen, vlen, nch, ok := tb.entryAt(tv, c)
 			if !ok {
 				return 0, s.corrupt(tv.index, "undecodable entry during DeleteFunc")
+			}
+			switch tb.kindAt(tv, c) {
+			case kindPart:
+				continue
+			case kindDescriptor:
+				if large != nil {
+					large(append([]byte(nil), tb.entryKey(tv, c, klen)...))
+				}
+				continue
 			}
 			v := tb.entryValue(tv, c, klen, vlen)
 			if tb.layout.Cache {

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,15 @@ func (s *Segment) AppendEntries(arena []byte, ends []int) (_ []byte, _ []int, da
 			damaged.count++
 			continue
 		}
+		if tb.layout.LargeValues {
+			switch _, kind := splitKeyLen(binary.LittleEndian.Uint32(arena[ks-entryHeaderSize:])); kind {
+			case kindPart:
+				continue // a part of a large value, read through its descriptor
+			case kindDescriptor:
+				damaged.large = append(damaged.large, bytes.Clone(k))
+				continue
+			}
+		}
 		v, live, _ := tb.userValue(stored)
 		if !live {
 			continue // expired
@@ -88,6 +98,9 @@ func (s *Segment) Entries(fn func(key, value []byte) bool) error {
 	if damaged.Any() {
 		return s.corrupt(-1, damaged.String())
 	}
+	if len(damaged.large) > 0 {
+		return fmt.Errorf("segment %d: %d keys left out: %w", s.index, len(damaged.large), ErrLarge)
+	}
 	return nil
 }
 
@@ -101,7 +114,14 @@ type Damaged struct {
 
 	undecodable        int
 	undecodableSegment int64 // of the first
+
+	large [][]byte // keys whose values are large, left out for the caller to read (not damage)
 }
+
+// LargeKeys are the keys whose values are large (in files with
+// LargeValues): AppendEntries leaves them out, not as damage, for the
+// caller to read whole.
+func (d Damaged) LargeKeys() [][]byte { return d.large }
 
 // Any reports whether any entry was left out.
 func (d Damaged) Any() bool { return d.count > 0 || d.undecodable > 0 }

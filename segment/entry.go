@@ -33,11 +33,16 @@ func (s *Segment) GetEntry(hash uint64, key, dst []byte) (value []byte, expiry i
 	// their own in entries no reader sees (see Hidden), not a read of the
 	// key's value.
 	start := len(dst)
+	large := false
 	err = s.consistentRead("get", func() bool {
-		value, expiry, found = dst[:start], 0, false
+		value, expiry, found, large = dst[:start], 0, false, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
 			return ok
+		}
+		if loc.kind != 0 {
+			large = true
+			return true
 		}
 		stored := s.tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)
 		if s.tb.layout.Cache {
@@ -51,6 +56,9 @@ func (s *Segment) GetEntry(hash uint64, key, dst []byte) (value []byte, expiry i
 		value = append(value, stored...)
 		return true
 	})
+	if err == nil && large {
+		err = ErrLarge
+	}
 	if err != nil {
 		return dst[:start], 0, false, err
 	}

@@ -22,6 +22,9 @@ func TestFormatDocMatchesLayout(t *testing.T) {
 		f(gGrowthLog, fmt.Sprintf("%d x %d", growthStepBytes, maxGrowthSteps), "growth log"),
 	})
 	d.Says(t, fmt.Sprintf("| %d | grows |", flagGrows), fmt.Sprintf("at most %d (flag `grows`", maxGrowthSteps))
+	d.Says(t, fmt.Sprintf("| %d | large values |", flagLargeValues), fmt.Sprintf("| 0 | 4 | magic %#x", descriptorMagic),
+		fmt.Sprintf("| %d | 8 | XXH64 (seed 0) of the whole value |", DescriptorSize-8), fmt.Sprintf("under a %d-byte part key", PartKeySize),
+		"bit 31 marks a descriptor, bit 30 a part", fmt.Sprintf("none under %d", minPartSize))
 	d.Expect(t, "3.6 Segment header", "", []formatdoc.Row{
 		f(shLock, "8", "lock word"), f(shSleepers, "4", "sleepers"), f(shClearing, "4", "clearing"), f(shSeq, "8", "seq"),
 		f(shEntries, "8", "entries"), f(shTiers, "8", "overflow tiers"), f(shHand, "8", "cache maps: CLOCK hand"),

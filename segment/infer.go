@@ -106,7 +106,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	out.Notes = settleParams(r, l, out.Notes)
 	// The record the chosen parameters make must be this very geometry.
 	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
-	again.MoveCounters, again.FastLedgers, again.Stamps = l.MoveCounters, l.FastLedgers, l.Stamps
+	again.MoveCounters, again.FastLedgers, again.Stamps, again.LargeValues = l.MoveCounters, l.FastLedgers, l.Stamps, l.LargeValues
 	if err != nil || keyOf(&again) != keyOf(l) {
 		return out, fmt.Errorf("%w: the parameters chosen do not give back the layout found (%v)", ErrBadLayout, err)
 	}
@@ -158,6 +158,10 @@ func settleParams(r *offheap.Region, l *Layout, notes []string) []string {
 	ex := examine(r, l)
 	l.Checksums = ex.summed > 0
 	l.Stamps = ex.stamped > 0
+	// Every store map made since stamps has large values where its
+	// tiers allow them; taking the flag for a file without any costs
+	// nothing, since no entry of it has a kind bit to read.
+	l.LargeValues = l.Stamps && l.largeValuesFit()
 	if l.Stamps {
 		notes = append(notes, fmt.Sprintf("tier stamps: kept (%d tiers looked at carry one that verifies)", ex.stamped))
 	}

@@ -146,6 +146,9 @@ func entryIn(l *Layout, tier []byte, slot uint64) (key, value, head []byte, ok b
 	off := l.entriesOff + c*l.ChunkSize
 	head = tier[off : off+entryHeaderSize]
 	klen := int64(binary.LittleEndian.Uint32(head[ehKeyLen:]))
+	if l.LargeValues {
+		klen, _ = splitKeyLen(uint32(klen))
+	}
 	vlen := int64(binary.LittleEndian.Uint32(head[ehValueLen:]))
 	nch := int64(binary.LittleEndian.Uint32(head[ehChunks:]))
 	if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {

@@ -30,6 +30,8 @@ package segment
 //	24     8    entries   inserts and deletes           update lock (atomic, read by Len)
 //	32     8    tiers     linking a tier (overflow tiers in the chain)  update lock (atomic, read by Stats)
 //	40     8    hand      cache maps: the CLOCK hand     write lock
+//	          or parts    store maps with LargeValues: part entries   update lock (atomic, read by Len)
+//	                      among the entries (else reserved zero)
 //	48     8    evicted   cache maps: entries evicted    write lock (atomic, read by Stats)
 //	56     8    expired   cache maps: expired entries    write lock (atomic, read by Stats)
 //	                      reclaimed
@@ -127,6 +129,7 @@ const (
 	shEntries  = 24
 	shTiers    = 32
 	shHand     = 40
+	shParts    = 40 // store maps with LargeValues
 	shEvicted  = 48
 	shExpired  = 56
 

@@ -130,7 +130,7 @@ func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []by
 		}
 		run := max(nch, loc.nch) // a run is never shrunk in place
 		prefetchTail(tb.entryBytes(&loc.tier, loc.chunk, loc.klen, value))
-		h := tb.entryHeader(run, key, value)
+		h := tb.kindHeader(run, w.kind, key, value)
 		if err := w.modify("put"); err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c
 	tb := s.tb
 	s.countMove(&tb.Relocations, stRelocations)
 	prefetchTail(tb.entryBytes(&nt, c, int64(len(key)), value))
-	h := tb.entryHeader(nch, key, value)
+	h := tb.kindHeader(nch, w.kind, key, value)
 	if err := w.modify("put"); err != nil {
 		nt.free(c, nch)
 		return err
@@ -220,7 +220,7 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 		return err
 	}
 	prefetchTail(tb.entryBytes(&t, c, int64(len(key)), value))
-	h := tb.entryHeader(nch, key, value)
+	h := tb.kindHeader(nch, w.kind, key, value)
 	testStep() // the run taken, perhaps over a deleted entry's bytes
 	tb.writeEntry(&t, c, &h, key, value)
 	testStep() // written, not yet named

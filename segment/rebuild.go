@@ -53,6 +53,9 @@ func (s *Segment) rebuild(rep *Recovered, salvage bool) {
 	}
 	rep.Kept = total
 	atomic.StoreUint64(s.entries, uint64(total))
+	if s.tb.layout.LargeValues {
+		atomic.StoreUint64(s.parts, uint64(r.countParts()))
+	}
 	atomic.StoreUint64(s.tiers, uint64(len(chain)-1))
 }
 
@@ -276,4 +279,18 @@ func runUnnamed(named []bool, c, n int64) bool {
 		}
 	}
 	return true
+}
+
+// countParts counts the part entries the rebuilt tiers' slots name.
+func (r *rebuilding) countParts() int64 {
+	var n int64
+	for i := range r.tiers {
+		tv := &r.tiers[i]
+		for pos := range tv.slots {
+			if sl := atomic.LoadUint64(&tv.slots[pos]); sl != 0 && r.s.tb.kindAt(tv, slotChunk(sl)) == kindPart {
+				n++
+			}
+		}
+	}
+	return n
 }

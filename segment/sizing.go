@@ -88,6 +88,15 @@ type Layout struct {
 	// MaxTiers is the most tiers the file may hold: Tiers in files that
 	// do not grow.
 	MaxTiers int64
+	// LargeValues: a value too large for one entry is stored in parts
+	// (see large.go), and the two high bits of an entry header's key
+	// length say what the entry is (KindDescriptor, KindPart); segment
+	// header word 40 counts the part entries. Only store maps whose
+	// tiers' entry space is under 2^30 bytes have it, so that a length
+	// word with a kind bit set never fits a tier: the lock-free readers,
+	// which compare the raw word, then answer Unsure. An older build,
+	// which rejects the flag, would read kind bits as damage.
+	LargeValues bool
 }
 
 // Limits of the format. Entry lengths are 32-bit fields; slot chunk indexes
@@ -135,7 +144,14 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	l.MoveCounters = err == nil
 	l.FastLedgers = err == nil
 	l.Stamps = err == nil
+	l.LargeValues = err == nil && l.largeValuesFit()
 	return l, err
+}
+
+// largeValuesFit reports whether the layout may have LargeValues: a store
+// map whose tiers' entry space is under 2^30 bytes (see Layout.LargeValues).
+func (l *Layout) largeValuesFit() bool {
+	return !l.Cache && l.Chunks*l.ChunkSize < 1<<30
 }
 
 // checkParams refuses parameters outside the ranges newLayout's arithmetic
@@ -352,6 +368,9 @@ func (l *Layout) fields() []*int64 {
 	if l.Grows {
 		flags |= flagGrows
 	}
+	if l.LargeValues {
+		flags |= flagLargeValues
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -370,6 +389,7 @@ const (
 	flagFastLedgers  = 32
 	flagStamps       = 64
 	flagGrows        = 128 // the record has MaxTiers after MaxBloatFactor
+	flagLargeValues  = 256 // store maps whose tiers' entry space is under 2^30 bytes
 )
 
 // layoutFields is the number of integer fields before MaxBloatFactor.
@@ -409,7 +429,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows|flagLargeValues) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
 		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) {
 		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
 	}
@@ -428,6 +448,10 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	want.MoveCounters = v[2]&flagMoveCounters != 0
 	want.FastLedgers = v[2]&flagFastLedgers != 0
 	want.Stamps = v[2]&flagStamps != 0
+	want.LargeValues = v[2]&flagLargeValues != 0
+	if want.LargeValues && !want.largeValuesFit() {
+		return Layout{}, fmt.Errorf("%w: flags %#x: large values in a cache map or in tiers of 2^30 bytes or more", ErrBadLayout, v[2])
+	}
 	got := want
 	gf, wf := got.fields(), want.fields()
 	for i := 6; i < n; i++ {

@@ -15,6 +15,10 @@ import (
 
 // Errors of segment operations; the hashmap package re-exports them.
 var (
+	// ErrLarge: the key holds a large value (see large.go), which this
+	// operation does not handle; nothing was changed. The hashmap package
+	// catches it and takes the large-value path.
+	ErrLarge = errors.New("key holds a large value")
 	// ErrFull: the entry fits no tier of its segment and the overflow pool
 	// is used up (the map reached its bloat limit). Nothing was written.
 	ErrFull = errors.New("map is full")
@@ -300,6 +304,10 @@ type Segment struct {
 	tiers   *uint64
 	fast    *uint64 // this process's fast ledger of the lock (see SetFastLedgers); nil: none
 
+	// Store maps with LargeValues: how many of the segment's entries are
+	// parts of large values (Len leaves them out). Same word as hand.
+	parts *uint64
+
 	// Cache maps.
 	hand             *uint64 // the CLOCK hand: a position over the chain's slots
 	evicted, expired *uint64 // entries evicted, and expired ones reclaimed
@@ -347,6 +355,7 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 			entries: r.Uint64(off + shEntries),
 			tiers:   r.Uint64(off + shTiers),
 			hand:    r.Uint64(off + shHand),
+			parts:   r.Uint64(off + shParts),
 			evicted: r.Uint64(off + shEvicted),
 			expired: r.Uint64(off + shExpired),
 		}
@@ -389,7 +398,7 @@ func (tb *Table) Segment(i int) *Segment { return &tb.segs[i] }
 func (tb *Table) Len() int64 {
 	var n int64
 	for i := range tb.segs {
-		n += int64(atomic.LoadUint64(tb.segs[i].entries))
+		n += tb.segs[i].Len()
 	}
 	return n
 }
@@ -403,8 +412,28 @@ func (s *Segment) Index() int64 { return s.index }
 // Lock is the segment's read/write/update lock.
 func (s *Segment) Lock() *rwulock.Lock { return s.lock }
 
-// Len is the segment's entry count.
-func (s *Segment) Len() int64 { return int64(atomic.LoadUint64(s.entries)) }
+// Len is the segment's count of keys: its entries but for the parts of
+// large values.
+func (s *Segment) Len() int64 {
+	n := int64(atomic.LoadUint64(s.entries))
+	if s.tb.layout.LargeValues {
+		n -= int64(atomic.LoadUint64(s.parts))
+	}
+	return n
+}
+
+// entryCount is the segment's count of entries, parts of large values
+// included.
+func (s *Segment) entryCount() int64 { return int64(atomic.LoadUint64(s.entries)) }
+
+// Parts is how many of the segment's entries are parts of large values (0
+// in files without LargeValues).
+func (s *Segment) Parts() int64 {
+	if !s.tb.layout.LargeValues {
+		return 0
+	}
+	return int64(atomic.LoadUint64(s.parts))
+}
 
 // Tiers is the number of tiers in the segment's chain.
 func (s *Segment) Tiers() int64 { return int64(atomic.LoadUint64(s.tiers)) + 1 }
@@ -425,12 +454,25 @@ type location struct {
 	chunk      int64
 	klen, vlen int64
 	nch        int64
+	kind       uint32 // kindDescriptor for a large value's descriptor (see find)
 }
 
 // find looks the key up in the segment's chain of tiers. ok is false if the
 // chain or an entry cannot be decoded: a torn optimistic read, or, under a
 // lock, corruption.
+//
+// In files with LargeValues it never matches a part entry, and a match
+// whose entry is a descriptor has loc.kind set: a caller that does not
+// handle descriptors must answer ErrLarge (see errIfLarge) before it
+// changes anything, so that a path that forgets them fails instead of
+// taking the descriptor for the value.
 func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
+	return s.findKind(hash, key, false)
+}
+
+// findKind is find, of a part key when part is set (matching part entries
+// alone) and of a user key otherwise.
+func (s *Segment) findKind(hash uint64, key []byte, part bool) (loc location, found, ok bool) {
 	tb := s.tb
 	l := &tb.layout
 	tag := uint32(hash >> tb.layout.segmentBits)
@@ -455,7 +497,9 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 					return location{}, false, false
 				}
 				if klen == int64(len(key)) && string(tb.entryKey(&tv, c, klen)) == string(key) {
-					return location{tier: tv, slot: slot, pos: pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, true
+					if kind := tb.kindAt(&tv, c); (kind == kindPart) == part {
+						return location{tier: tv, slot: slot, pos: pos, chunk: c, klen: klen, vlen: vlen, nch: nch, kind: kind}, true, true
+					}
 				}
 			}
 			pos = (pos + 1) & int64(l.slotMask)

@@ -52,12 +52,43 @@ func (tb *Table) entryAt(t *tier, c int64) (klen, vlen, nch int64, ok bool) {
 	off := c * l.ChunkSize
 	h := t.space[off : off+entryHeaderSize]
 	klen = int64(binary.LittleEndian.Uint32(h[ehKeyLen:]))
+	if l.LargeValues {
+		var kind uint32
+		if klen, kind = splitKeyLen(uint32(klen)); kind == kindDescriptor|kindPart {
+			return 0, 0, 0, false
+		}
+	}
 	vlen = int64(binary.LittleEndian.Uint32(h[ehValueLen:]))
 	nch = int64(binary.LittleEndian.Uint32(h[ehChunks:]))
 	if nch <= 0 || nch > l.Chunks-c || entryHeaderSize+klen+vlen > nch*l.ChunkSize {
 		return 0, 0, 0, false
 	}
 	return klen, vlen, nch, true
+}
+
+// Kinds of entry, in files with Layout.LargeValues: the two high bits of
+// the header's key length word. Neither: an ordinary entry (a key and its
+// value). Both at once is damage.
+const (
+	kindDescriptor = 1 << 31 // the key's value is large: the entry holds its descriptor
+	kindPart       = 1 << 30 // a part of a large value, under a part key
+	kindMask       = kindDescriptor | kindPart
+)
+
+// splitKeyLen splits an entry header's key length word into the length
+// and the kind bits.
+func splitKeyLen(w uint32) (klen int64, kind uint32) {
+	return int64(w &^ kindMask), w & kindMask
+}
+
+// kindAt is the kind of the entry at chunk c, which entryAt accepted: 0 in
+// files without LargeValues.
+func (tb *Table) kindAt(t *tier, c int64) uint32 {
+	if !tb.layout.LargeValues {
+		return 0
+	}
+	off := c * tb.layout.ChunkSize
+	return binary.LittleEndian.Uint32(t.space[off+ehKeyLen:]) & kindMask
 }
 
 // key and value slice an entry whose header entryAt accepted.
@@ -105,7 +136,14 @@ type entryHead struct{ lengths, chunksAndSum uint64 }
 // writers compute it outside the write lock, except where taking the run
 // made them modify already (a compaction or an eviction).
 func (tb *Table) entryHeader(nch int64, key, value []byte) entryHead {
-	h := entryHead{lengths: uint64(uint32(len(key))) | uint64(uint32(len(value)))<<32, chunksAndSum: uint64(uint32(nch))}
+	return tb.kindHeader(nch, 0, key, value)
+}
+
+// kindHeader is entryHeader of an entry of the given kind (kindDescriptor,
+// kindPart or 0), whose bits the key length word carries and the checksum
+// covers.
+func (tb *Table) kindHeader(nch int64, kind uint32, key, value []byte) entryHead {
+	h := entryHead{lengths: uint64(uint32(len(key))|kind) | uint64(uint32(len(value)))<<32, chunksAndSum: uint64(uint32(nch))}
 	if tb.layout.Checksums {
 		h.chunksAndSum |= uint64(headChecksum(h.lengths, uint32(nch), key, value)) << 32
 	}

@@ -15,6 +15,7 @@ import (
 type writer struct {
 	s     *Segment
 	write bool
+	kind  uint32 // the kind of entry insert, replace and relocate write (see kindHeader)
 }
 
 func (s *Segment) beginUpdate(op string) (writer, error) {
@@ -218,13 +219,16 @@ func (s *Segment) findPreviewed(p *preview, hash uint64, key []byte) (loc locati
 		t := s.tb.tier(s.index)
 		c := slotChunk(p.slot)
 		klen, vlen, nch, good := s.tb.entryAt(&t, c)
-		if good {
+		if good && s.tb.kindAt(&t, c) == 0 {
 			return location{tier: t, slot: p.slot, pos: p.pos, chunk: c, klen: klen, vlen: vlen, nch: nch}, true, nil
 		}
 		loc, found, ok = s.find(hash, key) // cannot be, with the sequence unchanged; let find report it
 	}
 	if !ok {
 		return loc, false, s.corrupt(loc.tier.index, "undecodable entry or tier chain on lookup")
+	}
+	if found && loc.kind != 0 {
+		return loc, false, ErrLarge
 	}
 	return loc, found, nil
 }

@@ -363,3 +363,34 @@ func TestEscapeRoundTrip(t *testing.T) {
 		t.Error("trailing backslash accepted")
 	}
 }
+
+// A value too large for a tier (stored in parts) goes through load, get,
+// dump and a load of the dump whole, and check counts it as one entry.
+func TestLoadDumpLargeValue(t *testing.T) {
+	p := newMap(t)
+	var big strings.Builder
+	for i := 0; big.Len() < 2<<20; i++ {
+		fmt.Fprintf(&big, "%08x", i*2654435761)
+	}
+	v := big.String()
+	if c, o, e := mapctl(t, "large\t"+v+"\nsmall\tx\n", "load", p, "-"); c != 0 || o != "read 2 lines: 2 keys added, 0 replaced\n" {
+		t.Fatalf("load: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "get", p, "large"); c != 0 || o != v+"\n" {
+		t.Fatalf("get: %d, %d bytes, %q", c, len(o), e)
+	}
+	c, dump, e := mapctl(t, "", "dump", p)
+	if c != 0 || len(dump) != len("large\t")+len(v)+len("\nsmall\tx\n") {
+		t.Fatalf("dump: %d, %d bytes, %q", c, len(dump), e)
+	}
+	p2 := newMap(t)
+	if c, o, e := mapctl(t, dump, "load", p2, "-"); c != 0 || o != "read 2 lines: 2 keys added, 0 replaced\n" {
+		t.Fatalf("load of the dump: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "get", p2, "large"); c != 0 || o != v+"\n" {
+		t.Fatalf("get from the reloaded map: %d, %d bytes, %q", c, len(o), e)
+	}
+	if c, o, e := mapctl(t, "", "check", p2); c != 0 || !strings.Contains(o, "2 entries, no problems") {
+		t.Fatalf("check: %d %q %q", c, o, e)
+	}
+}
