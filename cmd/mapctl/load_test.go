@@ -370,7 +370,7 @@ func TestLoadDumpLargeValue(t *testing.T) {
 	p := newMap(t)
 	var big strings.Builder
 	for i := 0; big.Len() < 2<<20; i++ {
-		fmt.Fprintf(&big, "%08x", i*2654435761)
+		fmt.Fprintf(&big, "%08x", uint32(i)*2654435761)
 	}
 	v := big.String()
 	if c, o, e := mapctl(t, "large\t"+v+"\nsmall\tx\n", "load", p, "-"); c != 0 || o != "read 2 lines: 2 keys added, 0 replaced\n" {
