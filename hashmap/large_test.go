@@ -4,6 +4,7 @@ package hashmap
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -285,6 +286,35 @@ func TestLargeLostPart(t *testing.T) {
 	}
 	if _, err := m.Get([]byte("other")); err != nil {
 		t.Fatalf("the other large value: %v", err)
+	}
+	checkClean(t, m)
+}
+
+// GetOrLoad of a store map stores a loaded value too large for a tier as a
+// large value, and a large value Put under the key while the load ran is
+// the later write, which stays.
+func TestGetOrLoadStoresLargeValues(t *testing.T) {
+	m, _ := openTemp(t, &Options{Entries: 10_000, AverageKeySize: 16, AverageValueSize: 100})
+	big := largeValue(1<<20+5, 7)
+	got, err := m.GetOrLoad(context.Background(), []byte("loaded"), func(context.Context) ([]byte, error) { return big, nil })
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("GetOrLoad = %d bytes, %v", len(got), err)
+	}
+	if v, err := m.Get([]byte("loaded")); err != nil || !bytes.Equal(v, big) {
+		t.Fatalf("Get after GetOrLoad = %d bytes, %v; want the %d bytes loaded", len(v), err, len(big))
+	}
+	later := largeValue(1<<20+9, 8)
+	for _, loaded := range [][]byte{[]byte("small"), largeValue(1<<20, 9)} {
+		key := []byte(fmt.Sprintf("raced-%d", len(loaded)))
+		_, err := m.GetOrLoad(context.Background(), key, func(context.Context) ([]byte, error) {
+			return loaded, m.Put(key, later) // written while the load runs
+		})
+		if err != nil {
+			t.Fatalf("GetOrLoad with a large Put during the load: %v", err)
+		}
+		if v, err := m.Get(key); err != nil || !bytes.Equal(v, later) {
+			t.Fatalf("Get = %d bytes, %v; want the large value written during the load", len(v), err)
+		}
 	}
 	checkClean(t, m)
 }

@@ -272,6 +272,13 @@ func (m *Map) loadAlone(ctx context.Context, h uint64, key []byte, c *fillCall, 
 			}
 			return v, expiry, segment.Store
 		})
+		if m.wantsLarge(err, key, v) {
+			// A value too large for a tier, or a large value stored under
+			// the key meanwhile: stored the large way, only if the key is
+			// still absent (a large value there is a later write, which
+			// stays).
+			err = m.putLargeEntered(h, key, v)
+		}
 	}
 	if err != nil {
 		return v, fmt.Errorf("GetOrLoad: the loaded value was not stored: %w", err)
@@ -509,6 +516,19 @@ func (m *Map) updateEntry(h uint64, key []byte, fn func(value []byte, expiry int
 	}
 	defer c.Leave()
 	return m.table.For(h).UpdateEntry(h, key, fn)
+}
+
+// putLargeEntered is putLarge of value under key (hashed to h) if the key
+// is absent, inside the in-flight gate: GetOrLoad's store of a value that
+// goes the large way.
+func (m *Map) putLargeEntered(h uint64, key, value []byte) error {
+	c, err := m.enter(h, true)
+	if err != nil {
+		return err
+	}
+	defer c.Leave()
+	_, err = m.putLarge(h, key, value, true)
+	return err
 }
 
 // getEntry is segment.GetEntry on key, hashed to h, inside the in-flight
