@@ -223,9 +223,14 @@ func shapeOf(m *Map) FileShape {
 	}
 }
 
-// held is what a map holds: its live entries and their bytes.
+// held is what a map holds: its live entries, and the count and bytes of
+// those that fit a tier, which the new file is sized by (a large value,
+// stored in parts, takes no more of the tier its key is in than any
+// entry: counted in the averages, a single 64 MiB value would make every
+// tier of the new file hold one, and the file hundreds of gigabytes).
 type held struct {
-	entries, keyBytes, valueBytes int64
+	entries                     int64
+	sized, keyBytes, valueBytes int64
 }
 
 // measure counts the entries of m and their bytes, refusing a map with
@@ -235,8 +240,11 @@ func measure(m *Map) (held, error) {
 	var err error
 	for k, v := range m.RangeView(&err) {
 		h.entries++
-		h.keyBytes += int64(len(k))
-		h.valueBytes += int64(len(v))
+		if m.fitsTier(k, v) {
+			h.sized++
+			h.keyBytes += int64(len(k))
+			h.valueBytes += int64(len(v))
+		}
 	}
 	if err != nil {
 		return h, fmt.Errorf("%w; nothing was changed: see what is wrong with mapctl check, mend it with mapctl recover --repair (which drops damaged entries), then resize", err)
@@ -257,11 +265,11 @@ func resizedOptions(l *segment.Layout, fl fileLayout, h held, ro ResizeOptions, 
 	if o.Entries == 0 {
 		o.Entries = int(max(int64(l.Entries), h.entries))
 	}
-	if h.entries > 0 {
+	if h.sized > 0 {
 		// Rounded up: a tier planned a little large holds its entries
 		// in one fewer chunk run more often than one planned small.
-		o.AverageKeySize = int(max(1, ceilDiv(h.keyBytes, h.entries)))
-		o.AverageValueSize = int(ceilDiv(h.valueBytes, h.entries))
+		o.AverageKeySize = int(max(1, ceilDiv(h.keyBytes, h.sized)))
+		o.AverageValueSize = int(ceilDiv(h.valueBytes, h.sized))
 	}
 	if o.Cache {
 		o.MaxSize = 0

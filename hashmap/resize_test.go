@@ -532,3 +532,37 @@ func TestResizeRefusesADamagedMap(t *testing.T) {
 		t.Fatalf("the refused Resize left a file: %v", err)
 	}
 }
+
+// TestResizeSizesByTheEntriesATierHolds: a large value (stored in parts)
+// does not count in the means the new file is sized by, which would
+// otherwise plan tiers to hold one each, and the new file stores large
+// values too.
+func TestResizeSizesByTheEntriesATierHolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 100})
+	for i := range 10 {
+		if err := m.Put([]byte(fmt.Sprintf("small-%d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	if err := m.Put([]byte("big"), big); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	res, err := Resize(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Entries != 11 || res.New.AverageValueSize > 8 || res.New.FileSize > 64<<20 {
+		t.Fatalf("resized to %+v from %+v: want 11 entries, sized for the small values", res.New, res.Old)
+	}
+	m = mustOpen(t, path, nil)
+	defer m.Close()
+	if !m.largeValues() {
+		t.Fatal("the resized map stores no large values")
+	}
+	if v, err := m.Get([]byte("big")); err != nil || !bytes.Equal(v, big) {
+		t.Fatalf("Get of the large value after Resize: %d bytes, %v", len(v), err)
+	}
+}
