@@ -22,7 +22,7 @@ import (
 // only when the OS runs it, so no bound in time holds where runnable
 // threads outnumber cores. Short-run FIFO is given up; what bounds a
 // waiter is a count. While passive waiters wait, a handle is admitted past
-// them at most crStreak times in a row, then queues behind them
+// them at most crStreak-1 times in a row, then queues behind them
 // (yieldTurn), so the circulating set rotates. With a handle per
 // goroutine, a goroutine that has drawn a passive ticket is passed by at
 // most crStreak + 1 critical sections per other goroutine using the lock
@@ -50,10 +50,11 @@ const (
 	crServeShift = crSeatBits + crTicketBits
 	crServeOne   = 1 << crServeShift
 
-	// crStreak is how many admissions in a row a handle takes past passive
-	// waiters before it joins them: it makes the circulating set rotate in
-	// turn rather than by chance, and bounds, in critical sections, how
-	// long a passive waiter is passed (see above).
+	// crStreak bounds a handle's admissions in a row past passive
+	// waiters: it takes crStreak-1 and joins them at the next. It makes
+	// the circulating set rotate in turn rather than by chance, and
+	// bounds, in critical sections, how long a passive waiter is passed
+	// (see above).
 	crStreak = 512
 	// crLook is how often the sleeping passive head looks for a free seat.
 	crLook = 50 * time.Microsecond
@@ -219,10 +220,11 @@ func (l *restricted) leaveSeat(e entry) {
 // caller in the passive FIFO. Its journal entry e ends as jSeated, or is
 // handed to the goroutine that takes the turn of a timed-out ticket.
 func (l *restricted) takeSeat(w *waiter, e entry) error {
+	yielded := false
 	for {
 		gen := atomic.LoadUint64(l.gen)
 		s := atomic.LoadUint64(l.state)
-		if crState(s).seated() < l.seats && !l.yieldTurn(crState(s)) {
+		if crState(s).seated() < l.seats && l.admitsAtOnce(crState(s), &yielded) {
 			e.set(jSeatAsk, kindCR, l.index, 0, 0, gen)
 			if atomic.CompareAndSwapUint64(l.state, s, s+1) {
 				e.phase(jSeated)
@@ -232,6 +234,9 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 		}
 		t := crState(s).arrival()
 		e.set(jTicketAsk, kindCR, l.index, t, 0, gen)
+		if hook := testHookBeforeDraw.Load(); hook != nil {
+			(*hook)()
+		}
 		if !atomic.CompareAndSwapUint64(l.state, s, l.nextArrival(s)) {
 			continue
 		}
@@ -254,6 +259,23 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 	}
 }
 
+// admitsAtOnce reports whether a caller that finds a seat free in s takes
+// it at once rather than queue. Once its handle's streak has run out
+// (yielded), the call queues behind the passive waiters for as long as
+// any wait, across every retry of a draw whose CAS failed: yieldTurn has
+// restarted the streak, and asking it again would admit the caller past
+// the same waiters for a whole new streak, once per failed draw.
+func (l *restricted) admitsAtOnce(s crState, yielded *bool) bool {
+	if *yielded && s.passive() {
+		return false
+	}
+	if l.yieldTurn(s) {
+		*yielded = true
+		return false
+	}
+	return true
+}
+
 // yieldTurn reports whether a handle that would be admitted past passive
 // waiters has had its streak and should queue behind them instead.
 func (l *restricted) yieldTurn(s crState) bool {
@@ -273,6 +295,10 @@ func (l *restricted) yieldTurn(s crState) bool {
 func (l *restricted) nextArrival(s uint64) uint64 {
 	return s&^(crTicketMask<<crSeatBits) | (crState(s).arrival()+1)&crTicketMask<<crSeatBits
 }
+
+// testHookBeforeDraw, set only by tests, runs in takeSeat right before the
+// CAS that draws a passive ticket.
+var testHookBeforeDraw atomic.Pointer[func()]
 
 // testHookPassiveLook, set only by tests, runs in waitPassive at each look,
 // before it reads the state word.
