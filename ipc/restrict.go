@@ -22,8 +22,9 @@ import (
 // only when the OS runs it, so no bound in time holds where runnable
 // threads outnumber cores. Short-run FIFO is given up; what bounds a
 // waiter is a count. While passive waiters wait, a handle is admitted past
-// them at most crStreak-1 times in a row, then queues behind them
-// (yieldTurn), so the circulating set rotates. With a handle per
+// them at most crStreak-1 times in a row (Lock's admissions at once and
+// TryLock's alike), then queues behind them (yieldTurn; TryLock fails), so
+// the circulating set rotates. With a handle per
 // goroutine, a goroutine that has drawn a passive ticket is passed by at
 // most crStreak + 1 critical sections per other goroutine using the lock
 // before it holds it: crStreak while its ticket waits (the section the
@@ -149,6 +150,13 @@ func (l *restricted) lockWaiting(w waiter) error {
 }
 
 func (l *restricted) TryLock() bool {
+	// Past passive waiters a trylock is an admission of its handle's
+	// streak, as Lock's are, and fails once the streak has run out: it
+	// cannot queue behind them, and a caller that only tries would
+	// otherwise pass them without end.
+	if s := crState(atomic.LoadUint64(l.state)); s.passive() && l.streak.Load() >= crStreak-1 {
+		return false
+	}
 	if !l.a.reserve(1, time.Time{}) {
 		return false
 	}
@@ -168,6 +176,11 @@ func (l *restricted) TryLock() bool {
 			return false
 		}
 		if atomic.CompareAndSwapUint64(l.state, st, st+1) {
+			if crState(st).passive() {
+				l.streak.Add(1)
+			} else if l.streak.Load() != 0 {
+				l.streak.Store(0)
+			}
 			break
 		}
 	}

@@ -404,3 +404,52 @@ func TestAStreakThatRanOutQueuesThoughItsDrawFails(t *testing.T) {
 	}
 	waitState(t, tf, "settle", func(s crState) bool { return s.seated() == 0 && !s.passive() })
 }
+
+// TestTryLockKeepsToTheStreak: TryLock admits a handle past passive
+// waiters only within its streak, as Lock does; then it fails while they
+// wait, so a caller that only tries is no more unbounded than one that
+// queues.
+func TestTryLockKeepsToTheStreak(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour
+	defer func() { crPatience = saved }()
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	state := &tf.arena.lockBody(0)[lRestrict]
+
+	// A passive waiter, kept outside by a seat taken in the word alone:
+	// the inner lock stays free for TryLock.
+	atomic.AddUint64(state, 1)
+	waiter := tf.mutex(t, "hapax-cr", 0).(*restricted)
+	waiter.seats = 1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waiter.Lock()
+		waiter.Unlock()
+	}()
+	waitState(t, tf, "a passive waiter", func(s crState) bool { return s.arrival() == 1 && s.serving() == 0 })
+
+	m := tf.mutex(t, "hapax-cr", 0)
+	wins := 0
+	for range 4 * crStreak {
+		if m.TryLock() {
+			wins++
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	atomic.AddUint64(state, ^uint64(0))
+	<-done
+	if wins >= crStreak {
+		t.Fatalf("TryLock won %d times past a passive waiter; a streak is %d", wins, crStreak)
+	}
+	if wins == 0 {
+		t.Fatal("TryLock never won on a free inner lock")
+	}
+	if !m.TryLock() {
+		t.Fatal("TryLock fails once nobody waits")
+	}
+	m.Unlock()
+}
