@@ -24,19 +24,20 @@ import (
 // waiter is a count. While passive waiters wait, a handle is admitted past
 // them at most crStreak-1 times in a row (Lock's admissions at once and
 // TryLock's alike), then queues behind them (yieldTurn; TryLock fails), so
-// the circulating set rotates. With a handle per
-// goroutine, a goroutine that has drawn a passive ticket is passed by at
-// most crStreak + 1 critical sections per other goroutine using the lock
-// before it holds it: crStreak while its ticket waits (the section the
-// other is in or queued ahead for, then its admissions past), and one for
-// a goroutine that reaches the inner lock first after its seat. Two
-// stretches are bounded by nothing but the OS scheduler: from the call to
-// the draw of its ticket (or its seat), and from its seat to its arrival
-// at the inner lock, a few instructions each. Goroutines that share a
-// handle share its streak, which each may restart once. A goroutine
-// seated at once waits for those arrived at the inner lock before it,
-// which is FIFO. TestCallersArePassedWithinTheStatedBounds measures what
-// callers see.
+// the circulating set rotates. With a handle per goroutine, each other
+// goroutine using the lock runs at most crStreak critical sections from
+// the CAS by which a goroutine draws its passive ticket to the CAS by
+// which, at the head, it takes the ticket out of the queue with a seat
+// (the section the other is in or queued ahead for, then its admissions
+// past), and at most 1 from the goroutine's swap into the inner lock's
+// Arrive to its entry (Hapax is FIFO): crStreak + 1 in all. Two stretches
+// are bounded by nothing but the OS scheduler: from the call to the draw
+// of its ticket (or its seat), and from its seat to its arrival at the
+// inner lock, a few instructions each. Goroutines that share a handle
+// share its streak, which each may restart once. A goroutine seated at
+// once waits only for those arrived at the inner lock before it.
+// TestCallersArePassedWithinTheStatedBounds checks every wait against
+// these counts, with marks at those CASes and that swap.
 //
 // The state is one word (lRestrict) in the lock body's line:
 // bits 0-15 the goroutines seated (admitted, not yet unlocked), bits 16-39
@@ -89,9 +90,13 @@ type restricted struct {
 	seats uint64
 	// streak counts this handle's admissions in a row past passive waiters.
 	streak atomic.Uint32
-	// drew, a test hook, runs right after the caller draws passive
-	// ticket t.
-	drew func(t uint64)
+	// Test hooks, nil outside tests (a predictable branch each): drew runs
+	// right after the CAS by which the caller draws passive ticket t (the
+	// passive queue's doorway), serving right before each CAS by which the
+	// caller, at the head, would take its ticket out of the queue. The
+	// bypass test marks the interval a ticket waits with them.
+	drew    func(t uint64)
+	serving func()
 }
 
 func openRestricted(open func(*Arena, int) Mutex) func(*Arena, int) Mutex {
@@ -253,10 +258,10 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 		if !atomic.CompareAndSwapUint64(l.state, s, l.nextArrival(s)) {
 			continue
 		}
-		e.phase(jTicket)
 		if l.drew != nil {
 			l.drew(t)
 		}
+		e.phase(jTicket)
 		switch l.waitPassive(w, t, gen, false, e) {
 		case granted:
 			return nil
@@ -352,6 +357,9 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 					// Says the serving CAS, which also takes a seat, may
 					// have happened; value is the ticket + 1.
 					e.set(jSeatAsk, kindCR, l.index, t+1, 0, gen)
+				}
+				if !pass && l.serving != nil {
+					l.serving()
 				}
 				if !atomic.CompareAndSwapUint64(l.state, s, ns) {
 					e.set(jTicket, kindCR, l.index, t, 0, gen)
