@@ -47,9 +47,10 @@ type cohortRecord struct {
 
 // openCohort runs cohorting over a thread-oblivious global lock, so that any
 // goroutine of the process can end the tenure. Over Hapax ("cohort"), which
-// is FIFO, a process's representative, from its arrival at the global
-// lock, waits for at most (processes-1) x passLimit critical sections of
-// other processes. A caller of Lock sees more. It first waits for its
+// is FIFO, a process's representative, from its swap into the global
+// lock's Arrive to its entry, waits for at most passLimit critical
+// sections of each other process (one tenure, counting the section it is
+// in), (processes-1) x passLimit in all. A caller of Lock sees more. It first waits for its
 // process's local mutex, a sync.Mutex, which lets running goroutines of
 // its process in before it (it hands over in order only to a waiter of
 // more than 1 ms), so it may wait through several tenures of its process.
@@ -57,7 +58,8 @@ type cohortRecord struct {
 // the global lock (until the OS runs the one that queues next), other
 // processes run without bound. So the bound holds per tenure the caller
 // waits through, for the time its process is queued
-// (TestCallersArePassedWithinTheStatedBounds measures both). Over hapax-cr
+// (TestCallersArePassedWithinTheStatedBounds checks the bound at every
+// arrival and reports what callers see). Over hapax-cr
 // ("cohort-cr") the bound is traded for throughput when processes
 // outnumber cores.
 func openCohort(global func(*Arena, int) Mutex) func(*Arena, int) Mutex {

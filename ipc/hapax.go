@@ -19,6 +19,12 @@ type body struct {
 	// Waiters that watch Depart itself (Tidex, and Hapax-VW after a slot
 	// collision) sleep on dseq; writers of Depart bump it when dsleepers > 0.
 	dseq, dsleepers *uint32
+	// arrived, a test hook, runs in Lock right after the doorway: the
+	// atomic on Arrive that places the caller in the queue (Hapax's and
+	// Tidex's swap, Ticket AWN's ticket). The bypass test marks a waiter's
+	// place in the order of critical sections there; nil outside tests,
+	// it costs Lock one predictable branch.
+	arrived func()
 }
 
 func newBody(a *Arena, index int) body {
@@ -84,7 +90,6 @@ const (
 type hapax struct {
 	body
 	visible bool
-	arrived func() // test hook: runs right after the Arrive swap
 }
 
 // testHookBetweenStores, if set, runs in a release right after its Depart
@@ -127,10 +132,10 @@ func (l *hapax) lockReserved(w waiter) error {
 		gen := atomic.LoadUint64(l.gen)
 		e.set(jArriving, l.kind(), l.index, h, 0, gen)
 		pred := atomic.SwapUint64(l.arrive, h)
-		e.queued(pred)
 		if l.arrived != nil {
 			l.arrived()
 		}
+		e.queued(pred)
 		if atomic.LoadUint64(l.depart) == pred {
 			l.acquired(h, false)
 			return nil

@@ -284,8 +284,8 @@ func TestHelperProcess(t *testing.T) {
 		helperFIFO(t)
 	case "cohort-bypass":
 		helperCohortBypass(t)
-	case "bypass-seen":
-		helperBypassSeen(t)
+	case "bypass":
+		helperBypass(t)
 	case "trylock-and-leave":
 		helperTryLockAndLeave(t)
 	case "alock":

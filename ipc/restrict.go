@@ -22,20 +22,22 @@ import (
 // only when the OS runs it, so no bound in time holds where runnable
 // threads outnumber cores. Short-run FIFO is given up; what bounds a
 // waiter is a count. While passive waiters wait, a handle is admitted past
-// them at most crStreak times in a row, then queues behind them
-// (yieldTurn), so the circulating set rotates. With a handle per
-// goroutine, a goroutine that has drawn a passive ticket is passed by at
-// most crStreak + 1 critical sections per other goroutine using the lock
-// before it holds it: crStreak while its ticket waits (the section the
-// other is in or queued ahead for, then its admissions past), and one for
-// a goroutine that reaches the inner lock first after its seat. Two
-// stretches are bounded by nothing but the OS scheduler: from the call to
-// the draw of its ticket (or its seat), and from its seat to its arrival
-// at the inner lock, a few instructions each. Goroutines that share a
-// handle share its streak, which each may restart once. A goroutine
-// seated at once waits for those arrived at the inner lock before it,
-// which is FIFO. TestCallersArePassedWithinTheStatedBounds measures what
-// callers see.
+// them at most crStreak-1 times in a row (Lock's admissions at once and
+// TryLock's alike), then queues behind them (yieldTurn; TryLock fails), so
+// the circulating set rotates. With a handle per goroutine, each other
+// goroutine using the lock runs at most crStreak critical sections from
+// the CAS by which a goroutine draws its passive ticket to the CAS by
+// which, at the head, it takes the ticket out of the queue with a seat
+// (the section the other is in or queued ahead for, then its admissions
+// past), and at most 1 from the goroutine's swap into the inner lock's
+// Arrive to its entry (Hapax is FIFO): crStreak + 1 in all. Two stretches
+// are bounded by nothing but the OS scheduler: from the call to the draw
+// of its ticket (or its seat), and from its seat to its arrival at the
+// inner lock, a few instructions each. Goroutines that share a handle
+// share its streak, which each may restart once. A goroutine seated at
+// once waits only for those arrived at the inner lock before it.
+// TestCallersArePassedWithinTheStatedBounds checks every wait against
+// these counts, with marks at those CASes and that swap.
 //
 // The state is one word (lRestrict) in the lock body's line:
 // bits 0-15 the goroutines seated (admitted, not yet unlocked), bits 16-39
@@ -50,10 +52,11 @@ const (
 	crServeShift = crSeatBits + crTicketBits
 	crServeOne   = 1 << crServeShift
 
-	// crStreak is how many admissions in a row a handle takes past passive
-	// waiters before it joins them: it makes the circulating set rotate in
-	// turn rather than by chance, and bounds, in critical sections, how
-	// long a passive waiter is passed (see above).
+	// crStreak bounds a handle's admissions in a row past passive
+	// waiters: it takes crStreak-1 and joins them at the next. It makes
+	// the circulating set rotate in turn rather than by chance, and
+	// bounds, in critical sections, how long a passive waiter is passed
+	// (see above).
 	crStreak = 512
 	// crLook is how often the sleeping passive head looks for a free seat.
 	crLook = 50 * time.Microsecond
@@ -87,9 +90,13 @@ type restricted struct {
 	seats uint64
 	// streak counts this handle's admissions in a row past passive waiters.
 	streak atomic.Uint32
-	// drew, a test hook, runs right after the caller draws passive
-	// ticket t.
-	drew func(t uint64)
+	// Test hooks, nil outside tests (a predictable branch each): drew runs
+	// right after the CAS by which the caller draws passive ticket t (the
+	// passive queue's doorway), serving right before each CAS by which the
+	// caller, at the head, would take its ticket out of the queue. The
+	// bypass test marks the interval a ticket waits with them.
+	drew    func(t uint64)
+	serving func()
 }
 
 func openRestricted(open func(*Arena, int) Mutex) func(*Arena, int) Mutex {
@@ -148,6 +155,13 @@ func (l *restricted) lockWaiting(w waiter) error {
 }
 
 func (l *restricted) TryLock() bool {
+	// Past passive waiters a trylock is an admission of its handle's
+	// streak, as Lock's are, and fails once the streak has run out: it
+	// cannot queue behind them, and a caller that only tries would
+	// otherwise pass them without end.
+	if s := crState(atomic.LoadUint64(l.state)); s.passive() && l.streak.Load() >= crStreak-1 {
+		return false
+	}
 	if !l.a.reserve(1, time.Time{}) {
 		return false
 	}
@@ -167,6 +181,11 @@ func (l *restricted) TryLock() bool {
 			return false
 		}
 		if atomic.CompareAndSwapUint64(l.state, st, st+1) {
+			if crState(st).passive() {
+				l.streak.Add(1)
+			} else if l.streak.Load() != 0 {
+				l.streak.Store(0)
+			}
 			break
 		}
 	}
@@ -219,10 +238,11 @@ func (l *restricted) leaveSeat(e entry) {
 // caller in the passive FIFO. Its journal entry e ends as jSeated, or is
 // handed to the goroutine that takes the turn of a timed-out ticket.
 func (l *restricted) takeSeat(w *waiter, e entry) error {
+	yielded := false
 	for {
 		gen := atomic.LoadUint64(l.gen)
 		s := atomic.LoadUint64(l.state)
-		if crState(s).seated() < l.seats && !l.yieldTurn(crState(s)) {
+		if crState(s).seated() < l.seats && l.admitsAtOnce(crState(s), &yielded) {
 			e.set(jSeatAsk, kindCR, l.index, 0, 0, gen)
 			if atomic.CompareAndSwapUint64(l.state, s, s+1) {
 				e.phase(jSeated)
@@ -232,13 +252,16 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 		}
 		t := crState(s).arrival()
 		e.set(jTicketAsk, kindCR, l.index, t, 0, gen)
+		if hook := testHookBeforeDraw.Load(); hook != nil {
+			(*hook)()
+		}
 		if !atomic.CompareAndSwapUint64(l.state, s, l.nextArrival(s)) {
 			continue
 		}
-		e.phase(jTicket)
 		if l.drew != nil {
 			l.drew(t)
 		}
+		e.phase(jTicket)
 		switch l.waitPassive(w, t, gen, false, e) {
 		case granted:
 			return nil
@@ -252,6 +275,23 @@ func (l *restricted) takeSeat(w *waiter, e entry) error {
 			return ErrTimeout
 		}
 	}
+}
+
+// admitsAtOnce reports whether a caller that finds a seat free in s takes
+// it at once rather than queue. Once its handle's streak has run out
+// (yielded), the call queues behind the passive waiters for as long as
+// any wait, across every retry of a draw whose CAS failed: yieldTurn has
+// restarted the streak, and asking it again would admit the caller past
+// the same waiters for a whole new streak, once per failed draw.
+func (l *restricted) admitsAtOnce(s crState, yielded *bool) bool {
+	if *yielded && s.passive() {
+		return false
+	}
+	if l.yieldTurn(s) {
+		*yielded = true
+		return false
+	}
+	return true
 }
 
 // yieldTurn reports whether a handle that would be admitted past passive
@@ -273,6 +313,10 @@ func (l *restricted) yieldTurn(s crState) bool {
 func (l *restricted) nextArrival(s uint64) uint64 {
 	return s&^(crTicketMask<<crSeatBits) | (crState(s).arrival()+1)&crTicketMask<<crSeatBits
 }
+
+// testHookBeforeDraw, set only by tests, runs in takeSeat right before the
+// CAS that draws a passive ticket.
+var testHookBeforeDraw atomic.Pointer[func()]
 
 // testHookPassiveLook, set only by tests, runs in waitPassive at each look,
 // before it reads the state word.
@@ -313,6 +357,9 @@ func (l *restricted) waitPassive(w *waiter, t, gen uint64, pass bool, e entry) o
 					// Says the serving CAS, which also takes a seat, may
 					// have happened; value is the ticket + 1.
 					e.set(jSeatAsk, kindCR, l.index, t+1, 0, gen)
+				}
+				if !pass && l.serving != nil {
+					l.serving()
 				}
 				if !atomic.CompareAndSwapUint64(l.state, s, ns) {
 					e.set(jTicket, kindCR, l.index, t, 0, gen)

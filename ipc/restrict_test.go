@@ -349,3 +349,107 @@ func TestRestrictionTicketDrawnInAReset(t *testing.T) {
 		t.Fatalf("the next passive waiter: %v (serving %d, arrival %d, seated %d)", err, s.serving(), s.arrival(), s.seated())
 	}
 }
+
+// TestAStreakThatRanOutQueuesThoughItsDrawFails: a handle that has had its
+// streak of admissions past a passive waiter queues behind it, and stays
+// queued when the CAS that draws its ticket fails (another goroutine
+// changed the state word meanwhile) and it looks again: looking again must
+// not find a fresh streak and admit it past the waiter once more, or a
+// goroutine passes a waiting ticket by a streak for every failed draw.
+func TestAStreakThatRanOutQueuesThoughItsDrawFails(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour
+	defer func() { crPatience = saved }()
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	state := &tf.arena.lockBody(0)[lRestrict]
+
+	holder := tf.mutex(t, "hapax-cr", 0)
+	holder.Lock()
+	// A passive waiter: its handle allows one seat, which the holder has.
+	waiter := tf.mutex(t, "hapax-cr", 0).(*restricted)
+	waiter.seats = 1
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		waiter.Lock()
+		waiter.Unlock()
+	}()
+	waitState(t, tf, "a passive waiter", func(s crState) bool { return s.arrival() == 1 && s.serving() == 0 })
+
+	// A handle with seats to spare whose streak is at its end: its next
+	// admission past the waiter is the one it must yield. Before its draw,
+	// another seat is taken, so that the draw's CAS fails.
+	late := tf.mutex(t, "hapax-cr", 0).(*restricted)
+	late.seats = 3
+	late.streak.Store(crStreak - 1)
+	var once sync.Once
+	hook := func() { once.Do(func() { atomic.AddUint64(state, 1) }) }
+	testHookBeforeDraw.Store(&hook)
+	defer testHookBeforeDraw.Store(nil)
+	go func() {
+		defer wg.Done()
+		late.Lock()
+		late.Unlock()
+	}()
+	// Queued: a second ticket. Admitted past the waiter: a third seat.
+	waitState(t, tf, "the late caller queued or seated", func(s crState) bool { return s.arrival() == 2 || s.seated() == 3 })
+	s := restrictState(tf, 0)
+	atomic.AddUint64(state, ^uint64(0)) // the seat the hook took
+	holder.Unlock()
+	wg.Wait()
+	if s.arrival() != 2 {
+		t.Fatalf("seated %d, tickets drawn %d: a caller whose streak ran out was admitted past a passive waiter after its draw failed", s.seated(), s.arrival())
+	}
+	waitState(t, tf, "settle", func(s crState) bool { return s.seated() == 0 && !s.passive() })
+}
+
+// TestTryLockKeepsToTheStreak: TryLock admits a handle past passive
+// waiters only within its streak, as Lock does; then it fails while they
+// wait, so a caller that only tries is no more unbounded than one that
+// queues.
+func TestTryLockKeepsToTheStreak(t *testing.T) {
+	saved := crPatience
+	crPatience = time.Hour
+	defer func() { crPatience = saved }()
+	tf := openTestFile(t, createTestFile(t, Config{Locks: 1}))
+	defer tf.close()
+	state := &tf.arena.lockBody(0)[lRestrict]
+
+	// A passive waiter, kept outside by a seat taken in the word alone:
+	// the inner lock stays free for TryLock.
+	atomic.AddUint64(state, 1)
+	waiter := tf.mutex(t, "hapax-cr", 0).(*restricted)
+	waiter.seats = 1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waiter.Lock()
+		waiter.Unlock()
+	}()
+	waitState(t, tf, "a passive waiter", func(s crState) bool { return s.arrival() == 1 && s.serving() == 0 })
+
+	m := tf.mutex(t, "hapax-cr", 0)
+	wins := 0
+	for range 4 * crStreak {
+		if m.TryLock() {
+			wins++
+			if err := m.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	atomic.AddUint64(state, ^uint64(0))
+	<-done
+	if wins >= crStreak {
+		t.Fatalf("TryLock won %d times past a passive waiter; a streak is %d", wins, crStreak)
+	}
+	if wins == 0 {
+		t.Fatal("TryLock never won on a free inner lock")
+	}
+	if !m.TryLock() {
+		t.Fatal("TryLock fails once nobody waits")
+	}
+	m.Unlock()
+}

@@ -275,6 +275,9 @@ func (l *ticketAWN) lockWaiting(w waiter) error {
 		gen := atomic.LoadUint64(l.gen)
 		e.set(jArriving, kindTicket, l.index, 0, 0, gen)
 		t := int64(atomic.AddUint64(l.arrive, 1) - 1)
+		if l.arrived != nil {
+			l.arrived()
+		}
 		e.ticketed(uint64(t))
 		var node uint32
 		switch l.wait(t, gen, &node, &w) {

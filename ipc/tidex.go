@@ -36,6 +36,9 @@ func (l *tidex) lockWaiting(w waiter) error {
 		gen := atomic.LoadUint64(l.gen)
 		e.set(jArriving, kindTidex, l.index, my, 0, gen)
 		pred := atomic.SwapUint64(l.arrive, my)
+		if l.arrived != nil {
+			l.arrived()
+		}
 		e.queued(pred)
 		switch l.waitDepart(pred, gen, &w) {
 		case granted:
