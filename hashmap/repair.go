@@ -25,14 +25,19 @@ type Repaired struct {
 // Repair makes a damaged map sound again, as far as its entries allow: it
 // mends the file header and the process registry, runs Recover, then
 // rebuilds every segment Check finds damaged from its entries, dropping
-// those that do not decode or fail their checksum and keeping every other
-// (including those of an overflow tier a damaged link cut from its chain);
+// those that do not decode or fail their checksum and keeping every other;
 // it also mends a damaged count of overflow tiers handed out. In a file
 // with tier stamps (every file this version creates) a tier is what its
-// stamp says; one whose stamp does not verify is stamped again where its
-// chain alone links it, and otherwise given up, its entries reported
-// dropped; a segment whose first tier was zeroed is reported
-// (SegmentRepair.Zeroed), never read as an empty one. It is safe
+// stamp says, and a tier a damaged link cut from its chain is linked back;
+// one whose stamp does not verify is stamped again where its chain alone
+// links it, and otherwise given up, its entries reported dropped; a
+// segment whose first tier was zeroed is reported (SegmentRepair.Zeroed),
+// never read as an empty one. In a file without stamps (made by older
+// versions; Resize rewrites it with them) a chain is cut at the first link
+// to a tier whose owner and position words do not say it is that link's,
+// and every tier no chain then reaches is given up, its entries reported
+// dropped (run `mapctl dump --salvage` before Repair to save them: it
+// follows the links as they are). It is safe
 // while other processes use the map, which wait for each rebuild as for any
 // writer. What is still wrong afterwards is for Check to say. Without a
 // process registry it skips Recover (Repaired.NoRegistry). It is
@@ -48,10 +53,10 @@ func (m *Map) Repair() (Repaired, error) {
 func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	// The order matters: registry slots whose state is garbage become
 	// dead processes' for Recover to release; the pool count is mended
-	// before the rebuilds, which keep a linked tier that lost its owner
-	// word only if the count covers it; tiers cut from their chains are
-	// relinked after them, and tiers whose stamp does not verify that no
-	// chain took back are given up last.
+	// before the rebuilds, which keep a linked tier whose stamp does not
+	// verify only if the count covers it; tiers cut from their chains are
+	// relinked after them (files with stamps), and tiers that no chain
+	// took back are given up last.
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {
@@ -86,8 +91,8 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the growth log: %d steps, now the %d that make sense", from, to))
 	}
 	m.table.ClearReservedGlobal()
-	// Before the rebuilds: a rebuild keeps a linked tier that lost its
-	// owner word only if the count covers it.
+	// Before the rebuilds: a rebuild keeps a linked tier whose stamp does
+	// not verify only if the count covers it.
 	if from, to, strays, mended := m.table.MendPoolCount(); mended {
 		if from != to {
 			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
@@ -153,9 +158,9 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 	}
 }
 
-// giveUpUnverified gives up the overflow tiers whose stamp does not
-// verify that no chain took back (segment.Table.GiveUpUnverified),
-// counting their sound entries as dropped in their keys' segments.
+// giveUpUnverified gives up the overflow tiers that no chain took back
+// (segment.Table.GiveUpUnverified), counting their sound entries as
+// dropped in their keys' segments.
 func (m *Map) giveUpUnverified(rep *Repaired) {
 	n := m.table.GiveUpUnverified(func(seg int64) {
 		i := slices.IndexFunc(rep.Rebuilt, func(r SegmentRepair) bool { return r.Segment == seg })
@@ -165,8 +170,11 @@ func (m *Map) giveUpUnverified(rep *Repaired) {
 		}
 		rep.Rebuilt[i].Dropped++
 	})
-	if n > 0 {
+	switch {
+	case n > 0 && m.layout.Stamps:
 		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s whose stamp did not verify, that no chain links: given up", countOf(n, "overflow tier", "overflow tiers")))
+	case n > 0:
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s holding entries that no chain reaches: given up", countOf(n, "overflow tier", "overflow tiers")))
 	}
 }
 
