@@ -227,8 +227,9 @@ func TestLayoutRecordKeepsStamps(t *testing.T) {
 	}
 }
 
-// testUnstamped, set only by TestChainRecoveryWithoutStamps and the room
-// hint tests, makes newTable create files without stamps.
+// testUnstamped, set only by TestChainRecoveryWithoutStamps, the room
+// hint tests and FuzzEntryDecoding, makes newTable create files without
+// stamps.
 var testUnstamped bool
 
 // TestChainRecoveryWithoutStamps runs the tests of damaged chains, pool
