@@ -26,22 +26,19 @@ type Repaired struct {
 // mends the file header and the process registry, runs Recover, then
 // rebuilds every segment Check finds damaged from its entries, dropping
 // those that do not decode or fail their checksum and keeping every other;
-// it also mends a damaged count of overflow tiers handed out. In a file
-// with tier stamps (every file this version creates) a tier is what its
-// stamp says, and a tier a damaged link cut from its chain is linked back;
-// one whose stamp does not verify is stamped again where its chain alone
-// links it, and otherwise given up, its entries reported dropped; a
-// segment whose first tier was zeroed is reported (SegmentRepair.Zeroed),
-// never read as an empty one. In a file without stamps (made by older
-// versions; Resize rewrites it with them) a chain is cut at the first link
-// to a tier whose owner and position words do not say it is that link's,
-// and every tier no chain then reaches is given up, its entries reported
-// dropped (run `mapctl dump --salvage` before Repair to save them: it
-// follows the links as they are). It is safe
-// while other processes use the map, which wait for each rebuild as for any
-// writer. What is still wrong afterwards is for Check to say. Without a
-// process registry it skips Recover (Repaired.NoRegistry). It is
-// RepairWith with the default options.
+// it also mends a damaged count of overflow tiers handed out. A tier is
+// what its stamp says (every file this version creates has them): one a
+// damaged link cut off is linked back, one whose stamp does not verify is
+// stamped again where its chain alone links it, else given up, its entries
+// reported dropped; a segment whose first tier was zeroed is reported
+// (SegmentRepair.Zeroed), never read as an empty one. Without stamps, a
+// chain is cut at the first tier whose owner and position words do not
+// place it there, and tiers no chain reaches are given up, their entries
+// reported dropped (`mapctl dump --salvage` before Repair saves what the
+// links still reach). It is safe while other processes use the map, which
+// wait for each rebuild as for any writer. What is still wrong afterwards
+// is for Check to say. Without a process registry it skips Recover
+// (Repaired.NoRegistry). It is RepairWith with the default options.
 func (m *Map) Repair() (Repaired, error) {
 	return m.RepairWith(CheckOptions{})
 }
@@ -170,11 +167,12 @@ func (m *Map) giveUpUnverified(rep *Repaired) {
 		}
 		rep.Rebuilt[i].Dropped++
 	})
-	switch {
-	case n > 0 && m.layout.Stamps:
-		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s whose stamp did not verify, that no chain links: given up", countOf(n, "overflow tier", "overflow tiers")))
-	case n > 0:
-		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s holding entries that no chain reaches: given up", countOf(n, "overflow tier", "overflow tiers")))
+	why := "whose stamp did not verify, that no chain links"
+	if !m.layout.Stamps {
+		why = "holding entries that no chain reaches"
+	}
+	if n > 0 {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s %s: given up", countOf(n, "overflow tier", "overflow tiers"), why))
 	}
 }
 
