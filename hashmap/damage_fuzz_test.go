@@ -31,8 +31,8 @@ type damageImage struct {
 }
 
 var (
-	damageOnce   [2]sync.Once
-	damageImages [2]*damageImage
+	damageOnce   [3]sync.Once
+	damageImages [3]*damageImage
 )
 
 // damageOptions makes the fuzzed map: a plain one whose pool (of one
@@ -48,7 +48,13 @@ func damageOptions(cache bool) Options {
 }
 
 func buildDamageImage(cache bool) *damageImage {
-	img := &damageImage{cur: map[string][]byte{}, history: map[string][][]byte{}, opts: damageOptions(cache)}
+	return buildDamageImageOf(damageOptions(cache), false)
+}
+
+// buildDamageImageOf fills a map made with o, in a file without tier
+// stamps if unstamped.
+func buildDamageImageOf(o Options, unstamped bool) *damageImage {
+	img := &damageImage{cur: map[string][]byte{}, history: map[string][][]byte{}, opts: o}
 	dir, err := os.MkdirTemp("", "dmgfuzz")
 	if err != nil {
 		img.err = err
@@ -56,8 +62,9 @@ func buildDamageImage(cache bool) *damageImage {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "m")
-	o := img.opts
+	testCreateWithoutStamps = unstamped
 	m, err := Open(path, &o)
+	testCreateWithoutStamps = false
 	if err != nil {
 		img.err = err
 		return img
@@ -80,7 +87,7 @@ func buildDamageImage(cache bool) *damageImage {
 	}
 	// Two large values (in parts over every segment), one of them
 	// replaced by another: parts and descriptors in the damaged tiers.
-	if !cache && m.layout.PartSize() > 0 {
+	if !o.Cache && m.layout.PartSize() > 0 {
 		n := int(m.layout.MaxEntryBytes())
 		for i, v := range [][]byte{bytes.Repeat([]byte{'B'}, n+300), bytes.Repeat([]byte{'C'}, 2*n), bytes.Repeat([]byte{'D'}, n+1)} {
 			if err := put(fmt.Sprintf("big%d", i%2), v); err != nil && !errors.Is(err, ErrFull) {
@@ -136,6 +143,18 @@ func getDamageImage(cache bool) *damageImage {
 	return damageImages[i]
 }
 
+// getUnstampedDamageImage is the image of FuzzDamagedUnstampedMapReads:
+// a plain map in a file without tier stamps, as builds before them made
+// it, which did not grow either: a pool of a few tiers, not of one.
+func getUnstampedDamageImage() *damageImage {
+	damageOnce[2].Do(func() {
+		o := damageOptions(false)
+		o.MaxBloatFactor, o.MaxSize = 3, NoGrowth
+		damageImages[2] = buildDamageImageOf(o, true)
+	})
+	return damageImages[2]
+}
+
 // applyDamage writes bytes chosen by damage into b: 5-byte records of a
 // region (global state and segment headers; counters and undo records;
 // first tiers; overflow tiers), a 3-byte offset into it and the byte to
@@ -176,32 +195,51 @@ func FuzzDamagedMapReads(f *testing.F) {
 	// (TestRepairMendsThePoolCount).
 	f.Add(false, []byte("\x00\x00BB00000000000"))
 	f.Fuzz(func(t *testing.T, cache bool, damage []byte) {
-		if len(damage) > 5*24 {
-			return
-		}
-		img := getDamageImage(cache)
-		if img.err != nil {
-			t.Fatalf("building the map: %v", img.err)
-		}
-		b := bytes.Clone(img.file)
-		applyDamage(b, img.layout, damage)
-		path := filepath.Join(t.TempDir(), "m")
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan string, 1)
-		go func() { done <- damagedTrial(path, img) }()
-		select {
-		case msg := <-done:
-			if msg != "" {
-				t.Fatal(msg)
-			}
-		case <-time.After(20 * time.Second):
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("no answer in 20s\n%s", buf[:n])
-		}
+		damagedImageTrial(t, getDamageImage(cache), damage)
 	})
+}
+
+// FuzzDamagedUnstampedMapReads is FuzzDamagedMapReads on a plain map in a
+// file without tier stamps (getUnstampedDamageImage), whose Repair infers
+// nothing of a tier its owner and position words do not place: the loss
+// oracle holds it to reporting every key it loses that way.
+func FuzzDamagedUnstampedMapReads(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{2, 0, 1, 0, 0xff, 2, 64, 0, 0, 7})
+	f.Add([]byte{0, 0, 16, 0, 1, 1, 200, 0, 0, 3, 3, 100, 2, 0, 0x40})
+	f.Add([]byte("\x00\x00BB00000000000"))
+	f.Fuzz(func(t *testing.T, damage []byte) {
+		damagedImageTrial(t, getUnstampedDamageImage(), damage)
+	})
+}
+
+// damagedImageTrial is one input of the damage fuzz targets: img's file
+// with damage applied, tried by damagedTrial within a time bound.
+func damagedImageTrial(t *testing.T, img *damageImage, damage []byte) {
+	if len(damage) > 5*24 {
+		return
+	}
+	if img.err != nil {
+		t.Fatalf("building the map: %v", img.err)
+	}
+	b := bytes.Clone(img.file)
+	applyDamage(b, img.layout, damage)
+	path := filepath.Join(t.TempDir(), "m")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() { done <- damagedTrial(path, img) }()
+	select {
+	case msg := <-done:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(20 * time.Second):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("no answer in 20s\n%s", buf[:n])
+	}
 }
 
 // validValue reports whether v was written for k at some time; last says
@@ -375,17 +413,20 @@ func lossOracle(m *Map, img *damageImage, rep Repaired) string {
 	return ""
 }
 
-// TestDamageImageShape: the fuzz target's map links overflow tiers.
+// TestDamageImageShape: the fuzz targets' maps link overflow tiers, in
+// each segment of the one without stamps.
 func TestDamageImageShape(t *testing.T) {
-	for _, cache := range []bool{false, true} {
-		img := getDamageImage(cache)
+	for i, img := range []*damageImage{getDamageImage(false), getDamageImage(true), getUnstampedDamageImage()} {
 		if img.err != nil {
 			t.Fatal(img.err)
 		}
 		l := img.layout
 		used := int64(img.file[l.GlobalOff]) | int64(img.file[l.GlobalOff+1])<<8
 		if used == 0 {
-			t.Errorf("cache %v: no overflow tier linked", cache)
+			t.Errorf("image %d: no overflow tier linked", i)
+		}
+		if unstamped := i == 2; l.Stamps == unstamped || unstamped && (l.Grows || used < l.Segments) {
+			t.Errorf("image %d: stamps %v, grows %v, %d overflow tiers", i, l.Stamps, l.Grows, used)
 		}
 	}
 }

@@ -161,7 +161,8 @@ var testCreateWithoutFastLedgers bool
 var testCreateWithoutHighWater bool
 
 // testCreateWithoutStamps, set only by tests, makes Open create files as
-// builds before tier stamps did, whose Repair infers what a tier is.
+// builds before tier stamps did, whose tiers carry owner and position
+// words instead.
 var testCreateWithoutStamps bool
 
 // conflicts reports sizing options that disagree with an existing map.

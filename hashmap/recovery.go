@@ -53,10 +53,10 @@ type SegmentRepair struct {
 	Orphans  OrphanedLocks // what dead processes held of its lock, released for them
 	Rebuilt  bool          // a dead process held it exclusively: its data was rebuilt
 	Kept     int64         // entries kept by the rebuild
-	Dropped  int64         // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
+	Dropped  int64         // entries dropped: a slot's that is undecodable, fails its checksum or belongs elsewhere, and the sound ones of overflow tiers given up (cut from their chains by damage)
 	Doubled  int64         // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64         // Repair only: sound entries no slot named (a damaged slot), named again
-	Relinked int64         // overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
+	Relinked int64         // files with stamps: overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
 	Restored bool          // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value or the new one
 	Cleared  bool          // a Clear cut short was finished: the segment is empty
 	Freed    int64         // chunks marked used that no kept entry occupies (work of a writer cut short), freed

@@ -25,18 +25,20 @@ type Repaired struct {
 // Repair makes a damaged map sound again, as far as its entries allow: it
 // mends the file header and the process registry, runs Recover, then
 // rebuilds every segment Check finds damaged from its entries, dropping
-// those that do not decode or fail their checksum and keeping every other
-// (including those of an overflow tier a damaged link cut from its chain);
-// it also mends a damaged count of overflow tiers handed out. In a file
-// with tier stamps (every file this version creates) a tier is what its
-// stamp says; one whose stamp does not verify is stamped again where its
-// chain alone links it, and otherwise given up, its entries reported
-// dropped; a segment whose first tier was zeroed is reported
-// (SegmentRepair.Zeroed), never read as an empty one. It is safe
-// while other processes use the map, which wait for each rebuild as for any
-// writer. What is still wrong afterwards is for Check to say. Without a
-// process registry it skips Recover (Repaired.NoRegistry). It is
-// RepairWith with the default options.
+// those that do not decode or fail their checksum and keeping every other;
+// it also mends a damaged count of overflow tiers handed out. A tier is
+// what its stamp says (every file this version creates has them): one a
+// damaged link cut off is linked back, one whose stamp does not verify is
+// stamped again where its chain alone links it, else given up, its entries
+// reported dropped; a segment whose first tier was zeroed is reported
+// (SegmentRepair.Zeroed), never read as an empty one. Without stamps, a
+// chain is cut at the first tier whose owner and position words do not
+// place it there, and tiers no chain reaches are given up, their entries
+// reported dropped (`mapctl dump --salvage` before Repair saves what the
+// links still reach). It is safe while other processes use the map, which
+// wait for each rebuild as for any writer. What is still wrong afterwards
+// is for Check to say. Without a process registry it skips Recover
+// (Repaired.NoRegistry). It is RepairWith with the default options.
 func (m *Map) Repair() (Repaired, error) {
 	return m.RepairWith(CheckOptions{})
 }
@@ -48,10 +50,10 @@ func (m *Map) Repair() (Repaired, error) {
 func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 	// The order matters: registry slots whose state is garbage become
 	// dead processes' for Recover to release; the pool count is mended
-	// before the rebuilds, which keep a linked tier that lost its owner
-	// word only if the count covers it; tiers cut from their chains are
-	// relinked after them, and tiers whose stamp does not verify that no
-	// chain took back are given up last.
+	// before the rebuilds, which keep a linked tier whose stamp does not
+	// verify only if the count covers it; tiers cut from their chains are
+	// relinked after them (files with stamps), and tiers that no chain
+	// took back are given up last.
 	var rep Repaired
 	c, err := m.enterAny(true)
 	if err != nil {
@@ -86,8 +88,8 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the growth log: %d steps, now the %d that make sense", from, to))
 	}
 	m.table.ClearReservedGlobal()
-	// Before the rebuilds: a rebuild keeps a linked tier that lost its
-	// owner word only if the count covers it.
+	// Before the rebuilds: a rebuild keeps a linked tier whose stamp does
+	// not verify only if the count covers it.
 	if from, to, strays, mended := m.table.MendPoolCount(); mended {
 		if from != to {
 			rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of overflow tiers handed out: %d, now %d", from, to))
@@ -153,9 +155,9 @@ func (m *Map) relinkCutTiers(rep *Repaired) {
 	}
 }
 
-// giveUpUnverified gives up the overflow tiers whose stamp does not
-// verify that no chain took back (segment.Table.GiveUpUnverified),
-// counting their sound entries as dropped in their keys' segments.
+// giveUpUnverified gives up the overflow tiers that no chain took back
+// (segment.Table.GiveUpUnverified), counting their sound entries as
+// dropped in their keys' segments.
 func (m *Map) giveUpUnverified(rep *Repaired) {
 	n := m.table.GiveUpUnverified(func(seg int64) {
 		i := slices.IndexFunc(rep.Rebuilt, func(r SegmentRepair) bool { return r.Segment == seg })
@@ -165,8 +167,12 @@ func (m *Map) giveUpUnverified(rep *Repaired) {
 		}
 		rep.Rebuilt[i].Dropped++
 	})
+	why := "whose stamp did not verify, that no chain links"
+	if !m.layout.Stamps {
+		why = "holding entries that no chain reaches"
+	}
 	if n > 0 {
-		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s whose stamp did not verify, that no chain links: given up", countOf(n, "overflow tier", "overflow tiers")))
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("%s %s: given up", countOf(n, "overflow tier", "overflow tiers"), why))
 	}
 }
 

@@ -6,16 +6,23 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sharedmap/sharedmap/internal/testhook"
+	"github.com/sharedmap/sharedmap/internal/testutil"
 )
 
 // withoutStamps makes the maps the test creates files without tier stamps,
-// as older builds made them, whose Repair weighs a tier's owner and
-// position words, links and keys to tell what it is.
+// as older builds made them, whose Repair follows a link only to a tier
+// whose owner and position words say it is that link's.
 func withoutStamps(t *testing.T) {
 	t.Helper()
 	testCreateWithoutStamps = true
@@ -114,8 +121,8 @@ func TestZeroedSegmentIsReported(t *testing.T) {
 
 // TestFileWithoutStampsKeepsWorking: a map created without tier stamps,
 // as older builds made it, fills past its first tiers, checks clean,
-// reopens without the flag, and repairs a damaged link by the owner and
-// position words it has instead.
+// reopens without the flag, and Repair cuts a damaged link, reporting the
+// entries it drops (keptAndClean).
 func TestFileWithoutStampsKeepsWorking(t *testing.T) {
 	withoutStamps(t)
 	m, path, keys := fillTwoOverflowTiers(t)
@@ -153,9 +160,11 @@ func readWordOf(t *testing.T, m *Map, off int64) uint64 {
 
 // TestChainRepairWithoutStamps runs the tests of damaged tier headers,
 // links and pool counts again on files without stamps, whose Repair and
-// Recover weigh owner and position words, links and keys: the maps this
-// version creates have stamps, and the inference kept for older files
-// must keep doing what those tests hold it to.
+// Recover infer nothing: they cut a chain at the first link to a tier
+// whose owner and position words do not say it is that link's, and give
+// up the tiers no chain then reaches. Where those tests want every key
+// kept (keptAndClean, lossReported), a file without stamps must instead
+// report each key lost as dropped in its segment.
 func TestChainRepairWithoutStamps(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -181,6 +190,93 @@ func TestChainRepairWithoutStamps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			withoutStamps(t)
 			tc.test(t)
+		})
+	}
+}
+
+func init() { opsRoles["attach-die"] = attachDie }
+
+// attachDie (args: step) puts keys until it kills itself at the step-th
+// step of attaching an overflow tier, counted over every attach, saying
+// first how many of its Puts had returned.
+func attachDie(m *Map, args []string) error {
+	at, stored, steps := argInt(args, 0), 0, 0
+	testhook.OnStep = func() {
+		pc, _, _, _ := runtime.Caller(3) // OnStep, Step, testStep, then the step's function
+		if !strings.HasSuffix(runtime.FuncForPC(pc).Name(), "(*Segment).attachTier") {
+			return
+		}
+		if steps++; steps == at {
+			testutil.Report("stored %d", stored)
+			_ = os.Stdout.Sync()
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	for ; ; stored++ {
+		k := growthKey(8, stored)
+		if err := m.Put(k, growthValue(k)); err != nil {
+			return err
+		}
+	}
+}
+
+// TestUnstampedAttachDiesAtEveryStep: in a file without stamps, a writer
+// SIGKILLed at each step of attaching its first and its second overflow
+// tier (taken from the pool; owner word written; position word written;
+// linked) leaves a file whose recovery at the next Open drops nothing,
+// holds every key whose Put had returned, checks clean, and takes more
+// keys. The attach protocol is what makes that so without inference: the
+// words come before the link and entries only after it, so a tier no
+// chain reaches is empty, and recovery gives it up.
+func TestUnstampedAttachDiesAtEveryStep(t *testing.T) {
+	withoutStamps(t)
+	for at := 1; at <= 8; at++ {
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			m := mustOpen(t, path, &Options{Entries: 64, AverageKeySize: 12, AverageValueSize: 40, Segments: 2, MaxBloatFactor: 4, LockTimeout: killLockTimeout})
+			if m.layout.Stamps {
+				t.Fatal("created with stamps")
+			}
+			m.Close()
+			stored := -1
+			for _, r := range runKilled(t, helperCmd("attach-die", path, fmt.Sprint(at))) {
+				if r[0] == "stored" {
+					stored, _ = strconv.Atoi(r[1])
+				}
+			}
+			if stored < 0 {
+				t.Fatalf("the writer did not reach attach step %d", at)
+			}
+			m = mustOpen(t, path, &Options{LockTimeout: killLockTimeout})
+			defer m.Close()
+			rec := m.RecoveredAtOpen()
+			if len(rec.DeadProcesses) != 1 {
+				t.Fatalf("recovery at open: %+v, want the dead writer", rec)
+			}
+			for _, s := range rec.Segments {
+				if s.Dropped+s.Doubled != 0 {
+					t.Errorf("recovery at open dropped entries: %+v", s)
+				}
+			}
+			for i := range stored {
+				k := growthKey(8, i)
+				if v, err := m.Get(k); err != nil || !bytes.Equal(v, growthValue(k)) {
+					t.Fatalf("key %d of %d stored before the death: %q, %v", i, stored, v, err)
+				}
+			}
+			if problems, err := m.Check(); err != nil || len(problems) > 0 {
+				t.Fatalf("Check: %v, %v", problems, err)
+			}
+			for i := stored; i < stored+20; i++ {
+				k := growthKey(8, i)
+				if err := m.Put(k, growthValue(k)); err != nil {
+					t.Fatalf("Put %d after the death: %v", i, err)
+				}
+			}
+			if problems, err := m.Check(); err != nil || len(problems) > 0 {
+				t.Fatalf("Check after more Puts: %v, %v", problems, err)
+			}
 		})
 	}
 }

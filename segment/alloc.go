@@ -316,8 +316,13 @@ func (s *Segment) attachTier(last *tier, idx uint64) (tier, error) {
 	if l := &s.tb.layout; l.Stamps {
 		s.tb.writeStamp(int64(idx), l.overflowStamp(int64(idx), s.index, s.Tiers()))
 	} else {
+		// Both words before the link, and entries only after it: a
+		// writer that dies in between leaves an empty tier that no chain
+		// reaches, which recovery gives up at no loss.
 		atomic.StoreUint64(&nt.header[thOwner/8], uint64(s.index)+1)
+		testStep()
 		atomic.StoreUint64(&nt.header[thOrder/8], uint64(s.Tiers()))
+		testStep()
 	}
 	atomic.StoreUint64(&last.header[thNext/8], idx+1) // publish: readers may follow it now
 	testStep()

@@ -1,84 +1,33 @@
 package segment
 
 import (
-	"slices"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
 
-// chain lists the tiers of the segment, first tier first, stopping at a
-// link that leads outside the pool, back into the chain, or to a tier
-// that is not this segment's, and cutting it there, since nothing can
-// follow it safely. Where the chain ends or is cut, a tier the pool has
-// handed out that says it is this segment's at that position (owner and
-// position words), and that no link reaches, is linked there instead
-// (lostTierAt): damage to a link must not cost the tiers after it, and a
-// writer that died between giving a tier its words and linking it leaves
-// such a tier too. Such a tier also comes before a linked one whose owner
-// word is damaged but whose other words say it is this segment's (see
-// linkedTierIsOf), which is otherwise taken, its owner word mended, if
-// the pool has handed it out. A linked tier of this segment's whose
-// position word disagrees with its link yields only to a lost tier that
-// links on to it (a damaged link that skipped it); otherwise, with
-// salvage (Repair), its position word is mended. Last, tiers that still
-// say they are this segment's but that no chain reaches are made no
-// one's (disownStrays): left, a later recovery could link one back with
-// values since rewritten or keys since deleted. rep, if not nil, counts
-// the tiers linked again and the entries dropped. Caller holds write.
-// All of this weighing is for files without stamps: in a file with them,
-// a tier is what its stamp says (stampedChain).
-func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
+// chain lists the tiers of the segment, first tier first, and cuts it at
+// the first link it does not follow. In a file with stamps a tier is what
+// its stamp says (stampedChain). In a file without them nothing is
+// inferred: a link is followed while it is sound (soundLink), and the
+// chain is cut at the first that is not; then the tiers whose owner word
+// names this segment but that the chain does not reach are given up
+// (giveUpOwned), what they held counted as dropped in rep (if not nil). A
+// writer attaching a tier writes its owner and position words before the
+// link, and its entries only after it, so one that died attaching leaves
+// an empty tier, given up at no loss. Caller holds write.
+func (s *Segment) chain(rep *Recovered) []int64 {
 	tb := s.tb
 	tb.refreshTiers() // a link past the tiers this process has seen may be sound: the file may have grown
 	if tb.layout.Stamps {
 		return s.stampedChain(rep)
 	}
-	l := &tb.layout
 	out := []int64{s.index}
 	seen := map[int64]bool{s.index: true}
-	relink := func(tv *tier, lost int64) {
-		// The owner word first (lostTierAt may have found the tier with it
-		// damaged), as a writer attaching a tier stores it before the link.
-		atomic.StoreUint64(&tb.tier(lost).header[thOwner/8], uint64(s.index)+1)
-		atomic.StoreUint64(&tv.header[thNext/8], uint64(lost)+1)
-		if rep != nil {
-			rep.Relinked++
-		}
-		seen[lost] = true
-		out = append(out, lost)
-	}
 	for {
 		tv := tb.tier(out[len(out)-1])
-		pos := int64(len(out))
 		next := tv.next()
-		t := int64(next) - 1
-		ours, mend := false, false
-		if next != 0 && next <= uint64(tb.Present()) && t >= l.Segments && !seen[t] {
-			ours, mend = tb.linkedTierIsOf(s.index, t, pos)
-		}
-		if ours && !mend {
-			if atomic.LoadUint64(&tb.tier(t).header[thOrder/8]) != uint64(pos) {
-				if lost, ok := s.lostTierAt(pos, seen); ok && tb.tierNext(lost) == next {
-					relink(&tv, lost) // the link skipped it; it links on to t
-					continue
-				}
-				if salvage {
-					atomic.StoreUint64(&tb.tier(t).header[thOrder/8], uint64(pos))
-				}
-			}
-			seen[t] = true
-			out = append(out, t)
-			continue
-		}
-		// A tier that says it belongs here comes before one taken for this
-		// segment's on the evidence of its other words.
-		if lost, ok := s.lostTierAt(pos, seen); ok {
-			relink(&tv, lost)
-			continue
-		}
-		if ours && t < l.Segments+tb.ExtraTiersInUse() {
-			atomic.StoreUint64(&tb.tier(t).header[thOwner/8], uint64(s.index)+1)
+		if t, ok := tb.soundLink(s.index, next, int64(len(out)), seen); ok {
 			seen[t] = true
 			out = append(out, t)
 			continue
@@ -86,111 +35,128 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 		if next != 0 {
 			atomic.StoreUint64(&tv.header[thNext/8], 0)
 		}
-		s.disownStrays(seen, rep)
+		s.giveUpOwned(seen, rep)
 		return out
 	}
 }
 
-// disownStrays clears the owner word of every tier the pool has handed
-// out that says it is this segment's, or whose owner word is damaged
-// (naming no segment) and whose sound entries are all this segment's,
-// but is neither in seen (the chain) nor linked from any tier,
-// counting its sound entries as dropped in rep (if not nil), and clears
-// its next word, so that the tiers it linked are weighed the same way in
-// turn. A tier another chain links is that chain's to judge, whatever its
-// owner word says.
-func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
+// soundLink reports whether next, the link at position pos-1 of segment
+// seg's chain in a file without stamps, is one to follow, and the tier it
+// names: a tier of the overflow area not in seen (the chain so far) whose
+// owner word names seg and whose position word says pos, as attachTier
+// leaves it. The count of tiers handed out is not asked: it is one word,
+// which damage may lower, and Repair mends it from the links sound here.
+func (tb *Table) soundLink(seg int64, next uint64, pos int64, seen map[int64]bool) (int64, bool) {
+	t, ok := tb.overflowLink(next)
+	if !ok || seen[t] {
+		return 0, false
+	}
+	ours, _ := tb.linkedTierIsOf(seg, t, pos)
+	return t, ours
+}
+
+// giveUpOwned gives up (giveUp) each overflow tier the pool has handed out,
+// in a file without stamps, whose owner word names this segment but that
+// is not in seen (the chain), counting its sound entries as dropped in rep
+// (if not nil). A tier holding a sound entry of another segment's key is
+// left for Repair (GiveUpUnverified), which counts each entry in its own
+// key's segment: damage to the owner word made it this segment's. Caller
+// holds write, so no writer of this segment is attaching a tier now.
+func (s *Segment) giveUpOwned(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
-	l := &tb.layout
-	end := tb.handedOutEnd()
-	for changed := true; changed; {
-		changed = false
-		for t := l.Segments; t < end; t++ {
-			tv := tb.tier(t)
-			if seen[t] {
-				continue
+	for t := tb.layout.Segments; t < tb.handedOutEnd(); t++ {
+		if seen[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) != uint64(s.index)+1 {
+			continue
+		}
+		var mine int64
+		others := false
+		tb.soundKeys(t, func(key []byte) {
+			if tb.layout.segmentOf(xxhash.Sum64(key)) == s.index {
+				mine++
+			} else {
+				others = true
 			}
-			owner, order := atomic.LoadUint64(&tv.header[thOwner/8]), atomic.LoadUint64(&tv.header[thOrder/8])
-			switch {
-			case owner == uint64(s.index)+1:
-				if tb.linksTo(t) != 0 {
-					continue
-				}
-			case owner > uint64(l.Segments), owner == 0 && order != 0: // damaged: weighed by its keys
-				if tb.linksTo(t) != 0 || tb.keysOfOneSegment(t) != s.index {
-					continue
-				}
-			default:
-				continue
-			}
-			if rep != nil {
-				tb.soundKeys(t, func([]byte) { rep.Dropped++ })
-			}
-			// Owner and position zero: what a tier given up reads as, told
-			// apart from one whose owner word alone damage zeroed.
-			atomic.StoreUint64(&tv.header[thOwner/8], 0)
-			atomic.StoreUint64(&tv.header[thOrder/8], 0)
-			atomic.StoreUint64(&tv.header[thNext/8], 0)
-			changed = true
+		})
+		if others {
+			continue
+		}
+		if rep != nil {
+			rep.Dropped += mine
+		}
+		tb.giveUp(t)
+	}
+}
+
+// giveUp makes overflow tier t no one's: its next word is cleared first,
+// so that it links nothing, then it is stamped with owner 0, or, in a file
+// without stamps, its slots are cleared (what it held, reported dropped,
+// is not counted again) and its owner and position words zeroed.
+func (tb *Table) giveUp(t int64) {
+	tv := tb.tier(t)
+	atomic.StoreUint64(&tv.header[thNext/8], 0)
+	testStep()
+	if l := &tb.layout; l.Stamps {
+		tb.writeStamp(t, l.overflowStamp(t, -1, 0))
+		return
+	}
+	for i := range tv.slots {
+		atomic.StoreUint64(&tv.slots[i], 0)
+	}
+	atomic.StoreUint64(&tv.header[thOwner/8], 0)
+	atomic.StoreUint64(&tv.header[thOrder/8], 0)
+	testStep()
+}
+
+// unreachedTiers calls found for each overflow tier the pool has handed
+// out, in a file without stamps, that holds a sound entry and that no
+// chain reaches by sound links. A live writer links a tier before it puts
+// an entry in it, and chains only grow, so the chains are walked again
+// after the tiers are looked at: a tier a writer linked meanwhile is
+// reached then.
+func (tb *Table) unreachedTiers(found func(t int64)) {
+	var unreached []int64
+	reached := tb.reachedTiers()
+	for t := tb.layout.Segments; t < tb.handedOutEnd(); t++ {
+		if !reached[t] && tb.holdsSoundEntry(t) {
+			unreached = append(unreached, t)
+		}
+	}
+	if len(unreached) == 0 {
+		return
+	}
+	reached = tb.reachedTiers()
+	for _, t := range unreached {
+		if !reached[t] {
+			found(t)
 		}
 	}
 }
 
-// lostTierAt finds the one overflow tier the pool has handed out whose
-// owner and position words say it is this segment's at position pos of
-// its chain, and which is not in seen (the chain so far) nor linked from
-// any tier: a tier a damaged link let go, or that a writer died before
-// linking. Failing that, the one whose owner word is damaged (not this
-// segment; zero too, since disownStrays zeroes the position word with it)
-// and whose position word says pos, linked from no tier, that holds
-// entries of this segment's and none of another's: a tier whose link and
-// owner word were both damaged (a tier being attached is still empty, and
-// its owner word is stored before its position word).
-// ok is false when there is none or more than one. Caller holds write, so
-// no writer of this segment is linking one now.
-func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok bool) {
-	tb := s.tb
-	l := &tb.layout
-	end := tb.handedOutEnd()
-	var candidates, ownerDamaged []int64
-	for t := l.Segments; t < end; t++ {
-		h := tb.tier(t).header
-		if seen[t] || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
-			continue
-		}
-		if atomic.LoadUint64(&h[thOwner/8]) == uint64(s.index)+1 {
-			candidates = append(candidates, t)
-		} else {
-			ownerDamaged = append(ownerDamaged, t)
+// reachedTiers is the overflow tiers the segments' chains reach by sound
+// links, in a file without stamps.
+func (tb *Table) reachedTiers() map[int64]bool {
+	reached := map[int64]bool{}
+	for seg := range tb.layout.Segments {
+		for t, pos := seg, int64(1); ; pos++ {
+			next, ok := tb.soundLink(seg, tb.tierNext(t), pos, reached)
+			if !ok {
+				break
+			}
+			reached[next] = true
+			t = next
 		}
 	}
-	if len(candidates) == 0 {
-		candidates = slices.DeleteFunc(ownerDamaged, func(t int64) bool {
-			mine, others := tb.keysIn(t, s.index)
-			return !mine || others
-		})
-	}
-	if len(candidates) != 1 || tb.linksTo(candidates[0]) != 0 {
-		return 0, false
-	}
-	return candidates[0], true
+	return reached
 }
 
 // linkedTierIsOf reports whether overflow tier t, which segment index's
-// chain links at position pos, is that segment's, and whether its owner
-// word needs mending to say so. It is when its owner word names the
-// segment. Its owner word being damaged (zero, out of range, or naming
-// another segment), it is when its position word agrees with the link,
-// this link is the only one that reaches it, none of its entries is
-// another segment's, and it shows itself part of this chain: it holds an
-// entry of this segment's or links on to a tier of this segment's. A tier
-// another segment's live writer is attaching right now (owner and
-// position words written, not linked yet) is empty and links nowhere, so
-// a damaged link that names it does not take it; the position word is
-// read before the owner word, which a writer stores first. Whether the
-// pool has handed the tier out is the caller's to weigh. In a file with
-// stamps it is when its stamp says so, or when its stamp does not verify
-// but may be mended (restampable), as stampedChain takes it.
+// chain links at position pos, is that segment's, and whether its header
+// needs mending to say so. In a file with stamps it is when its stamp says
+// so, or when its stamp does not verify but may be mended (restampable),
+// as stampedChain takes it. In a file without them it is when its owner
+// word names the segment and its position word says pos; it is never
+// mended. Whether the pool has handed the tier out is the caller's to
+// weigh.
 func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 	if tb.layout.Stamps {
 		if st, ok := tb.readStamp(t); ok {
@@ -199,29 +165,7 @@ func (tb *Table) linkedTierIsOf(index, t, pos int64) (ours, mend bool) {
 		return tb.restampable(t), true
 	}
 	h := tb.tier(t).header
-	order := atomic.LoadUint64(&h[thOrder/8])
-	owner := atomic.LoadUint64(&h[thOwner/8])
-	switch {
-	case owner == uint64(index)+1:
-		return true, false
-	case order != uint64(pos) || tb.linksTo(t) != 1:
-		return false, false
-	}
-	mine, others := tb.keysIn(t, index)
-	if others {
-		return false, false
-	}
-	if !mine {
-		next := tb.tierNext(t)
-		if next == 0 || next > uint64(tb.Present()) {
-			return false, false
-		}
-		nh := tb.tier(int64(next) - 1).header
-		if atomic.LoadUint64(&nh[thOwner/8]) != uint64(index)+1 {
-			return false, false
-		}
-	}
-	return true, true
+	return atomic.LoadUint64(&h[thOwner/8]) == uint64(index)+1 && atomic.LoadUint64(&h[thOrder/8]) == uint64(pos), false
 }
 
 // tierNext is tier t's next word.
@@ -244,38 +188,6 @@ func (tb *Table) linksTo(t int64) int {
 		}
 	}
 	return n
-}
-
-// keysIn reports whether tier t holds an entry that decodes and passes
-// its checksum whose key hashes to segment index (mine), and one whose key
-// hashes to another segment (others).
-func (tb *Table) keysIn(t, index int64) (mine, others bool) {
-	tb.soundKeys(t, func(key []byte) {
-		if tb.layout.segmentOf(xxhash.Sum64(key)) == index {
-			mine = true
-		} else {
-			others = true
-		}
-	})
-	return mine, others
-}
-
-// keysOfOneSegment is the segment whose keys tier t's sound entries all
-// are, or -1 when it holds none, or keys of more than one segment.
-func (tb *Table) keysOfOneSegment(t int64) int64 {
-	seg, mixed := int64(-1), false
-	tb.soundKeys(t, func(key []byte) {
-		switch s := tb.layout.segmentOf(xxhash.Sum64(key)); {
-		case seg < 0:
-			seg = s
-		case s != seg:
-			mixed = true
-		}
-	})
-	if mixed {
-		return -1
-	}
-	return seg
 }
 
 // soundKeys calls key for the key of each entry of tier t that a slot

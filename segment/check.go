@@ -156,11 +156,14 @@ func (s *Segment) checkChain(c *Checker, report reportFunc) (total, tiers int64)
 		if l.Stamps {
 			s.checkStamp(t, tiers-1, report)
 		} else if t >= l.Segments {
+			// Repair cuts the chain at such a tier: say how to save
+			// what it cuts off before it does.
+			const cut = "Repair cuts the chain here, reporting what the tiers from here on hold dropped; mapctl dump --salvage, run before it, follows the links as they are and writes out what they reach"
 			if owner := atomic.LoadUint64(&tv.header[thOwner/8]); owner != uint64(s.index)+1 {
-				report(t, "overflow tier owned by %d, linked from segment %d", int64(owner)-1, s.index)
+				report(t, "overflow tier owned by %d, linked from segment %d: %s", int64(owner)-1, s.index, cut)
 			}
 			if order := atomic.LoadUint64(&tv.header[thOrder/8]); order != uint64(tiers-1) {
-				report(t, "overflow tier at position %d of the chain says it is at %d", tiers-1, order)
+				report(t, "overflow tier at position %d of the chain says it is at %d: %s", tiers-1, order, cut)
 			}
 		}
 		if atomic.LoadUint64(&tv.header[thMove/8]) != 0 || atomic.LoadUint64(&tv.header[thMoveDone/8]) != 0 {
@@ -379,6 +382,10 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 		problem(fmt.Errorf("%w: overflow tier %d holds entries of segment %d, but no chain links it: Repair links it back, or reports its entries dropped", ErrCorrupt, t, seg))
 	})
 	tb.unverifiedTiers(func(t int64) {
+		if !l.Stamps {
+			problem(fmt.Errorf("%w: overflow tier %d holds entries, but no chain reaches it: Repair gives it up, reporting them dropped", ErrCorrupt, t))
+			return
+		}
 		problem(fmt.Errorf("%w: overflow tier %d: stamp does not verify, and no chain links it: Repair gives it up, reporting its entries dropped", ErrCorrupt, t))
 	})
 	global, padding := tb.reservedGlobal()
@@ -390,17 +397,21 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	}
 }
 
-// UnlinkedTiers calls found for each overflow tier handed out that no tier
-// links and whose sound entries are all of segment seg: a tier a damaged
-// link cut from seg's chain.
+// UnlinkedTiers calls found, in a file with stamps, for each overflow tier
+// handed out that no tier links and that is stamped as segment seg's: a
+// tier a damaged link cut from seg's chain.
 func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 	// It is what a rebuild of one segment can leave behind when the link
 	// that reached the tier was another chain's damaged one, cut only by
 	// that chain's rebuild afterwards; rebuilding seg again then links it
-	// back (see lostTierAt) or counts its entries as dropped. A tier a
-	// live writer is attaching (words written, not linked yet) is empty,
-	// and not reported.
+	// back (see stampedAt) or counts its entries as dropped. A tier a
+	// live writer is attaching (stamped, not linked yet) holds nothing but
+	// its stamp, and is not reported. In a file without stamps a tier no
+	// chain reaches is given up, not linked back (GiveUpUnverified).
 	l := &tb.layout
+	if !l.Stamps {
+		return
+	}
 	end := tb.handedOutEnd()
 	linked := make(map[int64]bool)
 	for i := int64(0); i < end; i++ {
@@ -409,23 +420,10 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 		}
 	}
 	for t := l.Segments; t < end; t++ {
-		h := tb.tier(t).header
-		if linked[t] {
-			continue
-		}
-		if l.Stamps {
-			// Stamped as a segment's, and more than a tier being
-			// attached: that segment's rebuild links it or gives it up.
-			if st, ok := tb.readStamp(t); ok && st.owner != 0 && !tb.attachCutShort(t) {
-				found(int64(st.owner)-1, t)
-			}
-			continue
-		}
-		if atomic.LoadUint64(&h[thOwner/8]) == 0 && atomic.LoadUint64(&h[thOrder/8]) == 0 {
-			continue // given up (see disownStrays)
-		}
-		if seg := tb.keysOfOneSegment(t); seg >= 0 {
-			found(seg, t)
+		// Stamped as a segment's, and more than a tier being attached:
+		// that segment's rebuild links it or gives it up.
+		if st, ok := tb.readStamp(t); !linked[t] && ok && st.owner != 0 && !tb.attachCutShort(t) {
+			found(int64(st.owner)-1, t)
 		}
 	}
 }
@@ -471,14 +469,12 @@ func (tb *Table) linkedPoolTiers() uint64 {
 
 // usedPoolTiers calls used for each overflow tier whose header is not all
 // zeros, as the pool hands every tier out, saying whether the tier looks
-// handed out: its owner word names a segment and its position word a
-// place in a chain, as attachTier leaves them, or its owner word names a
-// segment whose entries it holds, or, damaged (neither zero nor a
-// segment), it holds entries of one segment only. Damage to a word of a
-// tier never handed out leaves it looking otherwise; a tier a damaged link
-// cut loose (chain links it again, or counts its entries as dropped)
-// looks handed out. In a file with stamps a tier looks handed out when its
-// stamp verifies or it holds a sound entry.
+// handed out: its stamp verifies (files with stamps), or its owner word
+// names a segment and its position word a place in a chain, as attachTier
+// leaves them (files without), or it holds a sound entry. Damage to a word
+// of a tier never handed out leaves it looking otherwise; a tier a damaged
+// link cut loose, whose entries Repair reports dropped when it gives it
+// up, looks handed out.
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	data := int64(-1) // the bytes up to it are data, as far as known
@@ -504,30 +500,18 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 		if reservedZero(h[:tierHeaderSize/8]) {
 			continue
 		}
+		// The words are written only after the count covers the tier;
+		// damaged, a sound entry says the tier was handed out (which stray
+		// bytes cannot forge), for Repair to give it up and report the
+		// entry's loss rather than zero it unsaid.
+		var words bool
 		if l.Stamps {
-			// A stamp is written only after the count covers the tier;
-			// one damaged, a sound entry says the tier was handed out
-			// (which stray bytes cannot forge), for Repair to give it up
-			// and report the entry's loss rather than zero it unsaid.
-			_, ok := tb.readStamp(idx)
-			used(idx, ok || tb.holdsSoundEntry(idx))
-			continue
+			_, words = tb.readStamp(idx)
+		} else {
+			owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
+			words = owner != 0 && owner <= uint64(l.Segments) && order >= 1 && order < uint64(tb.Present())
 		}
-		owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
-		named := owner != 0 && owner <= uint64(l.Segments)
-		handedOut := named && order >= 1 && order < uint64(tb.Present())
-		switch {
-		case named && !handedOut:
-			// A damaged position word: entries of the segment named say it
-			// was handed out (zeroed, they would be lost unreported).
-			handedOut, _ = tb.keysIn(idx, int64(owner)-1)
-		case !named && (owner != 0 || order != 0):
-			// A damaged owner word (zero with a position is no tier given
-			// up: disownStrays zeroes both): so do entries all of one
-			// segment.
-			handedOut = tb.keysOfOneSegment(idx) >= 0
-		}
-		used(idx, handedOut)
+		used(idx, words || tb.holdsSoundEntry(idx))
 	}
 }
 

@@ -162,12 +162,12 @@ func (s *Segment) clearTiers(chain []tier) {
 // and reports whether it did. Caller holds the write lock taken from a
 // dead writer (or for a rebuild), with the sequence still the odd one the
 // Clear changed the segment at.
-func (s *Segment) finishClear(salvage bool, rep *Recovered) bool {
+func (s *Segment) finishClear(rep *Recovered) bool {
 	if !s.clearingNow() {
 		return false
 	}
 	var chain []tier
-	for _, t := range s.chain(salvage, rep) {
+	for _, t := range s.chain(rep) {
 		chain = append(chain, s.tb.tier(t))
 	}
 	s.clearTiers(chain)

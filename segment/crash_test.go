@@ -109,7 +109,7 @@ func TestCompactionDiesAtEveryStep(t *testing.T) {
 				journalled++
 			}
 			var rep Recovered
-			s.finishMoves(false, nil)
+			s.finishMoves(nil)
 			s.rebuild(&rep, false)
 			if rep.Dropped+rep.Doubled != 0 {
 				t.Errorf("step %d: recovery dropped %d entries and %d copies", step, rep.Dropped, rep.Doubled)

@@ -77,11 +77,16 @@ func FuzzOps(f *testing.F) {
 // growing sizes, so that entries move and the tier is compacted over the
 // damage: the table must report corruption or answer, never panic or loop.
 // Then a rebuild, as Repair does, must leave a segment that checks clean.
+// An odd at makes a file without tier stamps, whose rebuild follows a
+// damaged link only to a tier whose owner and position words say so.
 func FuzzEntryDecoding(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 200, 0, 0, 0, 3}, uint16(0))
 	f.Add(bytes.Repeat([]byte{0xff}, 64), uint16(5))
+	f.Add([]byte{1, 0, 0, 3, 200, 0, 0, 0, 3}, uint16(1))
 	f.Fuzz(func(t *testing.T, junk []byte, at uint16) {
+		testUnstamped = at%2 == 1
 		tb, _ := newTable(t, Params{Entries: 32, AverageKeySize: 4, AverageValueSize: 8, MaxBloatFactor: 2, Segments: 1})
+		testUnstamped = false
 		s := tb.Segment(0)
 		for i := range 10 {
 			k := []byte{'k', byte(i)}

@@ -30,7 +30,7 @@ import (
 // and the bitmaps and counts, which rebuild does not read, are written
 // last.
 func (s *Segment) rebuild(rep *Recovered, salvage bool) {
-	chain := s.chain(salvage, rep)
+	chain := s.chain(rep)
 	r := rebuilding{s: s, rep: rep, byKey: make(map[string]bool)}
 	for _, ti := range chain {
 		r.tiers = append(r.tiers, s.tb.tier(ti))

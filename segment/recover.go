@@ -14,10 +14,10 @@ type Recovered struct {
 	Orphans  rwulock.Orphans // what dead processes held of its lock
 	Rebuilt  bool            // a dead process held it exclusively: its data was rebuilt
 	Kept     int64           // entries kept by the rebuild
-	Dropped  int64           // slots dropped: their entry is undecodable, fails its checksum, or belongs elsewhere
+	Dropped  int64           // entries dropped: a slot's that is undecodable, fails its checksum or belongs elsewhere, and the sound ones of overflow tiers given up
 	Doubled  int64           // second copies of a key (a move across tiers cut short), dropped
 	Salvaged int64           // Repair only: sound entries no slot named (a damaged slot), named again
-	Relinked int64           // overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
+	Relinked int64           // files with stamps: overflow tiers a damaged link (or a writer that died linking them) had left out of the chain, linked again
 	Restored bool            // an in-place rewrite cut short was put right from the undo record: its entry is whole, with its old value (the general path's record) or the new one (Put's fast path's)
 	Cleared  bool            // a Clear cut short was finished: the segment is empty
 	Freed    int64           // chunks marked used that no kept entry occupies (work of a writer cut short), freed
@@ -79,11 +79,11 @@ func (s *Segment) Recover(live func(dst []uint64) []uint64, deadline time.Time) 
 	}
 	rep.Restored = s.restoreUndo() // before the sequence changes: the record names it
 	// Likewise: the clearing word names the odd sequence.
-	rep.Cleared = s.finishClear(false, &rep)
+	rep.Cleared = s.finishClear(&rep)
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(false, &rep)
+	s.finishMoves(&rep)
 	s.rebuild(&rep, false)
 	atomic.AddUint64(s.seq, 1)
 	_ = s.lock.WriteUnlock()
@@ -103,9 +103,8 @@ func (s *Segment) Rebuild() (Recovered, error) {
 	// it throughout), drops the entries that do not decode or fail their
 	// checksum and second copies of a key, and recounts. Unlike Recover it
 	// also takes back sound entries that no slot names, when no slot names
-	// their key (see rebuild's salvage), and keeps an overflow tier whose
-	// owner word alone is damaged (see chain). An odd sequence left by a
-	// writer that died inside comes out even.
+	// their key (see rebuild's salvage). An odd sequence left by a writer
+	// that died inside comes out even.
 	return s.rebuildIf(func() bool { return true })
 }
 
@@ -138,11 +137,11 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 		return rep, err
 	}
 	rep.Restored = s.restoreUndo()
-	rep.Cleared = s.finishClear(true, &rep)
+	rep.Cleared = s.finishClear(&rep)
 	if atomic.LoadUint64(s.seq)&1 == 0 {
 		atomic.AddUint64(s.seq, 1) // odd: optimistic readers retry until we are done
 	}
-	s.finishMoves(true, &rep)
+	s.finishMoves(&rep)
 	s.rebuild(&rep, true)
 	s.clearReserved()
 	rep.Rebuilt = true
@@ -152,8 +151,8 @@ func (s *Segment) rebuildIf(damaged func() bool) (Recovered, error) {
 // finishMoves completes the compaction moves a dead process cut short in
 // the segment's tiers (see compact); rep counts what chain linked again
 // or dropped. Caller holds write.
-func (s *Segment) finishMoves(salvage bool, rep *Recovered) {
-	for _, t := range s.chain(salvage, rep) {
+func (s *Segment) finishMoves(rep *Recovered) {
+	for _, t := range s.chain(rep) {
 		tv := s.tb.tier(t)
 		s.tb.finishMove(&tv)
 	}

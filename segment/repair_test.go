@@ -306,12 +306,14 @@ func TestForgedMoveJournalIgnored(t *testing.T) {
 	checkTable(t, tb, model)
 }
 
-// TestDamagedOwnerWordMended: an overflow tier whose owner word alone is
-// damaged is cut from its chain by recovery, but Repair, seeing that its
-// position word and the pool agree it is the segment's, mends the owner
-// word and keeps the tier's entries.
-func TestDamagedOwnerWordMended(t *testing.T) {
-	// The owner word of a file without stamps.
+// TestDamagedOwnerWordCutsAndReports: in a file without stamps, an
+// overflow tier whose owner word alone is damaged is not inferred to be
+// the segment's: Check names it and says how to save what the cut loses
+// (the links still reach it, as a dump follows them), and Repair cuts the
+// chain there, giving up that tier and the ones after it, and reports
+// every entry they held as dropped: the keys gone are exactly as many as
+// the drops, all of the damaged segment, and the table checks clean.
+func TestDamagedOwnerWordCutsAndReports(t *testing.T) {
 	tb := newUnstampedTable(t, Params{Entries: 400, AverageKeySize: 12, AverageValueSize: 20, MaxBloatFactor: 8, Segments: 2})
 	model := map[string][]byte{}
 	for i := range 1500 {
@@ -328,8 +330,47 @@ func TestDamagedOwnerWordMended(t *testing.T) {
 		t.Fatal("want a chained segment")
 	}
 	overflow := tb.tier(int64(first.next() - 1))
+	if overflow.next() == 0 {
+		t.Fatal("want a tier after the damaged one")
+	}
 	overflow.header[thOwner/8] = 0
-	checkThenRepair(t, s, model, "overflow tier owned by")
+	if problems := checkProblems(s); !containsAny(problems, "overflow tier owned by") || !containsAny(problems, "mapctl dump --salvage") {
+		t.Fatalf("Check: %q", problems)
+	}
+	before := readAllEntries(t, tb) // what a dump reads before Repair
+	for k := range model {
+		if _, ok := before[k]; !ok {
+			t.Fatalf("before Repair, %q does not read", k)
+		}
+	}
+	rep, rebuilt, err := s.Repair()
+	if err != nil || !rebuilt || rep.Dropped == 0 {
+		t.Fatalf("Repair: %+v, rebuilt %v, %v", rep, rebuilt, err)
+	}
+	var global []string
+	tb.CheckGlobal(func(err error) { global = append(global, err.Error()) })
+	if !containsAny(global, "no chain reaches it") {
+		t.Fatalf("CheckGlobal after the rebuild, the damaged tier cut off: %q", global)
+	}
+	dropped := map[int64]int64{0: rep.Dropped}
+	if n := tb.GiveUpUnverified(func(seg int64) { dropped[seg]++ }); n != 1 {
+		t.Fatalf("GiveUpUnverified gave up %d tiers, want the damaged one", n)
+	}
+	checkClean(t, tb)
+	tb.CheckGlobal(func(err error) { t.Errorf("CheckGlobal: %v", err) })
+	after := readAllEntries(t, tb)
+	var lost int64
+	for k := range model {
+		if _, ok := after[k]; !ok {
+			if seg := tb.layout.segmentOf(hashOf([]byte(k))); seg != 0 {
+				t.Errorf("%q of segment %d lost", k, seg)
+			}
+			lost++
+		}
+	}
+	if lost != dropped[0] || len(dropped) != 1 {
+		t.Errorf("%d keys lost, drops reported: %v", lost, dropped)
+	}
 }
 
 // fillSlotTable is damage that fills every empty slot of tv with a copy of

@@ -253,39 +253,36 @@ func (s *Segment) giveUpStrays(seen map[int64]bool, rep *Recovered) {
 		if rep != nil {
 			tb.soundKeys(t, func([]byte) { rep.Dropped++ })
 		}
-		tv := tb.tier(t)
-		atomic.StoreUint64(&tv.header[thNext/8], 0)
-		testStep()
-		tb.writeStamp(t, l.overflowStamp(t, -1, 0))
+		tb.giveUp(t)
 	}
 }
 
-// GiveUpUnverified gives up, in a file with stamps, each overflow tier the
-// pool has handed out whose stamp does not verify, that no tier links and
-// that holds more than a stamp (see attachCutShort): damage no chain can
-// take back, left after the segments are rebuilt. Its next word is
-// cleared and it is stamped as no one's; dropped is called with the
-// segment of each of its sound entries' keys. It returns the tiers given
-// up. Part of repairing a damaged file, after the rebuilds.
+// GiveUpUnverified gives up (giveUp) each overflow tier the pool has
+// handed out that no chain keeps: in a file with stamps, one whose stamp
+// does not verify, that no tier links and that holds more than a stamp
+// (see attachCutShort); in a file without them, whose tiers carry nothing
+// that verifies, one that holds a sound entry and that no chain reaches by
+// sound links (unreachedTiers). That is damage no chain can take back,
+// left after the segments are rebuilt; dropped is called with the segment
+// of each of its sound entries' keys. It returns the tiers given up. Part
+// of repairing a damaged file, after the rebuilds.
 func (tb *Table) GiveUpUnverified(dropped func(seg int64)) int {
 	l := &tb.layout
 	n := 0
 	tb.unverifiedTiers(func(t int64) {
 		tb.soundKeys(t, func(key []byte) { dropped(l.segmentOf(xxhash.Sum64(key))) })
-		tv := tb.tier(t)
-		atomic.StoreUint64(&tv.header[thNext/8], 0)
-		tb.writeStamp(t, l.overflowStamp(t, -1, 0))
+		tb.giveUp(t)
 		n++
 	})
 	return n
 }
 
-// unverifiedTiers calls found for each overflow tier the pool has handed
-// out whose stamp does not verify, that no tier links and that holds
-// more than a stamp (files with stamps).
+// unverifiedTiers calls found for each overflow tier that
+// GiveUpUnverified gives up.
 func (tb *Table) unverifiedTiers(found func(t int64)) {
 	l := &tb.layout
 	if !l.Stamps {
+		tb.unreachedTiers(found)
 		return
 	}
 	end := tb.handedOutEnd()

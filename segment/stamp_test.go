@@ -227,14 +227,16 @@ func TestLayoutRecordKeepsStamps(t *testing.T) {
 	}
 }
 
-// testUnstamped, set only by TestChainRecoveryWithoutStamps and the room
-// hint tests, makes newTable create files without stamps.
+// testUnstamped, set only by TestChainRecoveryWithoutStamps, the room
+// hint tests and FuzzEntryDecoding, makes newTable create files without
+// stamps.
 var testUnstamped bool
 
 // TestChainRecoveryWithoutStamps runs the tests of damaged chains, pool
-// counts and writers killed while linking tiers again on files without
-// stamps, whose recovery weighs owner and position words, links and keys:
-// the inference kept for older files must keep doing what they hold it to.
+// counts and writers killed while linking tiers (at each step of it,
+// owner and position words included) again on files without stamps,
+// whose recovery follows a link only to a tier whose owner and position
+// words say it is that link's, and gives up the ones it does not reach.
 func TestChainRecoveryWithoutStamps(t *testing.T) {
 	for _, tc := range []struct {
 		name string
