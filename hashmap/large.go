@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -222,34 +223,46 @@ func (m *Map) readLarge(h uint64, key, dst []byte) ([]byte, segment.Large, error
 			return dst[:start], segment.Large{}, m.largeDamage(seg, key, &cur.Desc)
 		}
 	}
-	// Writers keep swapping the key: read under its segment's read lock,
-	// which holds the swaps off (on a read-only mapping, which cannot take
-	// it, keep going until LockTimeout).
+	// Writers keep swapping the key: read under its segment's read lock.
+	out, cur, _, err := m.readLargeLocked(seg, h, key, dst, false)
+	return out, cur, err
+}
+
+// readLargeLocked is readLarge's way once writers kept swapping the key:
+// it reads under the key segment's read lock, which holds every change of
+// the segment off (on a read-only mapping, which cannot take it, it reads
+// again until the parts add up, and with versioned until the segment's
+// sequence stays put over the read, or LockTimeout passes). It also
+// returns the segment's sequence the value was read at.
+func (m *Map) readLargeLocked(seg *segment.Segment, h uint64, key, dst []byte, versioned bool) ([]byte, segment.Large, uint64, error) {
+	start := len(dst)
 	var out []byte
 	var cur segment.Large
+	var seq uint64
 	deadline := time.Now().Add(m.opts.LockTimeout)
 	for {
 		held, err := seg.ReadLocked(func() error {
+			seq = seg.Seq()
 			var err error
 			out, cur, err = seg.ReadLarge(h, key, dst)
-			if err != nil || !cur.Found || !cur.Large {
-				return err
-			}
-			var ok bool
-			if out, ok, err = m.readParts(&cur.Desc, h, dst); err == nil && !ok {
-				err = errPartsGone
+			if err == nil && cur.Found && cur.Large {
+				var ok bool
+				if out, ok, err = m.readParts(&cur.Desc, h, dst); err == nil && !ok {
+					err = errPartsGone
+				}
 			}
 			return err
 		})
+		moved := versioned && !held && (seq&1 != 0 || seg.SeqAfterReads() != seq)
 		switch {
-		case err == nil:
-			return out, cur, nil
-		case !errors.Is(err, errPartsGone):
-			return dst[:start], segment.Large{}, err
-		case held:
-			return dst[:start], segment.Large{}, m.largeDamage(seg, key, &cur.Desc)
+		case err == nil && !moved:
+			return out, cur, seq, nil
+		case err != nil && !errors.Is(err, errPartsGone):
+			return dst[:start], segment.Large{}, 0, err
+		case err != nil && held:
+			return dst[:start], segment.Large{}, 0, m.largeDamage(seg, key, &cur.Desc)
 		case time.Now().After(deadline):
-			return dst[:start], segment.Large{}, fmt.Errorf("%w: segment %d: the large value of key %q kept changing under a read-only reader", ErrTimeout, seg.Index(), string(key))
+			return dst[:start], segment.Large{}, 0, fmt.Errorf("%w: segment %d: the large value of key %q kept changing under a read-only reader", ErrTimeout, seg.Index(), string(key))
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -344,12 +357,14 @@ func (m *Map) computeLarge(h uint64, key []byte, fn func(old []byte, found bool)
 
 // getLargeVersioned is GetVersioned's way for a key holding a large value:
 // the value read between two reads of the key segment's sequence that
-// agree (every swap of the key moves it).
+// agree (every swap of the key moves it). Any write to the segment moves
+// the sequence too, so after largeRounds reads that it moved under it
+// reads under the segment's read lock, as readLarge does.
 func (m *Map) getLargeVersioned(s *segment.Segment, h uint64, key, dst []byte) ([]byte, bool, uint64, error) {
-	for {
+	for range largeRounds {
 		seq := s.Seq()
 		if seq&1 != 0 {
-			time.Sleep(time.Microsecond)
+			runtime.Gosched()
 			continue
 		}
 		out, found, err := m.getLarge(h, key, dst)
@@ -357,6 +372,8 @@ func (m *Map) getLargeVersioned(s *segment.Segment, h uint64, key, dst []byte) (
 			return out, found, seq, err
 		}
 	}
+	out, cur, seq, err := m.readLargeLocked(s, h, key, dst, true)
+	return out, cur.Found, seq, err
 }
 
 // ErrOrphans: parts of large values that no key's descriptor names. A
