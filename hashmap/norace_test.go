@@ -1,0 +1,5 @@
+//go:build !race
+
+package hashmap
+
+const raceEnabled = false
