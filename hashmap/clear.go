@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/sharedmap/sharedmap/segment"
 )
 
 // Clear removes every entry of the map, one segment at a time, each under
@@ -16,17 +15,23 @@ import (
 // is not a snapshot: after Clear returns, it holds exactly the writes that
 // came after their segment's clearing. A process killed in the middle leaves
 // every segment cleared or as it was (recovery finishes the one it was
-// clearing).
+// clearing), but for one that holds parts of large values (below).
 //
 // Removed entries count as deletes in Len and Stats (expired ones of a cache
 // map as expired). Overflow tiers stay linked to their segments, empty. The
 // entries' bytes are only made unreachable, as with Delete.
 //
-// Large values are deleted first, one key at a time as Delete does, so
-// that a segment cleared never takes the parts of a value whose key a
-// segment not cleared yet still holds. A large value stored during the
-// Clear may yet lose parts to it: its key then reads as damaged
-// (ErrCorrupt), never as another value.
+// A segment's large values go with it, and their parts after it (the
+// parts are spread over every segment). The parts of large values are all
+// that a segment's Clear leaves: a large Put under way inserts its parts
+// before it swaps the value's descriptor in, and a Clear that took them in
+// between would leave the key naming a value that lost parts. So a key
+// written with a large value during the Clear reads as absent or as the
+// value written, as any key does. A segment that holds parts is cleared
+// entry by entry: readers still see it whole or
+// empty, but a process killed in the middle of it leaves some of its
+// entries, each whole. Parts left by large Puts of processes that died are
+// deleted at the end, as Repair deletes them.
 //
 // It stops at the first segment it cannot clear, with the segments after it
 // as they were: ErrTimeout when a live process held its lock through the
@@ -42,33 +47,15 @@ func (m *Map) Clear() error {
 		return err
 	}
 	defer c.Leave()
-	if err := m.clearLarge(); err != nil {
-		return fmt.Errorf("clear: %w", err)
-	}
 	for i := range int(m.layout.Segments) {
-		if _, err := m.table.Segment(i).Clear(); err != nil {
+		_, descs, err := m.table.Segment(i).ClearLarge()
+		for _, d := range descs {
+			m.deleteParts(&d.Desc, xxhash.Sum64(d.Key), d.Desc.Parts)
+		}
+		if err != nil {
 			return fmt.Errorf("clear: %w", err)
 		}
 	}
-	return nil
-}
-
-// clearLarge deletes every key holding a large value, with its parts.
-func (m *Map) clearLarge() error {
-	if !m.largeValues() {
-		return nil
-	}
-	var keys [][]byte
-	for i := range int(m.layout.Segments) {
-		keys = keys[:0]
-		if _, err := m.table.Segment(i).DeleteFuncLarge(func(_, _ []byte) bool { return false }, func(k []byte) { keys = append(keys, k) }); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if _, _, err := m.swapSmall(xxhash.Sum64(k), k, segment.SwapDelete, nil, nil); err != nil {
-				return err
-			}
-		}
-	}
+	m.dropOrphans()
 	return nil
 }

@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"bytes"
+	"slices"
 	"sync/atomic"
 )
 
@@ -64,6 +66,11 @@ func (s *Segment) Clear() (removed int64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	return s.clearLocked(&w, chain)
+}
+
+// clearLocked is Clear once it holds the update lock and has the chain.
+func (s *Segment) clearLocked(w *writer, chain []tier) (removed int64, err error) {
 	live, expired, any := s.countForClear(chain)
 	if !any {
 		return 0, nil
@@ -81,6 +88,105 @@ func (s *Segment) Clear() (removed int64, err error) {
 	atomic.StoreUint32(s.clearingWord(), 0)
 	testStep()
 	return live, nil
+}
+
+// ClearLarge is Clear for a file with LargeValues (elsewhere it is Clear):
+// it removes every entry but the parts of large values, and returns the
+// descriptors it removed, with their keys, for the caller to delete their
+// parts once the lock is released. A part here may belong to a value a
+// large Put has not swapped in yet: taken by a Clear that came after the
+// part and before the descriptor, the value would read as damaged once it
+// is swapped in. A segment that holds no part (or holds an entry that does
+// not decode) is cleared as Clear clears it, parts too. One that holds
+// parts is cleared entry by entry under the write lock: readers in every
+// process still see it whole or empty, but a process killed in the middle
+// leaves each entry removed or whole (as DeleteFunc does), not the segment
+// as a whole.
+func (s *Segment) ClearLarge() (removed int64, descs []DescriptorEntry, err error) {
+	tb := s.tb
+	if !tb.layout.LargeValues {
+		removed, err = s.Clear()
+		return removed, nil, err
+	}
+	w, err := s.beginUpdate("clear")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { w.endOrAbandon(recover()) }()
+	chain, err := s.chainTiers()
+	if err != nil {
+		return 0, nil, err
+	}
+	// A first walk finds the descriptors, and whether there are parts to
+	// spare; a segment without them (the common case) is emptied whole.
+	parts, decoded := false, true
+	for i := range chain {
+		tv := &chain[i]
+		for pos := range tv.slots {
+			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+			if slot == 0 {
+				continue
+			}
+			c := slotChunk(slot)
+			klen, vlen, _, ok := tb.entryAt(tv, c)
+			if !ok {
+				decoded = false
+				continue
+			}
+			switch tb.kindAt(tv, c) {
+			case kindPart:
+				parts = true
+			case kindDescriptor:
+				if d, ok := DecodeDescriptor(tb.entryValue(tv, c, klen, vlen)); ok {
+					descs = append(descs, DescriptorEntry{Key: bytes.Clone(tb.entryKey(tv, c, klen)), Desc: d})
+				}
+			}
+		}
+	}
+	if !parts || !decoded {
+		if removed, err = s.clearLocked(&w, chain); err != nil {
+			return 0, nil, err
+		}
+		return removed, descs, nil
+	}
+	// doomed[i] maps the slots of chain[i] (without the reference bit,
+	// which readers set meanwhile) of every entry but the parts to their
+	// runs, as DeleteFunc's.
+	doomed := make([]map[uint64]int64, len(chain))
+	n := 0
+	for i := range chain {
+		tv := &chain[i]
+		for pos := range tv.slots {
+			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
+			if slot == 0 || tb.kindAt(tv, slotChunk(slot)) == kindPart {
+				continue
+			}
+			_, _, nch, _ := tb.entryAt(tv, slotChunk(slot)) // decoded above, under the same lock
+			if doomed[i] == nil {
+				doomed[i] = make(map[uint64]int64)
+			}
+			doomed[i][slot] = nch
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil, nil
+	}
+	for i := range chain {
+		if doomed[i] != nil && !slices.Contains(chain[i].slots, 0) {
+			return 0, nil, s.corrupt(chain[i].index, errNoHole)
+		}
+	}
+	if err := w.modify("clear"); err != nil {
+		return 0, nil, err
+	}
+	for i := range chain {
+		if doomed[i] != nil {
+			removed += s.removeSlots(&chain[i], doomed[i])
+		}
+	}
+	s.count(stDeletes, uint64(removed))
+	return removed, descs, nil
 }
 
 // countForClear counts the live and the expired entries of the chain's
