@@ -1,6 +1,7 @@
 package hashmap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -77,7 +78,8 @@ type FileShape struct {
 // creation lock and the registry's recovery lock, under which every
 // writer joins, and refuses with an error matching ErrNotAlone while any
 // process has the map open for writing, or died with it open and has not
-// been recovered from (mapctl recover), and with the error of Range while
+// been recovered from (mapctl recover), or while another Resize of the
+// map runs (at once, naming its process), and with the error of Range while
 // entries are damaged or a segment cannot be read (mapctl check, repair). A writer's Open
 // that begins meanwhile waits for the recovery lock (up to three times its
 // LockTimeout), then opens the new file. Processes that only read take no
@@ -95,6 +97,13 @@ type FileShape struct {
 // temporary file and returns an error matching ErrNoSpace; the old file
 // is untouched.
 func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
+	return ResizeContext(context.Background(), path, opts)
+}
+
+// ResizeContext is Resize that stops when ctx is done, up to the rename
+// that puts the new file in place: it removes the temporary file and
+// returns an error matching ctx.Err(), with the old file as it was.
+func ResizeContext(ctx context.Context, path string, opts *ResizeOptions) (ResizeResult, error) {
 	start := time.Now()
 	var ro ResizeOptions
 	if opts != nil {
@@ -109,6 +118,9 @@ func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
 		target = real
 	}
 	f, err := offheap.OpenExclusive(target, segment.RecordGrowth)
+	if errors.Is(err, offheap.ErrRewriting) {
+		return ResizeResult{}, alsoIs{fmt.Errorf("resize %s: another resize of it is running; try again once it has finished: %w", path, err), ErrNotAlone}
+	}
 	if err != nil {
 		return ResizeResult{}, classifyOpenError(err)
 	}
@@ -119,7 +131,7 @@ func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
 	}
 	defer release()
 	testResizeStep("locked")
-	res, err := resizeLocked(f, target, ro)
+	res, err := resizeLocked(ctx, f, target, ro)
 	if err != nil {
 		return ResizeResult{}, fmt.Errorf("resize %s: %w", path, err)
 	}
@@ -128,7 +140,7 @@ func Resize(path string, opts *ResizeOptions) (ResizeResult, error) {
 }
 
 // resizeLocked is Resize once it holds f's locks.
-func resizeLocked(f *offheap.File, path string, ro ResizeOptions) (ResizeResult, error) {
+func resizeLocked(ctx context.Context, f *offheap.File, path string, ro ResizeOptions) (ResizeResult, error) {
 	var res ResizeResult
 	old, fl, err := readOnlyOver(f)
 	if err != nil {
@@ -157,7 +169,7 @@ func resizeLocked(f *offheap.File, path string, ro ResizeOptions) (ResizeResult,
 		return res, fmt.Errorf("create the new file: %w", err)
 	}
 	testResizeStep("created")
-	res.Entries, res.Expired, err = copyEntries(old, nm, held.entries, ro.Progress)
+	res.Entries, res.Expired, err = copyEntries(ctx, old, nm, held.entries, ro.Progress)
 	if err == nil {
 		res.New = shapeOf(nm)
 		err = nm.Sync()
@@ -175,6 +187,10 @@ func resizeLocked(f *offheap.File, path string, ro ResizeOptions) (ResizeResult,
 		return res, err
 	}
 	testResizeStep("synced")
+	if err := ctx.Err(); err != nil {
+		removeTemp()
+		return res, err
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		removeTemp()
 		return res, err
@@ -288,12 +304,17 @@ const (
 	copyBatchBytes   = 64 << 20
 )
 
+// copyCheckEvery is how many entries copyEntries reads between looks at
+// its context, which take a lock; it looks at every batch too, so that
+// entries of large values are not read a thousand at a time unlooked at.
+const copyCheckEvery = 1024
+
 // copyEntries copies every entry of old into nm, which is empty, by PutAll
 // batches, a cache map's entries with their expiries; it returns how many
 // it copied and how many it left out because they had expired. total is
 // how many entries old held when measured: the counts in and out must
 // match it, and what nm holds the count copied.
-func copyEntries(old, nm *Map, total int64, progress func(done, total int64)) (copied, expired int, err error) {
+func copyEntries(ctx context.Context, old, nm *Map, total int64, progress func(done, total int64)) (copied, expired int, err error) {
 	var (
 		arena    []byte
 		ends     []int
@@ -304,6 +325,9 @@ func copyEntries(old, nm *Map, total int64, progress func(done, total int64)) (c
 		read     int64
 	)
 	flush := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if len(ends) == 0 {
 			return nil
 		}
@@ -329,7 +353,11 @@ func copyEntries(old, nm *Map, total int64, progress func(done, total int64)) (c
 	}
 	var rerr error
 	for k, v := range old.RangeView(&rerr) {
-		read++
+		if read++; read%copyCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return copied, expired, err
+			}
+		}
 		if old.layout.Cache {
 			var exp int64
 			var found bool

@@ -4,9 +4,11 @@ package hashmap
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sharedmap/sharedmap/internal/testutil"
+	"github.com/sharedmap/sharedmap/offheap"
 )
 
 // resizeKey and resizeValue are entry i of the resize tests: values of
@@ -349,6 +352,19 @@ func hasOpen(pid int, path string) bool {
 // role was one. "resize-die" (args: step) resizes the map and kills
 // itself with SIGKILL at the named step.
 func helperResize(role string) bool {
+	if role == "resize-hold" {
+		// Resize, held at the step HASHMAP_ARGS names until stdin closes.
+		step := os.Getenv("HASHMAP_ARGS")
+		testResizeStep = func(s string) {
+			if s == step {
+				testutil.Report("at %s", s)
+				_, _ = io.Copy(io.Discard, os.Stdin)
+			}
+		}
+		_, err := Resize(os.Getenv("HASHMAP_FILE"), nil)
+		testutil.Report("finished %v", err)
+		return true
+	}
 	if role != "resize-die" {
 		return false
 	}
@@ -565,4 +581,77 @@ func TestResizeSizesByTheEntriesATierHolds(t *testing.T) {
 	if v, err := m.Get([]byte("big")); err != nil || !bytes.Equal(v, big) {
 		t.Fatalf("Get of the large value after Resize: %d bytes, %v", len(v), err)
 	}
+}
+
+// TestResizeWhileAnotherRuns: a Resize of a path another process is
+// resizing fails at once, saying so and naming that process, and changes
+// nothing; the first one finishes.
+func TestResizeWhileAnotherRuns(t *testing.T) {
+	const n = 2000
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, &Options{Entries: 300, AverageKeySize: 8, AverageValueSize: 8})
+	fillResize(t, m, n)
+	m.Close()
+	cmd := helperCmd("resize-hold", path, "created")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, cmd)
+	h.expect(t, "at", 30*time.Second)
+	sum := fileSum(t, path)
+	tmp, err := os.ReadFile(path + resizeTmpSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Resize(path, nil)
+	if !errors.Is(err, ErrNotAlone) || !strings.Contains(err.Error(), "another resize") || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("Resize while pid %d resizes: %v; want ErrNotAlone saying a resize is running, naming the pid", cmd.Process.Pid, err)
+	}
+	if fileSum(t, path) != sum {
+		t.Fatal("the refused Resize changed the file")
+	}
+	if now, err := os.ReadFile(path + resizeTmpSuffix); err != nil || !bytes.Equal(now, tmp) {
+		t.Fatalf("the refused Resize touched the running one's new file: %v", err)
+	}
+	stdin.Close()
+	lines, err := h.rest()
+	if err != nil || len(lines) != 1 || strings.Join(lines[0], " ") != "finished <nil>" {
+		t.Fatalf("the first Resize: %v %v", lines, err)
+	}
+	checkResized(t, path, n, 0)
+}
+
+// TestResizeCancelled: a Resize whose context ends before the rename
+// removes its new file and leaves the old one as it was.
+func TestResizeCancelled(t *testing.T) {
+	const n = 3000
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, &Options{Entries: 300, AverageKeySize: 8, AverageValueSize: 8})
+	fillResize(t, m, n)
+	m.Close()
+	sum := fileSum(t, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := ResizeContext(ctx, path, &ResizeOptions{Progress: func(done, total int64) {
+		if _, err := os.Stat(path + resizeTmpSuffix); err != nil {
+			t.Errorf("no new file while copying: %v", err)
+		}
+		cancel()
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled Resize: %v, want context.Canceled", err)
+	}
+	for _, p := range []string{path + resizeTmpSuffix, offheap.LockFilePath(path + resizeTmpSuffix)} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left: %v", p, err)
+		}
+	}
+	if fileSum(t, path) != sum {
+		t.Fatal("the cancelled Resize changed the file")
+	}
+	if _, err := Resize(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkResized(t, path, n, 0)
 }

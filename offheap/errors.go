@@ -41,6 +41,11 @@ var (
 	// Create was given, whose target does not exist: Open does not create
 	// a file through a link (see Open).
 	ErrDanglingLink = errors.New("a symbolic link to a file that does not exist")
+	// ErrRewriting reports an OpenExclusive of a file that another
+	// OpenExclusive has open: a rewrite of the map (a resize) is running,
+	// for as long as it takes to copy the map, so the second one fails at
+	// once instead of waiting for it. The error names the process.
+	ErrRewriting = errors.New("another process has the map open to rewrite it")
 	// errInitTimeout reports that another process held the file's creation
 	// lock for longer than OpenOptions.initTimeout: it is still
 	// initializing the file, or its Init hangs.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // replaceRetries bounds how often Open and OpenExclusive open a path again
@@ -28,6 +30,15 @@ var errReplaced = errors.New("the path was given another file while Open waited 
 // file being created waits. It holds the lock on the file the path names
 // once it has it: a path given another file while it waited is opened
 // again (see Open).
+//
+// Before it waits for the creation lock it takes flock on the companion
+// lock file (LockFilePath), without waiting, and keeps that too until
+// Close: an OpenExclusive of a file that another has open, whose rewrite
+// may take as long as copying the map, fails at once with ErrRewriting
+// naming the process, rather than after the creation lock's wait. The
+// kernel drops both locks when the process dies, so a rewrite killed
+// midway blocks nothing. (The map's own locks in that file are byte-range
+// OFD locks, which flock does not touch.)
 //
 // The file is mapped writable, as the layers above need it to take the
 // locks they keep in its companion lock file (LockFile); OpenExclusive
@@ -63,11 +74,24 @@ func openExclusiveOnce(path string, growsTo func([]byte) (int64, int64, int64)) 
 		return nil, pathless(err)
 	}
 	var f *File
+	var lockFd *os.File
 	defer func() {
 		if f == nil {
 			fd.Close() // drops the lock too
+			if lockFd != nil {
+				lockFd.Close()
+			}
 		}
 	}()
+	lockFd, err = openLockFile(fd, LockFilePath(path), true)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file %s: %w", LockFilePath(path), err)
+	}
+	if ok, err := tryFlock(lockFd, true); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, rewriting(lockFd)
+	}
 	if err := flockTimeout(fd, true, defaultInitTimeout); err != nil {
 		return nil, err
 	}
@@ -103,8 +127,24 @@ func openExclusiveOnce(path string, growsTo func([]byte) (int64, int64, int64)) 
 		return nil, err
 	}
 	nf.length.Store(size)
+	nf.lockFile = lockFd
 	f = nf
 	return f, nil
+}
+
+// rewriting is ErrRewriting for the lock file lockFd, whose flock another
+// OpenExclusive holds, naming the processes that hold it.
+func rewriting(lockFd *os.File) error {
+	var pids []string
+	for _, l := range LockHolders(lockFd.Fd()) {
+		if l.Kind == "FLOCK" && l.PID > 0 {
+			pids = append(pids, strconv.Itoa(l.PID))
+		}
+	}
+	if len(pids) == 0 {
+		return ErrRewriting
+	}
+	return fmt.Errorf("%w (pid %s)", ErrRewriting, strings.Join(pids, ", "))
 }
 
 // Replaced reports whether the file's path names another file now (or

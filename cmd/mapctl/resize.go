@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,10 +54,13 @@ old file open keep reading the old file, which no longer changes: open
 the map again to see the new one.
 
 The new file is written beside the old one, as PATH.resize-tmp, synced and
-renamed over PATH. It is safe to interrupt: killed at any point, or cut by
-a power failure, it leaves PATH opening with every entry, the old file
-before the rename and the new one after; a leftover PATH.resize-tmp is
-removed by the next resize. The disk must hold both files at once; when it
+renamed over PATH. It is safe to interrupt: Ctrl-C or SIGTERM before the
+rename stops it, removes PATH.resize-tmp and leaves the old file as it was
+(exit status 3). Killed at any point, or cut by a power failure, it leaves
+PATH opening with every entry, the old file before the rename and the new
+one after; a leftover PATH.resize-tmp is removed by the next resize. A
+resize of a map another resize is rewriting fails at once (exit status 3),
+naming the process that runs it. The disk must hold both files at once; when it
 cannot, resize fails with "no space left" and removes what it wrote,
 leaving the old file as it was.
 
@@ -114,8 +118,15 @@ func runResize(e *env, c *command, opts any, args []string) int {
 		p.total = total
 		p.update(done, done)
 	}
-	res, err := hashmap.Resize(path, ro)
+	// An interrupt ends the copy, and Resize removes the new file: the
+	// default, death, would leave it for the next resize to remove.
+	ctx, stop := interruptContext()
+	defer stop()
+	res, err := hashmap.ResizeContext(ctx, path, ro)
 	p.done()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return e.fail(c, fmt.Errorf("interrupted: %s is as it was, and the new file it was copied into is removed", path))
+	}
 	if errors.Is(err, hashmap.ErrBadOptions) {
 		return e.usageError(c, createFlagNames.Replace(err.Error()))
 	}

@@ -3,11 +3,19 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/hashmap"
 )
 
 // TestResize: a map loaded with many times the entries it was made for
@@ -77,5 +85,82 @@ func TestUpgradePointsToResize(t *testing.T) {
 	}
 	if c, o, e = mapctl(t, "", "upgrade", p); c != 0 || strings.Contains(o, "resize") {
 		t.Fatalf("upgrade after resize: %d %q %q", c, o, e)
+	}
+}
+
+// TestResizeInterrupted: Ctrl-C or SIGTERM while resize copies stops it
+// with status 3, PATH.resize-tmp removed and PATH as it was, and the next
+// resize is not disturbed by the one interrupted.
+func TestResizeInterrupted(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	m, err := hashmap.Open(p, &hashmap.Options{Entries: 200_000, AverageKeySize: 16, AverageValueSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200_000
+	keys, values := make([][]byte, n), make([][]byte, n)
+	for i := range n {
+		keys[i], values[i] = fmt.Appendf(nil, "key-%09d", i), fmt.Appendf(nil, "value of key %d", i)
+	}
+	if _, _, err := m.PutAll(keys, values); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Resize writes nothing to the old file: it is the same file, with
+	// the same bytes, as long as path names it and its mtime stays.
+	same := func(a, b os.FileInfo) bool {
+		return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+	}
+	before, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := p + ".resize-tmp"
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(os.Args[0], "resize", p)
+		cmd.Env = append(os.Environ(), loadProcessEnv+"=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// Interrupt once the new file is there: while the entries are
+		// copied into it.
+		for {
+			if _, err := os.Stat(tmp); err == nil {
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("resize ended before it made %s: %v, stderr %q", tmp, err, stderr.String())
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		err := <-done
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitError || !strings.Contains(stderr.String(), "interrupted") {
+			t.Fatalf("resize sent %v while it copies: %v, stderr %q; want exit status %d saying it was interrupted", sig, err, stderr.String(), exitError)
+		}
+		for _, f := range []string{tmp, tmp + "-lock"} {
+			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after %v: %s left (%v)", sig, f, err)
+			}
+		}
+		if now, err := os.Stat(p); err != nil || !same(now, before) {
+			t.Fatalf("resize interrupted by %v changed %s", sig, p)
+		}
+	}
+	if c, o, e := mapctl(t, "", "resize", p); c != exitOK || !strings.Contains(o, fmt.Sprintf("%d entries kept", n)) {
+		t.Fatalf("resize after the interrupted ones: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "check", p); c != exitOK {
+		t.Fatalf("check: %d %q %q", c, o, e)
 	}
 }
