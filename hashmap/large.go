@@ -479,6 +479,13 @@ func (m *Map) checkOrphans(out []Problem) []Problem {
 // generation. The writer's death is established before the descriptors
 // are read again, so a descriptor it swapped in before it died is seen.
 // It returns how many parts it deleted.
+//
+// The recovery of a dead process does not call it: the parts of a Put cut
+// short are spread over every segment under keys made from an id the file
+// does not record, so finding them means reading every entry of the map,
+// twice, which recovery (under the registry's recovery lock, at Open too)
+// must not pay for each death. Repair and Clear, which read the whole map
+// anyway, do.
 func (m *Map) dropOrphans() int {
 	if !m.largeValues() || m.reg == nil {
 		return 0
