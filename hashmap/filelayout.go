@@ -47,7 +47,7 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
-		MaxSize: max(o.MaxSize, 0),
+		MaxSize: max(o.MaxSize, 0), MaxSegments: testCreateMaxSegments,
 	}
 	// The registry's size depends on the count of segments (a ledger and
 	// counters per segment in every slot), and the segments' offset on the
@@ -62,8 +62,8 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
-	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
-		Counters: countersPerSlot(l.Segments, l.Stats), HighWater: !testCreateWithoutHighWater}
+	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.MaxSegments, l.FastLedgers),
+		Counters: countersPerSlot(l.MaxSegments, l.Stats), HighWater: !testCreateWithoutHighWater}
 	if reg.Slots == 0 {
 		reg.Slots = defaultProcesses(l.End-l.GlobalOff, reg.SlotSize())
 	}
@@ -75,8 +75,21 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 		}
 		params.MaxSize = defaultMaxSize(l.End)
 	}
-	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
-		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	// A map that splits has a ledger and counters per segment it may split
+	// into (MaxSegments, which does not depend on where the segments
+	// start): the registry is sized for them once the layout says how
+	// many, and the segments laid out after it.
+	for range 3 {
+		if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
+			return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+		}
+		if reg.Ledgers == ledgersPerSlot(l.MaxSegments, l.FastLedgers) {
+			break
+		}
+		reg.Ledgers, reg.Counters = ledgersPerSlot(l.MaxSegments, l.FastLedgers), countersPerSlot(l.MaxSegments, l.Stats)
+	}
+	if reg.Ledgers != ledgersPerSlot(l.MaxSegments, l.FastLedgers) {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, fmt.Errorf("%w: no layout settles the registry's size", ErrIncompatible)
 	}
 	return l, locks, reg, nil
 }
@@ -108,7 +121,7 @@ func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Option
 			return fileLayout{}, fmt.Errorf("open %s: %w", f.Path(), err)
 		}
 	}
-	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regRec.slots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats),
+	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regRec.slots, Ledgers: ledgersPerSlot(l.MaxSegments, l.FastLedgers), Counters: countersPerSlot(l.MaxSegments, l.Stats),
 		HighWater: regRec.highWater}
 	return fileLayout{segments: l, locks: locks, registry: reg}, nil
 }
@@ -143,7 +156,7 @@ func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, registryRe
 		// The ledger count is the segment count, which the segment record
 		// holds; the registry's size does not depend on where it starts
 		// (and a wrong count makes DecodeLayout below fail).
-		if segs, ok := segment.RecordSegments(rec); ok {
+		if segs, ok := segment.RecordMaxSegments(rec); ok {
 			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
 		}
 	}
@@ -159,6 +172,10 @@ var testCreateWithoutFastLedgers bool
 // as builds before the registry's high-water mark did: a version-1
 // registry record, and every slot's disk blocks reserved at creation.
 var testCreateWithoutHighWater bool
+
+// testCreateMaxSegments, set only by tests, is Params.MaxSegments for the
+// files Open creates: -1 makes them as builds before splits did.
+var testCreateMaxSegments = -1
 
 // testCreateWithoutStamps, set only by tests, makes Open create files as
 // builds before tier stamps did, whose Repair infers what a tier is.

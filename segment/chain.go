@@ -54,7 +54,7 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 		next := tv.next()
 		t := int64(next) - 1
 		ours, mend := false, false
-		if next != 0 && next <= uint64(tb.Present()) && t >= l.Segments && !seen[t] {
+		if next != 0 && next <= uint64(tb.Present()) && t >= l.MaxSegments && !seen[t] {
 			ours, mend = tb.linkedTierIsOf(s.index, t, pos)
 		}
 		if ours && !mend {
@@ -77,7 +77,7 @@ func (s *Segment) chain(salvage bool, rep *Recovered) []int64 {
 			relink(&tv, lost)
 			continue
 		}
-		if ours && t < l.Segments+tb.ExtraTiersInUse() {
+		if ours && t < l.MaxSegments+tb.ExtraTiersInUse() {
 			atomic.StoreUint64(&tb.tier(t).header[thOwner/8], uint64(s.index)+1)
 			seen[t] = true
 			out = append(out, t)
@@ -105,7 +105,7 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 	end := tb.handedOutEnd()
 	for changed := true; changed; {
 		changed = false
-		for t := l.Segments; t < end; t++ {
+		for t := l.MaxSegments; t < end; t++ {
 			tv := tb.tier(t)
 			if seen[t] {
 				continue
@@ -116,7 +116,7 @@ func (s *Segment) disownStrays(seen map[int64]bool, rep *Recovered) {
 				if tb.linksTo(t) != 0 {
 					continue
 				}
-			case owner > uint64(l.Segments), owner == 0 && order != 0: // damaged: weighed by its keys
+			case owner > uint64(l.MaxSegments), owner == 0 && order != 0: // damaged: weighed by its keys
 				if tb.linksTo(t) != 0 || tb.keysOfOneSegment(t) != s.index {
 					continue
 				}
@@ -153,7 +153,7 @@ func (s *Segment) lostTierAt(pos int64, seen map[int64]bool) (lost int64, ok boo
 	l := &tb.layout
 	end := tb.handedOutEnd()
 	var candidates, ownerDamaged []int64
-	for t := l.Segments; t < end; t++ {
+	for t := l.MaxSegments; t < end; t++ {
 		h := tb.tier(t).header
 		if seen[t] || atomic.LoadUint64(&h[thOrder/8]) != uint64(pos) {
 			continue
@@ -251,7 +251,7 @@ func (tb *Table) linksTo(t int64) int {
 // hashes to another segment (others).
 func (tb *Table) keysIn(t, index int64) (mine, others bool) {
 	tb.soundKeys(t, func(key []byte) {
-		if tb.layout.segmentOf(xxhash.Sum64(key)) == index {
+		if tb.segmentOf(xxhash.Sum64(key)) == index {
 			mine = true
 		} else {
 			others = true
@@ -265,7 +265,7 @@ func (tb *Table) keysIn(t, index int64) (mine, others bool) {
 func (tb *Table) keysOfOneSegment(t int64) int64 {
 	seg, mixed := int64(-1), false
 	tb.soundKeys(t, func(key []byte) {
-		switch s := tb.layout.segmentOf(xxhash.Sum64(key)); {
+		switch s := tb.segmentOf(xxhash.Sum64(key)); {
 		case seg < 0:
 			seg = s
 		case s != seg:
@@ -294,5 +294,5 @@ func (tb *Table) soundKeys(t int64, key func([]byte)) {
 // handedOutEnd is one past the last tier the pool has handed out (first
 // tiers included), by the count, bounded by the table.
 func (tb *Table) handedOutEnd() int64 {
-	return min(tb.layout.Segments+tb.ExtraTiersInUse(), tb.Present())
+	return min(tb.layout.MaxSegments+tb.ExtraTiersInUse(), tb.Present())
 }

@@ -105,7 +105,7 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	l := &out.Layout
 	out.Notes = settleParams(r, l, out.Notes)
 	// The record the chosen parameters make must be this very geometry.
-	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
+	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo, 0)
 	again.MoveCounters, again.FastLedgers, again.Stamps, again.LargeValues = l.MoveCounters, l.FastLedgers, l.Stamps, l.LargeValues
 	if err != nil || keyOf(&again) != keyOf(l) {
 		return out, fmt.Errorf("%w: the parameters chosen do not give back the layout found (%v)", ErrBadLayout, err)
@@ -338,7 +338,7 @@ func eachTierOf(b InferBase, undo bool, avg, size, tiers, end int64, visit func(
 		if checkParams(p, true) != nil {
 			continue
 		}
-		l, err := newLayout(p, b.GlobalOff, true, b.Stats, undo)
+		l, err := newLayout(p, b.GlobalOff, true, b.Stats, undo, 0)
 		if err != nil || l.End != end || l.TierSize != size || l.Tiers != tiers {
 			continue
 		}

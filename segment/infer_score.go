@@ -129,7 +129,7 @@ func entryFits(l *Layout, tier []byte, slot uint64, seg int64) bool {
 		return false
 	}
 	h := xxhash.Sum64(key)
-	if uint32(h>>l.segmentBits) != slotTag(slot) || (seg >= 0 && l.segmentOf(h) != seg) {
+	if uint32(h>>l.tagShift) != slotTag(slot) || (seg >= 0 && int64(segmentFor(h, uint64(l.Segments))) != seg) {
 		return false
 	}
 	sum := binary.LittleEndian.Uint32(head[ehChecksum:])
