@@ -45,7 +45,9 @@ func (m *Map) Clear() error {
 	if err := m.clearLarge(); err != nil {
 		return fmt.Errorf("clear: %w", err)
 	}
-	for i := range int(m.layout.Segments) {
+	// Up to the segments in use when it ends: a split meanwhile may move
+	// keys of a segment not yet cleared into a new one.
+	for i := 0; i < int(m.table.Segments()); i++ {
 		if _, err := m.table.Segment(i).Clear(); err != nil {
 			return fmt.Errorf("clear: %w", err)
 		}
@@ -59,7 +61,7 @@ func (m *Map) clearLarge() error {
 		return nil
 	}
 	var keys [][]byte
-	for i := range int(m.layout.Segments) {
+	for i := 0; i < int(m.table.Segments()); i++ {
 		keys = keys[:0]
 		if _, err := m.table.Segment(i).DeleteFuncLarge(func(_, _ []byte) bool { return false }, func(k []byte) { keys = append(keys, k) }); err != nil {
 			return err

@@ -12,7 +12,7 @@ import "sync/atomic"
 // the sum over the slots is the total since the map was created.
 
 // ledgersPerSlot is the count of a process's ledger words: one per
-// segment lock, and as many fast ledgers after them in files with them
+// segment lock (of every segment a map may split into), and as many fast ledgers after them in files with them
 // (segment.Layout.FastLedgers).
 func ledgersPerSlot(segments int64, fast bool) int {
 	if fast {
@@ -24,7 +24,7 @@ func ledgersPerSlot(segments int64, fast bool) int {
 // fastLedger is the fast ledger of segment i in registry slot slot: after
 // the slot's ledgers, in files with fast ledgers.
 func (m *Map) fastLedger(slot, i int) *uint64 {
-	return m.reg.Ledger(slot, int(m.layout.Segments)+i)
+	return m.reg.Ledger(slot, int(m.layout.MaxSegments)+i)
 }
 
 // countersPerSlot is the size of a process's own counters: a hit and a
@@ -43,7 +43,7 @@ func countersPerSlot(segments int64, stats bool) int {
 // cost more than the early request saved (see segment.Table.Get).
 func (m *Map) countLookup(h uint64, found bool) {
 	if c := m.counters; c != nil {
-		i := 2 * (h & m.segMask)
+		i := 2 * uint64(m.table.SegmentOf(h))
 		if !found {
 			i++
 		}

@@ -173,8 +173,11 @@ var testCreateWithoutFastLedgers bool
 // registry record, and every slot's disk blocks reserved at creation.
 var testCreateWithoutHighWater bool
 
-// testCreateMaxSegments, set only by tests, is Params.MaxSegments for the
-// files Open creates: -1 makes them as builds before splits did.
+// testCreateMaxSegments is Params.MaxSegments for the files Open creates:
+// -1 makes them as builds before splits did, 0 lets a store map that
+// grows split (segment.Layout.Splits). Splits stay off by default until
+// the growth, salvage and registry-size tests hold with them (see the
+// notes of the change that added them); tests set 0.
 var testCreateMaxSegments = -1
 
 // testCreateWithoutStamps, set only by tests, makes Open create files as

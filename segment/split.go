@@ -139,6 +139,19 @@ func (tb *Table) moved(hash uint64, index int64) bool {
 	return tb.split.claim != nil && tb.segmentOf(hash) != index
 }
 
+// SegmentFor is the segment of a key hashed to hash with n segments in use
+// (see segmentFor).
+func SegmentFor(hash uint64, n int64) int64 { return int64(segmentFor(hash, uint64(n))) }
+
+// SplitParent is the segment that segment seg split from, in a map created
+// with segments segments: -1 for those it was created with.
+func SplitParent(seg, segments int64) int64 {
+	if seg < segments {
+		return -1
+	}
+	return seg - 1<<(63-bits.LeadingZeros64(uint64(seg)))
+}
+
 // SegmentOf is the segment a key hashed to hash belongs to now.
 func (tb *Table) SegmentOf(hash uint64) int64 { return tb.segmentOf(hash) }
 
