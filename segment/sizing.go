@@ -401,9 +401,6 @@ func (l *Layout) Encode() []byte {
 	if l.Grows {
 		b = binary.LittleEndian.AppendUint64(b, uint64(l.MaxTiers))
 	}
-	if l.Splits {
-		b = binary.LittleEndian.AppendUint64(b, uint64(l.MaxSegments))
-	}
 	return b
 }
 
@@ -438,7 +435,7 @@ func (l *Layout) fields() []*int64 {
 		flags |= flagLargeValues
 	}
 	if l.Splits {
-		flags |= flagSplits
+		flags |= flagSplits | encodeSplitBits(l.MaxSegments)
 	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
@@ -459,8 +456,33 @@ const (
 	flagStamps       = 64
 	flagGrows        = 128 // the record has MaxTiers after MaxBloatFactor
 	flagLargeValues  = 256 // store maps whose tiers' entry space is under 2^30 bytes
-	flagSplits       = 512 // only with flagGrows; the record has MaxSegments after MaxTiers
+	flagSplits       = 512 // only with flagGrows; log2(MaxSegments) in splitBitsMask
 )
+
+// The flags word's bits 16..20 hold log2(MaxSegments) in files with
+// flagSplits, and are zero in others. The count is packed there rather
+// than given a word of its own so that the record keeps the length that
+// the header's room was measured for (offheap.MaxLayoutSize), and a
+// caller may still choose it (Params.MaxSegments): a rule deriving it
+// from the other fields would tie every file to the rule of the build
+// that made it.
+const (
+	splitBitsShift = 16
+	splitBitsMask  = 31 << splitBitsShift
+)
+
+// encodeSplitBits is the flags word's field for MaxSegments ms, a power
+// of two up to 2^20; decodeSplitBits reads it back (0 if absent).
+func encodeSplitBits(ms int64) int64 {
+	return int64(bits.TrailingZeros64(uint64(ms))) << splitBitsShift
+}
+
+func decodeSplitBits(flags int64) int64 {
+	if flags&splitBitsMask == 0 {
+		return 0
+	}
+	return 1 << ((flags & splitBitsMask) >> splitBitsShift)
+}
 
 // layoutFields is the number of integer fields before MaxBloatFactor.
 const layoutFields = 17
@@ -471,14 +493,9 @@ const layoutFields = 17
 func RecordLen(b []byte) int {
 	n := len(layoutMagic) + 8*(layoutFields+1)
 	off := len(layoutMagic) + 8*2
-	if len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic {
-		flags := binary.LittleEndian.Uint64(b[off:])
-		if flags&flagGrows != 0 {
-			n += 8
-		}
-		if flags&flagSplits != 0 {
-			n += 8
-		}
+	if len(b) >= off+8 && string(b[:len(layoutMagic)]) == layoutMagic &&
+		binary.LittleEndian.Uint64(b[off:])&flagGrows != 0 {
+		n += 8
 	}
 	return n
 }
@@ -504,10 +521,12 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
+	splitMax := decodeSplitBits(v[2])
+	v[2] &^= splitBitsMask
 	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows|flagLargeValues|flagSplits) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
 		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) ||
-		(v[2]&flagSplits != 0 && v[2]&flagGrows == 0) {
-		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
+		(v[2]&flagSplits != 0 && v[2]&flagGrows == 0) || (v[2]&flagSplits != 0) != (splitMax != 0) {
+		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2]|encodeSplitBits(splitMax), v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
 		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
@@ -519,7 +538,7 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	}
 	var maxSegments int64
 	if v[2]&flagSplits != 0 {
-		maxSegments = int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*(n+2):]))
+		maxSegments = splitMax
 		if maxSegments <= int64(p.Segments) || maxSegments > MaxSegments || maxSegments&(maxSegments-1) != 0 {
 			return Layout{}, fmt.Errorf("%w: MaxSegments %d: want a power of two above the %d segments the map was created with, up to %d", ErrBadLayout, maxSegments, p.Segments, MaxSegments)
 		}
@@ -588,11 +607,11 @@ func RecordSegments(b []byte) (int64, bool) {
 // registry, which precedes the segments, has a ledger per segment.
 func RecordMaxSegments(b []byte) (int64, bool) {
 	n, ok := RecordSegments(b)
-	off := len(layoutMagic) + 8*2
-	if !ok || RecordLen(b) > len(b) || binary.LittleEndian.Uint64(b[off:])&flagSplits == 0 {
+	flags := int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*2:]))
+	if !ok || flags&flagSplits == 0 {
 		return n, ok
 	}
-	m := int64(binary.LittleEndian.Uint64(b[RecordLen(b)-8:]))
+	m := decodeSplitBits(flags)
 	return m, m > 0 && m <= MaxSegments
 }
 

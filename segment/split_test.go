@@ -4,6 +4,8 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -64,6 +66,44 @@ func TestTagsDoNotDependOnSegments(t *testing.T) {
 	back, err := DecodeLayout(sl.Encode(), 4096, 1<<40)
 	if err != nil || back.MaxSegments != 64 || !back.Splits {
 		t.Fatalf("decoded: MaxSegments %d, splits %v, %v", back.MaxSegments, back.Splits, err)
+	}
+}
+
+// TestSplitsKeepTheRecordLength: MaxSegments rides in the flags word,
+// so a record that splits is as long as one that only grows (the header's
+// room was measured for that), and a damaged count is refused.
+func TestSplitsKeepTheRecordLength(t *testing.T) {
+	sl := mustLayout(t, splitParams())
+	p := splitParams()
+	p.MaxSegments = -1
+	gl := mustLayout(t, p)
+	if !gl.Grows || gl.Splits {
+		t.Fatalf("MaxSegments -1: grows %v, splits %v; want a map that grows without splits", gl.Grows, gl.Splits)
+	}
+	rec := sl.Encode()
+	if len(rec) != len(gl.Encode()) || RecordLen(rec) != len(rec) {
+		t.Fatalf("a record that splits is %d bytes (RecordLen %d), one that only grows %d", len(rec), RecordLen(rec), len(gl.Encode()))
+	}
+	if m, ok := RecordMaxSegments(rec); !ok || m != 64 {
+		t.Fatalf("RecordMaxSegments = %d, %v; want 64", m, ok)
+	}
+	const flagsOff = len(layoutMagic) + 8*2
+	for _, tc := range []struct {
+		name string
+		log  uint64 // log2(MaxSegments) written into the flags word
+		drop bool   // clear flag splits
+	}{
+		{"not above Segments", 2, false}, {"beyond the format's", 21, false}, {"without the flag", 6, true}, {"flag without a count", 0, false},
+	} {
+		b := append([]byte(nil), rec...)
+		flags := binary.LittleEndian.Uint64(b[flagsOff:])&^splitBitsMask | tc.log<<splitBitsShift
+		if tc.drop {
+			flags &^= flagSplits
+		}
+		binary.LittleEndian.PutUint64(b[flagsOff:], flags)
+		if _, err := DecodeLayout(b, 4096, 1<<40); !errors.Is(err, ErrBadLayout) {
+			t.Errorf("%s: DecodeLayout = %v, want ErrBadLayout", tc.name, err)
+		}
 	}
 }
 
