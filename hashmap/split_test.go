@@ -56,3 +56,52 @@ func TestGrownMapSplits(t *testing.T) {
 		t.Errorf("Range saw %d keys, %v; want %d", seen, err, n)
 	}
 }
+
+// TestSplitMapCountsLookupsByCreationSegment: a map that splits keeps its
+// hit and miss counters per segment it was created with, so that a
+// registry slot does not grow with MaxSegments, and loses no lookup to a
+// segment split into.
+func TestSplitMapCountsLookupsByCreationSegment(t *testing.T) {
+	const n = 40_000
+	testCreateMaxSegments = 0
+	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 2_000, AverageKeySize: 12, AverageValueSize: 16})
+	testCreateMaxSegments = -1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	created := m.Stats().Segments
+	if got := m.reg.Layout().Counters; got != 2*created {
+		t.Fatalf("%d counter words per registry slot, want 2 x the %d segments the map was created with", got, created)
+	}
+	for i := range n {
+		if err := m.Put(fmt.Appendf(nil, "key-%09d", i), []byte("v")); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		if _, err := m.Get(fmt.Appendf(nil, "key-%09d", i)); err != nil {
+			t.Fatalf("get %d: %v", i, err)
+		}
+		if _, err := m.Get(fmt.Appendf(nil, "absent-%09d", i)); err == nil {
+			t.Fatalf("get absent %d: found", i)
+		}
+	}
+	st := m.Stats()
+	if st.Segments <= created {
+		t.Fatalf("segments %d -> %d: the map did not split", created, st.Segments)
+	}
+	if st.Hits != n || st.Misses != n {
+		t.Errorf("hits %d, misses %d; want %d each", st.Hits, st.Misses, n)
+	}
+	var hits, misses int64
+	for _, s := range m.Segments() {
+		hits, misses = hits+s.Hits, misses+s.Misses
+		if s.Index >= created && s.Hits+s.Misses != 0 {
+			t.Errorf("segment %d, split into, has %d hits and %d misses of its own", s.Index, s.Hits, s.Misses)
+		}
+	}
+	if hits != n || misses != n {
+		t.Errorf("per segment: hits %d, misses %d; want %d each", hits, misses, n)
+	}
+}

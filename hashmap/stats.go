@@ -112,6 +112,9 @@ type SegmentInfo struct {
 	Lock    LockState `json:"-"`    // the segment's lock when read
 	LockStr string    `json:"lock"` // Lock as text: "free", or the locks held and the waiters
 	// Counters since creation, as in Stats.
+	// Hits and Misses of a map that splits are counted by the segments it
+	// was created with: those of a segment split into are in the ones of
+	// the segment it descends from (Index mod the segments at creation).
 	Hits         int64 `json:"hits"`          // as Stats.Hits, for this segment
 	Misses       int64 `json:"misses"`        // as Stats.Misses
 	Puts         int64 `json:"puts"`          // as Stats.Puts

@@ -25,7 +25,7 @@ func TestFormatDocMatchesLayout(t *testing.T) {
 	splitting := Layout{Splits: true}
 	d.Says(t, fmt.Sprintf("| %d | splits |", flagSplits), fmt.Sprintf("| %d | 8 | flag `splits`: segments in use", gSegments),
 		fmt.Sprintf("| %d | 8 | flag `splits`: split claim", gSplitClaim), fmt.Sprintf("holds at most %d steps", maxGrowthStepsOf(&splitting)),
-		"max(16 x Segments, 1024)")
+		fmt.Sprintf("max(%d x Segments, 1024)", splitFactor))
 	d.Says(t, fmt.Sprintf("| %d | large values |", flagLargeValues), fmt.Sprintf("| 0 | 4 | magic %#x", descriptorMagic),
 		fmt.Sprintf("| %d | 8 | XXH64 (seed 0) of the whole value |", DescriptorSize-8), fmt.Sprintf("under a %d-byte part key", PartKeySize),
 		"bit 31 marks a descriptor, bit 30 a part", fmt.Sprintf("none under %d", minPartSize))

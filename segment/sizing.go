@@ -218,20 +218,28 @@ func checkParams(p Params, recorded bool) error {
 
 // defaultMaxSegments is MaxSegments for a map laid out as l without
 // splits: Params.MaxSegments if set, else the largest power of two up to
-// max(16 x Segments, 1024) and MaxSegments (the format's) whose first tiers
-// take at most half of MaxSize. Sixteen times: a map that outgrows its
-// Entries by more than that still grows, by chains. The floor of 1024
-// lets a small map grow as far as a default one splits anyway.
+// max(splitFactor x Segments, 1024) and MaxSegments (the format's) whose
+// first tiers take at most half of MaxSize. The floor of 1024 lets a small
+// map grow as far as a default one splits anyway.
 func defaultMaxSegments(l *Layout) int64 {
 	if p := int64(l.Params.MaxSegments); p > 0 {
 		return p
 	}
-	ms := min(int64(nextPow2(uint64(max(16*l.Segments, 1024)))), MaxSegments)
+	ms := min(int64(nextPow2(uint64(max(splitFactor*l.Segments, 1024)))), MaxSegments)
 	for ms > l.Segments && ms*l.TierSize > l.MaxSize/2 {
 		ms /= 2
 	}
 	return ms
 }
+
+// splitFactor is how many times its segments a map splits into by
+// default. What splits cost scales with it before any split happens: every
+// registry slot has two ledger words per segment the map may split into,
+// and the file's apparent size a first tier per such segment: at 16, a
+// default map of a million entries reserved over a gigabyte of address
+// space for its registry alone. A map that outgrows its Entries by more
+// than this still grows, by chains, as maps that do not split do.
+const splitFactor = 4
 
 // newLayout lays out a map of p; maxSegments > 0 makes one that splits
 // up to maxSegments segments (Layout.Splits).
