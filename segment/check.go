@@ -413,6 +413,12 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 	end := tb.handedOutEnd()
 	linked := make(map[int64]bool)
 	for i := int64(0); i < end; i++ {
+		if i == tb.SegmentsTouched() && i < l.MaxSegments {
+			i = l.MaxSegments // first tiers of segments not split into: holes, never read
+			if i >= end {
+				break
+			}
+		}
 		if next := tb.tierNext(i); next != 0 && next <= uint64(tb.Present()) {
 			linked[int64(next)-1] = true
 		}
