@@ -47,7 +47,10 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	params := segment.Params{
 		Entries: o.Entries, AverageKeySize: o.AverageKeySize, AverageValueSize: o.AverageValueSize,
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
-		MaxSize: max(o.MaxSize, 0), MaxSegments: testCreateMaxSegments,
+		MaxSize: max(o.MaxSize, 0),
+	}
+	if o.NoSplits || !testCreateSplits {
+		params.MaxSegments = -1
 	}
 	// The registry's size depends on the count of segments (a ledger and
 	// counters per segment in every slot), and the segments' offset on the
@@ -182,12 +185,10 @@ var testCreateWithoutFastLedgers bool
 // registry record, and every slot's disk blocks reserved at creation.
 var testCreateWithoutHighWater bool
 
-// testCreateMaxSegments is Params.MaxSegments for the files Open creates:
-// -1 makes them as builds before splits did, 0 lets a store map that
-// grows split (segment.Layout.Splits). Splits stay off by default until
-// the growth, salvage and registry-size tests hold with them (see the
-// notes of the change that added them); tests set 0.
-var testCreateMaxSegments = -1
+// testCreateSplits, set only by tests, makes Open create store maps that
+// grow with splits (unless Options.NoSplits), as it will by default once
+// every reader of a file, Salvage's inference included, knows them.
+var testCreateSplits bool
 
 // testCreateWithoutStamps, set only by tests, makes Open create files as
 // builds before tier stamps did, whose Repair infers what a tier is.

@@ -51,6 +51,17 @@ type Options struct {
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.
 	Segments int
+	// NoSplits creates a map that keeps the segments it is created with,
+	// which is all this version creates yet. A store map that grows will
+	// by default also split its segments as it
+	// fills (linear hashing, up to 4 times Segments and at least 1024),
+	// so that a map holding many times Entries reads and writes about as
+	// fast as one created for its size. Splits cost address space before
+	// they happen: the file is laid out, as holes, for the first tiers of
+	// every segment it may split into, and each process's registry slot
+	// has a ledger word per such segment. Caches and maps that do not
+	// grow never split. Fixed at creation.
+	NoSplits bool
 	// LockTimeout is how long an operation waits for a segment lock before
 	// it looks for a dead holder to release (see Recover) and waits once
 	// more: a lock a live process keeps ends the operation in ErrTimeout

@@ -87,7 +87,7 @@ func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
 	for _, owner := range []uint64{0, 2} {
 		t.Run(fmt.Sprintf("owner=%d", owner), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
-			m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+			m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
 // tier: segment 1's keys lost, segment 1 reporting none.
 func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 // words say it belongs, and keep every one.
 func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 func TestRecoverLeavesATierBeingAttached(t *testing.T) {
 	withoutStamps(t) // the owner and position words of a file without stamps
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestRecoverLeavesATierBeingAttached(t *testing.T) {
 // as its own, and segment 1 then cut its chain: nothing reported there).
 func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
