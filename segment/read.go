@@ -95,7 +95,7 @@ const (
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	g := &tb.geom
 	n := atomic.LoadUint64(tb.active)
-	index := segmentFor(hash, n)
+	index := segmentFor(hash, tb.segmentsIn(n)) // bounded: a damaged N, or a closed map's zeros, names no segment
 	seqWord := tb.segSpan.Word64(index*segmentHeaderSize + shSeq)
 	seq := atomic.LoadUint64(seqWord)
 	shift := g.chunkShift & 63
