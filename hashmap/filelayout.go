@@ -49,7 +49,7 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
 		MaxSize: max(o.MaxSize, 0),
 	}
-	if o.NoSplits || !testCreateSplits {
+	if o.NoSplits {
 		params.MaxSegments = -1
 	}
 	// The registry's size depends on the count of segments (a ledger and
@@ -184,11 +184,6 @@ var testCreateWithoutFastLedgers bool
 // as builds before the registry's high-water mark did: a version-1
 // registry record, and every slot's disk blocks reserved at creation.
 var testCreateWithoutHighWater bool
-
-// testCreateSplits, set only by tests, makes Open create store maps that
-// grow with splits (unless Options.NoSplits), as it will by default once
-// every reader of a file, Salvage's inference included, knows them.
-var testCreateSplits bool
 
 // testCreateWithoutStamps, set only by tests, makes Open create files as
 // builds before tier stamps did, whose Repair infers what a tier is.

@@ -27,9 +27,7 @@ func BenchmarkGrownMap(b *testing.B) {
 	}{{"created", benchKeys, false, false}, {"grown-4x", benchKeys / 4, false, false}, {"grown-16x", benchKeys / 16, false, false},
 		{"grown-16x-nosplits", benchKeys / 16, false, true}, {"grown-16x-resized", benchKeys / 16, true, false}} {
 		path := filepath.Join(b.TempDir(), c.name)
-		testCreateSplits = true
 		m, err := Open(path, &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64, NoSplits: c.noSplits})
-		testCreateSplits = false
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -70,9 +70,7 @@ func TestCheckReadsNoHoles(t *testing.T) {
 
 func testCheckReadsNoHoles(t *testing.T, splits bool) {
 	path := filepath.Join(t.TempDir(), "m.map")
-	testCreateSplits = splits
-	m, err := Open(path, &Options{Entries: 1 << 18, AverageKeySize: 16, AverageValueSize: 64})
-	testCreateSplits = false
+	m, err := Open(path, &Options{Entries: 1 << 18, AverageKeySize: 16, AverageValueSize: 64, NoSplits: !splits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,7 @@ func TestGrownMapSplits(t *testing.T) {
 	if testing.Short() {
 		n = 200_000
 	}
-	testCreateSplits = true
 	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 10_000, AverageKeySize: 12, AverageValueSize: 16})
-	testCreateSplits = false
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +61,7 @@ func TestGrownMapSplits(t *testing.T) {
 // segment split into.
 func TestSplitMapCountsLookupsByCreationSegment(t *testing.T) {
 	const n = 40_000
-	testCreateSplits = true
 	m, err := Open(filepath.Join(t.TempDir(), "m"), &Options{Entries: 2_000, AverageKeySize: 12, AverageValueSize: 16})
-	testCreateSplits = false
 	if err != nil {
 		t.Fatal(err)
 	}

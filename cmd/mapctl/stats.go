@@ -323,7 +323,11 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Entries: %d\n", st.Entries)
 	fmt.Fprintf(w, "Capacity: %d (%s used)\n", st.Capacity, pct(int64(st.Entries), int64(st.Capacity)))
 	fmt.Fprintf(w, "Max bloat factor: %g\n", st.MaxBloatFactor)
-	fmt.Fprintf(w, "Segments: %d\n", st.Segments)
+	if st.MaxSegments > st.Segments {
+		fmt.Fprintf(w, "Segments: %d in use, splits up to %d\n", st.Segments, st.MaxSegments)
+	} else {
+		fmt.Fprintf(w, "Segments: %d\n", st.Segments)
+	}
 	fmt.Fprintf(w, "Tiers in use: %d of %d\n", st.TiersInUse, st.TiersMax)
 	fmt.Fprintf(w, "Bytes used: %d of %d allocatable (%s)\n", st.BytesUsed, st.BytesAllocatable, pct(st.BytesUsed, st.BytesAllocatable))
 	fmt.Fprintf(w, "File size: %s (overflow tiers take disk only once used)\n", humanBytes(st.FileSize))
