@@ -196,7 +196,7 @@ func TestGrowthSurvivesADeathAtEveryStep(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
 			// No splits: the file must grow, which a map that splits does
-			// only once its splits are done (TestGrownMapSplitsThenGrows).
+			// only once its splits are done (see TestGrownMapSplits).
 			m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2, LockTimeout: killLockTimeout, NoSplits: true})
 			m.Close()
 			stored := -1

@@ -18,7 +18,7 @@ func growthValue(key []byte) []byte { return bytes.Repeat(key, 3) }
 
 // The maps of these tests do not split (NoSplits): what they test is the
 // file's growth, which a map that splits reaches only once it has split
-// as far as it may (TestGrownMapSplitsThenGrows).
+// as far as it may (see TestGrownMapSplits).
 
 // TestPutPastThePoolGrowsTheFile: a map sized for 1,000 entries takes 60
 // times that: the file grows, step by step, every key reads back, Check
