@@ -97,7 +97,8 @@ func TestCreateRefusesAverageSizesBeyondAnEntry(t *testing.T) {
 }
 
 // TestCreateSplitsByDefault: a store map that grows splits its segments
-// as it fills unless created with --no-splits, and stats says how far.
+// as it fills unless created with --no-splits, and stats and inspect say
+// how far.
 func TestCreateSplitsByDefault(t *testing.T) {
 	for _, tc := range []struct {
 		flags []string
@@ -107,8 +108,10 @@ func TestCreateSplitsByDefault(t *testing.T) {
 		if c, o, e := mapctl(t, "", append([]string{"create", p, "--entries", "100"}, tc.flags...)...); c != 0 {
 			t.Fatalf("create %v: %d %q %q", tc.flags, c, o, e)
 		}
-		if c, o, e := mapctl(t, "", "stats", p); c != 0 || !strings.Contains(o, tc.want) {
-			t.Fatalf("stats of a map created with %v: %d %q %q; want %q", tc.flags, c, o, e, tc.want)
+		for _, cmd := range []string{"stats", "inspect"} {
+			if c, o, e := mapctl(t, "", cmd, p); c != 0 || !strings.Contains(o, tc.want) {
+				t.Fatalf("%s of a map created with %v: %d %q %q; want %q", cmd, tc.flags, c, o, e, tc.want)
+			}
 		}
 	}
 }
