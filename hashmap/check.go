@@ -131,7 +131,7 @@ func (m *Map) checkOutsideSegments() ([]Problem, error) {
 // the segments. Workers take the next segment from a shared count, so a
 // segment looked at again while a writer holds it delays no other.
 func (m *Map) checkSegments(out []Problem, o CheckOptions) []Problem {
-	total := int(m.layout.Segments)
+	total := int(m.table.Segments())
 	workers := o.Workers
 	if workers <= 0 {
 		workers = min(runtime.GOMAXPROCS(0), maxCheckWorkers)

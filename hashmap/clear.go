@@ -47,7 +47,9 @@ func (m *Map) Clear() error {
 		return err
 	}
 	defer c.Leave()
-	for i := range int(m.layout.Segments) {
+	// Up to the segments in use when it ends: a split meanwhile may move
+	// keys of a segment not yet cleared into a new one.
+	for i := 0; i < int(m.table.Segments()); i++ {
 		_, descs, err := m.table.Segment(i).ClearLarge()
 		for _, d := range descs {
 			m.deleteParts(&d.Desc, xxhash.Sum64(d.Key), d.Desc.Parts)

@@ -41,7 +41,8 @@ func (m *Map) DeleteFunc(fn func(key, value []byte) bool) (deleted int, err erro
 	}
 	defer c.Leave()
 	var large [][]byte
-	for i := range int(m.layout.Segments) {
+	for i := 0; i < int(m.table.Segments()); i++ { // to the segments in use at its end, as Clear
+
 		large = large[:0]
 		n, err := m.table.Segment(i).DeleteFuncLarge(fn, func(key []byte) { large = append(large, key) })
 		deleted += int(n)

@@ -49,6 +49,9 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 		MaxBloatFactor: o.MaxBloatFactor, Segments: o.Segments, Cache: o.Cache, NoUndo: o.NoUndo,
 		MaxSize: max(o.MaxSize, 0),
 	}
+	if o.NoSplits {
+		params.MaxSegments = -1
+	}
 	// The registry's size depends on the count of segments (a ledger and
 	// counters per segment in every slot), and the segments' offset on the
 	// registry's size: a first layout gives the count.
@@ -62,7 +65,7 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 	if err != nil {
 		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 	}
-	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers),
+	reg := registry.Layout{Off: offheap.HeaderSize + locks.bytes, Slots: o.MaxProcesses, Ledgers: ledgersPerSlot(l.MaxSegments, l.FastLedgers),
 		Counters: countersPerSlot(l.Segments, l.Stats), HighWater: !testCreateWithoutHighWater}
 	if reg.Slots == 0 {
 		reg.Slots = defaultProcesses(l.End-l.GlobalOff, reg.SlotSize())
@@ -75,8 +78,28 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 		}
 		params.MaxSize = defaultMaxSize(l.End)
 	}
-	if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
-		return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+	// A map that splits has a ledger per segment it may split into
+	// (MaxSegments, which does not depend on where the segments start):
+	// the registry is sized for them once the layout says how many, and a
+	// default slot count chosen again for slots of that size, then the
+	// segments laid out after it.
+	settled := false
+	for range 4 {
+		if l, err = layoutAt(reg.Off + reg.Bytes()); err != nil {
+			return segment.Layout{}, lockLayout{}, registry.Layout{}, err
+		}
+		next := reg
+		next.Ledgers, next.Counters = ledgersPerSlot(l.MaxSegments, l.FastLedgers), countersPerSlot(l.Segments, l.Stats)
+		if o.MaxProcesses == 0 {
+			next.Slots = defaultProcesses(l.End-l.GlobalOff, next.SlotSize())
+		}
+		if settled = next == reg; settled {
+			break
+		}
+		reg = next
+	}
+	if !settled {
+		return segment.Layout{}, lockLayout{}, registry.Layout{}, fmt.Errorf("%w: no layout settles the registry's size", ErrIncompatible)
 	}
 	return l, locks, reg, nil
 }
@@ -108,7 +131,7 @@ func decodeFileLayout(f *offheap.File, segRecordLen int, o Options, opts *Option
 			return fileLayout{}, fmt.Errorf("open %s: %w", f.Path(), err)
 		}
 	}
-	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regRec.slots, Ledgers: ledgersPerSlot(l.Segments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats),
+	reg := registry.Layout{Off: f.DataOffset() + locks.bytes, Slots: regRec.slots, Ledgers: ledgersPerSlot(l.MaxSegments, l.FastLedgers), Counters: countersPerSlot(l.Segments, l.Stats),
 		HighWater: regRec.highWater}
 	return fileLayout{segments: l, locks: locks, registry: reg}, nil
 }
@@ -140,11 +163,13 @@ func readRecords(f *offheap.File, _ int) (segment.Layout, lockLayout, registryRe
 	regSlots := reg.slots
 	var regBytes int64
 	if regSlots > 0 {
-		// The ledger count is the segment count, which the segment record
-		// holds; the registry's size does not depend on where it starts
-		// (and a wrong count makes DecodeLayout below fail).
-		if segs, ok := segment.RecordSegments(rec); ok {
-			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(segs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
+		// The ledger count is MaxSegments and the counters' the segment
+		// count, which the segment record holds; the registry's size does
+		// not depend on where it starts (and a wrong count makes
+		// DecodeLayout below fail).
+		segs, ok := segment.RecordSegments(rec)
+		if maxSegs, mok := segment.RecordMaxSegments(rec); ok && mok {
+			regBytes = registry.Layout{Slots: regSlots, Ledgers: ledgersPerSlot(maxSegs, segment.RecordHasFastLedgers(rec)), Counters: countersPerSlot(segs, segment.RecordHasStats(rec))}.Bytes()
 		}
 	}
 	l, err := segment.DecodeLayout(rec, f.DataOffset()+locks.bytes+regBytes, f.Size())

@@ -238,13 +238,28 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 		return dst, Version{}, err
 	}
 	defer c.Leave()
-	s := m.table.For(h)
-	v, found, seq, expiry, err := s.GetVersioned(h, keyApart(dst, key), dst)
-	if errors.Is(err, segment.ErrLarge) {
-		v, found, seq, err = m.getLargeVersioned(s, h, keyApart(dst, key), dst)
-	}
-	if err != nil {
-		return dst, Version{}, err
+	var s *segment.Segment
+	var v []byte
+	var found bool
+	var seq uint64
+	var expiry int64
+	for {
+		// The version names the segment the value was read in, which must
+		// be the key's when the read is over: a split may move the key to
+		// another, whose writes would not move this one's sequence (keys
+		// only ever move to segments split into later, so a key that maps
+		// to s after the read was read in s).
+		s = m.table.For(h)
+		v, found, seq, expiry, err = s.GetVersioned(h, keyApart(dst, key), dst)
+		if errors.Is(err, segment.ErrLarge) {
+			v, found, seq, err = m.getLargeVersioned(s, h, keyApart(dst, key), dst)
+		}
+		if err != nil {
+			return dst, Version{}, err
+		}
+		if m.table.SegmentOf(h) == s.Index() {
+			break
+		}
 	}
 	m.countLookup(h, found)
 	if !found {
@@ -258,7 +273,7 @@ func (m *Map) GetVersioned(dst, key []byte) ([]byte, Version, error) {
 // expired. It reads one word of the file (and the clock, for entries that
 // expire).
 func (m *Map) Unchanged(v Version) bool {
-	if !v.valid || v.segment >= int(m.layout.Segments) || m.gate.Closed() {
+	if !v.valid || v.segment >= int(m.layout.MaxSegments) || m.gate.Closed() {
 		return false
 	}
 	// Uncounted, as GetInto's fast path: after Close the word may read as

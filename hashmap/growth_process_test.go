@@ -98,10 +98,20 @@ func growthPuts() int {
 // takes 4 writer processes' keys at once, many times what it was sized
 // for, while 2 reader processes read: the file grows under them, no
 // reader sees a torn or wrong value, and at the end every key reads back
-// and Check is clean. GROWTH_PUTS=1250000 makes it the 5,000,000-Put run.
+// and Check is clean; on a map that splits, its segments split under
+// them instead. GROWTH_PUTS=1250000 makes it the 5,000,000-Put run.
 func TestMapGrowsUnderWritersAndReaders(t *testing.T) {
+	for _, splits := range []bool{true, false} {
+		t.Run(fmt.Sprintf("splits=%v", splits), func(t *testing.T) { testMapGrowsUnderWritersAndReaders(t, splits) })
+	}
+}
+
+// testMapGrowsUnderWritersAndReaders is TestMapGrowsUnderWritersAndReaders
+// on a map that splits its segments as it fills (splits), or one that
+// keeps them and grows its file.
+func testMapGrowsUnderWritersAndReaders(t *testing.T, splits bool) {
 	path := filepath.Join(t.TempDir(), "m")
-	m := mustOpen(t, path, &Options{Entries: 10_000, AverageKeySize: 14, AverageValueSize: 42, MaxSize: 4 << 30})
+	m := mustOpen(t, path, &Options{Entries: 10_000, AverageKeySize: 14, AverageValueSize: 42, MaxSize: 4 << 30, NoSplits: !splits})
 	start := m.Stats()
 	const writers, readers = 4, 2
 	n := growthPuts()
@@ -128,10 +138,14 @@ func TestMapGrowsUnderWritersAndReaders(t *testing.T) {
 		t.Fatalf("%d writers and %d readers finished, want %d and %d", wrote, read, writers, readers)
 	}
 	end := m.Stats()
-	if end.GrowthSteps == 0 || end.FileSize <= start.FileSize {
+	switch {
+	case splits && (end.MaxSegments <= start.Segments || end.Segments <= start.Segments):
+		t.Fatalf("the map took %d keys sized for 10,000 without splitting: %+v", writers*n, end)
+	case !splits && (end.GrowthSteps == 0 || end.FileSize <= start.FileSize):
 		t.Fatalf("the map took %d keys sized for 10,000 without growing: %+v", writers*n, end)
 	}
-	t.Logf("%d keys: grew %d times, %d -> %d tiers, %d -> %d bytes", writers*n, end.GrowthSteps, start.TiersMax, end.TiersMax, start.FileSize, end.FileSize)
+	t.Logf("%d keys: %d -> %d segments of %d, grew %d times, %d -> %d tiers, %d -> %d bytes", writers*n, start.Segments, end.Segments, end.MaxSegments,
+		end.GrowthSteps, start.TiersMax, end.TiersMax, start.FileSize, end.FileSize)
 	for w := range writers {
 		for i := range n {
 			k := growthKey(w, i)
@@ -181,7 +195,9 @@ func TestGrowthSurvivesADeathAtEveryStep(t *testing.T) {
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
-			m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2, LockTimeout: killLockTimeout})
+			// No splits: the file must grow, which a map that splits does
+			// only once its splits are done (see TestGrownMapSplits).
+			m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2, LockTimeout: killLockTimeout, NoSplits: true})
 			m.Close()
 			stored := -1
 			cmd := helperCmd("grow-die", path, step)
@@ -234,14 +250,23 @@ func runKilled(t *testing.T, cmd *exec.Cmd) [][]string {
 	return testutil.Reports(string(out))
 }
 
-// TestDamageImageGrows: the map the damage fuzz target damages has grown,
-// so that the target damages the tiers and the log growth adds.
+// TestDamageImageGrows: the map the damage fuzz target damages has
+// grown, so that the target damages what growth adds: with splits, as
+// a store map grows by default, the first tiers of the segments split
+// into and the count of segments in use (the map does not hold enough to
+// lengthen its file, which a map that splits does only past its splits).
 func TestDamageImageGrows(t *testing.T) {
 	img := getDamageImage(false)
 	if img.err != nil {
 		t.Fatal(img.err)
 	}
-	if int64(len(img.file)) <= img.layout.End {
-		t.Fatalf("the fuzzed map's file is %d bytes, as created (%d): it did not grow", len(img.file), img.layout.End)
+	path := filepath.Join(t.TempDir(), "m")
+	if err := os.WriteFile(path, img.file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := mustOpen(t, path, &Options{ReadOnly: true})
+	defer m.Close()
+	if st := m.Stats(); !img.layout.Splits || st.Segments <= int(img.layout.Segments) {
+		t.Fatalf("the fuzzed map splits: %v, %d segments of the %d it was created with: it did not grow", img.layout.Splits, st.Segments, img.layout.Segments)
 	}
 }

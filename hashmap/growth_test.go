@@ -16,12 +16,16 @@ import (
 // torn, does not pass.
 func growthValue(key []byte) []byte { return bytes.Repeat(key, 3) }
 
+// The maps of these tests do not split (NoSplits): what they test is the
+// file's growth, which a map that splits reaches only once it has split
+// as far as it may (see TestGrownMapSplits).
+
 // TestPutPastThePoolGrowsTheFile: a map sized for 1,000 entries takes 60
 // times that: the file grows, step by step, every key reads back, Check
 // is clean, and a second Open of the grown file reads every key too.
 func TestPutPastThePoolGrowsTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+	m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36, NoSplits: true})
 	before := m.Stats()
 	if before.TiersLimit <= before.TiersMax || before.MaxFileSize > MinDefaultMaxSize || before.MaxFileSize < MinDefaultMaxSize-before.FileSize {
 		t.Fatalf("a new store map does not grow: %+v", before)
@@ -130,7 +134,7 @@ func TestRepairMendsADamagedGrowthLog(t *testing.T) {
 	}{{"count", 8, 1000}, {"a step", 16 + 16, 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
-			m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+			m := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36, NoSplits: true})
 			const n = 20_000
 			for i := range n {
 				k := fmt.Appendf(nil, "key-%07d", i)
@@ -173,7 +177,7 @@ func TestRepairMendsADamagedGrowthLog(t *testing.T) {
 // file gained afterwards, and reports the grown size.
 func TestAReaderOpenedBeforeGrowthReadsTheNewTiers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	w := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+	w := mustOpen(t, path, &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36, NoSplits: true})
 	defer w.Close()
 	r := mustOpen(t, path, &Options{ReadOnly: true})
 	defer r.Close()
@@ -199,7 +203,7 @@ func TestAReaderOpenedBeforeGrowthReadsTheNewTiers(t *testing.T) {
 // TestStatsCountTheGrownTiersResident: the resident bytes Stats reports
 // include the tiers the file gained, mapped apart.
 func TestStatsCountTheGrownTiersResident(t *testing.T) {
-	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36})
+	m := mustOpen(t, filepath.Join(t.TempDir(), "m"), &Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 36, NoSplits: true})
 	defer m.Close()
 	start := m.Stats()
 	for i := range 60_000 {

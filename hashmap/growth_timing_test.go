@@ -20,12 +20,14 @@ func BenchmarkGrownMap(b *testing.B) {
 		keys[i] = benchKey(i)
 	}
 	for _, c := range []struct {
-		name    string
-		entries int
-		resize  bool
-	}{{"created", benchKeys, false}, {"grown-4x", benchKeys / 4, false}, {"grown-16x", benchKeys / 16, false}, {"grown-16x-resized", benchKeys / 16, true}} {
+		name     string
+		entries  int
+		resize   bool
+		noSplits bool // made as before splits: its chains grow instead
+	}{{"created", benchKeys, false, false}, {"grown-4x", benchKeys / 4, false, false}, {"grown-16x", benchKeys / 16, false, false},
+		{"grown-16x-nosplits", benchKeys / 16, false, true}, {"grown-16x-resized", benchKeys / 16, true, false}} {
 		path := filepath.Join(b.TempDir(), c.name)
-		m, err := Open(path, &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64})
+		m, err := Open(path, &Options{Entries: c.entries, AverageKeySize: 16, AverageValueSize: 64, NoSplits: c.noSplits})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -242,6 +242,9 @@ func (m *Map) readLargeLocked(seg *segment.Segment, h uint64, key, dst []byte, v
 	deadline := time.Now().Add(m.opts.LockTimeout)
 	for {
 		held, err := seg.ReadLocked(func() error {
+			if m.table.SegmentOf(h) != seg.Index() {
+				return errKeyMoved // the lock held is not the key's: a split moved it
+			}
 			seq = seg.Seq()
 			var err error
 			out, cur, err = seg.ReadLarge(h, key, dst)
@@ -257,6 +260,9 @@ func (m *Map) readLargeLocked(seg *segment.Segment, h uint64, key, dst []byte, v
 		switch {
 		case err == nil && !moved:
 			return out, cur, seq, nil
+		case errors.Is(err, errKeyMoved):
+			seg = m.table.For(h)
+			continue
 		case err != nil && !errors.Is(err, errPartsGone):
 			return dst[:start], segment.Large{}, 0, err
 		case err != nil && held:
@@ -267,6 +273,10 @@ func (m *Map) readLargeLocked(seg *segment.Segment, h uint64, key, dst []byte, v
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// errKeyMoved: a split moved the key out of the segment whose lock a
+// reader took.
+var errKeyMoved = errors.New("key moved by a split")
 
 // errPartsGone: a part of the descriptor read is missing, or the value
 // assembled fails its XXH64.
@@ -395,8 +405,9 @@ type largeIndex struct {
 // indexLarge reads every segment's LargeIndex. A segment that cannot be
 // read is skipped (the segments' check reports it).
 func (m *Map) indexLarge() largeIndex {
-	x := largeIndex{ids: make(map[uint64]bool), descs: make([][]segment.DescriptorEntry, m.layout.Segments), parts: make([][]segment.PartEntry, m.layout.Segments)}
-	for i := range int(m.layout.Segments) {
+	n := int(m.table.Segments())
+	x := largeIndex{ids: make(map[uint64]bool), descs: make([][]segment.DescriptorEntry, n), parts: make([][]segment.PartEntry, n)}
+	for i := range n {
 		descs, parts, err := m.table.Segment(i).LargeIndex()
 		if err != nil {
 			x.unread = true

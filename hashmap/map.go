@@ -39,7 +39,7 @@ type Map struct {
 	regErr     error              // why a read-only open could not attach the registry (Check reports it)
 	counters   []uint64           // this process's hits and misses, two per segment, in its registry slot (nil: none)
 	baseCounts []uint64           // what counters held when this process joined its slot (see ownLookups)
-	segMask    uint64             // Segments - 1: a hash's low bits pick its segment
+	segMask    uint64             // Segments - 1: keys of one segment share these low bits of their hashes, whatever the segments split into (see segment.Table.SegmentOf)
 	rangeBufs  sync.Pool          // of *rangeBuf, for RangeView
 	putAllBufs sync.Pool          // of *putAllScratch, for PutAll
 	recoveries atomic.Int64       // recovery passes run after lock timeouts, in this process

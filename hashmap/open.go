@@ -305,6 +305,9 @@ func (m *Map) join(l registry.Layout) error {
 		m.fastPuts = !m.layout.Cache && !m.opts.QueueWritersLocally
 	}
 	m.table.SetRecoverAfterTimeout(m.recoverAfterTimeout)
+	if self, err := reg.Slot(slot); err == nil {
+		m.table.SetSplitter(splitClaimID(slot, self.Generation), m.splitClaimerGone, m.recoverSplit, m.recoverSplitSegment)
+	}
 	// A process dead before we joined (we may have taken its slot), or one
 	// that died since we looked and whose slot Join gave us, or episodes
 	// our slot inherited: release what they held. This is also how a file

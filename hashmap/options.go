@@ -44,13 +44,25 @@ type Options struct {
 	// file at the size it is created with. Each process that opens the
 	// map reserves MaxSize bytes of address space for it (not memory:
 	// nothing past the file's end is touched). Fixed at creation. A map
-	// that holds many times Entries reads and writes more slowly than one
-	// created for its size (its segments chain more tiers; mapctl stats
-	// shows the tiers per segment): Resize rewrites it for its entries.
+	// that holds many times Entries, past what its splits (see NoSplits)
+	// absorb, reads and writes more slowly than one created for its size
+	// (its segments chain more tiers; mapctl stats shows the tiers per
+	// segment): Resize rewrites it for its entries.
 	MaxSize int64
 	// Segments is the number of independently locked parts, a power of two.
 	// Default: about one per 1024 entries.
 	Segments int
+	// NoSplits creates a map that keeps the segments it is created with.
+	// By default a store map that grows also splits its segments as it
+	// fills (linear hashing, up to 4 times Segments and at least 1024,
+	// their first tiers within half of MaxSize),
+	// so that a map holding many times Entries reads and writes about as
+	// fast as one created for its size. Splits cost address space before
+	// they happen: the file is laid out, as holes, for the first tiers of
+	// every segment it may split into, and each process's registry slot
+	// has a ledger word per such segment. Caches and maps that do not
+	// grow never split. Fixed at creation.
+	NoSplits bool
 	// LockTimeout is how long an operation waits for a segment lock before
 	// it looks for a dead holder to release (see Recover) and waits once
 	// more: a lock a live process keeps ends the operation in ErrTimeout

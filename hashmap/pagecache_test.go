@@ -60,16 +60,26 @@ func TestOpenExistingMapsInNoTiers(t *testing.T) {
 // those are holes of the file, and its look at every tier's header
 // (segment.Table.CheckGlobal) skips them (offheap.File.DataAt). Read
 // through the mapping, each hole's pages came into the page cache, zeros,
-// about half the file at the default bloat.
+// about half the file at the default bloat. In a map that splits, the
+// first tiers of the segments not split into yet are holes too.
 func TestCheckReadsNoHoles(t *testing.T) {
+	for _, splits := range []bool{false, true} {
+		t.Run(fmt.Sprintf("splits=%v", splits), func(t *testing.T) { testCheckReadsNoHoles(t, splits) })
+	}
+}
+
+func testCheckReadsNoHoles(t *testing.T, splits bool) {
 	path := filepath.Join(t.TempDir(), "m.map")
-	m, err := Open(path, &Options{Entries: 1 << 18, AverageKeySize: 16, AverageValueSize: 64})
+	m, err := Open(path, &Options{Entries: 1 << 18, AverageKeySize: 16, AverageValueSize: 64, NoSplits: !splits})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := *m.layout
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if l.Splits != splits {
+		t.Fatalf("the map splits: %v, want %v", l.Splits, splits)
 	}
 	if m, err = Open(path, &Options{ReadOnly: true}); err != nil {
 		t.Fatal(err)
@@ -82,8 +92,12 @@ func TestCheckReadsNoHoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := l.TiersOff + l.Segments*l.TierSize // up to the end of the first tiers
-	if pool := (l.Tiers - l.Segments) * l.TierSize; res.Resident > first+pool/8 {
-		t.Errorf("after Check, %d bytes of the file are mapped in: the first tiers end at %d, the pool's %d bytes are holes", res.Resident, first, pool)
+	// Up to the end of the first tiers of the segments in use and the one
+	// split into next: those of segments not split into yet (in a map
+	// that splits) are holes, as the pool is.
+	first := l.TiersOff + min(l.Segments+1, l.MaxSegments)*l.TierSize
+	if pool := (l.Tiers - l.MaxSegments) * l.TierSize; res.Resident > first+pool/8 {
+		t.Errorf("after Check, %d bytes of the file are mapped in: the first tiers in use end at %d; the %d first tiers not in use and the pool's %d bytes are holes",
+			res.Resident, first, l.MaxSegments-l.Segments, pool)
 	}
 }

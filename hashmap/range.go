@@ -62,13 +62,22 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 				}
 			}()
 		}
-		for i := range int(m.layout.Segments) {
+		// Segments split meanwhile are visited too, after those in use
+		// at the start (n0), until the count stops moving; a key found in
+		// one of them is left out if an ancestor segment held it when
+		// visited (visits[u]: the segments in use then), so that a key
+		// present and unchanged throughout is seen once (see splitSeen).
+		n0 := int(m.table.Segments())
+		var visits []int64
+		for i := 0; i < int(m.table.Segments()); i++ {
 			if !reuse {
 				arena = nil // fresh per segment: slices already yielded keep theirs
 			}
 			var damaged segment.Damaged
 			var err error
-			arena, ends, damaged, err = m.copySegment(i, arena, ends)
+			var at int64
+			arena, ends, damaged, at, err = m.copySegment(i, arena, ends)
+			visits = append(visits, at)
 			switch {
 			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrTimeout):
 				// A chain that cannot be followed, or a lock held
@@ -91,7 +100,11 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			}
 			left.bad.Add(damaged)
 			for j := 0; j+3 < len(ends); j += 4 {
-				if !yield(arena[ends[j]:ends[j+1]:ends[j+1]], arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
+				k := arena[ends[j]:ends[j+1]:ends[j+1]]
+				if i >= n0 && m.splitSeen(k, i, visits) {
+					continue
+				}
+				if !yield(k, arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
 					return
 				}
 			}
@@ -99,6 +112,9 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			// key deleted since is left out, one changed since is given
 			// as it is now.
 			for _, k := range damaged.LargeKeys() {
+				if i >= n0 && m.splitSeen(k, i, visits) {
+					continue
+				}
 				v, found, err := m.rangeLarge(k)
 				switch {
 				case errors.Is(err, ErrCorrupt):
@@ -164,13 +180,43 @@ func (l *rangeLeftOut) err() error {
 // debug.SetPanicOnFault, and a fault on a file truncated under it panics
 // out of AppendEntries; without the Leave, the Close that follows waits for
 // this call for good.
-func (m *Map) copySegment(i int, arena []byte, ends []int) ([]byte, []int, segment.Damaged, error) {
+//
+// at is the count of segments in use the copy holds for: read before and
+// after it, and the copy taken again until the two agree, since a split
+// of the segment commits the new count while the segment's sequence is
+// odd, which no consistent copy overlaps (0: the copy failed).
+func (m *Map) copySegment(i int, arena []byte, ends []int) (_ []byte, _ []int, _ segment.Damaged, at int64, err error) {
 	c, err := m.enterAny(false)
 	if err != nil {
-		return arena, ends, segment.Damaged{}, err
+		return arena, ends, segment.Damaged{}, 0, err
 	}
 	defer c.Leave()
-	return m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+	for {
+		before := m.table.Segments()
+		var d segment.Damaged
+		arena, ends, d, err = m.table.Segment(i).AppendEntries(arena[:0], ends[:0])
+		if err != nil {
+			return arena, ends, d, 0, err
+		}
+		if m.table.Segments() == before {
+			return arena, ends, d, before, nil
+		}
+	}
+}
+
+// splitSeen reports whether a Range has seen key already, found in
+// segment seg, split into after the Range began: whether one of its
+// ancestors (the segment it split from, and so on) held the key when the
+// Range visited it, that is, with the segments in use then (visits[u];
+// 0 for a segment that could not be read), the key mapped there.
+func (m *Map) splitSeen(key []byte, seg int, visits []int64) bool {
+	h := xxhash.Sum64(key)
+	for u := segment.SplitParent(int64(seg), m.layout.Segments); u >= 0; u = segment.SplitParent(u, m.layout.Segments) {
+		if at := visits[u]; at != 0 && segment.SegmentFor(h, at) == u {
+			return true
+		}
+	}
+	return false
 }
 
 // rangeLarge reads the large value of key for a Range, inside the

@@ -179,8 +179,13 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 	if err != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
 	}
-	if only == nil {
-		only = make([]int, m.layout.Segments)
+	all := only == nil
+	if all {
+		// Those in use and the next, which a split cut short may have
+		// left locked (see segment.Table.SegmentsTouched); and the split
+		// claim of a dead process.
+		m.table.ReleaseSplitClaim(m.splitClaimerGone)
+		only = make([]int, m.table.SegmentsTouched())
 		for i := range only {
 			only[i] = i
 		}
@@ -219,7 +224,7 @@ func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
 	if firstErr != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), firstErr)
 	}
-	if len(only) == int(m.layout.Segments) && rep.Locks.Pending == 0 {
+	if all && rep.Locks.Pending == 0 {
 		// Everything the dead held is released: their slots need no more
 		// attention.
 		_, _ = m.reg.MarkDeadRecovered(dead)
@@ -270,6 +275,35 @@ func (m *Map) recoverAfterTimeout(seg int64) bool {
 	_, err := m.recoverSegments([]int{int(seg)})
 	m.recoveries.Add(1)
 	return err == nil
+}
+
+// splitClaimID is this process's split claim id (segment.Table.SetSplitter):
+// its registry slot + 1 and the low 32 bits of the slot's generation.
+func splitClaimID(slot int, generation uint64) uint64 {
+	return uint64(slot+1)<<32 | uint64(uint32(generation))
+}
+
+// splitClaimerGone reports whether the process a split claim id names has
+// left its registry slot: died, closed, or was succeeded by another.
+func (m *Map) splitClaimerGone(id uint64) bool {
+	s, err := m.reg.Slot(int(id>>32) - 1)
+	return err == nil && (!s.Alive || uint32(s.Generation) != uint32(id))
+}
+
+// recoverSplit is the segment table's hook for a split claim held by a
+// process that is gone: a recovery pass of every segment, which releases
+// the claim and the locks the split held.
+func (m *Map) recoverSplit() {
+	_, _ = m.recoverSegments(nil)
+	m.recoveries.Add(1)
+}
+
+// recoverSplitSegment is the segment table's hook for the segment a split
+// would split into found locked: only a split cut short (in this process,
+// or in one that died) leaves it so.
+func (m *Map) recoverSplitSegment(seg int64) {
+	_, _ = m.recoverSegments([]int{int(seg)})
+	m.recoveries.Add(1)
 }
 
 // appendLedgers appends what registry slot's process accounts for on

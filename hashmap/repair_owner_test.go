@@ -88,7 +88,7 @@ func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
 	for _, owner := range []uint64{0, 2} {
 		t.Run(fmt.Sprintf("owner=%d", owner), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
-			m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+			m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestRecoverKeepsATierWithADamagedOwner(t *testing.T) {
 // there.
 func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestRecoverLeavesAnotherChainsTier(t *testing.T) {
 // and keep every one (in a file without stamps, report each loss).
 func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestRepairPrefersTheTierThatSaysItBelongs(t *testing.T) {
 func TestRecoverLeavesATierBeingAttached(t *testing.T) {
 	withoutStamps(t) // the owner and position words of a file without stamps
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestRecoverLeavesATierBeingAttached(t *testing.T) {
 // as its own, and segment 1 then cut its chain: nothing reported there).
 func TestRepairLeavesAnotherChainsTierWithNoOwner(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
-	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3})
+	m, err := Open(path, &Options{Entries: 64, Segments: 2, MaxBloatFactor: 3, NoSplits: true}) // chains of overflow tiers
 	if err != nil {
 		t.Fatal(err)
 	}

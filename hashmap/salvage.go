@@ -186,6 +186,13 @@ func inferBases(f *offheap.File) ([]segment.InferBase, []string, error) {
 		if pow2(segs) && ledgersPerSlot(int64(segs), fast) == reg.Ledgers && countersPerSlot(int64(segs), stats) == reg.Counters {
 			bases = append(bases, segment.InferBase{GlobalOff: global, Segments: int64(segs), Stats: stats, FastLedgers: fast})
 		}
+		// A map that splits has ledgers for the segments it may split
+		// into and counters for those it was created with.
+		for _, ms := range []int{reg.Ledgers, reg.Ledgers / 2} {
+			if stats && pow2(segs) && pow2(ms) && ms > segs && ledgersPerSlot(int64(ms), fast) == reg.Ledgers && countersPerSlot(int64(segs), stats) == reg.Counters {
+				bases = append(bases, segment.InferBase{GlobalOff: global, Segments: int64(segs), MaxSegments: int64(ms), Stats: stats, FastLedgers: fast})
+			}
+		}
 	}
 	if reg.Counters > 0 {
 		add(reg.Counters/2, true, true)

@@ -40,22 +40,39 @@ func TestSalvageWithoutHeader(t *testing.T) {
 		opts Options
 		n    int
 		get  bool // Get every key first (in a cache map, that sets reference bits)
+		// splits: the map splits (the default for a store map that
+		// grows); else it is made with NoSplits.
+		splits bool
 	}{
-		{"default", Options{Entries: 3000, AverageKeySize: 8, AverageValueSize: 40}, 2000, false},
-		{"one segment", Options{Entries: 200, AverageKeySize: 16, AverageValueSize: 100, Segments: 1}, 150, false},
-		{"many segments, overflow tiers", Options{Entries: 4096, AverageKeySize: 8, AverageValueSize: 8, Segments: 64, MaxBloatFactor: 3}, 6000, false},
-		{"no checksums", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 30, NoChecksums: true}, 800, false},
-		{"no undo", Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 300, NoUndo: true}, 600, false},
-		{"ticket-awn, locks", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 20, LockAlgorithm: "ticket-awn", Locks: 100}, 500, false},
-		{"cache, read", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, Cache: true}, 700, true},
-		{"cache, never read", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, Cache: true}, 700, false},
-		{"large values", Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 20000}, 60, false},
+		{"default", Options{Entries: 3000, AverageKeySize: 8, AverageValueSize: 40}, 2000, false, true},
+		{"no splits", Options{Entries: 3000, AverageKeySize: 8, AverageValueSize: 40, NoSplits: true}, 2000, false, false},
+		{"one segment", Options{Entries: 200, AverageKeySize: 16, AverageValueSize: 100, Segments: 1}, 150, false, false},
+		{"many segments, overflow tiers", Options{Entries: 4096, AverageKeySize: 8, AverageValueSize: 8, Segments: 64, MaxBloatFactor: 3}, 6000, false, false},
+		{"no checksums", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 30, NoChecksums: true}, 800, false, false},
+		{"no undo", Options{Entries: 1000, AverageKeySize: 12, AverageValueSize: 300, NoUndo: true}, 600, false, false},
+		{"ticket-awn, locks", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 20, LockAlgorithm: "ticket-awn", Locks: 100}, 500, false, false},
+		{"cache, read", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, Cache: true}, 700, true, false},
+		{"cache, never read", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, Cache: true}, 700, false, false},
+		{"large values", Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 20000}, 60, false, false},
+		{"splits, split", Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 40, Segments: 4}, 20000, false, true},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m")
 			opts := tc.opts
 			opts.MaxProcesses = 4
+			opts.NoSplits = opts.NoSplits || !tc.splits
 			want := filledMap(t, path, &opts, tc.n)
+			if tc.splits {
+				m, err := Open(path, &Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := m.Stats()
+				m.Close()
+				if !m.layout.Splits || (tc.n > tc.opts.Entries) != (st.Segments > tc.opts.Segments && tc.opts.Segments > 0) {
+					t.Fatalf("a map that splits: %v, %d segments of %d: not the map the case wants", m.layout.Splits, st.Segments, st.MaxSegments)
+				}
+			}
 			if tc.get {
 				m, err := Open(path, nil)
 				if err != nil {

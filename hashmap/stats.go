@@ -7,7 +7,8 @@ type Stats struct {
 	Entries          int     `json:"entries"`           // entries stored now
 	Capacity         int     `json:"capacity"`          // entries the map was sized for
 	MaxBloatFactor   float64 `json:"max_bloat_factor"`  // growth allowed past Capacity
-	Segments         int     `json:"segments"`          // independently locked parts
+	Segments         int     `json:"segments"`          // independently locked parts, in use now (a map that splits has more as it grows)
+	MaxSegments      int     `json:"max_segments"`      // the most segments the map may split into (Segments in maps that do not split)
 	TiersInUse       int     `json:"tiers_in_use"`      // first tiers + linked overflow tiers
 	TiersMax         int     `json:"tiers_max"`         // tiers the file holds now (first tiers and the overflow pool)
 	TiersLimit       int     `json:"tiers_limit"`       // tiers the file may grow to hold (TiersMax in a map that does not grow)
@@ -62,7 +63,7 @@ func (m *Map) stats() Stats {
 	m.table.Refresh() // another process may have grown the file
 	st := Stats{
 		Entries: int(m.table.Len()), Capacity: l.Entries, MaxBloatFactor: l.MaxBloatFactor,
-		Segments: int(l.Segments), TiersInUse: int(l.Segments + m.table.ExtraTiersInUse()),
+		Segments: int(m.table.Segments()), MaxSegments: int(l.MaxSegments), TiersInUse: int(m.table.Segments() + m.table.ExtraTiersInUse()),
 		TiersMax: int(m.table.Present()), TiersLimit: int(l.MaxTiers), FileSize: m.file.Length(), MaxFileSize: l.MaxEnd(),
 		ChunkSize:    int(l.ChunkSize),
 		SlotsPerTier: int(l.Slots), EntriesPerTier: int(l.MaxTierEntries),
@@ -111,6 +112,9 @@ type SegmentInfo struct {
 	Lock    LockState `json:"-"`    // the segment's lock when read
 	LockStr string    `json:"lock"` // Lock as text: "free", or the locks held and the waiters
 	// Counters since creation, as in Stats.
+	// Hits and Misses of a map that splits are counted by the segments it
+	// was created with: those of a segment split into are in the ones of
+	// the segment it descends from (Index mod the segments at creation).
 	Hits         int64 `json:"hits"`          // as Stats.Hits, for this segment
 	Misses       int64 `json:"misses"`        // as Stats.Misses
 	Puts         int64 `json:"puts"`          // as Stats.Puts
@@ -146,7 +150,7 @@ func (m *Map) Segments() []SegmentInfo {
 
 // segments is Segments for a caller already counted in.
 func (m *Map) segments() []SegmentInfo {
-	out := make([]SegmentInfo, m.layout.Segments)
+	out := make([]SegmentInfo, m.table.Segments())
 	slots := m.slotCounters()
 	for i := range out {
 		s := m.table.Segment(i)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -434,12 +435,12 @@ func writeInitializing(fd *os.File, o *OpenOptions) (h header, written []byte, e
 	written = make([]byte, HeaderSize)
 	encodeHeader(written, &h)
 	if _, err := fd.WriteAt(written, 0); err != nil {
-		return h, nil, pathless(err)
+		return h, nil, noSpaceFor("the file header", pathless(err))
 	}
 	// On disk before the size: after a power cut, a sized file of zeros
 	// (the size reached the disk, the page did not) would be refused.
 	if err := fd.Sync(); err != nil {
-		return h, nil, pathless(err)
+		return h, nil, noSpaceFor("the file header", pathless(err))
 	}
 	testCreateStep("header written")
 	return h, written, nil
@@ -559,4 +560,14 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// noSpaceFor makes err, from writing what, match ErrNoSpace as well when
+// the filesystem had no room for it: a disk already full fails the
+// creation at its first write, before any reservation could.
+func noSpaceFor(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: writing %s: %w", ErrNoSpace, what, err)
+	}
+	return err
 }

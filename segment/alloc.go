@@ -254,7 +254,7 @@ func (t *tier) mark(c, n int64, used bool) {
 func (s *Segment) linkTier(last *tier) (tier, error) {
 	tb := s.tb
 	l := &tb.layout
-	pool := uint64(tb.Present() - l.Segments)
+	pool := uint64(tb.Present() - l.MaxSegments)
 	var idx uint64
 	if tb.admin != nil {
 		tb.admin.Lock()
@@ -264,13 +264,13 @@ func (s *Segment) linkTier(last *tier) (tier, error) {
 				_ = tb.admin.Unlock()
 				return tier{}, err
 			}
-			pool = uint64(tb.Present() - l.Segments)
+			pool = uint64(tb.Present() - l.MaxSegments)
 		}
 		if used >= pool {
 			_ = tb.admin.Unlock()
 			return tier{}, s.poolExhausted(pool)
 		}
-		idx = uint64(l.Segments) + used
+		idx = uint64(l.MaxSegments) + used
 		if err := tb.allocate(l.TiersOff+int64(idx)*l.TierSize, l.TierSize); err != nil {
 			_ = tb.admin.Unlock()
 			return tier{}, fmt.Errorf("%w: cannot reserve disk for a new tier: %v", ErrFull, err)
@@ -285,7 +285,7 @@ func (s *Segment) linkTier(last *tier) (tier, error) {
 			return tier{}, s.poolExhausted(pool)
 		}
 		if atomic.CompareAndSwapUint64(tb.extraTiers, used, used+1) {
-			idx = uint64(l.Segments) + used
+			idx = uint64(l.MaxSegments) + used
 			break
 		}
 	}

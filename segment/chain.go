@@ -64,14 +64,14 @@ func (tb *Table) soundLink(seg int64, next uint64, pos int64, seen map[int64]boo
 // holds write, so no writer of this segment is attaching a tier now.
 func (s *Segment) giveUpOwned(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
-	for t := tb.layout.Segments; t < tb.handedOutEnd(); t++ {
+	for t := tb.layout.MaxSegments; t < tb.handedOutEnd(); t++ {
 		if seen[t] || atomic.LoadUint64(&tb.tier(t).header[thOwner/8]) != uint64(s.index)+1 {
 			continue
 		}
 		var mine int64
 		others := false
 		tb.soundKeys(t, func(key []byte) {
-			if tb.layout.segmentOf(xxhash.Sum64(key)) == s.index {
+			if tb.segmentOf(xxhash.Sum64(key)) == s.index {
 				mine++
 			} else {
 				others = true
@@ -116,7 +116,7 @@ func (tb *Table) giveUp(t int64) {
 func (tb *Table) unreachedTiers(found func(t int64)) {
 	var unreached []int64
 	reached := tb.reachedTiers()
-	for t := tb.layout.Segments; t < tb.handedOutEnd(); t++ {
+	for t := tb.layout.MaxSegments; t < tb.handedOutEnd(); t++ {
 		if !reached[t] && tb.holdsSoundEntry(t) {
 			unreached = append(unreached, t)
 		}
@@ -136,7 +136,7 @@ func (tb *Table) unreachedTiers(found func(t int64)) {
 // links, in a file without stamps.
 func (tb *Table) reachedTiers() map[int64]bool {
 	reached := map[int64]bool{}
-	for seg := range tb.layout.Segments {
+	for seg := range tb.SegmentsTouched() {
 		for t, pos := seg, int64(1); ; pos++ {
 			next, ok := tb.soundLink(seg, tb.tierNext(t), pos, reached)
 			if !ok {
@@ -206,5 +206,5 @@ func (tb *Table) soundKeys(t int64, key func([]byte)) {
 // handedOutEnd is one past the last tier the pool has handed out (first
 // tiers included), by the count, bounded by the table.
 func (tb *Table) handedOutEnd() int64 {
-	return min(tb.layout.Segments+tb.ExtraTiersInUse(), tb.Present())
+	return min(tb.layout.MaxSegments+tb.ExtraTiersInUse(), tb.Present())
 }

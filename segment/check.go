@@ -155,7 +155,7 @@ func (s *Segment) checkChain(c *Checker, report reportFunc) (total, tiers int64)
 		tv := s.tb.tier(t)
 		if l.Stamps {
 			s.checkStamp(t, tiers-1, report)
-		} else if t >= l.Segments {
+		} else if t >= l.MaxSegments {
 			// Repair cuts the chain at such a tier: say how to save
 			// what it cuts off before it does.
 			const cut = "Repair cuts the chain here, reporting what the tiers from here on hold dropped; mapctl dump --salvage, run before it, follows the links as they are and writes out what they reach"
@@ -217,7 +217,7 @@ func (s *Segment) checkTier(tv *tier, ck *Checker, report reportFunc) int64 {
 			report(t, "slot %d: entry at chunk %d fails its checksum", pos, c)
 		}
 		h := xxhash.Sum64(key)
-		if l.segmentOf(h) != s.index || uint32(h>>l.segmentBits) != slotTag(sl) {
+		if s.tb.segmentOf(h) != s.index || uint32(h>>l.tagShift) != slotTag(sl) {
 			report(t, "slot %d: key %q does not hash to this segment and tag", pos, key)
 		}
 		if tb.kindAt(tv, c) == kindPart {
@@ -336,15 +336,19 @@ func (tb *Table) ClearReservedGlobal() {
 // and the padding between the counters and the tiers.
 func (tb *Table) reservedGlobal() (global, padding []uint64) {
 	l := &tb.layout
-	end := l.UndoOff + l.Segments*l.UndoSize // UndoOff is the end of the counters, UndoSize 0 without undo records
+	end := l.UndoOff + l.MaxSegments*l.UndoSize // UndoOff is the end of the counters, UndoSize 0 without undo records
 	from := int64(gExtraTiersUsed + 8)
 	if l.Grows {
 		// The growth log's count, and its steps (a damaged count leaves
 		// the whole log to be checked as the count: see checkGrowth).
-		n := min(atomic.LoadUint64(tb.region.Uint64(l.GlobalOff+gGrowthSteps)), maxGrowthSteps)
+		n := min(atomic.LoadUint64(tb.region.Uint64(l.GlobalOff+gGrowthSteps)), maxGrowthStepsOf(l))
 		from = gGrowthLog + int64(n)*growthStepBytes
 	}
-	return tb.region.Uint64s(l.GlobalOff+from, (globalSize-from)/8), tb.region.Uint64s(end, (l.TiersOff-end)/8)
+	to := int64(globalSize)
+	if l.Splits {
+		to = gSegments // N and the split claim, on the last two lines
+	}
+	return tb.region.Uint64s(l.GlobalOff+from, (to-from)/8), tb.region.Uint64s(end, (l.TiersOff-end)/8)
 }
 
 // CheckGlobal verifies, read-only, the table's global state: the count of
@@ -368,13 +372,13 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 	})
 	n := atomic.LoadUint64(tb.extraTiers)
 	switch {
-	case n > uint64(tb.Present()-l.Segments):
-		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, tb.Present()-l.Segments))
+	case n > uint64(tb.Present()-l.MaxSegments):
+		problem(fmt.Errorf("%w: %d overflow tiers handed out, the pool has %d; Repair mends the count", ErrCorrupt, n, tb.Present()-l.MaxSegments))
 	case n < inUse:
 		problem(fmt.Errorf("%w: %d overflow tiers handed out, but %d are linked or owned: the next link would take a tier in use; Repair mends the count", ErrCorrupt, n, inUse))
 	}
 	for _, idx := range strays {
-		if uint64(idx-l.Segments) >= max(n, inUse) {
+		if uint64(idx-l.MaxSegments) >= max(n, inUse) {
 			problem(fmt.Errorf("%w: overflow tier %d is not zero, but the pool has not handed it out and no chain keeps it: the pool would refuse it; Repair clears it", ErrCorrupt, idx))
 		}
 	}
@@ -388,6 +392,11 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 		}
 		problem(fmt.Errorf("%w: overflow tier %d: stamp does not verify, and no chain links it: Repair gives it up, reporting its entries dropped", ErrCorrupt, t))
 	})
+	if l.Splits {
+		if n := atomic.LoadUint64(tb.active); n < uint64(l.Segments) || n > uint64(l.MaxSegments) {
+			problem(fmt.Errorf("%w: the global state says %d segments are in use, not within the %d the map was created with and the %d it may split into", ErrCorrupt, n, l.Segments, l.MaxSegments))
+		}
+	}
 	global, padding := tb.reservedGlobal()
 	if !reservedZero(global) {
 		problem(fmt.Errorf("%w: reserved bytes of the global state are not zero", ErrCorrupt))
@@ -415,11 +424,17 @@ func (tb *Table) UnlinkedTiers(found func(seg, tier int64)) {
 	end := tb.handedOutEnd()
 	linked := make(map[int64]bool)
 	for i := int64(0); i < end; i++ {
+		if i == tb.SegmentsTouched() && i < l.MaxSegments {
+			i = l.MaxSegments // first tiers of segments not split into: holes, never read
+			if i >= end {
+				break
+			}
+		}
 		if next := tb.tierNext(i); next != 0 && next <= uint64(tb.Present()) {
 			linked[int64(next)-1] = true
 		}
 	}
-	for t := l.Segments; t < end; t++ {
+	for t := l.MaxSegments; t < end; t++ {
 		// Stamped as a segment's, and more than a tier being attached:
 		// that segment's rebuild links it or gives it up.
 		if st, ok := tb.readStamp(t); !linked[t] && ok && st.owner != 0 && !tb.attachCutShort(t) {
@@ -447,20 +462,20 @@ func reservedZero(w []uint64) bool {
 func (tb *Table) linkedPoolTiers() uint64 {
 	l := &tb.layout
 	var n uint64
-	for i := range l.Segments {
+	for i := range tb.SegmentsTouched() {
 		t := tb.tier(i)
 		seen := map[int64]bool{}
 		for pos := int64(1); pos < tb.Present(); pos++ {
 			next := t.next()
 			idx := int64(next) - 1
-			if next == 0 || next > uint64(tb.Present()) || idx < l.Segments || seen[idx] {
+			if next == 0 || next > uint64(tb.Present()) || idx < l.MaxSegments || seen[idx] {
 				break
 			}
 			if ours, _ := tb.linkedTierIsOf(i, idx, pos); !ours {
 				break
 			}
 			seen[idx] = true
-			n = max(n, uint64(idx-l.Segments+1))
+			n = max(n, uint64(idx-l.MaxSegments+1))
 			t = tb.tier(idx)
 		}
 	}
@@ -478,7 +493,7 @@ func (tb *Table) linkedPoolTiers() uint64 {
 func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 	l := &tb.layout
 	data := int64(-1) // the bytes up to it are data, as far as known
-	for idx := l.Segments; idx < tb.Present(); idx++ {
+	for idx := l.MaxSegments; idx < tb.Present(); idx++ {
 		if off := l.TiersOff + idx*l.TierSize; tb.dataAt != nil && off >= data {
 			// Headers in a hole of the file are zeros: skip them unread.
 			start, end, ok := tb.dataAt(off)
@@ -509,7 +524,7 @@ func (tb *Table) usedPoolTiers(used func(idx int64, handedOut bool)) {
 			_, words = tb.readStamp(idx)
 		} else {
 			owner, order := atomic.LoadUint64(&h[thOwner/8]), atomic.LoadUint64(&h[thOrder/8])
-			words = owner != 0 && owner <= uint64(l.Segments) && order >= 1 && order < uint64(tb.Present())
+			words = owner != 0 && owner <= uint64(l.MaxSegments) && order >= 1 && order < uint64(tb.Present())
 		}
 		used(idx, words || tb.holdsSoundEntry(idx))
 	}
@@ -522,7 +537,7 @@ func (tb *Table) poolTiersInUse() uint64 {
 	n := tb.linkedPoolTiers()
 	tb.usedPoolTiers(func(idx int64, handedOut bool) {
 		if handedOut {
-			n = max(n, uint64(idx-tb.layout.Segments+1))
+			n = max(n, uint64(idx-tb.layout.MaxSegments+1))
 		}
 	})
 	return n
@@ -548,7 +563,7 @@ func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 	// damaged file.
 	l := &tb.layout
 	tb.refreshTiers()
-	pool := uint64(tb.Present() - l.Segments)
+	pool := uint64(tb.Present() - l.MaxSegments)
 	if tb.admin != nil {
 		tb.admin.Lock()
 		defer func() { _ = tb.admin.Unlock() }()
@@ -569,7 +584,7 @@ func (tb *Table) MendPoolCount() (from, to uint64, strays int, mended bool) {
 		return from, to, 0, mended // a tier beyond the count may be being taken
 	}
 	tb.usedPoolTiers(func(idx int64, handedOut bool) {
-		if !handedOut && uint64(idx-l.Segments) >= to {
+		if !handedOut && uint64(idx-l.MaxSegments) >= to {
 			// The whole tier: attachTier takes only a tier that is zero,
 			// and slots left over from a tier cut loose would come back.
 			words := tb.tierWordsOf(idx)

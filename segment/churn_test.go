@@ -55,7 +55,7 @@ func atHome(tb *Table, keys [][]byte) float64 {
 	n := 0
 	for _, k := range keys {
 		h := hashOf(k)
-		if _, slot, _, found, _ := tb.lookupHome(tb.layout.segmentOf(h), h, k); found && atEitherHome(tb, k, slotChunk(slot)) {
+		if _, slot, _, found, _ := tb.lookupHome(tb.segmentOf(h), h, k); found && atEitherHome(tb, k, slotChunk(slot)) {
 			n++
 		}
 	}

@@ -44,7 +44,7 @@ func (s *Segment) Update(hash uint64, key []byte, expiry int64, fn func(old []by
 // update is Update; with ownCopy, old is fn's to keep (Compute's contract)
 // instead of a pooled buffer.
 func (s *Segment) update(hash uint64, key []byte, expiry int64, ownCopy bool, fn func(old []byte, found bool) ([]byte, Outcome)) error {
-	p, w, err := s.previewThenLock("compute", hash, key)
+	s, p, w, err := s.previewThenLock("compute", hash, key)
 	if err != nil {
 		return err
 	}

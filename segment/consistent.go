@@ -22,7 +22,31 @@ var (
 	errInconsistent = errors.New("inconsistent read")
 	// errBusy: writers kept changing the segment under optimistic reads.
 	errBusy = errors.New("segment busy")
+	// errMoved: a split moved the key being read to another segment.
+	errMoved = errors.New("key moved by a split")
 )
+
+// keyedRead is consistentReadAt for a read of the key hashed to hash, on
+// the segment *sp: a run counts only if the key still maps to the segment
+// when it is validated (optimistic runs read N before the sequence and
+// again after: see split.go; the run under the read lock checks once it
+// holds the lock, which holds a split of the segment off). When a split
+// moved the key, *sp becomes the key's segment and read runs again there;
+// read must read the segment through *sp (a closure over the caller's
+// receiver, whose address sp is, does).
+func keyedRead(sp **Segment, hash uint64, op string, read func() bool) (uint64, error) {
+	for {
+		s := *sp
+		if s.tb.moved(hash, s.index) {
+			*sp = s.tb.For(hash)
+			continue
+		}
+		seq, err := s.consistentReadIf(op, read, hash, true)
+		if !errors.Is(err, errMoved) {
+			return seq, err
+		}
+	}
+}
 
 // consistentRead runs read (which reports whether it could decode what it
 // saw) until one run is known to have seen no writer:
@@ -47,7 +71,13 @@ func (s *Segment) consistentRead(op string, read func() bool) error {
 // sequence the accepted run saw (under the read lock it holds still: every
 // change of a value takes the write lock).
 func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) {
-	seq, err := s.readOptimistic(read)
+	return s.consistentReadIf(op, read, 0, false)
+}
+
+// consistentReadIf is consistentReadAt; keyed, a run counts only while the
+// key hashed to hash maps to the segment, else errMoved.
+func (s *Segment) consistentReadIf(op string, read func() bool, hash uint64, keyed bool) (uint64, error) {
+	seq, err := s.readOptimistic(read, hash, keyed)
 	if errors.Is(err, errBusy) {
 		if !s.lock.TryReadLock() {
 			s.count(stLockWaits, 1)
@@ -60,7 +90,10 @@ func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) 
 		}
 		if err == nil {
 			seq = atomic.LoadUint64(s.seq)
-			if !read() {
+			switch {
+			case keyed && s.tb.moved(hash, s.index):
+				err = errMoved
+			case !read():
 				err = errInconsistent
 			}
 			_ = s.lock.ReadUnlock()
@@ -69,6 +102,8 @@ func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) 
 	switch {
 	case err == nil:
 		return seq, nil
+	case errors.Is(err, errMoved):
+		return 0, err
 	case errors.Is(err, errInconsistent):
 		return 0, s.corrupt(-1, "undecodable entry or tier chain during "+op)
 	}
@@ -77,13 +112,17 @@ func (s *Segment) consistentReadAt(op string, read func() bool) (uint64, error) 
 
 // readOptimistic is the lock-free part of consistentRead; it returns the
 // sequence the accepted run saw.
-func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
+func (s *Segment) readOptimistic(read func() bool, hash uint64, keyed bool) (uint64, error) {
 	var p wait.Policy
 	var deadline time.Time
 	for tries := 1; ; tries++ {
+		n := atomic.LoadUint64(s.tb.active)
 		if seq := atomic.LoadUint64(s.seq); seq&1 == 0 {
 			ok := read()
 			if offheap.LoadAfterLoads(s.seq) == seq {
+				if keyed && s.tb.split.claim != nil && (atomic.LoadUint64(s.tb.active) != n || int64(segmentFor(hash, s.tb.segmentsIn(n))) != s.index) {
+					return 0, errMoved
+				}
 				if ok {
 					return seq, nil
 				}
@@ -114,7 +153,7 @@ func (s *Segment) readOptimistic(read func() bool) (uint64, error) {
 func (s *Segment) getConsistent(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
 	var found, large bool
-	err := s.consistentRead("get", func() bool {
+	_, err := keyedRead(&s, hash, "get", func() bool {
 		dst, large = dst[:start], false
 		loc, f, ok := s.find(hash, key)
 		found = f && ok
@@ -147,7 +186,7 @@ func (s *Segment) getConsistent(hash uint64, key, dst []byte) ([]byte, bool, err
 // Has reports whether key is present, without copying its value.
 func (s *Segment) Has(hash uint64, key []byte) (bool, error) {
 	var found bool
-	err := s.consistentRead("get", func() bool {
+	_, err := keyedRead(&s, hash, "get", func() bool {
 		loc, f, ok := s.find(hash, key)
 		found = f && ok
 		if found {
@@ -176,7 +215,7 @@ func (s *Segment) GetVersioned(hash uint64, key, dst []byte) (out []byte, found 
 	// relies on it.
 	start := len(dst)
 	large := false
-	seq, err = s.consistentReadAt("get", func() bool {
+	seq, err = keyedRead(&s, hash, "get", func() bool {
 		out, found, expiry, large = dst[:start], false, 0, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
@@ -221,7 +260,7 @@ func (s *Segment) GetChecked(hash uint64, key, dst []byte) ([]byte, bool, error)
 	var slotAt *uint64
 	var slot uint64
 	out, found, large := dst, false, false
-	_, err := s.consistentReadAt("get", func() bool {
+	_, err := keyedRead(&s, hash, "get", func() bool {
 		out, found, large = dst[:start], false, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {

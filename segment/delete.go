@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Delete removes key and reports whether it was present.
 func (s *Segment) Delete(hash uint64, key []byte) (bool, error) {
-	p, w, err := s.previewThenLock("delete", hash, key)
+	s, p, w, err := s.previewThenLock("delete", hash, key)
 	if err != nil {
 		return false, err
 	}

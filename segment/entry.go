@@ -34,7 +34,7 @@ func (s *Segment) GetEntry(hash uint64, key, dst []byte) (value []byte, expiry i
 	// key's value.
 	start := len(dst)
 	large := false
-	err = s.consistentRead("get", func() bool {
+	_, err = keyedRead(&s, hash, "get", func() bool {
 		value, expiry, found, large = dst[:start], 0, false, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
@@ -83,7 +83,7 @@ func (s *Segment) UpdateEntry(hash uint64, key []byte, fn func(value []byte, exp
 	// delete, and an expired entry replaced or removed as an expired entry
 	// reclaimed, except that placeholders (expiry Hidden) count as none of
 	// these: neither storing one, nor removing one, nor storing over one.
-	p, w, err := s.previewThenLock("update", hash, key)
+	s, p, w, err := s.previewThenLock("update", hash, key)
 	if err != nil {
 		return err
 	}

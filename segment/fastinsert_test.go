@@ -110,7 +110,7 @@ func fastInsertDiesAtEveryStep(t *testing.T, home bool) {
 		first := tb.tier(0)
 		for i := 0; k == nil; i++ {
 			c := fmt.Appendf(nil, "new-key%d", i)
-			tag := uint32(hashOf(c) >> tb.layout.segmentBits)
+			tag := uint32(hashOf(c) >> tb.layout.tagShift)
 			if _, free := s.freeHomeRun(&first, tag, tb.chunksFor(len(c), len(v))); free == home {
 				k = c
 			}

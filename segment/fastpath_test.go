@@ -110,7 +110,7 @@ func TestFastPathsReportDamage(t *testing.T) {
 				}
 			}
 			tv := tb.tier(0)
-			home := uint64(uint32(h>>tb.layout.segmentBits)) & tb.layout.slotMask
+			home := uint64(uint32(h>>tb.layout.tagShift)) & tb.layout.slotMask
 			c := slotChunk(tv.slots[home]) // the first key's entry
 			tc.damage(tv.space[c*tb.layout.ChunkSize:])
 			for _, k := range []string{"damaged!", "a", "absent"} {
@@ -184,7 +184,7 @@ func TestFastPathsAgreeWithFind(t *testing.T) {
 					key[i] = byte(next() % 3)
 				}
 				h := next()&^uint64(l.Segments-1) | uint64(seg)
-				tag := uint32(h >> l.segmentBits)
+				tag := uint32(h >> l.tagShift)
 				home := uint64(tag) & l.slotMask
 				for j := uint64(0); j < next()%4; j++ {
 					slot := uint64(tag)<<32 | (edge(uint64(l.Chunks))+1)&0xffffffff

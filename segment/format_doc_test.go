@@ -22,6 +22,10 @@ func TestFormatDocMatchesLayout(t *testing.T) {
 		f(gGrowthLog, fmt.Sprintf("%d x %d", growthStepBytes, maxGrowthSteps), "growth log"),
 	})
 	d.Says(t, fmt.Sprintf("| %d | grows |", flagGrows), fmt.Sprintf("at most %d (flag `grows`", maxGrowthSteps))
+	splitting := Layout{Splits: true}
+	d.Says(t, fmt.Sprintf("| %d | splits |", flagSplits), fmt.Sprintf("| %d | 8 | flag `splits`: segments in use", gSegments),
+		fmt.Sprintf("| %d | 8 | flag `splits`: split claim", gSplitClaim), fmt.Sprintf("holds at most %d steps", maxGrowthStepsOf(&splitting)),
+		fmt.Sprintf("max(%d x Segments, 1024)", splitFactor))
 	d.Says(t, fmt.Sprintf("| %d | large values |", flagLargeValues), fmt.Sprintf("| 0 | 4 | magic %#x", descriptorMagic),
 		fmt.Sprintf("| %d | 8 | XXH64 (seed 0) of the whole value |", DescriptorSize-8), fmt.Sprintf("under a %d-byte part key", PartKeySize),
 		"bit 31 marks a descriptor, bit 30 a part", fmt.Sprintf("none under %d", minPartSize))

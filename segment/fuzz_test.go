@@ -161,7 +161,7 @@ func FuzzDecodeLayout(f *testing.F) {
 		l := Layout{Params: p, Segments: segments, Checksums: true, Stats: true, MoveCounters: true, Undo: undo}
 		func() {
 			defer func() { _ = recover() }() // what the parameters give, where newLayout gets that far
-			if d, err := newLayout(p, 4096, true, true, undo); err == nil {
+			if d, err := newLayout(p, 4096, true, true, undo, 0); err == nil {
 				d.MoveCounters = true
 				l = d
 			}

@@ -82,7 +82,7 @@ func (tb *Table) SalvageGrowth(pool *offheap.Region, length int64) (SalvagedTier
 	if length > l.TiersOff {
 		st.Whole, st.Partial = (length-l.TiersOff)/l.TierSize, (length-l.TiersOff)%l.TierSize
 	}
-	st.HandedOut = l.Segments + tb.ExtraTiersInUse()
+	st.HandedOut = l.MaxSegments + tb.ExtraTiersInUse()
 	if !l.Grows {
 		return st, nil
 	}
@@ -165,7 +165,7 @@ func (tb *Table) refreshTiers() int64 {
 func (tb *Table) overflowLink(next uint64) (int64, bool) {
 	idx := int64(next) - 1
 	switch {
-	case next == 0 || next > uint64(tb.layout.MaxTiers) || idx < tb.layout.Segments:
+	case next == 0 || next > uint64(tb.layout.MaxTiers) || idx < tb.layout.MaxSegments:
 		return 0, false
 	case idx < tb.present.Load():
 		return idx, true
@@ -183,7 +183,7 @@ func (tb *Table) growPool(used uint64) error {
 		return ErrFull
 	}
 	have := tb.refreshTiers() // another process may have grown it since this one looked
-	if used < uint64(have-l.Segments) {
+	if used < uint64(have-l.MaxSegments) {
 		return nil
 	}
 	if have >= l.MaxTiers {
@@ -211,7 +211,7 @@ func (tb *Table) logGrowth(tiers int64) {
 	l := &tb.layout
 	count := tb.region.Uint64(l.GlobalOff + gGrowthSteps)
 	n := atomic.LoadUint64(count)
-	if n >= maxGrowthSteps {
+	if n >= maxGrowthStepsOf(l) {
 		return
 	}
 	step := tb.region.Uint64s(l.GlobalOff+gGrowthLog+int64(n)*growthStepBytes, 2)
@@ -232,7 +232,7 @@ func growthLogNote(r *offheap.Region, l *Layout) string {
 	if n == 0 {
 		return ""
 	}
-	if n > maxGrowthSteps {
+	if n > maxGrowthStepsOf(l) {
 		return fmt.Sprintf("the global state's growth log counts %d steps, more than it holds: whether the file grew is not known; its %d tiers are read all the same", n, l.Tiers)
 	}
 	prev := uint64(0)
@@ -260,8 +260,8 @@ func (tb *Table) GrowthSteps() ([]GrowthStep, error) {
 		return nil, nil
 	}
 	n := atomic.LoadUint64(tb.region.Uint64(l.GlobalOff + gGrowthSteps))
-	if n > maxGrowthSteps {
-		return nil, fmt.Errorf("%w: the growth log counts %d steps, it holds %d", ErrCorrupt, n, maxGrowthSteps)
+	if n > maxGrowthStepsOf(l) {
+		return nil, fmt.Errorf("%w: the growth log counts %d steps, it holds %d", ErrCorrupt, n, maxGrowthStepsOf(l))
 	}
 	steps := make([]GrowthStep, n)
 	words := tb.region.Uint64s(l.GlobalOff+gGrowthLog, int64(n)*growthStepBytes/8)
@@ -308,9 +308,9 @@ func (tb *Table) MendGrowthLog() (from, to uint64, mended bool) {
 	tb.refreshTiers()
 	count := tb.region.Uint64(l.GlobalOff + gGrowthSteps)
 	from = atomic.LoadUint64(count)
-	words := tb.region.Uint64s(l.GlobalOff+gGrowthLog, maxGrowthSteps*growthStepBytes/8)
+	words := tb.region.Uint64s(l.GlobalOff+gGrowthLog, int64(maxGrowthStepsOf(l))*growthStepBytes/8)
 	prev := uint64(l.Tiers)
-	for to < min(from, maxGrowthSteps) {
+	for to < min(from, maxGrowthStepsOf(l)) {
 		tiers := atomic.LoadUint64(&words[2*to])
 		if tiers <= prev || tiers > uint64(tb.present.Load()) {
 			break

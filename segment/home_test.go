@@ -158,11 +158,11 @@ func TestBothHomesTaken(t *testing.T) {
 // homeChunk is the first chunk of key k's first home run (see
 // Segment.allocHome), secondHomeChunk of its second.
 func homeChunk(tb *Table, k []byte) int64 {
-	return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+	return int64(tb.geom.homeByte(uint32(hashOf(k)>>tb.layout.tagShift)) >> tb.geom.chunkShift)
 }
 
 func secondHomeChunk(tb *Table, k []byte) int64 {
-	return int64(tb.geom.secondHomeByte(uint32(hashOf(k)>>tb.layout.segmentBits)) >> tb.geom.chunkShift)
+	return int64(tb.geom.secondHomeByte(uint32(hashOf(k)>>tb.layout.tagShift)) >> tb.geom.chunkShift)
 }
 
 // atEitherHome reports whether chunk c starts one of k's home runs.

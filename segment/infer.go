@@ -39,6 +39,7 @@ import (
 type InferBase struct {
 	GlobalOff   int64 // where the global state starts: after the lock arena and the process registry
 	Segments    int64 // the segment count, from the registry's ledgers or counters per process
+	MaxSegments int64 // the most it may split into (flag splits), from the ledgers, when more than Segments; else 0
 	Stats       bool  // the file keeps a line of counters per segment
 	FastLedgers bool  // its registry keeps fast ledgers
 }
@@ -105,7 +106,12 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	l := &out.Layout
 	out.Notes = settleParams(r, l, out.Notes)
 	// The record the chosen parameters make must be this very geometry.
-	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo)
+	var splitTo int64
+	if l.Splits {
+		splitTo = l.MaxSegments
+	}
+	again, err := newLayout(l.Params, l.GlobalOff, l.Checksums, l.Stats, l.Undo, splitTo)
+	again.markSplits()
 	again.MoveCounters, again.FastLedgers, again.Stamps, again.LargeValues = l.MoveCounters, l.FastLedgers, l.Stamps, l.LargeValues
 	if err != nil || keyOf(&again) != keyOf(l) {
 		return out, fmt.Errorf("%w: the parameters chosen do not give back the layout found (%v)", ErrBadLayout, err)
@@ -121,13 +127,31 @@ func InferLayout(r *offheap.Region, bases []InferBase, fileSize int64) (Inferred
 	return out, nil
 }
 
+// splitsTo is newLayout's maxSegments for base b: 0 unless it splits.
+func splitsTo(b InferBase) int64 {
+	if b.MaxSegments > b.Segments {
+		return b.MaxSegments
+	}
+	return 0
+}
+
+// markSplits makes a layout inferred for a map that splits one that grows
+// too, as every such map does, to the tiers the file holds: the growth
+// log is where the count of segments in use leaves room for it.
+func (l *Layout) markSplits() {
+	if l.Splits {
+		l.Grows, l.MaxTiers, l.MaxSize = true, l.Tiers, l.End
+	}
+}
+
 // candidateLayouts lists, once each, the layouts that start from one of
 // bases and end at the file's end: InferLayout's candidates.
 func candidateLayouts(bases []InferBase, fileSize int64) ([]Layout, error) {
 	var cands []Layout
 	seen := map[geometryKey]bool{}
 	for _, b := range bases {
-		if b.Segments <= 0 || b.Segments > MaxSegments || b.Segments&(b.Segments-1) != 0 || b.GlobalOff <= 0 || b.GlobalOff >= fileSize {
+		if b.Segments <= 0 || b.Segments > MaxSegments || b.Segments&(b.Segments-1) != 0 || b.GlobalOff <= 0 || b.GlobalOff >= fileSize ||
+			b.MaxSegments != 0 && (b.MaxSegments <= b.Segments || b.MaxSegments > MaxSegments || b.MaxSegments&(b.MaxSegments-1) != 0) {
 			continue
 		}
 		for _, undo := range []bool{true, false} {
@@ -188,21 +212,21 @@ func settleParams(r *offheap.Region, l *Layout, notes []string) []string {
 
 // geometryKey tells layouts apart by everything that places bytes.
 type geometryKey struct {
-	globalOff, segments, tiersOff, tierSize, tiers, slots, chunks, chunkSize, undoSize int64
-	stats, fast, undo                                                                  bool
+	globalOff, segments, maxSegments, tiersOff, tierSize, tiers, slots, chunks, chunkSize, undoSize int64
+	stats, fast, undo                                                                               bool
 }
 
 func keyOf(l *Layout) geometryKey {
-	return geometryKey{l.GlobalOff, l.Segments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.Chunks, l.ChunkSize, l.UndoSize, l.Stats, l.FastLedgers, l.Undo}
+	return geometryKey{l.GlobalOff, l.Segments, l.MaxSegments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.Chunks, l.ChunkSize, l.UndoSize, l.Stats, l.FastLedgers, l.Undo}
 }
 
 // readKey tells layouts apart by what a reader of entries reads: two
 // layouts that differ only in what readers never look at (the chunk count
 // past the last entry, the undo records) read the same entries.
-type readKey struct{ segmentsOff, segments, tiersOff, tierSize, tiers, slots, chunkSize, entriesOff int64 }
+type readKey struct{ segmentsOff, segments, maxSegments, tiersOff, tierSize, tiers, slots, chunkSize, entriesOff int64 }
 
 func readKeyOf(l *Layout) readKey {
-	return readKey{l.SegmentsOff, l.Segments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.ChunkSize, l.entriesOff}
+	return readKey{l.SegmentsOff, l.Segments, l.MaxSegments, l.TiersOff, l.TierSize, l.Tiers, l.Slots, l.ChunkSize, l.entriesOff}
 }
 
 // describe says what a layout places where readers look, for a person.
@@ -222,19 +246,19 @@ func describe(l *Layout) string {
 // host whose pages are larger than 4 KiB, the file is the end rounded up to
 // one).
 func eachLayout(b InferBase, undo bool, fileSize int64, visit func(Layout) error) error {
-	s := b.Segments
+	s, ms := b.Segments, max(b.MaxSegments, b.Segments)
 	page := int64(os.Getpagesize())
-	minTiers := s + s/8 + 1
-	undoOff := b.GlobalOff + globalSize + s*segmentHeaderSize
+	minTiers := ms + s/8 + 1
+	undoOff := b.GlobalOff + globalSize + ms*segmentHeaderSize
 	if b.Stats {
-		undoOff += s * statsLineSize
+		undoOff += ms * statsLineSize
 	}
 	divisors := map[int64][]int64{}
 	var err error
 	eachEntryClass(func(avg int64) bool {
 		tiersOff := undoOff
 		if undo {
-			tiersOff += s * undoSize(avg)
+			tiersOff += ms * undoSize(avg)
 		}
 		tiersOff = roundUp(tiersOff, 4096)
 		// The smallest tier of this class (the fewest entries a tier
@@ -251,7 +275,7 @@ func eachLayout(b InferBase, undo bool, fileSize int64, visit func(Layout) error
 			}
 			for _, d := range ds {
 				tiers := q / d
-				if tiers < minTiers || tiers > s+999*s+s/8+1 {
+				if tiers < minTiers || tiers > ms+999*s+s/8+1 {
 					continue
 				}
 				if err = eachTierOf(b, undo, avg, 4096*d, tiers, end, visit); err != nil {
@@ -328,7 +352,8 @@ func eachTierOf(b InferBase, undo bool, avg, size, tiers, end int64, visit func(
 		last = t
 		kv := avg - entryHeaderSize
 		key := max(1, kv-maxEntryBytes/2)
-		x := tiers - b.Segments - b.Segments/8 - 1
+		ms := max(b.MaxSegments, b.Segments)
+		x := tiers - ms - b.Segments/8 - 1
 		bloat := 1 + float64(x)/float64(b.Segments)
 		for extraTiers(bloat, b.Segments) > x+b.Segments/8+1 {
 			bloat = math.Nextafter(bloat, 0)
@@ -338,10 +363,11 @@ func eachTierOf(b InferBase, undo bool, avg, size, tiers, end int64, visit func(
 		if checkParams(p, true) != nil {
 			continue
 		}
-		l, err := newLayout(p, b.GlobalOff, true, b.Stats, undo)
+		l, err := newLayout(p, b.GlobalOff, true, b.Stats, undo, splitsTo(b))
 		if err != nil || l.End != end || l.TierSize != size || l.Tiers != tiers {
 			continue
 		}
+		l.markSplits()
 		l.MoveCounters, l.FastLedgers = b.Stats, b.FastLedgers
 		if err := visit(l); err != nil {
 			return err

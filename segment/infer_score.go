@@ -36,11 +36,11 @@ func (s score) better(o score, l, ol *Layout) bool {
 // start.
 func sampled(l *Layout) []int64 {
 	var out []int64
-	step := max(1, l.Segments/sampleTiers)
-	for t := int64(0); t < l.Segments; t += step {
+	step := max(1, l.MaxSegments/sampleTiers)
+	for t := int64(0); t < l.MaxSegments; t += step {
 		out = append(out, t)
 	}
-	for t := l.Segments; t < l.Tiers && t < l.Segments+sampleTiers; t++ {
+	for t := l.MaxSegments; t < l.Tiers && t < l.MaxSegments+sampleTiers; t++ {
 		out = append(out, t)
 	}
 	return out
@@ -73,24 +73,24 @@ func scoreLayout(r *offheap.Region, l *Layout) score {
 		if used > uint64(l.Chunks) || lowest > uint64(l.Chunks) {
 			sc.bad++
 		}
-		if next != 0 && (next <= uint64(l.Segments) || next > uint64(l.Tiers)) {
+		if next != 0 && (next <= uint64(l.MaxSegments) || next > uint64(l.Tiers)) {
 			sc.bad++
 		}
 		st, stamped := decodeStamp(t, owner, order)
 		switch {
-		case stamped && (t >= l.Segments || st == firstStamp(t)):
+		case stamped && (t >= l.MaxSegments || st == firstStamp(t)):
 			// A stamp verifies only on the tier it was made for: found at
 			// this geometry's place, it speaks for the geometry.
 			sc.good++
-			if t >= l.Segments {
+			if t >= l.MaxSegments {
 				seg = int64(st.owner) - 1
 			}
-		case t < l.Segments && (owner != 0 || order != 0):
+		case t < l.MaxSegments && (owner != 0 || order != 0):
 			sc.bad++
-		case t >= l.Segments && (owner == 0 || owner > uint64(l.Segments)):
+		case t >= l.MaxSegments && (owner == 0 || owner > uint64(l.MaxSegments)):
 			sc.bad++
 			seg = -1
-		case t >= l.Segments:
+		case t >= l.MaxSegments:
 			seg = int64(owner - 1)
 		}
 		pop := 0
@@ -129,11 +129,26 @@ func entryFits(l *Layout, tier []byte, slot uint64, seg int64) bool {
 		return false
 	}
 	h := xxhash.Sum64(key)
-	if uint32(h>>l.segmentBits) != slotTag(slot) || (seg >= 0 && l.segmentOf(h) != seg) {
+	if uint32(h>>l.tagShift) != slotTag(slot) || (seg >= 0 && !mayHold(l, h, seg)) {
 		return false
 	}
 	sum := binary.LittleEndian.Uint32(head[ehChecksum:])
 	return sum == 0 || sum == entryChecksum(head[:ehChecksum], key, value)
+}
+
+// mayHold reports whether segment seg of a map laid out as l may hold a
+// key hashed to h: in a map that splits, under some count of segments in
+// use (the count itself is not trusted here), that is when the hash's
+// low bits below the smallest power of two past seg (and at least
+// Segments) are seg: whether seg was split into (its bits are the key's
+// below twice the power of two under the count) or not (the key's bits
+// below that power, or twice it, name seg).
+func mayHold(l *Layout, h uint64, seg int64) bool {
+	if !l.Splits {
+		return int64(segmentFor(h, uint64(l.Segments))) == seg
+	}
+	m := max(nextPow2(uint64(seg)+1), uint64(l.Segments)) // the smallest power of two past seg
+	return h&(m-1) == uint64(seg)
 }
 
 // entryIn decodes the entry slot names in tier as l lays it out, bounding

@@ -31,7 +31,7 @@ func TestInferEnumeratesEveryLayout(t *testing.T) {
 		}
 		stats := rng.IntN(4) != 0
 		global := int64(4096 * (2 + rng.IntN(100)))
-		l, err := newLayout(p, global, true, stats, !p.NoUndo)
+		l, err := newLayout(p, global, true, stats, !p.NoUndo, 0)
 		if err != nil || l.End > 1<<34 {
 			continue
 		}

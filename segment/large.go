@@ -127,7 +127,7 @@ func (s *Segment) ReadLarge(hash uint64, key, dst []byte) ([]byte, Large, error)
 	start := len(dst)
 	var got Large
 	bad := false
-	err := s.consistentRead("get", func() bool {
+	_, err := keyedRead(&s, hash, "get", func() bool {
 		dst, got, bad = dst[:start], Large{}, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {
@@ -189,7 +189,7 @@ func (s *Segment) InsertPart(hash uint64, key, value []byte) error {
 	if err := s.checkSize(key, value); err != nil {
 		return err
 	}
-	w, err := s.beginUpdate("put")
+	s, w, err := s.beginUpdateKeyed("put", hash)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (s *Segment) InsertPart(hash uint64, key, value []byte) error {
 func (s *Segment) GetPart(hash uint64, key, dst []byte) ([]byte, bool, error) {
 	start := len(dst)
 	var found bool
-	err := s.consistentRead("get", func() bool {
+	_, err := keyedRead(&s, hash, "get", func() bool {
 		dst, found = dst[:start], false
 		loc, f, ok := s.findKind(hash, key, true)
 		if !ok || !f {
@@ -234,7 +234,7 @@ func (s *Segment) GetPart(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // DeletePart removes the part stored under part key key and reports
 // whether there was one.
 func (s *Segment) DeletePart(hash uint64, key []byte) (bool, error) {
-	w, err := s.beginUpdate("delete")
+	s, w, err := s.beginUpdateKeyed("delete", hash)
 	if err != nil {
 		return false, err
 	}
@@ -279,7 +279,7 @@ func (s *Segment) SwapLarge(hash uint64, key []byte, op SwapOp, value []byte, co
 			return Large{}, false, err
 		}
 	}
-	w, err := s.beginUpdate("put")
+	s, w, err := s.beginUpdateKeyed("put", hash)
 	if err != nil {
 		return Large{}, false, err
 	}

@@ -41,7 +41,9 @@ func (s *Segment) tryOverwriteOptimistic(hash uint64, key, value []byte) bool {
 	if !s.lock.TryWriteLockFair() {
 		return false
 	}
-	done := atomic.LoadUint64(s.seq) == seq // else a writer came between
+	// Else a writer came between, or a split moved the key (the caller
+	// picked the segment before it; the general path finds the right one).
+	done := atomic.LoadUint64(s.seq) == seq && !tb.moved(hash, s.index)
 	if done {
 		s.rewriteOrAbandon(at, &h, key, value, seq)
 		s.countLocked(stPuts)
@@ -121,7 +123,7 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) (done, 
 	// Even under the write lock unless a writer died mid-change, and then
 	// the segment waits for recovery.
 	seq := atomic.LoadUint64(s.seq)
-	if seq&1 != 0 {
+	if seq&1 != 0 || s.tb.moved(hash, s.index) { // a split moved the key: the general path finds its segment
 		s.releaseFast(held)
 		held = 0
 		return false, false
@@ -145,6 +147,9 @@ func (s *Segment) TryOverwriteFastLedger(hash uint64, key, value []byte) (done, 
 	}
 	s.releaseFast(held)
 	held = 0
+	if inserted && int64(atomic.LoadUint64(s.entries)) > s.tb.split.at {
+		s.tb.TrySplit()
+	}
 	return done, inserted
 }
 
@@ -165,7 +170,7 @@ func (s *Segment) insertHome(hash uint64, key, value []byte, n int64, h *entryHe
 	// already holds, spares a first write the general path's second lock
 	// and second probe.
 	tb := s.tb
-	tag := uint32(hash >> tb.layout.segmentBits)
+	tag := uint32(hash >> tb.layout.tagShift)
 	t := tb.tier(s.index)
 	if !s.hasRoom(&t, nil) {
 		return false

@@ -56,7 +56,7 @@ func (s *Segment) PutGeneral(hash uint64, key, value []byte, expiry int64, mode 
 	}
 	stored, buf := s.tb.storedValue(value, expiry)
 	defer s.tb.releaseValue(buf)
-	p, w, err := s.previewThenLock("put", hash, key)
+	s, p, w, err := s.previewThenLock("put", hash, key)
 	if err != nil {
 		return false, err
 	}
@@ -118,7 +118,7 @@ func (s *Segment) store(w *writer, hash uint64, loc *location, found bool, key, 
 func (s *Segment) replace(w *writer, hash uint64, loc *location, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
-	tag := uint32(hash >> tb.layout.segmentBits)
+	tag := uint32(hash >> tb.layout.tagShift)
 	fits := nch <= loc.nch
 	grows := !fits && loc.chunk+nch <= tb.layout.Chunks && loc.tier.runFree(loc.chunk+loc.nch, nch-loc.nch)
 	if fits || grows {
@@ -190,7 +190,7 @@ func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c
 	testStep()
 	tb.writeEntry(&nt, c, &h, key, value)
 	testStep()
-	tag := uint32(hash >> tb.layout.segmentBits)
+	tag := uint32(hash >> tb.layout.tagShift)
 	if nt.index == cur.tier.index {
 		atomic.StoreUint64(&cur.tier.slots[cur.pos], makeSlot(tag, c))
 	} else {
@@ -214,7 +214,7 @@ func (s *Segment) relocate(w *writer, hash uint64, key, value []byte, nt tier, c
 func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 	tb := s.tb
 	nch := tb.chunksFor(len(key), len(value))
-	tag := uint32(hash >> tb.layout.segmentBits)
+	tag := uint32(hash >> tb.layout.tagShift)
 	t, c, err := s.allocHome(w, tag, nch, nil)
 	if err != nil {
 		return err
@@ -228,6 +228,8 @@ func (s *Segment) insert(w *writer, hash uint64, key, value []byte) error {
 		return s.corrupt(t.index, errNoSlot)
 	}
 	t.addEntries(1)
-	atomic.AddUint64(s.entries, 1)
+	if int64(atomic.AddUint64(s.entries, 1)) > s.tb.split.at {
+		w.crowded = true
+	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 // get appends the value of key, which hashes to this segment, to dst and
 // reports whether it was found.
 func (s *Segment) get(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	if int64(hash&s.tb.geom.segMask) != s.index {
+	if s.tb.segmentOf(hash) != s.index {
 		return s.getConsistent(hash, key, dst)
 	}
 	return s.tb.Get(hash, key, dst)
@@ -51,7 +51,7 @@ func (tb *Table) Get(hash uint64, key, dst []byte) ([]byte, bool, error) {
 // unsure: it walks the whole chain, under the read lock after repeated
 // collisions with writers, and reports corruption.
 func (tb *Table) GetConsistent(hash uint64, key, dst []byte) ([]byte, bool, error) {
-	return tb.segs[hash&tb.geom.segMask].getConsistent(hash, key, dst)
+	return tb.For(hash).getConsistent(hash, key, dst)
 }
 
 // Answer is what TryGet found out.
@@ -94,7 +94,8 @@ const (
 // (see the comment above it).
 func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 	g := &tb.geom
-	index := hash & g.segMask
+	n := atomic.LoadUint64(tb.active)
+	index := segmentFor(hash, tb.segmentsIn(n)) // bounded: a damaged N, or a closed map's zeros, names no segment
 	seqWord := tb.segSpan.Word64(index*segmentHeaderSize + shSeq)
 	seq := atomic.LoadUint64(seqWord)
 	shift := g.chunkShift & 63
@@ -117,13 +118,13 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 		// slot's. See requestPutLines for what else was tried.
 		offheap.PrefetchForRead(tier.Bytes(first+64, g.homeTail))
 	}
-	n := uint64(len(key))
+	kn := uint64(len(key))
 	// Keys of 8 to 16 bytes compare as two words, overlapping when shorter
 	// than 16, as sameKey does.
 	var keyLo, keyHi uint64
-	short := n >= 8 && n <= 16
+	short := kn >= 8 && kn <= 16
 	if short {
-		keyLo, keyHi = binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[n-8:])
+		keyLo, keyHi = binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[kn-8:])
 	}
 	for p, probes := uint64(tag), g.slots; probes > 0; p, probes = p+1, probes-1 {
 		slotAt := tierHeaderSize + (p&g.slotMask)*8
@@ -132,7 +133,7 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 			if tier.Load64(thNext) != 0 {
 				return dst, Unsure // a later tier may hold the key
 			}
-			if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq {
+			if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq && atomic.LoadUint64(tb.active) == n {
 				return dst, Absent
 			}
 			return dst, Unsure
@@ -154,22 +155,22 @@ func (tb *Table) TryGet(hash uint64, key, dst []byte) ([]byte, Answer) {
 			return dst, Unsure
 		}
 		k := at + entryHeaderSize
-		if klen != n {
+		if klen != kn {
 			continue
 		}
 		if short {
 			// Go's | and ^ bind alike, left to right: the brackets matter.
-			if (tier.Uint64(k)^keyLo)|(tier.Uint64(k+n-8)^keyHi) != 0 {
+			if (tier.Uint64(k)^keyLo)|(tier.Uint64(k+klen-8)^keyHi) != 0 {
 				continue
 			}
-		} else if string(tier.Bytes(k, n)) != string(key) {
+		} else if string(tier.Bytes(k, klen)) != string(key) {
 			continue
 		}
 		if g.cache {
-			return tb.tryCached(dst, seqWord, seq, (base+slotAt)/8, slot, base+k+n, vlen)
+			return tb.tryCached(dst, seqWord, seq, (base+slotAt)/8, slot, base+k+klen, vlen)
 		}
-		out := append(dst, tier.Bytes(k+n, vlen)...)
-		if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq {
+		out := append(dst, tier.Bytes(k+klen, vlen)...)
+		if seq&1 == 0 && offheap.LoadAfterLoads(seqWord) == seq && atomic.LoadUint64(tb.active) == n {
 			return out, Found
 		}
 		return dst, Unsure
@@ -318,17 +319,17 @@ func (tb *Table) Prefetch(hashes []uint64, keys [][]byte) {
 	// validate as always. hashes[i] is the hash of keys[i].
 	l := &tb.layout
 	for _, h := range hashes {
-		index := l.segmentOf(h)
+		index := tb.segmentOf(h)
 		_ = atomic.LoadUint64(tb.seqWord(index))
-		tag := uint32(h >> l.segmentBits)
+		tag := uint32(h >> l.tagShift)
 		_ = atomic.LoadUint64(&tb.tierWords[l.slotsWord(index)+int64(uint64(tag)&l.slotMask)])
 		// The lookup's probe reads the home runs whether the entry is
 		// there or not: requested here, they cost the lookup no wait.
 		tb.requestHomeRun(uint64(index), tag)
 	}
 	for i, h := range hashes[:min(len(hashes), len(keys))] {
-		index := l.segmentOf(h)
-		tag := uint32(h >> l.segmentBits)
+		index := tb.segmentOf(h)
+		tag := uint32(h >> l.tagShift)
 		at := l.slotsWord(index)
 		slots := tb.tierWords[at : at+l.Slots]
 		// The first few slots of the run, usually in the home's line.

@@ -91,7 +91,7 @@ func (r *rebuilding) judgeSlots(i int) {
 		key, nch, ok := tb.validEntry(tv, c)
 		if ok {
 			h := xxhash.Sum64(key)
-			ok = l.segmentOf(h) == r.s.index && uint32(h>>l.segmentBits) == slotTag(sl)
+			ok = r.s.tb.segmentOf(h) == r.s.index && uint32(h>>l.tagShift) == slotTag(sl)
 		}
 		switch {
 		case !ok:
@@ -221,11 +221,11 @@ func (r *rebuilding) salvage(i int) {
 			continue
 		}
 		h := xxhash.Sum64(key)
-		if l.segmentOf(h) != r.s.index || r.byKey[string(key)] || !runUnnamed(named, c, nch) {
+		if r.s.tb.segmentOf(h) != r.s.index || r.byKey[string(key)] || !runUnnamed(named, c, nch) {
 			continue
 		}
 		r.byKey[string(key)] = true
-		tag := uint32(h >> l.segmentBits)
+		tag := uint32(h >> l.tagShift)
 		_ = tb.placeSlot(tv, tag, c) // there is an empty slot: checked above
 		r.keep[i][makeSlot(tag, c)] = run{c, nch}
 		for j := c; j < c+nch; j++ {

@@ -24,7 +24,7 @@ func checkProblems(s *Segment) []string {
 // checkClean fails the test if Check finds anything in the table.
 func checkClean(t *testing.T, tb *Table) {
 	t.Helper()
-	for i := range tb.layout.Segments {
+	for i := range tb.Segments() {
 		tb.Segment(int(i)).Check(func(err error) { t.Errorf("check: %v", err) })
 	}
 }
@@ -214,7 +214,7 @@ func TestRecoverUpgradeTimeoutKeepsTheRebuild(t *testing.T) {
 	c := t0.alloc(nch, tb.layout.Chunks)
 	hd := tb.entryHeader(nch, k, v)
 	tb.writeEntry(&t0, c, &hd, k, v)
-	if !tb.placeSlot(&t0, uint32(h>>tb.layout.segmentBits), c) {
+	if !tb.placeSlot(&t0, uint32(h>>tb.layout.tagShift), c) {
 		t.Fatal("placeSlot")
 	}
 	// ... and died here, before the counts.

@@ -362,7 +362,7 @@ func TestDamagedOwnerWordCutsAndReports(t *testing.T) {
 	var lost int64
 	for k := range model {
 		if _, ok := after[k]; !ok {
-			if seg := tb.layout.segmentOf(hashOf([]byte(k))); seg != 0 {
+			if seg := tb.segmentOf(hashOf([]byte(k))); seg != 0 {
 				t.Errorf("%q of segment %d lost", k, seg)
 			}
 			lost++

@@ -63,7 +63,7 @@ func (s *Segment) roomHint() roomHint { return roomHint(s.tb.roomHints[s.index].
 // after it. Files without stamps keep no hint (see hintedTier). Caller
 // holds the update lock.
 func (s *Segment) setRoomHint(t int64, uses uint32) {
-	if !s.tb.layout.Stamps || t < s.tb.layout.Segments {
+	if !s.tb.layout.Stamps || t < s.tb.layout.MaxSegments {
 		return
 	}
 	s.tb.roomHints[s.index].Store(uint64(makeRoomHint(t, uses)))
@@ -92,7 +92,7 @@ func (s *Segment) setRoomHint(t int64, uses uint32) {
 // and use no hints.
 func (s *Segment) hintedTier(t int64) bool {
 	tb := s.tb
-	if !tb.layout.Stamps || t < tb.layout.Segments || t >= tb.Present() {
+	if !tb.layout.Stamps || t < tb.layout.MaxSegments || t >= tb.Present() {
 		return false
 	}
 	st, ok := tb.readStamp(t)

@@ -19,7 +19,7 @@ func segmentKeys(tb *Table, seg int64, from, n int) ([][]byte, int) {
 	var keys [][]byte
 	for ; len(keys) < n; from++ {
 		k := fmt.Appendf(nil, "key-%06d", from)
-		if tb.layout.segmentOf(hashOf(k)) == seg {
+		if tb.segmentOf(hashOf(k)) == seg {
 			keys = append(keys, k)
 		}
 	}

@@ -26,6 +26,11 @@ type Params struct {
 	// overflow pool grow (see Layout.Grows) until the file is MaxSize
 	// bytes. Not for cache maps, which evict instead.
 	MaxSize int64
+	// MaxSegments, in a map that grows, bounds how many segments it may
+	// split into (see Layout.Splits): 0 chooses (defaultMaxSegments), a
+	// power of two larger than Segments sets it, -1 makes a map that does
+	// not split.
+	MaxSegments int
 }
 
 // Layout is the geometry of a map file, derived once from Params and then
@@ -49,7 +54,7 @@ type Layout struct {
 	End            int64 // size of the whole file
 	bitmapOff      int64 // within a tier
 	entriesOff     int64 // within a tier
-	segmentBits    uint  // log2(Segments)
+	tagShift       uint  // the hash bits the tag starts at: log2(Segments), or 32 in files that split
 	expectedValue  int64 // stored value bytes Prefetch fetches ahead of the header (see requestEntryLines)
 	homeChunks     int64 // chunks of an average entry: the size of a home run (see Segment.allocHome)
 	homeRuns       int64 // home runs per tier
@@ -88,6 +93,19 @@ type Layout struct {
 	// MaxTiers is the most tiers the file may hold: Tiers in files that
 	// do not grow.
 	MaxTiers int64
+	// Splits: segments split online (linear hashing, see split.go), from
+	// Segments at creation up to MaxSegments, so that a map that grew
+	// keeps chains as short as one created at its size. Only with Grows.
+	// The active count lives in the global state (Table.Segments); tags
+	// are the hash's high 32 bits, so that they do not depend on it.
+	Splits bool
+	// MaxSegments is the most segments the map may split into, and so the
+	// count of first tiers, segment headers, counter lines and undo
+	// records the file has room for (tiers 0 to MaxSegments-1 are first
+	// tiers; the overflow pool starts at MaxSegments): Segments in files
+	// that do not split. The room of segments not yet split into is a
+	// hole in the file until a split uses it.
+	MaxSegments int64
 	// LargeValues: a value too large for one entry is stored in parts
 	// (see large.go), and the two high bits of an entry header's key
 	// length say what the entry is (KindDescriptor, KindPart); segment
@@ -140,7 +158,14 @@ func NewLayout(p Params, headerSize int64, checksums bool) (Layout, error) {
 	if err := checkParams(p, false); err != nil {
 		return Layout{}, err
 	}
-	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo)
+	l, err := newLayout(p, headerSize, checksums, true, !p.NoUndo, 0)
+	if err == nil && l.Grows && p.MaxSegments >= 0 {
+		if ms := defaultMaxSegments(&l); ms > l.Segments {
+			if ls, err := newLayout(p, headerSize, checksums, true, !p.NoUndo, ms); err == nil && ls.Grows && ls.MaxTiers > ls.Tiers {
+				l = ls
+			}
+		}
+	}
 	l.MoveCounters = err == nil
 	l.FastLedgers = err == nil
 	l.Stamps = err == nil
@@ -191,7 +216,34 @@ func checkParams(p Params, recorded bool) error {
 	return nil
 }
 
-func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout, error) {
+// defaultMaxSegments is MaxSegments for a map laid out as l without
+// splits: Params.MaxSegments if set, else the largest power of two up to
+// max(splitFactor x Segments, 1024) and MaxSegments (the format's) whose
+// first tiers take at most half of MaxSize. The floor of 1024 lets a small
+// map grow as far as a default one splits anyway.
+func defaultMaxSegments(l *Layout) int64 {
+	if p := int64(l.Params.MaxSegments); p > 0 {
+		return p
+	}
+	ms := min(int64(nextPow2(uint64(max(splitFactor*l.Segments, 1024)))), MaxSegments)
+	for ms > l.Segments && ms*l.TierSize > l.MaxSize/2 {
+		ms /= 2
+	}
+	return ms
+}
+
+// splitFactor is how many times its segments a map splits into by
+// default. What splits cost scales with it before any split happens: every
+// registry slot has two ledger words per segment the map may split into,
+// and the file's apparent size a first tier per such segment: at 16, a
+// default map of a million entries reserved over a gigabyte of address
+// space for its registry alone. A map that outgrows its Entries by more
+// than this still grows, by chains, as maps that do not split do.
+const splitFactor = 4
+
+// newLayout lays out a map of p; maxSegments > 0 makes one that splits
+// up to maxSegments segments (Layout.Splits).
+func newLayout(p Params, headerSize int64, checksums, stats, undo bool, maxSegments int64) (Layout, error) {
 	l := Layout{Params: p, Checksums: checksums, Stats: stats, Undo: undo}
 	l.Segments = int64(p.Segments)
 	if l.Segments == 0 {
@@ -200,7 +252,14 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 			l.Segments = MaxSegments
 		}
 	}
-	l.segmentBits = uint(bits.TrailingZeros64(uint64(l.Segments)))
+	l.tagShift = uint(bits.TrailingZeros64(uint64(l.Segments)))
+	l.MaxSegments = l.Segments
+	if maxSegments > 0 {
+		if maxSegments <= l.Segments || maxSegments > MaxSegments || maxSegments&(maxSegments-1) != 0 || p.Cache {
+			return Layout{}, fmt.Errorf("%w: MaxSegments %d: want a power of two above Segments %d, up to %d, in a map that is not a cache", ErrBadParams, maxSegments, l.Segments, MaxSegments)
+		}
+		l.Splits, l.MaxSegments, l.tagShift = true, maxSegments, 32
+	}
 
 	perTier := tierEntries(int64(p.Entries), l.Segments)
 	l.MaxTierEntries = perTier
@@ -215,19 +274,19 @@ func newLayout(p Params, headerSize int64, checksums, stats, undo bool) (Layout,
 		return Layout{}, fmt.Errorf("%w: %w: Entries %d in %d segments make %d chunks per tier, more than the %d a slot can name; use more Segments or fewer Entries", ErrBadParams, ErrOversize, p.Entries, l.Segments, l.Chunks, int64(maxChunks))
 	}
 	l.bitmapOff, l.entriesOff, l.TierSize = t.bitmapOff, t.entriesOff, t.size
-	l.Tiers = l.Segments + extraTiers(p.MaxBloatFactor, l.Segments)
+	l.Tiers = l.MaxSegments + extraTiers(p.MaxBloatFactor, l.Segments)
 	l.GlobalOff = headerSize
 	l.SegmentsOff = l.GlobalOff + globalSize
-	l.StatsOff = l.SegmentsOff + l.Segments*segmentHeaderSize
+	l.StatsOff = l.SegmentsOff + l.MaxSegments*segmentHeaderSize
 	statsBytes := int64(0)
 	if stats {
-		statsBytes = l.Segments * statsLineSize
+		statsBytes = l.MaxSegments * statsLineSize
 	}
 	l.UndoOff = l.StatsOff + statsBytes
 	undoBytes := int64(0)
 	if undo {
 		l.UndoSize = undoSize(avgEntry)
-		undoBytes = l.Segments * l.UndoSize
+		undoBytes = l.MaxSegments * l.UndoSize
 	}
 	l.TiersOff = roundUp(l.UndoOff+undoBytes, 4096)
 	end := float64(l.TiersOff) + float64(l.Tiers)*float64(l.TierSize)
@@ -307,8 +366,20 @@ func extraTiers(bloat float64, segments int64) int64 {
 	return int64(math.Ceil((bloat-1)*float64(segments))) + segments/8 + 1
 }
 
-// segmentOf is the segment of a key hashed to hash.
-func (l *Layout) segmentOf(hash uint64) int64 { return int64(hash & uint64(l.Segments-1)) }
+// segmentFor is the segment of a key hashed to hash when n segments are
+// active (Segments <= n <= MaxSegments): linear hashing's address. With n
+// in [m, 2m), m a power of two, the hash's low bits below 2m pick the
+// segment, and those that name one not split into yet (>= n) lose their
+// top bit, naming the segment that will split into it. With n a power of
+// two it is hash & (n-1), as in files that do not split.
+func segmentFor(hash, n uint64) uint64 {
+	m := uint64(1) << (bits.Len64(n) - 1)
+	i := hash & (2*m - 1)
+	if i >= n {
+		i -= m
+	}
+	return i
+}
 
 // slotsWord is where tier t's hash lookup starts, in words of the tiers
 // area.
@@ -371,6 +442,9 @@ func (l *Layout) fields() []*int64 {
 	if l.LargeValues {
 		flags |= flagLargeValues
 	}
+	if l.Splits {
+		flags |= flagSplits | encodeSplitBits(l.MaxSegments)
+	}
 	if flags&^flagChecksums != 0 {
 		version = flagsVersion
 	}
@@ -390,7 +464,33 @@ const (
 	flagStamps       = 64
 	flagGrows        = 128 // the record has MaxTiers after MaxBloatFactor
 	flagLargeValues  = 256 // store maps whose tiers' entry space is under 2^30 bytes
+	flagSplits       = 512 // only with flagGrows; log2(MaxSegments) in splitBitsMask
 )
+
+// The flags word's bits 16..20 hold log2(MaxSegments) in files with
+// flagSplits, and are zero in others. The count is packed there rather
+// than given a word of its own so that the record keeps the length that
+// the header's room was measured for (offheap.MaxLayoutSize), and a
+// caller may still choose it (Params.MaxSegments): a rule deriving it
+// from the other fields would tie every file to the rule of the build
+// that made it.
+const (
+	splitBitsShift = 16
+	splitBitsMask  = 31 << splitBitsShift
+)
+
+// encodeSplitBits is the flags word's field for MaxSegments ms, a power
+// of two up to 2^20; decodeSplitBits reads it back (0 if absent).
+func encodeSplitBits(ms int64) int64 {
+	return int64(bits.TrailingZeros64(uint64(ms))) << splitBitsShift
+}
+
+func decodeSplitBits(flags int64) int64 {
+	if flags&splitBitsMask == 0 {
+		return 0
+	}
+	return 1 << ((flags & splitBitsMask) >> splitBitsShift)
+}
 
 // layoutFields is the number of integer fields before MaxBloatFactor.
 const layoutFields = 17
@@ -429,9 +529,12 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if v[0] != layoutVersion && v[0] != flagsVersion {
 		return Layout{}, fmt.Errorf("%w: layout version %d, this build reads %d and %d", ErrBadLayout, v[0], layoutVersion, flagsVersion)
 	}
-	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows|flagLargeValues) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
-		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) {
-		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2], v[0])
+	splitMax := decodeSplitBits(v[2])
+	v[2] &^= splitBitsMask
+	if v[2]&^(flagChecksums|flagCache|flagStats|flagMoveCounters|flagUndo|flagFastLedgers|flagStamps|flagGrows|flagLargeValues|flagSplits) != 0 || (v[2]&^flagChecksums != 0) != (v[0] == flagsVersion) ||
+		(v[2]&flagMoveCounters != 0 && v[2]&flagStats == 0) || (v[2]&flagGrows != 0 && v[2]&flagCache != 0) ||
+		(v[2]&flagSplits != 0 && v[2]&flagGrows == 0) || (v[2]&flagSplits != 0) != (splitMax != 0) {
+		return Layout{}, fmt.Errorf("%w: flags %#x do not match layout version %d", ErrBadLayout, v[2]|encodeSplitBits(splitMax), v[0])
 	}
 	if v[1] != hashXXH64Seed0 {
 		return Layout{}, fmt.Errorf("%w: unknown hash algorithm %d", ErrBadLayout, v[1])
@@ -441,7 +544,14 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 	if err := checkParams(p, true); err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}
-	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0, v[2]&flagUndo != 0)
+	var maxSegments int64
+	if v[2]&flagSplits != 0 {
+		maxSegments = splitMax
+		if maxSegments <= int64(p.Segments) || maxSegments > MaxSegments || maxSegments&(maxSegments-1) != 0 {
+			return Layout{}, fmt.Errorf("%w: MaxSegments %d: want a power of two above the %d segments the map was created with, up to %d", ErrBadLayout, maxSegments, p.Segments, MaxSegments)
+		}
+	}
+	want, err := newLayout(p, headerSize, v[2]&flagChecksums != 0, v[2]&flagStats != 0, v[2]&flagUndo != 0, maxSegments)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%w: %v", ErrBadLayout, err)
 	}
@@ -470,6 +580,9 @@ func DecodeLayout(b []byte, headerSize, fileSize int64) (Layout, error) {
 		}
 		want.Grows, want.MaxTiers, want.MaxSize = true, maxTiers, want.TiersOff+maxTiers*want.TierSize
 	}
+	if want.Splits {
+		want.Params.MaxSegments = int(want.MaxSegments)
+	}
 	return want, nil
 }
 
@@ -494,6 +607,20 @@ func RecordSegments(b []byte) (int64, bool) {
 	}
 	n := int64(binary.LittleEndian.Uint64(b[off:]))
 	return n, n > 0 && n <= 1<<30
+}
+
+// RecordMaxSegments reads from a layout record how many segments the map
+// may split into (MaxSegments; the segment count in files that do not
+// split), without checking the rest, as RecordSegments does: the process
+// registry, which precedes the segments, has a ledger per segment.
+func RecordMaxSegments(b []byte) (int64, bool) {
+	n, ok := RecordSegments(b)
+	flags := int64(binary.LittleEndian.Uint64(b[len(layoutMagic)+8*2:]))
+	if !ok || flags&flagSplits == 0 {
+		return n, ok
+	}
+	m := decodeSplitBits(flags)
+	return m, m > 0 && m <= MaxSegments
 }
 
 // RecordGrowth reads from a layout record the size its file may grow to

@@ -44,7 +44,7 @@ func firstStamp(seg int64) stamp { return stamp{owner: uint32(seg + 1)} }
 // seg's chain (seg -1: given up). Tiers are handed out in order and never
 // taken back, so the generation is the tier's place in the pool, plus 1.
 func (l *Layout) overflowStamp(t, seg, pos int64) stamp {
-	return stamp{owner: uint32(seg + 1), pos: uint32(pos), gen: uint32(t - l.Segments + 1)}
+	return stamp{owner: uint32(seg + 1), pos: uint32(pos), gen: uint32(t - l.MaxSegments + 1)}
 }
 
 // says reports whether st is that of position pos of segment seg's chain.
@@ -98,9 +98,12 @@ func (tb *Table) writeStamp(t int64, st stamp) {
 // calls it before the file is marked ready; the first tiers' disk blocks
 // are reserved at creation already.
 func Format(r *offheap.Region, l Layout) {
+	formatSplits(r.Uint64s(l.GlobalOff, globalSize/8), &l)
 	if !l.Stamps {
 		return
 	}
+	// Segments split into later are stamped by the split (emptyForSplit):
+	// their first tiers stay holes until then.
 	for seg := range l.Segments {
 		h := r.Uint64s(l.TiersOff+seg*l.TierSize, tierHeaderSize/8)
 		id, sum := stampWords(seg, firstStamp(seg))
@@ -167,7 +170,7 @@ func (s *Segment) stampedChain(rep *Recovered) []int64 {
 		pos := int64(len(out))
 		next := tv.next()
 		t := int64(next) - 1
-		inPool := next != 0 && next <= uint64(tb.Present()) && t >= l.Segments && !seen[t]
+		inPool := next != 0 && next <= uint64(tb.Present()) && t >= l.MaxSegments && !seen[t]
 		st, ok := stamp{}, false
 		if inPool {
 			st, ok = tb.readStamp(t)
@@ -225,7 +228,7 @@ func (tb *Table) holdsSoundEntry(t int64) bool {
 func (s *Segment) stampedAt(pos int64, seen map[int64]bool) (t int64, ok bool) {
 	tb := s.tb
 	var gen uint32
-	for i := tb.layout.Segments; i < tb.handedOutEnd(); i++ {
+	for i := tb.layout.MaxSegments; i < tb.handedOutEnd(); i++ {
 		if st, verified := tb.readStamp(i); verified && !seen[i] && st.says(s.index, pos) && (!ok || st.gen > gen) {
 			t, ok, gen = i, true, st.gen
 		}
@@ -242,7 +245,7 @@ func (s *Segment) stampedAt(pos int64, seen map[int64]bool) (t int64, ok bool) {
 func (s *Segment) giveUpStrays(seen map[int64]bool, rep *Recovered) {
 	tb := s.tb
 	l := &tb.layout
-	for t := l.Segments; t < tb.handedOutEnd(); t++ {
+	for t := l.MaxSegments; t < tb.handedOutEnd(); t++ {
 		if seen[t] {
 			continue
 		}
@@ -267,10 +270,9 @@ func (s *Segment) giveUpStrays(seen map[int64]bool, rep *Recovered) {
 // of each of its sound entries' keys. It returns the tiers given up. Part
 // of repairing a damaged file, after the rebuilds.
 func (tb *Table) GiveUpUnverified(dropped func(seg int64)) int {
-	l := &tb.layout
 	n := 0
 	tb.unverifiedTiers(func(t int64) {
-		tb.soundKeys(t, func(key []byte) { dropped(l.segmentOf(xxhash.Sum64(key))) })
+		tb.soundKeys(t, func(key []byte) { dropped(tb.segmentOf(xxhash.Sum64(key))) })
 		tb.giveUp(t)
 		n++
 	})
@@ -286,7 +288,7 @@ func (tb *Table) unverifiedTiers(found func(t int64)) {
 		return
 	}
 	end := tb.handedOutEnd()
-	for t := l.Segments; t < end; t++ {
+	for t := l.MaxSegments; t < end; t++ {
 		if _, ok := tb.readStamp(t); ok || tb.attachCutShort(t) || tb.linksTo(t) != 0 {
 			continue
 		}

@@ -54,6 +54,8 @@ type Table struct {
 	allocate   func(off, n int64) error // reserves disk blocks for a tier before first use
 	timeout    time.Duration
 	extraTiers *uint64
+	active     *uint64 // segments in use, N: the global state's word in files that split, else a word of this process holding Segments
+	split      splitter
 	present    atomic.Int64 // tiers the file holds as far as this process has seen: Tiers, or more in a file that grows
 	growth     growth       // how the file grows (see SetGrowth); zero in files that do not
 	segs       []Segment
@@ -98,8 +100,7 @@ type Table struct {
 // the form it uses them (masks and shifts instead of sizes), together in
 // one line.
 type geometry struct {
-	segMask    uint64 // Segments - 1
-	segBits    uint   // log2(Segments): the hash bits above them are the tag
+	segBits    uint   // the hash bits the tag starts at (Layout.tagShift)
 	slotMask   uint64 // Slots - 1
 	slots      uint64
 	tierSize   uint64
@@ -213,7 +214,7 @@ func (tb *Table) prefetchHomeRun(index uint64, tag uint32) {
 }
 
 func newGeometry(l *Layout) geometry {
-	return geometry{segMask: uint64(l.Segments - 1), segBits: l.segmentBits, slotMask: l.slotMask, slots: uint64(l.Slots),
+	return geometry{segBits: l.tagShift, slotMask: l.slotMask, slots: uint64(l.Slots),
 		tierSize: uint64(l.TierSize), entriesOff: uint64(l.entriesOff), chunks: uint64(l.Chunks),
 		chunkShift: uint(bits.TrailingZeros64(uint64(l.ChunkSize))), cache: l.Cache,
 		homeRuns: uint64(l.homeRuns), homeBytes: uint64(l.homeChunks * l.ChunkSize),
@@ -335,16 +336,17 @@ func Open(r *offheap.Region, l Layout, allocate func(off, n int64) error, timeou
 		extraTiers: r.Uint64(l.GlobalOff + gExtraTiersUsed), readOnly: r.ReadOnly(),
 		now: func() int64 { return time.Now().UnixNano() }}
 	tb.present.Store(l.Tiers)
+	tb.openSplits()
 	tiersLen := l.Tiers * l.TierSize
 	tb.tierBytes = r.Bytes(l.TiersOff, tiersLen)
 	tb.tierWords = r.Uint64s(l.TiersOff, tiersLen/8)
-	tb.segWords = r.Uint64s(l.SegmentsOff, l.Segments*segmentHeaderSize/8)
+	tb.segWords = r.Uint64s(l.SegmentsOff, l.MaxSegments*segmentHeaderSize/8)
 	tb.tierSpan = r.Span(l.TiersOff, tiersLen)
-	tb.segSpan = r.Span(l.SegmentsOff, l.Segments*segmentHeaderSize)
+	tb.segSpan = r.Span(l.SegmentsOff, l.MaxSegments*segmentHeaderSize)
 	tb.geom = newGeometry(&tb.layout)
-	tb.segs = make([]Segment, l.Segments)
-	tb.chainHints = make([]atomic.Pointer[[]int64], l.Segments)
-	tb.roomHints = make([]atomic.Uint64, l.Segments)
+	tb.segs = make([]Segment, l.MaxSegments)
+	tb.chainHints = make([]atomic.Pointer[[]int64], l.MaxSegments)
+	tb.roomHints = make([]atomic.Uint64, l.MaxSegments)
 	for i := range tb.segs {
 		off := l.SegmentsOff + int64(i)*segmentHeaderSize
 		tb.segs[i] = Segment{
@@ -387,17 +389,20 @@ func (tb *Table) SetDataAt(dataAt func(off int64) (start, end int64, ok bool)) {
 // Layout returns the geometry of the map.
 func (tb *Table) Layout() *Layout { return &tb.layout }
 
-// For returns the segment a key hash belongs to.
-func (tb *Table) For(hash uint64) *Segment { return &tb.segs[tb.layout.segmentOf(hash)] }
+// For returns the segment a key hash belongs to now. A split may move
+// the key before the caller takes the segment's lock: every locked path
+// checks again under the lock (see lockKeyed).
+func (tb *Table) For(hash uint64) *Segment { return &tb.segs[tb.segmentOf(hash)] }
 
-// Segment returns segment i.
+// Segment returns segment i (below Layout.MaxSegments; those from
+// Segments() on are not in use yet).
 func (tb *Table) Segment(i int) *Segment { return &tb.segs[i] }
 
-// Len sums the entry counts of all segments. It takes no lock: with writers
-// running it is a moment's estimate.
+// Len sums the entry counts of all segments in use. It takes no lock:
+// with writers running it is a moment's estimate.
 func (tb *Table) Len() int64 {
 	var n int64
-	for i := range tb.segs {
+	for i := range tb.Segments() {
 		n += tb.segs[i].Len()
 	}
 	return n
@@ -475,7 +480,7 @@ func (s *Segment) find(hash uint64, key []byte) (loc location, found, ok bool) {
 func (s *Segment) findKind(hash uint64, key []byte, part bool) (loc location, found, ok bool) {
 	tb := s.tb
 	l := &tb.layout
-	tag := uint32(hash >> tb.layout.segmentBits)
+	tag := uint32(hash >> tb.layout.tagShift)
 	home := int64(uint64(tag) & l.slotMask)
 	hint, learned := tb.requestChain(s.index, home), false
 	t := s.index
@@ -529,7 +534,11 @@ func (s *Segment) lockErr(op string, err error) error {
 // UsedChunks sums the chunks in use over every tier in use, without locks.
 func (tb *Table) UsedChunks() int64 {
 	var n int64
-	for t := int64(0); t < tb.layout.Segments+tb.ExtraTiersInUse() && t < tb.Present(); t++ {
+	l := &tb.layout
+	for t := int64(0); t < l.MaxSegments+tb.ExtraTiersInUse() && t < tb.Present(); t++ {
+		if t == tb.Segments() && t < l.MaxSegments {
+			t = l.MaxSegments // first tiers of segments not split into yet: holes
+		}
 		tv := tb.tier(t)
 		n += int64(tv.usedChunks())
 	}

@@ -27,7 +27,7 @@ func (s *Segment) Touch(hash uint64, key []byte, expiry int64) (bool, error) {
 	if !tb.layout.Cache {
 		return s.Has(hash, key)
 	}
-	p, w, err := s.previewThenLock("touch", hash, key)
+	s, p, w, err := s.previewThenLock("touch", hash, key)
 	if err != nil {
 		return false, err
 	}
@@ -85,7 +85,7 @@ func (s *Segment) Expiry(hash uint64, key []byte) (expiry, now int64, found bool
 	if tb.layout.Cache {
 		now = tb.now()
 	}
-	err = s.consistentRead("get", func() bool {
+	_, err = keyedRead(&s, hash, "get", func() bool {
 		expiry, found = 0, false
 		loc, f, ok := s.find(hash, key)
 		if !ok || !f {

@@ -165,7 +165,7 @@ func (s *Segment) ownsEntryBytes(off, n uint64) bool {
 	if t == s.index {
 		return true
 	}
-	return t >= l.Segments && s.tb.ownedBy(t, s.index)
+	return t >= l.MaxSegments && s.tb.ownedBy(t, s.index)
 }
 
 // undoActive reports whether the undo record names a rewrite under way.

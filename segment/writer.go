@@ -16,6 +16,29 @@ type writer struct {
 	s     *Segment
 	write bool
 	kind  uint32 // the kind of entry insert, replace and relocate write (see kindHeader)
+	// crowded: an insert left the segment past the size it was created
+	// for (splitter.at): end tries a split once the lock is released.
+	crowded bool
+}
+
+// beginUpdateKeyed is beginUpdate on the segment the key hashed to hash
+// maps to: once the lock is held, it checks that the key still maps to
+// the segment (a split may have moved it since the caller picked it),
+// and if not lets go and goes to the right one. The answer then holds
+// until the lock is released, since a split of the segment needs its
+// write lock. It returns the segment locked.
+func (s *Segment) beginUpdateKeyed(op string, hash uint64) (*Segment, writer, error) {
+	for {
+		w, err := s.beginUpdate(op)
+		if err != nil {
+			return s, w, err
+		}
+		if !s.tb.moved(hash, s.index) {
+			return s, w, nil
+		}
+		w.end()
+		s = s.tb.For(hash)
+	}
 }
 
 func (s *Segment) beginUpdate(op string) (writer, error) {
@@ -126,6 +149,7 @@ func (w *writer) endOrAbandon(r any) {
 		w.end()
 		return
 	}
+	w.crowded = false
 	if _, fault := r.(interface{ Addr() uintptr }); fault || w.write {
 		w.abandon()
 	} else {
@@ -160,6 +184,10 @@ func (w *writer) end() {
 	if w.s.tb.queueLocal {
 		<-w.s.local
 	}
+	if w.crowded {
+		w.crowded = false
+		w.s.tb.TrySplit()
+	}
 }
 
 // testStep marks a step of an insert, a compaction or a rebuild that
@@ -170,14 +198,25 @@ func testStep() { testhook.Step() }
 // its lock: where another writer may change the segment.
 var testAfterPreview func(*Segment)
 
-// previewThenLock is how a writer starts: the preview, then the update lock.
-func (s *Segment) previewThenLock(op string, hash uint64, key []byte) (preview, writer, error) {
-	p := s.preview(hash, key)
-	if testAfterPreview != nil {
-		testAfterPreview(s)
+// previewThenLock is how a writer starts: the preview, then the update
+// lock, on the segment the key maps to once the lock is held (see
+// beginUpdateKeyed), which it returns.
+func (s *Segment) previewThenLock(op string, hash uint64, key []byte) (*Segment, preview, writer, error) {
+	for {
+		p := s.preview(hash, key)
+		if testAfterPreview != nil {
+			testAfterPreview(s)
+		}
+		w, err := s.beginUpdate(op)
+		if err != nil {
+			return s, p, w, err
+		}
+		if !s.tb.moved(hash, s.index) {
+			return s, p, w, nil
+		}
+		w.end()
+		s = s.tb.For(hash)
 	}
-	w, err := s.beginUpdate(op)
-	return p, w, err
 }
 
 // preview is a writer's lookup before it takes the segment's lock. It

@@ -25,9 +25,12 @@ is reserved when first needed. When that room is used up the file grows,
 doubling its tiers each time, while every process keeps using it, up to
 --max-size (default 64 times the first size, at least 64MiB, at most 1TiB);
 then puts fail with "map is full", as they do at
-once with --no-growth. A map grown to many times --entries keeps the
-segments it was made with, so each lookup walks more tiers: for the speed of
-a map made for the new size, rewrite it into one (mapctl resize PATH). The
+once with --no-growth. A map that grows also splits its segments as it
+fills, up to 4 times --segments (at least 1024), so that lookups stay as
+short as in a map made for its size; --no-splits keeps the segments it was
+made with. Past that, or without splits, each lookup walks more tiers: for
+the speed of a map made for the new size, rewrite it into one (mapctl
+resize PATH, whose new file splits). The
 sizing is fixed at creation: every process that opens the file later uses
 it.
 
@@ -76,6 +79,7 @@ Examples:
 			return nil
 		})
 		fs.IntVar(&o.Segments, "segments", 0, "independently locked segments, a power of two (0: about one per 1024 entries)")
+		fs.BoolVar(&o.NoSplits, "no-splits", false, "keep the segments the map is created with: by default a store map that grows also splits them as it fills, up to 4 times --segments (at least 1024), for address space laid out for them up front")
 		fs.BoolVar(&o.Cache, "cache", false, "make the map a cache: entries may expire, and a full map evicts instead of failing")
 		fs.IntVar(&o.MaxProcesses, "max-processes", 0, "how many processes may have the map open for writing at once, at most 65536 (0: 4096, or fewer in a map of very many segments, at least 64)")
 		fs.BoolVar(&o.NoUndo, "no-undo", false, "no undo records, through which values rewritten in place go: such puts take 5-11% less time, but a process killed in the middle of one loses that key")

@@ -95,3 +95,23 @@ func TestCreateRefusesAverageSizesBeyondAnEntry(t *testing.T) {
 		t.Errorf("a refused create left a file: %v", err)
 	}
 }
+
+// TestCreateSplitsByDefault: a store map that grows splits its segments
+// as it fills unless created with --no-splits, and stats and inspect say
+// how far.
+func TestCreateSplitsByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{{nil, "Segments: 1 in use, splits up to "}, {[]string{"--no-splits"}, "Segments: 1\n"}, {[]string{"--no-growth"}, "Segments: 1\n"}} {
+		p := filepath.Join(t.TempDir(), "m.map")
+		if c, o, e := mapctl(t, "", append([]string{"create", p, "--entries", "100"}, tc.flags...)...); c != 0 {
+			t.Fatalf("create %v: %d %q %q", tc.flags, c, o, e)
+		}
+		for _, cmd := range []string{"stats", "inspect"} {
+			if c, o, e := mapctl(t, "", cmd, p); c != 0 || !strings.Contains(o, tc.want) {
+				t.Fatalf("%s of a map created with %v: %d %q %q; want %q", cmd, tc.flags, c, o, e, tc.want)
+			}
+		}
+	}
+}

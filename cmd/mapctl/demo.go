@@ -109,8 +109,10 @@ const (
 // checkDemoPlan: the product of its counts does not overflow.
 func demoMapOptions(o *demoOpts) *hashmap.Options {
 	total := o.procs * o.goroutines * o.ops
+	// Sized for every put, the map need not split (NoSplits), and its
+	// file is as small as demoMapBytes says.
 	return &hashmap.Options{Entries: max(total*4/10+1024, 4096), AverageKeySize: 16, AverageValueSize: 32,
-		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: processesFor(o.procs)}
+		MaxBloatFactor: hashmap.DefaultMaxBloatFactor, MaxProcesses: processesFor(o.procs), NoSplits: true}
 }
 
 // demoMaxOps bounds procs x goroutines x ops, so that demoMapOptions's

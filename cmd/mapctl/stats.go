@@ -34,7 +34,7 @@ var statsCmd = &command{
 	summary:  "print the map's counters and sizes, once or live",
 	help: `Prints the map's counters and geometry as "Key: value" lines, or with --json
 as one JSON object with the keys entries, capacity, max_bloat_factor,
-segments, tiers_in_use, tiers_max, tiers_limit, max_file_size, growth_steps,
+segments, max_segments, tiers_in_use, tiers_max, tiers_limit, max_file_size, growth_steps,
 bytes_used, bytes_allocatable, file_size,
 chunk_size, slots_per_tier, entries_per_tier, compactions, relocations,
 moves_counted, locks, lock_algorithm, cache, counters, undo_records,
@@ -45,6 +45,10 @@ per_segment, a list of the same counters for each segment, with --segments).
 entries counts every entry stored: in a cache map, expired ones too until
 their space is reclaimed (by a write of the same key, or by the eviction
 hand when a segment is full); get and dump skip them at once.
+
+segments is the count of segments in use, and max_segments the most the
+map may split into as it grows (segments in a map that does not split):
+a map whose file splits adds a segment at a time as it fills.
 
 undo_records is false for a map created with --no-undo, and fast_ledgers
 false for a file from before Put's fast path had a lock word of its own.
@@ -319,7 +323,11 @@ func printStats(w io.Writer, st hashmap.Stats) {
 	fmt.Fprintf(w, "Entries: %d\n", st.Entries)
 	fmt.Fprintf(w, "Capacity: %d (%s used)\n", st.Capacity, pct(int64(st.Entries), int64(st.Capacity)))
 	fmt.Fprintf(w, "Max bloat factor: %g\n", st.MaxBloatFactor)
-	fmt.Fprintf(w, "Segments: %d\n", st.Segments)
+	if st.MaxSegments > st.Segments {
+		fmt.Fprintf(w, "Segments: %d in use, splits up to %d\n", st.Segments, st.MaxSegments)
+	} else {
+		fmt.Fprintf(w, "Segments: %d\n", st.Segments)
+	}
 	fmt.Fprintf(w, "Tiers in use: %d of %d\n", st.TiersInUse, st.TiersMax)
 	fmt.Fprintf(w, "Bytes used: %d of %d allocatable (%s)\n", st.BytesUsed, st.BytesAllocatable, pct(st.BytesUsed, st.BytesAllocatable))
 	fmt.Fprintf(w, "File size: %s (overflow tiers take disk only once used)\n", humanBytes(st.FileSize))

@@ -23,7 +23,7 @@ func TestFormatDocMatchesRegistry(t *testing.T) {
 		f(sGeneration, "8", "generation at claim"), f(sClaimedAt, "8", "claimed at"),
 		f(sClaimedAt+8, strconv.Itoa(sJournal-sClaimedAt-8), "reserved"),
 		f(sJournal, strconv.Itoa(JournalBytes), "lock-episode journal"),
-		f(slotHeaderSize, "8 x Segments", "ledger of segment i's lock"),
+		f(slotHeaderSize, "8 x MaxSegments", "ledger of segment i's lock"),
 	})
 	d.Says(t, fmt.Sprintf("Slot i is at area + %d + i x `SlotSize`", areaHeaderSize), fmt.Sprintf("`%q` in a registry with a high-water mark", magicHighWater))
 }

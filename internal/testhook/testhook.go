@@ -26,3 +26,14 @@ func GrowStep(step string) {
 		OnGrowStep(step)
 	}
 }
+
+// OnSplitStep, set only by tests, is called at each step of splitting a
+// segment, with the step's name.
+var OnSplitStep func(step string)
+
+// SplitStep calls OnSplitStep if a test set it.
+func SplitStep(step string) {
+	if OnSplitStep != nil {
+		OnSplitStep(step)
+	}
+}

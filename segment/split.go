@@ -1,0 +1,365 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/sharedmap/sharedmap/internal/testhook"
+	"github.com/sharedmap/sharedmap/offheap"
+)
+
+// A file that splits (Layout.Splits) starts with Segments segments in use
+// and grows to MaxSegments by linear hashing: with N segments in use, N in
+// [M, 2M) for M a power of two, the next split is of segment p = N - M
+// into p and N, and it moves the keys whose hash has bit M set. N lives in
+// the global state (gSegments), on a line of its own; every process reads
+// it on every keyed operation (segmentFor).
+//
+// A split holds the split claim (gSplitClaim), which names the process
+// (its registry slot and that slot's generation, from SetSplitter), so
+// that one split runs at a time in the whole file. It then try-locks, for
+// writing and without ever waiting, segment N (c) and segment p: the
+// caller may hold other segment locks, as a Compute's function does, and
+// a split that cannot have its locks at once is skipped, not waited for.
+// With both sequences odd it empties c (a split killed before its commit
+// may have left entries there), copies to c every entry of p that maps to
+// c under N+1, and commits by storing N+1. Then it removes the copies'
+// originals from p, makes the sequences even and lets go.
+//
+// A death before the commit leaves c garbage that nothing reads: no key
+// maps to a segment at or past N, and Check skips them. A death after it
+// leaves p with stale copies of moved keys: recovery of p (it was held for
+// writing by a dead process) rebuilds it, and rebuild keeps only the
+// entries that map to the segment under the current N. The claim of a
+// dead process is released by the map's recovery, which a would-be
+// splitter runs when it finds one (trySplit), and which also recovers c,
+// whose lock nobody else ever waits for.
+//
+// Lock-free readers read N before the segment's sequence and again after
+// their closing read of it: the split stores N+1 while p's sequence is odd,
+// so a read that the sequence validates ran wholly before the split, or
+// after it, and then saw the new N or fails the second check. Every
+// locked path checks, once it holds the segment's lock, that the key still
+// maps to the segment (lockKeyed, keyedRead): a split of that segment
+// needs its write lock, so the answer holds until it lets go.
+
+// Global state words of files that split: the last two lines of the page,
+// which the growth log then stops short of.
+const (
+	gSegments   = globalSize - 128 // N: the segments in use; never 0 (creation stores Segments)
+	gSplitClaim = globalSize - 64  // who is splitting: 0 = nobody; else the claimer's id (SetSplitter)
+)
+
+// splitter is what a table knows of splitting in its file.
+type splitter struct {
+	claim *uint64 // nil: the file does not split
+	id    uint64  // this process's claim id (never 0)
+	// at is the segment size past which an insert asks for a split: the
+	// mean a segment was created for (Entries / Segments). MaxInt64 in
+	// files that do not split.
+	at int64
+	// gone reports whether a claim id names a process that is gone, and
+	// recover runs the map's recovery (of every segment, and the claim);
+	// recoverSegment the recovery of one segment (see SetSplitter). Nil:
+	// a table with no registry, which leaves them alone.
+	gone           func(id uint64) bool
+	recover        func()
+	recoverSegment func(seg int64)
+}
+
+// maxGrowthStepsOf is how many steps the growth log of a file laid out as
+// l holds: fewer in files that split, whose last lines hold N and the claim.
+func maxGrowthStepsOf(l *Layout) uint64 {
+	if l.Splits {
+		return (gSegments - gGrowthLog) / growthStepBytes
+	}
+	return maxGrowthSteps
+}
+
+// openSplits points the table at N, and at the claim in files that split.
+func (tb *Table) openSplits() {
+	l := &tb.layout
+	tb.split = splitter{at: math.MaxInt64}
+	if !l.Splits {
+		n := uint64(l.Segments)
+		tb.active = &n
+		return
+	}
+	tb.active = tb.region.Uint64(l.GlobalOff + gSegments)
+	tb.split.claim = tb.region.Uint64(l.GlobalOff + gSplitClaim)
+	tb.split.id = 1
+	tb.split.at = max(1, int64(l.Entries)/l.Segments)
+}
+
+// formatSplits stores N = Segments in a new file that splits.
+func formatSplits(words []uint64, l *Layout) {
+	if l.Splits {
+		atomic.StoreUint64(&words[gSegments/8], uint64(l.Segments))
+	}
+}
+
+// SetSplitter gives the table this process's claim id (non-zero; the
+// hashmap makes it from the registry slot and its generation), a test of
+// whether a claim's process is gone, and the map's recovery passes: of
+// everything, run when a dead process's claim is found, and of one
+// segment, run when the segment a split would split into is locked (only
+// a split cut short leaves it so). Set it before the table is used.
+func (tb *Table) SetSplitter(id uint64, gone func(id uint64) bool, recover func(), recoverSegment func(seg int64)) {
+	if id == 0 {
+		id = 1
+	}
+	tb.split.id, tb.split.gone, tb.split.recover, tb.split.recoverSegment = id, gone, recover, recoverSegment
+}
+
+// Segments is how many segments are in use: Layout.Segments in files that
+// do not split; in files that do, as many as they split into so far.
+func (tb *Table) Segments() int64 { return int64(tb.segmentsIn(atomic.LoadUint64(tb.active))) }
+
+// segmentsIn bounds a value read from N to the segments the file has:
+// damage must not send an index out of the table.
+func (tb *Table) segmentsIn(n uint64) uint64 {
+	return min(max(n, uint64(tb.layout.Segments)), uint64(tb.layout.MaxSegments))
+}
+
+// segmentOf is the segment of a key hashed to hash, with the segments in
+// use now.
+func (tb *Table) segmentOf(hash uint64) int64 {
+	return int64(segmentFor(hash, tb.segmentsIn(atomic.LoadUint64(tb.active))))
+}
+
+// moved reports whether the key hashed to hash maps to another segment
+// than index, in a file that splits: the check every locked path makes
+// once it holds its lock. In files that do not split a segment's handle
+// keeps to its own segment, whatever hash it is given (the key's segment
+// never changes, and callers pick it).
+func (tb *Table) moved(hash uint64, index int64) bool {
+	return tb.split.claim != nil && tb.segmentOf(hash) != index
+}
+
+// SegmentFor is the segment of a key hashed to hash with n segments in use
+// (see segmentFor).
+func SegmentFor(hash uint64, n int64) int64 { return int64(segmentFor(hash, uint64(n))) }
+
+// SplitParent is the segment that segment seg split from, in a map created
+// with segments segments: -1 for those it was created with.
+func SplitParent(seg, segments int64) int64 {
+	if seg < segments {
+		return -1
+	}
+	return seg - 1<<(63-bits.LeadingZeros64(uint64(seg)))
+}
+
+// SegmentOf is the segment a key hashed to hash belongs to now.
+func (tb *Table) SegmentOf(hash uint64) int64 { return tb.segmentOf(hash) }
+
+// SegmentsTouched is the segments a whole-map pass over locks must look
+// at: those in use and the next, which only a split holds, and which a
+// split cut short may have left locked.
+func (tb *Table) SegmentsTouched() int64 { return min(tb.Segments()+1, tb.layout.MaxSegments) }
+
+// SplitClaim is the split claim word's value (0: nobody splits), for
+// inspection.
+func (tb *Table) SplitClaim() uint64 {
+	if tb.split.claim == nil {
+		return 0
+	}
+	return atomic.LoadUint64(tb.split.claim)
+}
+
+// ReleaseSplitClaim clears the split claim if gone says its claimer is
+// gone, and reports whether it did. Part of the map's recovery, which
+// holds the recovery lock.
+func (tb *Table) ReleaseSplitClaim(gone func(id uint64) bool) bool {
+	sp := &tb.split
+	if sp.claim == nil || tb.readOnly {
+		return false
+	}
+	cur := atomic.LoadUint64(sp.claim)
+	return cur != 0 && gone(cur) && atomic.CompareAndSwapUint64(sp.claim, cur, 0)
+}
+
+// testSplitStep marks the steps of a split, for tests that kill a splitter
+// after each.
+func testSplitStep(step string) { testhook.SplitStep(step) }
+
+// TrySplit splits the next segment if the file splits, has room for more
+// segments, and nobody splits now, and reports whether it did. It never
+// waits for a lock: the caller may hold other segment locks.
+func (tb *Table) TrySplit() bool {
+	sp := &tb.split
+	if sp.claim == nil || tb.readOnly || tb.Segments() >= tb.layout.MaxSegments {
+		return false
+	}
+	if cur := atomic.LoadUint64(sp.claim); cur != 0 {
+		if cur != sp.id && sp.gone != nil && sp.gone(cur) && sp.recover != nil {
+			sp.recover() // releases the claim and the locks its holder left
+		}
+		return false
+	}
+	if !atomic.CompareAndSwapUint64(sp.claim, 0, sp.id) {
+		return false
+	}
+	// Released on a panic too (the locks then go to recovery: see
+	// splitClaimed); only a death leaves it, for recovery to release.
+	defer atomic.StoreUint64(sp.claim, 0)
+	testSplitStep("claimed")
+	done, stuck, err := tb.splitClaimed()
+	if stuck >= 0 && sp.recoverSegment != nil {
+		sp.recoverSegment(stuck)
+	}
+	return done && err == nil
+}
+
+// splitClaimed is TrySplit once it holds the claim. stuck is a segment
+// whose lock a split cut short may have left held (-1: none), for the
+// caller to recover once it let go of the claim.
+func (tb *Table) splitClaimed() (done bool, stuck int64, err error) {
+	l := &tb.layout
+	n := tb.Segments()
+	if n >= l.MaxSegments {
+		return false, -1, nil
+	}
+	m := int64(1) << (63 - bits.LeadingZeros64(uint64(n)))
+	p, c := n-m, n
+	ps, cs := &tb.segs[p], &tb.segs[c]
+	if err := tb.allocate(l.TiersOff+c*l.TierSize, l.TierSize); err != nil {
+		return false, -1, err // a full disk: the split waits for room
+	}
+	if !cs.lock.TryWriteLock() {
+		// Only a split takes segment c's lock, and the claim is ours: a
+		// split cut short left it.
+		return false, c, nil
+	}
+	if !ps.lock.TryWriteLock() {
+		_ = cs.lock.WriteUnlock()
+		return false, -1, nil
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			// As a death would: the locks go to recovery (see
+			// writer.abandon), the claim is released by TrySplit.
+			cs.lock.AbandonWrite()
+			ps.lock.AbandonWrite()
+		}
+	}()
+	if atomic.LoadUint64(ps.seq)&1 != 0 || atomic.LoadUint64(cs.seq)&1 != 0 {
+		// Left odd by a writer that died: recovery's to mend.
+		_ = ps.lock.WriteUnlock()
+		_ = cs.lock.WriteUnlock()
+		panicked = false
+		return false, -1, nil
+	}
+	offheap.AddExclusive(ps.seq, 1)
+	offheap.AddExclusive(cs.seq, 1)
+	testSplitStep("locked")
+	err = tb.splitLocked(ps, cs, n)
+	offheap.AddExclusive(cs.seq, 1)
+	offheap.AddExclusive(ps.seq, 1)
+	_ = cs.lock.WriteUnlock()
+	_ = ps.lock.WriteUnlock()
+	panicked = false
+	return err == nil, -1, err
+}
+
+// moved is an entry of p that a split copies to c.
+type moved struct {
+	hash uint64
+	key  []byte
+	kind uint32
+}
+
+// splitLocked splits p into c, N being n; the caller holds both segments'
+// write locks with their sequences odd.
+func (tb *Table) splitLocked(ps, cs *Segment, n int64) error {
+	if err := cs.emptyForSplit(); err != nil {
+		return err
+	}
+	testSplitStep("emptied")
+	chain, err := ps.chainTiers()
+	if err != nil {
+		return err
+	}
+	var moves []moved
+	for i := range chain {
+		tv := &chain[i]
+		for pos := range tv.slots {
+			sl := atomic.LoadUint64(&tv.slots[pos])
+			if sl == 0 {
+				continue
+			}
+			c := slotChunk(sl)
+			klen, _, _, ok := tb.entryAt(tv, c)
+			if !ok {
+				return ps.corrupt(tv.index, "undecodable entry met by a split")
+			}
+			key := tb.entryKey(tv, c, klen)
+			h := xxhash.Sum64(key)
+			if int64(segmentFor(h, uint64(n+1))) == cs.index {
+				moves = append(moves, moved{hash: h, key: append([]byte(nil), key...), kind: tb.kindAt(tv, c)})
+			}
+		}
+	}
+	for _, mv := range moves {
+		loc, found, ok := ps.findKind(mv.hash, mv.key, mv.kind == kindPart)
+		if !ok || !found {
+			return ps.corrupt(-1, "an entry a split copies vanished")
+		}
+		w := writer{s: cs, write: true, kind: mv.kind}
+		if err := cs.insert(&w, mv.hash, mv.key, tb.entryValue(&loc.tier, loc.chunk, loc.klen, loc.vlen)); err != nil {
+			return fmt.Errorf("split of segment %d into %d: %w", ps.index, cs.index, err)
+		}
+		if mv.kind == kindPart {
+			atomic.AddUint64(cs.parts, 1)
+		}
+	}
+	testSplitStep("copied")
+	atomic.StoreUint64(tb.active, uint64(n+1)) // the commit
+	testSplitStep("committed")
+	for _, mv := range moves {
+		loc, found, ok := ps.findKind(mv.hash, mv.key, mv.kind == kindPart)
+		if !ok || !found {
+			return ps.corrupt(-1, "an entry a split moved vanished from its old segment")
+		}
+		if !tb.slotsEndAfter(&loc.tier, loc.pos) {
+			return ps.corrupt(loc.tier.index, errNoHole)
+		}
+		tb.removeSlot(&loc.tier, loc.pos)
+		loc.tier.free(loc.chunk, loc.nch)
+		loc.tier.addEntries(-1)
+		atomic.AddUint64(ps.entries, ^uint64(0))
+		if mv.kind == kindPart {
+			atomic.AddUint64(ps.parts, ^uint64(0))
+		}
+	}
+	testSplitStep("moved")
+	return nil
+}
+
+// emptyForSplit readies segment s, not in use yet, to be split into: its
+// first tier stamped, and whatever a split cut short left in it removed
+// (its overflow tiers stay linked, empty). Caller holds the write lock
+// with the sequence odd.
+func (s *Segment) emptyForSplit() error {
+	tb := s.tb
+	if l := &tb.layout; l.Stamps {
+		if st, ok := tb.readStamp(s.index); !ok || st != firstStamp(s.index) {
+			tb.writeStamp(s.index, firstStamp(s.index))
+		}
+	}
+	first := tb.tier(s.index)
+	if atomic.LoadUint64(s.entries) == 0 && atomic.LoadUint64(s.tiers) == 0 && first.next() == 0 &&
+		first.usedChunks() == 0 && first.entries() == 0 {
+		return nil // never split into: a hole but for its stamp
+	}
+	chain, err := s.chainTiers()
+	if err != nil {
+		return err
+	}
+	s.clearTiers(chain)
+	atomic.StoreUint64(s.tiers, uint64(len(chain)-1))
+	return nil
+}

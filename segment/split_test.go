@@ -1,0 +1,246 @@
+//go:build linux
+
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/internal/testhook"
+)
+
+// TestSegmentForMatchesSplits: the address of a key with n segments in use
+// is the segment the splits in order would have put it in, for every n:
+// split k (of segment k - m, m the largest power of two up to k) moves the
+// keys of that segment whose hash has bit m set to segment k.
+func TestSegmentForMatchesSplits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, segments := range []uint64{1, 2, 16} {
+		for range 2000 {
+			h := rng.Uint64()
+			want := h & (segments - 1)
+			for n := segments; n <= 1<<12; n++ {
+				if got := segmentFor(h, n); got != want || got >= n {
+					t.Fatalf("segmentFor(%#x, %d) = %d; splits from %d segments put it in %d", h, n, got, segments, want)
+				}
+				m := uint64(1)
+				for m*2 <= n {
+					m *= 2
+				}
+				if want == n-m && h&m != 0 {
+					want = n
+				}
+			}
+		}
+	}
+}
+
+// splitParams is a small map that splits: 4 segments of 64 entries that
+// may split into 64.
+func splitParams() Params {
+	return Params{Entries: 256, AverageKeySize: 10, AverageValueSize: 20, MaxBloatFactor: 2, Segments: 4, MaxSize: 1 << 30, MaxSegments: 64}
+}
+
+// TestTagsDoNotDependOnSegments: a map that splits takes its tags from the
+// hash's high half, which no segment count touches; one that does not
+// split, from the bits above its segment's.
+func TestTagsDoNotDependOnSegments(t *testing.T) {
+	l, err := NewLayout(splitParams(), 4096, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Splits || l.MaxSegments != 64 || l.tagShift != 32 {
+		t.Fatalf("layout splits %v to %d segments, tags from bit %d; want splits to 64, tags from bit 32", l.Splits, l.MaxSegments, l.tagShift)
+	}
+	p := splitParams()
+	p.MaxSegments = -1
+	if l, err = NewLayout(p, 4096, true); err != nil || l.Splits || l.tagShift != 2 || l.MaxSegments != 4 {
+		t.Fatalf("MaxSegments -1: splits %v, tags from bit %d, MaxSegments %d, %v; want no splits, bit 2, 4", l.Splits, l.tagShift, l.MaxSegments, err)
+	}
+	sl := mustLayout(t, splitParams())
+	back, err := DecodeLayout(sl.Encode(), 4096, 1<<40)
+	if err != nil || back.MaxSegments != 64 || !back.Splits {
+		t.Fatalf("decoded: MaxSegments %d, splits %v, %v", back.MaxSegments, back.Splits, err)
+	}
+}
+
+// TestSplitsKeepTheRecordLength: MaxSegments rides in the flags word,
+// so a record that splits is as long as one that only grows (the header's
+// room was measured for that), and a damaged count is refused.
+func TestSplitsKeepTheRecordLength(t *testing.T) {
+	sl := mustLayout(t, splitParams())
+	p := splitParams()
+	p.MaxSegments = -1
+	gl := mustLayout(t, p)
+	if !gl.Grows || gl.Splits {
+		t.Fatalf("MaxSegments -1: grows %v, splits %v; want a map that grows without splits", gl.Grows, gl.Splits)
+	}
+	rec := sl.Encode()
+	if len(rec) != len(gl.Encode()) || RecordLen(rec) != len(rec) {
+		t.Fatalf("a record that splits is %d bytes (RecordLen %d), one that only grows %d", len(rec), RecordLen(rec), len(gl.Encode()))
+	}
+	if m, ok := RecordMaxSegments(rec); !ok || m != 64 {
+		t.Fatalf("RecordMaxSegments = %d, %v; want 64", m, ok)
+	}
+	const flagsOff = len(layoutMagic) + 8*2
+	for _, tc := range []struct {
+		name string
+		log  uint64 // log2(MaxSegments) written into the flags word
+		drop bool   // clear flag splits
+	}{
+		{"not above Segments", 2, false}, {"beyond the format's", 21, false}, {"without the flag", 6, true}, {"flag without a count", 0, false},
+	} {
+		b := append([]byte(nil), rec...)
+		flags := binary.LittleEndian.Uint64(b[flagsOff:])&^splitBitsMask | tc.log<<splitBitsShift
+		if tc.drop {
+			flags &^= flagSplits
+		}
+		binary.LittleEndian.PutUint64(b[flagsOff:], flags)
+		if _, err := DecodeLayout(b, 4096, 1<<40); !errors.Is(err, ErrBadLayout) {
+			t.Errorf("%s: DecodeLayout = %v, want ErrBadLayout", tc.name, err)
+		}
+	}
+}
+
+func mustLayout(t *testing.T, p Params) Layout {
+	t.Helper()
+	l, err := NewLayout(p, 4096, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// splitKey is key i of the split tests, and its value.
+func splitKey(i int) ([]byte, []byte) {
+	k := []byte(fmt.Sprintf("key-%07d", i))
+	return k, bytes.Repeat([]byte{byte('a' + i%26)}, 5+i%30)
+}
+
+// checkSplitKeys fails unless keys 0..n-1 read back through Get and the
+// locked read, and every segment in use checks clean.
+func checkSplitKeys(t *testing.T, tb *Table, n int) {
+	t.Helper()
+	for i := range n {
+		k, v := splitKey(i)
+		got, found, err := tb.Get(hashOf(k), k, nil)
+		if err != nil || !found || !bytes.Equal(got, v) {
+			t.Fatalf("key %d: %q, %v, %v; want %q", i, got, found, err, v)
+		}
+		got, found, err = tb.Segment(0).getConsistent(hashOf(k), k, nil) // a handle of another segment goes to the key's
+		if err != nil || !found || !bytes.Equal(got, v) {
+			t.Fatalf("key %d, read under a stale segment handle: %q, %v, %v", i, got, found, err)
+		}
+	}
+	checkClean(t, tb)
+	if got := tb.Len(); got != int64(n) {
+		t.Fatalf("Len %d, want %d", got, n)
+	}
+}
+
+// TestSplitsKeepEveryKey: a map created for 256 entries takes 6,000; its
+// inserts split its segments, every key reads back, each segment checks
+// clean, and chains stay short.
+func TestSplitsKeepEveryKey(t *testing.T) {
+	tb, _ := newTable(t, splitParams())
+	const n = 6000
+	for i := range n {
+		k, v := splitKey(i)
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	checkSplitKeys(t, tb, n)
+	if got := tb.Segments(); got != 64 {
+		t.Errorf("%d segments in use after %d inserts into a map of 4 that splits to 64", got, n)
+	}
+	if tb.Len() != n {
+		t.Errorf("Len %d, want %d", tb.Len(), n)
+	}
+	var tiers int64
+	for i := range tb.Segments() {
+		tiers += tb.Segment(int(i)).Tiers()
+	}
+	t.Logf("%d segments, %.2f tiers per segment", tb.Segments(), float64(tiers)/float64(tb.Segments()))
+	// Deletes and overwrites under the new addressing.
+	for i := 0; i < n; i += 3 {
+		k, _ := splitKey(i)
+		if found, err := tb.For(hashOf(k)).Delete(hashOf(k), k); err != nil || !found {
+			t.Fatalf("delete %d: %v, %v", i, found, err)
+		}
+	}
+	for i := range n {
+		k, v := splitKey(i)
+		_, found, err := tb.Get(hashOf(k), k, nil)
+		if err != nil || found != (i%3 != 0) {
+			t.Fatalf("key %d after deletes: found %v, %v", i, found, err)
+		}
+		_ = v
+	}
+}
+
+// noLive is Recover's view of a process that is the only one left: every
+// lock hold it does not account for is a dead process's.
+func noLive(dst []uint64) []uint64 { return dst }
+
+// TestSplitDiesAtEveryStep: a split stopped at each of its steps (a panic
+// there, which leaves its locks as a death would) loses no key once the
+// two segments are recovered, Check finds them clean, and splits go on.
+func TestSplitDiesAtEveryStep(t *testing.T) {
+	for _, step := range []string{"claimed", "locked", "emptied", "copied", "committed", "moved"} {
+		t.Run(step, func(t *testing.T) {
+			tb, _ := newTable(t, splitParams())
+			n := 0
+			put := func(upto int) {
+				for ; n < upto; n++ {
+					k, v := splitKey(n)
+					if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+						t.Fatalf("put %d: %v", n, err)
+					}
+				}
+			}
+			put(400)
+			before := tb.Segments()
+			testhook.OnSplitStep = func(s string) {
+				if s == step {
+					panic("die at " + s)
+				}
+			}
+			died := func() (r any) {
+				defer func() { r = recover() }()
+				tb.TrySplit()
+				return nil
+			}()
+			testhook.OnSplitStep = nil
+			if died == nil {
+				t.Fatalf("the split never reached step %s", step)
+			}
+			after := tb.Segments()
+			if want := before; step == "committed" || step == "moved" {
+				if after != want+1 {
+					t.Fatalf("segments %d after a death past the commit, want %d", after, want+1)
+				}
+			} else if after != want {
+				t.Fatalf("segments %d after a death before the commit, want %d", after, want)
+			}
+			// A reader meanwhile: the segments it may meet locked are
+			// recovered after its lock wait times out; here, directly.
+			for i := range min(tb.Segments()+1, tb.layout.MaxSegments) {
+				if _, err := tb.Segment(int(i)).Recover(noLive, time.Now().Add(time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkSplitKeys(t, tb, n)
+			if !tb.TrySplit() {
+				t.Fatalf("no split after the recovery")
+			}
+			put(n + 2000)
+			checkSplitKeys(t, tb, n)
+		})
+	}
+}
