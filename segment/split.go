@@ -57,9 +57,9 @@ const (
 type splitter struct {
 	claim *uint64 // nil: the file does not split
 	id    uint64  // this process's claim id (never 0)
-	// at is the segment size past which an insert asks for a split: the
-	// mean a segment was created for (Entries / Segments). MaxInt64 in
-	// files that do not split.
+	// at is the segment size past which an insert asks for a split: three
+	// deviations above the mean a segment was created for (see
+	// openSplits). MaxInt64 in files that do not split.
 	at int64
 	// gone reports whether a claim id names a process that is gone, and
 	// recover runs the map's recovery (of every segment, and the claim);
@@ -91,7 +91,17 @@ func (tb *Table) openSplits() {
 	tb.active = tb.region.Uint64(l.GlobalOff + gSegments)
 	tb.split.claim = tb.region.Uint64(l.GlobalOff + gSplitClaim)
 	tb.split.id = 1
-	tb.split.at = max(1, int64(l.Entries)/l.Segments)
+	// A segment asks for a split once it holds three standard deviations
+	// more than the mean it was created for. Filled to its Entries, a
+	// map's segment counts spread around that mean, so a bar at the mean
+	// itself would split about half the segments of a map that never grew
+	// past its size, leaving their tiers half full (two deviations still
+	// split a sixth of them); three deviations above it, about one segment
+	// in 700 asks. A map that grows past its size soon has most of its
+	// inserts over the bar, and so splits before most of its first tiers
+	// overflow (MaxTierEntries is 4.5 deviations above the mean).
+	mean := float64(l.Entries) / float64(l.Segments)
+	tb.split.at = max(1, int64(mean+3*math.Sqrt(mean)))
 }
 
 // formatSplits stores N = Segments in a new file that splits.
