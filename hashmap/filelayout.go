@@ -77,6 +77,14 @@ func planLayout(o Options) (segment.Layout, lockLayout, registry.Layout, error) 
 			return segment.Layout{}, lockLayout{}, registry.Layout{}, err
 		}
 		params.MaxSize = defaultMaxSize(l.End)
+		// The first tiers of the segments the map may split into come on
+		// top: reserved out of that size, they would take up to half of
+		// what the overflow pool may grow into, and a small map that held
+		// a large value before splits would no longer hold it.
+		if ls, err := layoutAt(reg.Off + reg.Bytes()); err == nil && ls.Splits {
+			params.MaxSegments = int(ls.MaxSegments)
+			params.MaxSize += (ls.MaxSegments - ls.Segments) * ls.TierSize
+		}
 	}
 	// A map that splits has a ledger per segment it may split into
 	// (MaxSegments, which does not depend on where the segments start):

@@ -40,7 +40,8 @@ type Options struct {
 	// sees the new tiers at once; Put returns ErrFull only once the file
 	// is MaxSize bytes long, or the disk is full. Zero means
 	// DefaultMaxGrowth times the size the file is created with, at least
-	// MinDefaultMaxSize and at most MaxDefaultMaxSize; NoGrowth keeps the
+	// MinDefaultMaxSize and at most MaxDefaultMaxSize, plus the first
+	// tiers of the segments it may split into (see NoSplits); NoGrowth keeps the
 	// file at the size it is created with. Each process that opens the
 	// map reserves MaxSize bytes of address space for it (not memory:
 	// nothing past the file's end is touched). Fixed at creation. A map
