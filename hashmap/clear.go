@@ -33,9 +33,10 @@ import (
 // entries, each whole. Parts left by large Puts of processes that died are
 // deleted at the end, as Repair deletes them.
 //
-// It stops at the first segment it cannot clear, with the segments after it
-// as they were: ErrTimeout when a live process held its lock through the
-// wait, ErrCorrupt when its tier chain cannot be followed (Repair). Close
+// No segment splits while Clear runs (Clear waits up to LockTimeout for a
+// split under way, or another process's Clear, to end). It stops at the
+// first segment it cannot clear, with the segments after it as they were:
+// ErrTimeout when a live process held its lock through the wait, ErrCorrupt when its tier chain cannot be followed (Repair). Close
 // waits for a Clear in progress.
 func (m *Map) Clear() error {
 	// Overflow tiers stay linked, empty: the file's pool hands tiers out
@@ -47,9 +48,14 @@ func (m *Map) Clear() error {
 		return err
 	}
 	defer c.Leave()
-	// Up to the segments in use when it ends: a split meanwhile may move
-	// keys of a segment not yet cleared into a new one.
-	for i := 0; i < int(m.table.Segments()); i++ {
+	// No segment splits while Clear runs: a split could move a key written
+	// after its segment was cleared into a segment cleared later.
+	resume, err := m.table.PauseSplits(m.opts.LockTimeout)
+	if err != nil {
+		return fmt.Errorf("clear: %w", err)
+	}
+	defer resume()
+	for i := range int(m.table.Segments()) {
 		_, descs, err := m.table.Segment(i).ClearLarge()
 		for _, d := range descs {
 			m.deleteParts(&d.Desc, xxhash.Sum64(d.Key), d.Desc.Parts)

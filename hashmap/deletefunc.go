@@ -41,10 +41,27 @@ func (m *Map) DeleteFunc(fn func(key, value []byte) bool) (deleted int, err erro
 	}
 	defer c.Leave()
 	var large [][]byte
-	for i := 0; i < int(m.table.Segments()); i++ { // to the segments in use at its end, as Clear
-
+	// Segments split meanwhile are visited too, after those in use at the
+	// start (n0), up to those in use at its end; a key found in one of them
+	// is left alone if an ancestor segment held it when visited (visits:
+	// the segments in use then, read under that segment's lock), as Range
+	// leaves it out (splitSeen), so that fn judges a key present
+	// throughout once.
+	n0 := int(m.table.Segments())
+	var visits []int64
+	for i := 0; i < int(m.table.Segments()); i++ {
 		large = large[:0]
-		n, err := m.table.Segment(i).DeleteFuncLarge(fn, func(key []byte) { large = append(large, key) })
+		judge, collect := fn, func(key []byte) { large = append(large, key) }
+		if i >= n0 {
+			judge = func(key, value []byte) bool { return !m.splitSeen(key, i, visits) && fn(key, value) }
+			collect = func(key []byte) {
+				if !m.splitSeen(key, i, visits) {
+					large = append(large, key)
+				}
+			}
+		}
+		n, at, err := m.table.Segment(i).DeleteFuncLargeSeen(judge, collect)
+		visits = append(visits, at)
 		deleted += int(n)
 		if err != nil {
 			return deleted, fmt.Errorf("DeleteFunc: %w", err)

@@ -41,11 +41,31 @@ func (s *Segment) DeleteFunc(fn func(key, value []byte) bool) (int64, error) {
 // a copy of each key whose value is large, for the caller to decide on
 // after the segment's lock is released.
 func (s *Segment) DeleteFuncLarge(fn func(key, value []byte) bool, large func(key []byte)) (int64, error) {
+	n, _, err := s.DeleteFuncLargeSeen(fn, large)
+	return n, err
+}
+
+// DeleteFuncLargeSeen is DeleteFuncLarge that also returns the segments
+// in use (Table.Segments) as read while it held the segment's lock, when
+// no split of this segment can run: with it, a pass over the whole map
+// tells the keys a split moved out of the segment after its visit, which
+// it meets again in the segment they moved to (0 when the lock was not
+// taken).
+func (s *Segment) DeleteFuncLargeSeen(fn func(key, value []byte) bool, large func(key []byte)) (int64, int64, error) {
 	tb := s.tb
 	w, err := s.beginUpdate("delete")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	seen := tb.Segments()
+	n, err := s.deleteFuncHeld(w, fn, large)
+	return n, seen, err
+}
+
+// deleteFuncHeld is DeleteFuncLarge once it holds the update lock (w),
+// which it lets go of.
+func (s *Segment) deleteFuncHeld(w writer, fn func(key, value []byte) bool, large func(key []byte)) (int64, error) {
+	tb := s.tb
 	defer func() { w.endOrAbandon(recover()) }()
 	chain, err := s.chainTiers()
 	if err != nil {

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/internal/testhook"
 	"github.com/sharedmap/sharedmap/offheap"
+	"github.com/sharedmap/sharedmap/rwulock"
 )
 
 // A file that splits (Layout.Splits) starts with Segments segments in use
@@ -55,6 +58,10 @@ const (
 
 // splitter is what a table knows of splitting in its file.
 type splitter struct {
+	// pauseMu guards pauses: how many of this process's PauseSplits hold
+	// the claim now (they share it: the last to resume releases it).
+	pauseMu sync.Mutex
+	pauses  int
 	claim *uint64 // nil: the file does not split
 	id    uint64  // this process's claim id (never 0)
 	// at is the segment size past which an insert asks for a split: three
@@ -191,6 +198,52 @@ func (tb *Table) ReleaseSplitClaim(gone func(id uint64) bool) bool {
 	return cur != 0 && gone(cur) && atomic.CompareAndSwapUint64(sp.claim, cur, 0)
 }
 
+// PauseSplits holds the split claim until the returned resume is called,
+// so that no segment of the file splits meanwhile: a pass that changes
+// every segment (Clear) then meets each key in one segment only, where a
+// split during it could move a key it already dealt with into a segment
+// it deals with later. It waits up to wait for a split under way to end
+// (rwulock.ErrTimeout after). The passes of one process share the claim;
+// those of several processes take turns. A process that dies holding it
+// leaves it to recovery, as a splitter's. A file that does not split
+// needs no pause.
+func (tb *Table) PauseSplits(wait time.Duration) (resume func(), err error) {
+	sp := &tb.split
+	if sp.claim == nil || tb.readOnly {
+		return func() {}, nil
+	}
+	sp.pauseMu.Lock()
+	defer sp.pauseMu.Unlock()
+	if sp.pauses > 0 {
+		sp.pauses++
+		return tb.resumeSplits, nil
+	}
+	deadline := time.Now().Add(wait)
+	for !atomic.CompareAndSwapUint64(sp.claim, 0, sp.id) {
+		cur := atomic.LoadUint64(sp.claim)
+		if cur != 0 && cur != sp.id && sp.gone != nil && sp.gone(cur) && sp.recover != nil {
+			sp.recover() // releases the claim of a process that is gone
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: a split or another whole-map pass held the split claim (%#x) throughout", rwulock.ErrTimeout, cur)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sp.pauses = 1
+	return tb.resumeSplits, nil
+}
+
+// resumeSplits ends one PauseSplits: the last releases the claim.
+func (tb *Table) resumeSplits() {
+	sp := &tb.split
+	sp.pauseMu.Lock()
+	defer sp.pauseMu.Unlock()
+	if sp.pauses--; sp.pauses == 0 {
+		atomic.StoreUint64(sp.claim, 0)
+	}
+}
+
 // testSplitStep marks the steps of a split, for tests that kill a splitter
 // after each.
 func testSplitStep(step string) { testhook.SplitStep(step) }
@@ -225,7 +278,8 @@ func (tb *Table) TrySplit() bool {
 
 // splitClaimed is TrySplit once it holds the claim. stuck is a segment
 // whose lock a split cut short may have left held (-1: none), for the
-// caller to recover once it let go of the claim.
+// caller to recover while it still holds the claim (the pass over one
+// segment leaves the claim alone).
 func (tb *Table) splitClaimed() (done bool, stuck int64, err error) {
 	l := &tb.layout
 	n := tb.Segments()

@@ -244,3 +244,40 @@ func TestSplitDiesAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedSplitsDoNotRun: while PauseSplits holds the claim, inserts past
+// the split threshold split nothing, a second pause of the process shares
+// it, and once the last resumes, the next insert splits again.
+func TestPausedSplitsDoNotRun(t *testing.T) {
+	tb, _ := newTable(t, splitParams())
+	resume, err := tb.PauseSplits(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := tb.PauseSplits(time.Second)
+	if err != nil {
+		t.Fatalf("a second pause of the same process: %v", err)
+	}
+	const n = 600 // past the split threshold, within what the table holds unsplit
+	for i := range n {
+		k, v := splitKey(i)
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if got := tb.Segments(); got != tb.Layout().Segments {
+		t.Fatalf("%d segments in use while splits were paused, want %d", got, tb.Layout().Segments)
+	}
+	again()
+	if tb.TrySplit() {
+		t.Fatal("a split ran while one pause still held the claim")
+	}
+	resume()
+	if tb.SplitClaim() != 0 {
+		t.Fatalf("claim %#x left after the last resume", tb.SplitClaim())
+	}
+	if !tb.TrySplit() {
+		t.Fatal("no split after the pauses ended")
+	}
+	checkSplitKeys(t, tb, n)
+}
