@@ -402,7 +402,7 @@ func lossOracle(m *Map, img *damageImage, rep Repaired) string {
 	}
 	var lost []string
 	for k := range img.cur {
-		if _, err := m.Get([]byte(k)); errors.Is(err, ErrNotFound) && !reported[int64(xxhash.Sum64String(k)&m.segMask)] && !broken[k] {
+		if _, err := m.Get([]byte(k)); errors.Is(err, ErrNotFound) && !reported[m.table.SegmentOf(xxhash.Sum64String(k))] && !broken[k] {
 			lost = append(lost, k)
 		}
 	}

@@ -62,8 +62,8 @@ type splitter struct {
 	// the claim now (they share it: the last to resume releases it).
 	pauseMu sync.Mutex
 	pauses  int
-	claim *uint64 // nil: the file does not split
-	id    uint64  // this process's claim id (never 0)
+	claim   *uint64 // nil: the file does not split
+	id      uint64  // this process's claim id (never 0)
 	// at is the segment size past which an insert asks for a split: three
 	// deviations above the mean a segment was created for (see
 	// openSplits). MaxInt64 in files that do not split.
