@@ -88,6 +88,9 @@ func (m *Map) RepairWith(o CheckOptions) (Repaired, error) {
 		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the growth log: %d steps, now the %d that make sense", from, to))
 	}
 	m.table.ClearReservedGlobal()
+	if from, to, mended := m.table.MendSegmentCount(); mended {
+		rep.Recovery.Mended = append(rep.Recovery.Mended, fmt.Sprintf("the count of segments in use: %d, now %d", from, to))
+	}
 	// Before the rebuilds: a rebuild keeps a linked tier whose stamp does
 	// not verify only if the count covers it.
 	if from, to, strays, mended := m.table.MendPoolCount(); mended {

@@ -393,7 +393,15 @@ func (tb *Table) CheckGlobal(problem func(error)) {
 		problem(fmt.Errorf("%w: overflow tier %d: stamp does not verify, and no chain links it: Repair gives it up, reporting its entries dropped", ErrCorrupt, t))
 	})
 	if l.Splits {
-		if n := atomic.LoadUint64(tb.active); n < uint64(l.Segments) || n > uint64(l.MaxSegments) {
+		w, c := atomic.LoadUint64(tb.active), atomic.LoadUint64(tb.activeCopy)
+		n, ok := segmentsFromWord(w)
+		nc, okc := segmentsFromWord(c)
+		switch {
+		case !ok || !okc:
+			problem(fmt.Errorf("%w: a copy of the count of segments in use does not verify (%#x, %#x); Repair mends it from the other", ErrCorrupt, w, c))
+		case n != nc:
+			problem(fmt.Errorf("%w: the two copies of the count of segments in use differ (%d, %d); Repair mends the second from the first", ErrCorrupt, n, nc))
+		case n < uint64(l.Segments) || n > uint64(l.MaxSegments):
 			problem(fmt.Errorf("%w: the global state says %d segments are in use, not within the %d the map was created with and the %d it may split into", ErrCorrupt, n, l.Segments, l.MaxSegments))
 		}
 	}

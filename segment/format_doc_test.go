@@ -23,7 +23,7 @@ func TestFormatDocMatchesLayout(t *testing.T) {
 	})
 	d.Says(t, fmt.Sprintf("| %d | grows |", flagGrows), fmt.Sprintf("at most %d (flag `grows`", maxGrowthSteps))
 	splitting := Layout{Splits: true}
-	d.Says(t, fmt.Sprintf("| %d | splits |", flagSplits), fmt.Sprintf("| %d | 8 | flag `splits`: segments in use", gSegments),
+	d.Says(t, fmt.Sprintf("| %d | splits |", flagSplits), fmt.Sprintf("| %d | 8 | flag `splits`: segments in use", gSegments), fmt.Sprintf("| %d | 8 | flag `splits`: the same word again", gSegmentsCopy),
 		fmt.Sprintf("| %d | 8 | flag `splits`: split claim", gSplitClaim), fmt.Sprintf("holds at most %d steps", maxGrowthStepsOf(&splitting)),
 		fmt.Sprintf("max(%d x Segments, 1024)", splitFactor))
 	d.Says(t, fmt.Sprintf("| %d | large values |", flagLargeValues), fmt.Sprintf("| 0 | 4 | magic %#x", descriptorMagic),

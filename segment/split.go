@@ -52,9 +52,33 @@ import (
 // Global state words of files that split: the last two lines of the page,
 // which the growth log then stops short of.
 const (
-	gSegments   = globalSize - 128 // N: the segments in use; never 0 (creation stores Segments)
-	gSplitClaim = globalSize - 64  // who is splitting: 0 = nobody; else the claimer's id (SetSplitter)
+	gSegments     = globalSize - 128 // N: the segments in use, as a checked word (segmentsWord)
+	gSegmentsCopy = gSegments + 8    // a second copy of that word, on the same line
+	gSplitClaim   = globalSize - 64  // who is splitting: 0 = nobody; else the claimer's id (SetSplitter)
 )
+
+// N is stored as a checked word: N in the low 32 bits and a check of it in
+// the high 32, twice (gSegments, gSegmentsCopy). N finds the segment of
+// every key in a map that split, and one flipped bit that kept it in range
+// would send lookups to the wrong segment (a wrong Absent) and a later
+// rebuild would drop entries as belonging elsewhere: readers take the
+// first copy if it verifies, else the second. A split stores the first,
+// then the second; recovery and Repair make them agree (MendSegmentCount).
+
+// segmentsWord is N as a checked word.
+func segmentsWord(n uint64) uint64 { return n&0xffffffff | uint64(segmentsCheck(n))<<32 }
+
+// segmentsCheck is the check of N: never 0, so that a zeroed word does not
+// verify.
+func segmentsCheck(n uint64) uint32 {
+	return uint32(((n&0xffffffff)+1)*0x9E3779B97F4A7C15>>32) | 1
+}
+
+// segmentsFromWord is the N a checked word holds, and whether it verifies.
+func segmentsFromWord(w uint64) (uint64, bool) {
+	n := w & 0xffffffff
+	return n, uint32(w>>32) == segmentsCheck(n)
+}
 
 // splitter is what a table knows of splitting in its file.
 type splitter struct {
@@ -91,11 +115,12 @@ func (tb *Table) openSplits() {
 	l := &tb.layout
 	tb.split = splitter{at: math.MaxInt64}
 	if !l.Splits {
-		n := uint64(l.Segments)
-		tb.active = &n
+		n := segmentsWord(uint64(l.Segments))
+		tb.active, tb.activeCopy = &n, &n
 		return
 	}
 	tb.active = tb.region.Uint64(l.GlobalOff + gSegments)
+	tb.activeCopy = tb.region.Uint64(l.GlobalOff + gSegmentsCopy)
 	tb.split.claim = tb.region.Uint64(l.GlobalOff + gSplitClaim)
 	tb.split.id = 1
 	// A segment asks for a split once it holds three standard deviations
@@ -114,7 +139,8 @@ func (tb *Table) openSplits() {
 // formatSplits stores N = Segments in a new file that splits.
 func formatSplits(words []uint64, l *Layout) {
 	if l.Splits {
-		atomic.StoreUint64(&words[gSegments/8], uint64(l.Segments))
+		atomic.StoreUint64(&words[gSegments/8], segmentsWord(uint64(l.Segments)))
+		atomic.StoreUint64(&words[gSegmentsCopy/8], segmentsWord(uint64(l.Segments)))
 	}
 }
 
@@ -135,10 +161,65 @@ func (tb *Table) SetSplitter(id uint64, gone func(id uint64) bool, recover func(
 // do not split; in files that do, as many as they split into so far.
 func (tb *Table) Segments() int64 { return int64(tb.segmentsIn(atomic.LoadUint64(tb.active))) }
 
-// segmentsIn bounds a value read from N to the segments the file has:
-// damage must not send an index out of the table.
-func (tb *Table) segmentsIn(n uint64) uint64 {
+// segmentsIn is the N a word read from gSegments holds, from the copy
+// if that word does not verify (from neither: the creation count, which
+// Check reports), bounded to the segments the file has: damage must not
+// send an index out of the table.
+func (tb *Table) segmentsIn(w uint64) uint64 {
+	n, ok := segmentsFromWord(w)
+	if !ok {
+		if n, ok = segmentsFromWord(atomic.LoadUint64(tb.activeCopy)); !ok {
+			n = uint64(tb.layout.Segments)
+		}
+	}
 	return min(max(n, uint64(tb.layout.Segments)), uint64(tb.layout.MaxSegments))
+}
+
+// MendSegmentCount makes the two copies of N agree, and reports the
+// counts (from, to) if it changed one: the first copy wins if it verifies
+// (a split cut short between its two stores left the second behind),
+// else the second; if neither does, N is set from the first tiers split
+// segments have stamped (a split stamps a segment's before it commits to
+// it, so that count may be one too many: recovery of that segment keeps
+// what it holds). Part of recovery and Repair; a no-op in files that do
+// not split.
+func (tb *Table) MendSegmentCount() (from, to uint64, mended bool) {
+	if tb.split.claim == nil || tb.readOnly {
+		return 0, 0, false
+	}
+	w, c := atomic.LoadUint64(tb.active), atomic.LoadUint64(tb.activeCopy)
+	if w == c {
+		if _, ok := segmentsFromWord(w); ok {
+			return 0, 0, false
+		}
+	}
+	n, ok := segmentsFromWord(w)
+	if !ok {
+		if n, ok = segmentsFromWord(c); !ok {
+			n = uint64(tb.stampedSegments())
+		}
+	}
+	n = min(max(n, uint64(tb.layout.Segments)), uint64(tb.layout.MaxSegments))
+	from = w & 0xffffffff
+	atomic.StoreUint64(tb.active, segmentsWord(n))
+	atomic.StoreUint64(tb.activeCopy, segmentsWord(n))
+	return from, n, true
+}
+
+// stampedSegments is one past the last segment whose first tier carries
+// its stamp, or Segments in files without stamps.
+func (tb *Table) stampedSegments() int64 {
+	l := &tb.layout
+	if !l.Stamps {
+		return l.Segments
+	}
+	n := l.Segments
+	for i := l.Segments; i < l.MaxSegments; i++ {
+		if st, ok := tb.readStamp(i); ok && st == firstStamp(i) {
+			n = i + 1
+		}
+	}
+	return n
 }
 
 // segmentOf is the segment of a key hashed to hash, with the segments in
@@ -195,7 +276,11 @@ func (tb *Table) ReleaseSplitClaim(gone func(id uint64) bool) bool {
 		return false
 	}
 	cur := atomic.LoadUint64(sp.claim)
-	return cur != 0 && gone(cur) && atomic.CompareAndSwapUint64(sp.claim, cur, 0)
+	if cur == 0 || !gone(cur) || !atomic.CompareAndSwapUint64(sp.claim, cur, 0) {
+		return false
+	}
+	tb.MendSegmentCount() // a split cut short between its two stores of N
+	return true
 }
 
 // PauseSplits holds the split claim until the returned resume is called,
@@ -381,7 +466,8 @@ func (tb *Table) splitLocked(ps, cs *Segment, n int64) error {
 		}
 	}
 	testSplitStep("copied")
-	atomic.StoreUint64(tb.active, uint64(n+1)) // the commit
+	atomic.StoreUint64(tb.active, segmentsWord(uint64(n+1))) // the commit
+	atomic.StoreUint64(tb.activeCopy, segmentsWord(uint64(n+1)))
 	testSplitStep("committed")
 	for _, mv := range moves {
 		loc, found, ok := ps.findKind(mv.hash, mv.key, mv.kind == kindPart)

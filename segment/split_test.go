@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,4 +281,56 @@ func TestPausedSplitsDoNotRun(t *testing.T) {
 		t.Fatal("no split after the pauses ended")
 	}
 	checkSplitKeys(t, tb, n)
+}
+
+// TestDamagedSegmentCountKeepsEveryKey: a flipped bit in either copy of N,
+// the count that finds every key's segment in a map that split, costs no
+// key: readers take the copy that verifies, CheckGlobal names the damage,
+// and MendSegmentCount puts it right, from the stamps of the segments'
+// first tiers when both copies are damaged.
+func TestDamagedSegmentCountKeepsEveryKey(t *testing.T) {
+	const n = 3000
+	for _, c := range []struct {
+		name       string
+		first, cpy bool
+	}{{"first", true, false}, {"second", false, true}, {"both", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			tb, _ := newTable(t, splitParams())
+			for i := range n {
+				k, v := splitKey(i)
+				if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+					t.Fatalf("put %d: %v", i, err)
+				}
+			}
+			want := tb.Segments()
+			if want <= tb.Layout().Segments {
+				t.Fatalf("no split (%d segments): the test tests nothing", want)
+			}
+			if c.first {
+				atomic.AddUint64(tb.active, 1<<3) // N off by 8, its check now wrong
+			}
+			if c.cpy {
+				atomic.AddUint64(tb.activeCopy, 1<<40) // the check wrong
+			}
+			if !c.first {
+				checkSplitKeys(t, tb, n) // the first copy still verifies
+			} else if !c.cpy {
+				checkSplitKeys(t, tb, n) // read through the second copy
+			}
+			var problems []error
+			tb.CheckGlobal(func(err error) { problems = append(problems, err) })
+			if len(problems) == 0 {
+				t.Fatal("CheckGlobal found nothing wrong with a damaged count of segments")
+			}
+			if _, to, mended := tb.MendSegmentCount(); !mended || int64(to) != want {
+				t.Fatalf("MendSegmentCount: %d, %v; want %d", to, mended, want)
+			}
+			problems = problems[:0]
+			tb.CheckGlobal(func(err error) { problems = append(problems, err) })
+			if len(problems) != 0 {
+				t.Fatalf("after MendSegmentCount: %v", problems)
+			}
+			checkSplitKeys(t, tb, n)
+		})
+	}
 }

@@ -54,7 +54,8 @@ type Table struct {
 	allocate   func(off, n int64) error // reserves disk blocks for a tier before first use
 	timeout    time.Duration
 	extraTiers *uint64
-	active     *uint64 // segments in use, N: the global state's word in files that split, else a word of this process holding Segments
+	active     *uint64 // segments in use, N, as a checked word (segmentsWord): the global state's in files that split, else a word of this process holding Segments
+	activeCopy *uint64 // its second copy (the same word in files that do not split)
 	split      splitter
 	present    atomic.Int64 // tiers the file holds as far as this process has seen: Tiers, or more in a file that grows
 	growth     growth       // how the file grows (see SetGrowth); zero in files that do not
