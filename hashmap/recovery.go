@@ -158,12 +158,18 @@ func (m *Map) recoverSegments(only []int) (Recovery, error) {
 // recoverWithin is recoverSegments waiting at most wait for the recovery
 // lock.
 func (m *Map) recoverWithin(only []int, wait time.Duration) (Recovery, error) {
-	var rep Recovery
 	unlock, err := m.reg.LockRecovery(wait)
 	if err != nil {
-		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
+		return Recovery{}, fmt.Errorf("recover %s: %w", m.Path(), err)
 	}
 	defer unlock()
+	return m.recoverHeld(only)
+}
+
+// recoverHeld is recoverSegments for a caller that holds the recovery
+// lock.
+func (m *Map) recoverHeld(only []int) (Recovery, error) {
+	var rep Recovery
 	slots, err := m.reg.Slots()
 	if err != nil {
 		return rep, fmt.Errorf("recover %s: %w", m.Path(), err)
@@ -291,11 +297,30 @@ func (m *Map) splitClaimerGone(id uint64) bool {
 }
 
 // recoverSplit is the segment table's hook for a split claim held by a
-// process that is gone: a recovery pass of every segment, which releases
-// the claim and the locks the split held.
-func (m *Map) recoverSplit() {
-	_, _ = m.recoverSegments(nil)
+// process that is gone: under the recovery lock, it releases the claim
+// and recovers the segments a split cut short may hold (SplitHeld), and
+// reports whether it released the claim. It runs inside an insert (or a
+// Clear's pause), so it does not wait for the recovery lock, and leaves
+// the rest of the map to the recovery passes that look at all of it: a
+// process busy recovering releases the claim itself, or the next
+// would-be splitter finds it still there.
+func (m *Map) recoverSplit() bool {
+	unlock, err := m.reg.LockRecovery(0)
+	if err != nil {
+		return false
+	}
+	defer unlock()
+	if !m.table.ReleaseSplitClaim(m.splitClaimerGone) {
+		return false
+	}
+	held := m.table.SplitHeld()
+	only := make([]int, len(held))
+	for i, seg := range held {
+		only[i] = int(seg)
+	}
+	_, _ = m.recoverHeld(only)
 	m.recoveries.Add(1)
+	return true
 }
 
 // recoverSplitSegment is the segment table's hook for the segment a split

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -129,54 +130,92 @@ func TestSplitSurvivesADeathAtEveryStep(t *testing.T) {
 		steps = []string{"copied", "committed"} // either side of the commit
 	}
 	for _, step := range steps {
-		t.Run(step, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "m")
-			m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2, LockTimeout: killLockTimeout})
-			if !m.layout.Splits {
-				t.Fatal("a new store map does not split")
-			}
-			m.Close()
-			stored := -1
-			for _, r := range runKilled(t, helperCmd("split-die", path, step, "3")) {
-				if r[0] == "stored" {
-					stored, _ = strconv.Atoi(r[1])
-				}
-			}
-			if stored < 0 {
-				t.Fatalf("the writer did not reach step %q of its third split", step)
-			}
-			m = mustOpen(t, path, &Options{LockTimeout: killLockTimeout})
-			defer m.Close()
-			if _, err := m.Recover(); err != nil {
-				t.Fatalf("Recover after a death at %q: %v", step, err)
-			}
-			for i := range stored {
-				k := growthKey(7, i)
-				if v, err := m.Get(k); err != nil || !bytes.Equal(v, growthValue(k)) {
-					t.Fatalf("key %d of %d stored before the death at %q: %q, %v", i, stored, step, v, err)
-				}
-			}
-			if problems, err := m.Check(); err != nil || len(problems) > 0 {
-				t.Fatalf("Check after a death at %q: %v, %v", step, problems, err)
-			}
-			before := m.Stats().Segments
-			for i := stored; i < stored+4000; i++ {
-				k := growthKey(7, i)
-				if err := m.Put(k, growthValue(k)); err != nil {
-					t.Fatalf("Put %d after the death at %q: %v", i, step, err)
-				}
-			}
-			st := m.Stats()
-			if st.Segments <= before {
-				t.Fatalf("the map did not split again after the death at %q: %d -> %d segments", step, before, st.Segments)
-			}
-			if problems, err := m.Check(); err != nil || len(problems) > 0 {
-				t.Fatalf("Check after splitting on: %v, %v", problems, err)
-			}
-			if n := m.Len(); n != stored+4000 {
-				t.Fatalf("Len %d after a death at %q, %d keys stored before it and 4000 after: a key lost or counted twice", n, step, stored)
-			}
-			t.Logf("died at %q after %d Puts; %d -> %d segments after 4000 more", step, stored, before, st.Segments)
-		})
+		t.Run(step, func(t *testing.T) { testSplitSurvivesADeath(t, step, false) })
 	}
+}
+
+// TestSplitClaimOfTheDeadIsTakenOver: a process that has the map open
+// while a splitter dies at one of its steps, and so runs no recovery at
+// Open, goes on putting: its first split finds the dead claim, releases
+// it, and recovers the segments the dead split held (Table.SplitHeld), and
+// the map splits on, losing nothing, with no Recover call.
+func TestSplitClaimOfTheDeadIsTakenOver(t *testing.T) {
+	steps := []string{"claimed", "locked", "emptied", "copied", "committed", "moved"}
+	if testing.Short() {
+		steps = []string{"copied", "committed"}
+	}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) { testSplitSurvivesADeath(t, step, true) })
+	}
+}
+
+// testSplitSurvivesADeath: a writer process is killed at step of its third
+// split; a survivor that reopens the map and recovers it (openThroughout
+// false), or that had it open all along and recovers nothing itself, finds
+// every key stored before the death, and the map splits on.
+func testSplitSurvivesADeath(t *testing.T, step string, openThroughout bool) {
+	path := filepath.Join(t.TempDir(), "m")
+	m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2, LockTimeout: killLockTimeout})
+	if !m.layout.Splits {
+		t.Fatal("a new store map does not split")
+	}
+	if !openThroughout {
+		m.Close()
+	}
+	stored := -1
+	for _, r := range runKilled(t, helperCmd("split-die", path, step, "3")) {
+		if r[0] == "stored" {
+			stored, _ = strconv.Atoi(r[1])
+		}
+	}
+	if stored < 0 {
+		t.Fatalf("the writer did not reach step %q of its third split", step)
+	}
+	if openThroughout {
+		if m.table.SplitClaim() == 0 {
+			t.Fatalf("no split claim left by a death at %q", step)
+		}
+	} else {
+		m = mustOpen(t, path, &Options{LockTimeout: killLockTimeout})
+		if _, err := m.Recover(); err != nil {
+			t.Fatalf("Recover after a death at %q: %v", step, err)
+		}
+	}
+	defer m.Close()
+	before := m.Stats().Segments
+	for i := stored; i < stored+4000; i++ {
+		k := growthKey(7, i)
+		if err := m.Put(k, growthValue(k)); err != nil {
+			t.Fatalf("Put %d after the death at %q: %v", i, step, err)
+		}
+	}
+	for i := range stored + 4000 {
+		k := growthKey(7, i)
+		if v, err := m.Get(k); err != nil || !bytes.Equal(v, growthValue(k)) {
+			t.Fatalf("key %d of %d stored before the death at %q: %q, %v", i, stored, step, v, err)
+		}
+	}
+	st := m.Stats()
+	if st.Segments <= before {
+		t.Fatalf("the map did not split again after the death at %q: %d -> %d segments", step, before, st.Segments)
+	}
+	if openThroughout {
+		// The split's recovery looked at the segments the split held, not
+		// the whole map: Check still names the dead process until a
+		// recovery of all of it.
+		problems, err := m.Check()
+		if err != nil || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "died with the map open") {
+			t.Fatalf("Check after splitting on: %v, %v; want the dead process named alone", problems, err)
+		}
+		if _, err := m.Recover(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if problems, err := m.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("Check after splitting on: %v, %v", problems, err)
+	}
+	if n := m.Len(); n != stored+4000 {
+		t.Fatalf("Len %d after a death at %q, %d keys stored before it and 4000 after: a key lost or counted twice", n, step, stored)
+	}
+	t.Logf("died at %q after %d Puts; %d -> %d segments after 4000 more", step, stored, before, st.Segments)
 }

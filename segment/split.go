@@ -37,9 +37,15 @@ import (
 // leaves p with stale copies of moved keys: recovery of p (it was held for
 // writing by a dead process) rebuilds it, and rebuild keeps only the
 // entries that map to the segment under the current N. The claim of a
-// dead process is released by the map's recovery, which a would-be
-// splitter runs when it finds one (trySplit), and which also recovers c,
-// whose lock nobody else ever waits for.
+// dead process is released by a would-be splitter that finds it
+// (TrySplit), under the map's recovery lock, which then recovers the
+// segments that split may hold (SplitHeld), c among them, whose lock
+// nobody else ever waits for; not the whole map, inside an insert.
+//
+// A split that fails for want of room (a full pool or disk) is left alone
+// by its process until N changes or a second passes (splitRetryDelay):
+// every crowded insert asks for a split, and a failed one costs a pass
+// over p under its write lock.
 //
 // Lock-free readers read N before the segment's sequence and again after
 // their closing read of it: the split stores N+1 while p's sequence is odd,
@@ -92,14 +98,33 @@ type splitter struct {
 	// deviations above the mean a segment was created for (see
 	// openSplits). MaxInt64 in files that do not split.
 	at int64
-	// gone reports whether a claim id names a process that is gone, and
-	// recover runs the map's recovery (of every segment, and the claim);
-	// recoverSegment the recovery of one segment (see SetSplitter). Nil:
-	// a table with no registry, which leaves them alone.
+	// gone reports whether a claim id names a process that is gone;
+	// recover releases such a claim and recovers the segments its split
+	// may hold (SplitHeld), and reports whether it did; recoverSegment
+	// recovers one segment (see SetSplitter). Nil: a table with no
+	// registry, which leaves them alone.
 	gone           func(id uint64) bool
-	recover        func()
+	recover        func() bool
 	recoverSegment func(seg int64)
+
+	// A split that failed for want of room (a full pool or disk) is not
+	// tried again by this process while N stays failedAt, until the
+	// clock passes retryAt: each try empties c and scans p under p's
+	// write lock, and every crowded insert would ask for one. failedAt
+	// 0: no split failed (N is never 0).
+	failedAt   atomic.Int64
+	retryAt    atomic.Int64 // Table.now's clock
+	retryDelay time.Duration
+	// allocated is the highest segment whose first tier this process
+	// has had allocate reserve, so that a split that cannot have its
+	// locks does not make the same system call again at every try.
+	allocated atomic.Int64
 }
+
+// splitRetryDelay is how long a process leaves splits alone after one
+// failed for want of room, unless N changes meanwhile: a full pool stays
+// full until a growth or a resize, and a full disk until a user frees it.
+const splitRetryDelay = time.Second
 
 // maxGrowthStepsOf is how many steps the growth log of a file laid out as
 // l holds: fewer in files that split, whose last lines hold N and the claim.
@@ -113,7 +138,7 @@ func maxGrowthStepsOf(l *Layout) uint64 {
 // openSplits points the table at N, and at the claim in files that split.
 func (tb *Table) openSplits() {
 	l := &tb.layout
-	tb.split = splitter{at: math.MaxInt64}
+	tb.split = splitter{at: math.MaxInt64, retryDelay: splitRetryDelay}
 	if !l.Splits {
 		n := segmentsWord(uint64(l.Segments))
 		tb.active, tb.activeCopy = &n, &n
@@ -150,7 +175,7 @@ func formatSplits(words []uint64, l *Layout) {
 // everything, run when a dead process's claim is found, and of one
 // segment, run when the segment a split would split into is locked (only
 // a split cut short leaves it so). Set it before the table is used.
-func (tb *Table) SetSplitter(id uint64, gone func(id uint64) bool, recover func(), recoverSegment func(seg int64)) {
+func (tb *Table) SetSplitter(id uint64, gone func(id uint64) bool, recover func() bool, recoverSegment func(seg int64)) {
 	if id == 0 {
 		id = 1
 	}
@@ -306,9 +331,8 @@ func (tb *Table) PauseSplits(wait time.Duration) (resume func(), err error) {
 	deadline := time.Now().Add(wait)
 	for !atomic.CompareAndSwapUint64(sp.claim, 0, sp.id) {
 		cur := atomic.LoadUint64(sp.claim)
-		if cur != 0 && cur != sp.id && sp.gone != nil && sp.gone(cur) && sp.recover != nil {
-			sp.recover() // releases the claim of a process that is gone
-			continue
+		if cur != 0 && cur != sp.id && sp.gone != nil && sp.gone(cur) && sp.recover != nil && sp.recover() {
+			continue // released the claim of a process that is gone
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: a split or another whole-map pass held the split claim (%#x) throughout", rwulock.ErrTimeout, cur)
@@ -338,7 +362,11 @@ func testSplitStep(step string) { testhook.SplitStep(step) }
 // waits for a lock: the caller may hold other segment locks.
 func (tb *Table) TrySplit() bool {
 	sp := &tb.split
-	if sp.claim == nil || tb.readOnly || tb.Segments() >= tb.layout.MaxSegments {
+	n := tb.Segments()
+	if sp.claim == nil || tb.readOnly || n >= tb.layout.MaxSegments {
+		return false
+	}
+	if sp.failedAt.Load() == n && tb.now() < sp.retryAt.Load() {
 		return false
 	}
 	if cur := atomic.LoadUint64(sp.claim); cur != 0 {
@@ -354,37 +382,44 @@ func (tb *Table) TrySplit() bool {
 	// splitClaimed); only a death leaves it, for recovery to release.
 	defer atomic.StoreUint64(sp.claim, 0)
 	testSplitStep("claimed")
-	done, stuck, err := tb.splitClaimed()
+	done, stuck, n, err := tb.splitClaimed()
 	if stuck >= 0 && sp.recoverSegment != nil {
 		sp.recoverSegment(stuck)
+	}
+	if err != nil {
+		sp.retryAt.Store(tb.now() + int64(sp.retryDelay))
+		sp.failedAt.Store(n)
 	}
 	return done && err == nil
 }
 
-// splitClaimed is TrySplit once it holds the claim. stuck is a segment
-// whose lock a split cut short may have left held (-1: none), for the
-// caller to recover while it still holds the claim (the pass over one
-// segment leaves the claim alone).
-func (tb *Table) splitClaimed() (done bool, stuck int64, err error) {
+// splitClaimed is TrySplit once it holds the claim, N being n when it
+// began. stuck is a segment whose lock a split cut short may have left
+// held (-1: none), for the caller to recover while it still holds the
+// claim (the pass over one segment leaves the claim alone). An error
+// says the split failed for want of room.
+func (tb *Table) splitClaimed() (done bool, stuck, n int64, err error) {
 	l := &tb.layout
-	n := tb.Segments()
+	n = tb.Segments()
 	if n >= l.MaxSegments {
-		return false, -1, nil
+		return false, -1, n, nil
 	}
-	m := int64(1) << (63 - bits.LeadingZeros64(uint64(n)))
-	p, c := n-m, n
+	p, c := SplitParent(n, l.Segments), n
 	ps, cs := &tb.segs[p], &tb.segs[c]
-	if err := tb.allocate(l.TiersOff+c*l.TierSize, l.TierSize); err != nil {
-		return false, -1, err // a full disk: the split waits for room
+	if tb.split.allocated.Load() < c {
+		if err := tb.allocate(l.TiersOff+c*l.TierSize, l.TierSize); err != nil {
+			return false, -1, n, err // a full disk: the split waits for room
+		}
+		tb.split.allocated.Store(c)
 	}
 	if !cs.lock.TryWriteLock() {
 		// Only a split takes segment c's lock, and the claim is ours: a
 		// split cut short left it.
-		return false, c, nil
+		return false, c, n, nil
 	}
 	if !ps.lock.TryWriteLock() {
 		_ = cs.lock.WriteUnlock()
-		return false, -1, nil
+		return false, -1, n, nil
 	}
 	panicked := true
 	defer func() {
@@ -400,7 +435,7 @@ func (tb *Table) splitClaimed() (done bool, stuck int64, err error) {
 		_ = ps.lock.WriteUnlock()
 		_ = cs.lock.WriteUnlock()
 		panicked = false
-		return false, -1, nil
+		return false, -1, n, nil
 	}
 	offheap.AddExclusive(ps.seq, 1)
 	offheap.AddExclusive(cs.seq, 1)
@@ -411,7 +446,25 @@ func (tb *Table) splitClaimed() (done bool, stuck int64, err error) {
 	_ = cs.lock.WriteUnlock()
 	_ = ps.lock.WriteUnlock()
 	panicked = false
-	return err == nil, -1, err
+	return err == nil, -1, n, err
+}
+
+// SplitHeld is the segments whose locks a split cut short may hold, under
+// N as it is now: the split of N, before its commit, held N and its
+// parent; the split of N-1, after it, held N-1 and its parent. For the
+// recovery of a dead splitter's claim (after MendSegmentCount), which
+// need not look at every segment.
+func (tb *Table) SplitHeld() []int64 {
+	l := &tb.layout
+	n := tb.Segments()
+	var held []int64
+	if n < l.MaxSegments {
+		held = append(held, n, SplitParent(n, l.Segments))
+	}
+	if n > l.Segments {
+		held = append(held, n-1, SplitParent(n-1, l.Segments))
+	}
+	return held
 }
 
 // moved is an entry of p that a split copies to c.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,9 +230,16 @@ func TestSplitDiesAtEveryStep(t *testing.T) {
 			} else if after != want {
 				t.Fatalf("segments %d after a death before the commit, want %d", after, want)
 			}
-			// A reader meanwhile: the segments it may meet locked are
-			// recovered after its lock wait times out; here, directly.
-			for i := range min(tb.Segments()+1, tb.layout.MaxSegments) {
+			// The recovery of a dead splitter's claim looks only at the
+			// segments SplitHeld names: every lock the split left must be
+			// among them.
+			held := tb.SplitHeld()
+			for i := range tb.SegmentsTouched() {
+				if atomic.LoadUint64(tb.Segment(int(i)).lock.Word()) != 0 && !slices.Contains(held, i) {
+					t.Fatalf("segment %d left locked by a death at %q; SplitHeld names %v", i, step, held)
+				}
+			}
+			for _, i := range held {
 				if _, err := tb.Segment(int(i)).Recover(noLive, time.Now().Add(time.Second)); err != nil {
 					t.Fatal(err)
 				}
@@ -333,4 +341,66 @@ func TestDamagedSegmentCountKeepsEveryKey(t *testing.T) {
 			checkSplitKeys(t, tb, n)
 		})
 	}
+}
+
+// TestFailedSplitWaitsForNOrItsDelay: a split that fails for want of room
+// (here the disk refuses the block of the segment it would split into) is
+// tried once, not by every crowded insert after it; a split of another
+// process, which changes N, or the end of the delay ends the wait.
+func TestFailedSplitWaitsForNOrItsDelay(t *testing.T) {
+	tb, path := newTable(t, splitParams())
+	l := tb.Layout()
+	firstTiersToSplitInto := func(off int64) bool {
+		return off >= l.TiersOff+l.Segments*l.TierSize && off < l.TiersOff+l.MaxSegments*l.TierSize
+	}
+	refused := 0
+	tb.allocate = func(off, n int64) error {
+		if firstTiersToSplitInto(off) {
+			refused++
+			return errors.New("no space left on device")
+		}
+		return nil
+	}
+	claims := 0
+	testhook.OnSplitStep = func(step string) {
+		if step == "claimed" {
+			claims++
+		}
+	}
+	defer func() { testhook.OnSplitStep = nil }()
+	const n = 600 // past the split threshold, within what the table holds unsplit
+	for i := range n {
+		k, v := splitKey(i)
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if claims != 1 || refused != 1 || tb.Segments() != l.Segments {
+		t.Fatalf("%d inserts past the threshold with no room to split: %d splits tried, %d blocks asked for, %d segments; want 1, 1, %d",
+			n, claims, refused, tb.Segments(), l.Segments)
+	}
+
+	// Another process splits (its disk had room): N changed, so this one
+	// tries again at once.
+	other := openTable(t, path, *l, false)
+	if !other.TrySplit() {
+		t.Fatal("the other process's split failed")
+	}
+	claims-- // the other's: the hook is the test binary's
+	tb.TrySplit()
+	if claims != 2 || refused != 2 {
+		t.Fatalf("after N changed: %d splits tried, %d blocks asked for; want 2, 2", claims, refused)
+	}
+
+	// Room again, but within the delay: no try; after it, the split runs.
+	tb.allocate = func(int64, int64) error { return nil }
+	if tb.TrySplit() || claims != 2 {
+		t.Fatalf("a split tried within the delay after a failure (%d tries)", claims)
+	}
+	now := tb.now
+	tb.now = func() int64 { return now() + int64(2*splitRetryDelay) }
+	if !tb.TrySplit() || claims != 3 {
+		t.Fatalf("no split after the delay (%d tries)", claims)
+	}
+	checkSplitKeys(t, tb, n)
 }
