@@ -116,7 +116,10 @@ func salvageMap(f *offheap.File, o Options, sv *Salvaged) (*Map, error) {
 		}
 		sv.Notes = append(sv.Notes, tierNotes(tb.Layout(), tiers, f.Size(), s)...)
 	}
-	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true}
+	if n, stamped := tb.SalvageSegmentCount(); stamped {
+		sv.Notes = append(sv.Notes, fmt.Sprintf("neither copy of the count of segments in use verifies: %d, from the stamps of the segments split into, is read", n))
+	}
+	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true, salvaged: true}
 	if m.lockTable, err = newLockTable(m, f.Region, lockLayout{}); err != nil {
 		return nil, err
 	}
