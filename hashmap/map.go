@@ -23,6 +23,9 @@ type Map struct {
 	layout   *segment.Layout
 	opts     Options
 	readOnly bool
+	// salvaged: the map is Salvage's, whose Range prefers the copy of a
+	// key in the segment it maps to (see strayCopy).
+	salvaged bool
 	gate     inflight.Gate // calls in progress, and whether Close has begun (see enter)
 	// fastPuts: Put tries segment.TryOverwriteFastLedger before it counts itself in
 	// with the gate. That fast path keeps its lock in the fast ledgers,

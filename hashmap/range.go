@@ -101,7 +101,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			left.bad.Add(damaged)
 			for j := 0; j+3 < len(ends); j += 4 {
 				k := arena[ends[j]:ends[j+1]:ends[j+1]]
-				if i >= n0 && m.splitSeen(k, i, visits) {
+				if i >= n0 && m.splitSeen(k, i, visits) || m.salvaged && m.strayCopy(k, i, at) {
 					continue
 				}
 				if !yield(k, arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
@@ -112,7 +112,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			// key deleted since is left out, one changed since is given
 			// as it is now.
 			for _, k := range damaged.LargeKeys() {
-				if i >= n0 && m.splitSeen(k, i, visits) {
+				if i >= n0 && m.splitSeen(k, i, visits) || m.salvaged && m.strayCopy(k, i, at) {
 					continue
 				}
 				v, found, err := m.rangeLarge(k)
@@ -217,6 +217,22 @@ func (m *Map) splitSeen(key []byte, seg int, visits []int64) bool {
 		}
 	}
 	return false
+}
+
+// strayCopy reports, for a salvage's Range, whether key, found in segment
+// seg with at segments in use, is a copy outside the segment it maps to
+// that the segment it maps to holds too: a split cut short after its
+// commit leaves stale copies of the keys it moved in the segment it
+// split, and the live ones, which may have been overwritten since, in
+// the new segment. A copy outside its segment that its segment lacks (or
+// cannot be read for) is kept: salvage gives what it can.
+func (m *Map) strayCopy(key []byte, seg int, at int64) bool {
+	h := xxhash.Sum64(key)
+	if at == 0 || !m.layout.Splits || segment.SegmentFor(h, at) == int64(seg) {
+		return false
+	}
+	found, err := m.Contains(key)
+	return err == nil && found
 }
 
 // rangeLarge reads the large value of key for a Range, inside the

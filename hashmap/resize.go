@@ -24,6 +24,15 @@ type ResizeOptions struct {
 	// for the default bound of a file of the new size, NoGrowth for none,
 	// else bytes. Ignored for a cache map, which evicts instead.
 	MaxSize int64
+	// Splits and NoSplits say whether the new file's segments split as
+	// it fills (Options.NoSplits); neither keeps the old file's choice: a
+	// store map that grows and does not split (made with NoSplits, by a
+	// build from before splits, or with a MaxSize too small for them)
+	// has a new file that does not split either, and any other map one
+	// that splits where it grows. A new file that does not grow (a
+	// cache, MaxSize NoGrowth) never splits, whatever Splits says. Both
+	// is an error matching ErrBadOptions.
+	Splits, NoSplits bool
 	// Progress, if set, is called from Resize's goroutine after each
 	// batch of entries it copies, with the entries copied so far and
 	// the entries the map holds.
@@ -56,6 +65,7 @@ type FileShape struct {
 	MaxFileSize      int64 // the bytes it may grow to (FileSize if it does not grow)
 	Grows            bool  // the file grows when its overflow pool is used up (Options.MaxSize)
 	Stamps           bool  // tier headers carry stamps, which files from before them lack
+	Splits           bool  // segments split as the file fills (Options.NoSplits)
 }
 
 // Resize rewrites the map at path into a new file laid out for the
@@ -65,7 +75,8 @@ type FileShape struct {
 // rewritten for its entries is as fast as one created for them. The new
 // file is in the current format (growth and tier stamps, which files made
 // before them lack), and keeps what the old one was made with: cache or
-// not, checksums, undo records, MaxBloatFactor, the application locks and
+// not, checksums, undo records, MaxBloatFactor, whether its segments
+// split (unless opts says: see ResizeOptions.Splits), the application locks and
 // their algorithm, the process slots, the permission bits (and the owner,
 // where this process may give it). It is sized by opts (nil: for the
 // entries held): Entries, and AverageKeySize and AverageValueSize the
@@ -111,6 +122,9 @@ func ResizeContext(ctx context.Context, path string, opts *ResizeOptions) (Resiz
 	}
 	if ro.Entries < 0 || ro.MaxSize < NoGrowth {
 		return ResizeResult{}, fmt.Errorf("resize %s: %w: Entries %d, MaxSize %d", path, ErrBadOptions, ro.Entries, ro.MaxSize)
+	}
+	if ro.Splits && ro.NoSplits {
+		return ResizeResult{}, fmt.Errorf("resize %s: %w: Splits and NoSplits together: give one", path, ErrBadOptions)
 	}
 	// A symbolic link stays one: the new file goes where the map is.
 	target := path
@@ -236,6 +250,7 @@ func shapeOf(m *Map) FileShape {
 		Capacity: st.Capacity, AverageKeySize: m.layout.AverageKeySize, AverageValueSize: m.layout.AverageValueSize,
 		Segments: st.Segments, TiersInUse: st.TiersInUse, GrowthSteps: st.GrowthSteps,
 		FileSize: st.FileSize, MaxFileSize: st.MaxFileSize, Grows: m.layout.Grows, Stamps: m.layout.Stamps,
+		Splits: m.layout.Splits,
 	}
 }
 
@@ -277,6 +292,9 @@ func resizedOptions(l *segment.Layout, fl fileLayout, h held, ro ResizeOptions, 
 		Cache: l.Cache, NoChecksums: !l.Checksums, NoUndo: !l.Undo,
 		Locks: fl.locks.locks, LockAlgorithm: fl.locks.algorithm, MaxProcesses: fl.registry.Slots,
 		Mode: perm, CreateNew: true,
+		// The layout does not record NoSplits: a store map that grows
+		// without splitting is the nearest sign of it.
+		NoSplits: ro.NoSplits || (!ro.Splits && l.Grows && !l.Splits),
 	}
 	if o.Entries == 0 {
 		o.Entries = int(max(int64(l.Entries), h.entries))

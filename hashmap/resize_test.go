@@ -249,6 +249,52 @@ func TestResizeGivesAnOldFileGrowthAndStamps(t *testing.T) {
 	}
 }
 
+// TestResizeKeepsNoSplits: a map made with NoSplits, resized, keeps
+// its segments in a new file that does not split either, unless the
+// caller asks for splits; a map that splits, resized, splits, unless the
+// caller asks for none.
+func TestResizeKeepsNoSplits(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		noSplits   bool // the old file's
+		ro         ResizeOptions
+		wantSplits bool
+	}{
+		{"no-splits kept", true, ResizeOptions{}, false},
+		{"splits kept", false, ResizeOptions{}, true},
+		{"splits asked for", true, ResizeOptions{Splits: true}, true},
+		{"no splits asked for", false, ResizeOptions{NoSplits: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m")
+			m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 8, AverageValueSize: 8, NoSplits: c.noSplits})
+			if !m.layout.Grows || m.layout.Splits == c.noSplits {
+				t.Fatalf("made with growth %v, splits %v: the test lost its point", m.layout.Grows, m.layout.Splits)
+			}
+			fillResize(t, m, 3000)
+			m.Close()
+			res, err := Resize(path, &c.ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Old.Splits != !c.noSplits || res.New.Splits != c.wantSplits || !res.New.Grows {
+				t.Fatalf("old %+v, new %+v: want a new file that grows, splits %v", res.Old, res.New, c.wantSplits)
+			}
+			checkResized(t, path, 3000, 0)
+			m = mustOpen(t, path, &Options{NoCreate: true})
+			defer m.Close()
+			if st := m.Stats(); m.layout.Splits != c.wantSplits || (st.MaxSegments > st.Segments) != c.wantSplits {
+				t.Fatalf("the new file splits %v (%d segments, up to %d), want %v", m.layout.Splits, st.Segments, st.MaxSegments, c.wantSplits)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "m")
+	mustOpen(t, path, &Options{Entries: 1000}).Close()
+	if _, err := Resize(path, &ResizeOptions{Splits: true, NoSplits: true}); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("Resize with Splits and NoSplits: %v, want ErrBadOptions", err)
+	}
+}
+
 // TestResizeRefusedWhileAWriterHasItOpen: a process with the map open for
 // writing makes Resize refuse, naming it, and change nothing.
 func TestResizeRefusedWhileAWriterHasItOpen(t *testing.T) {

@@ -35,6 +35,10 @@ const maxRegistrySearch = 1 << 30
 // a tier cut short in the middle is read up to where the file ends. Without a verifying header the layout
 // is found from the file itself (Salvaged.Notes says what it rests on).
 // Every entry read decodes and passes its checksum, as for Range.
+// In a map that split, a key met in two segments (a split cut short after
+// its commit leaves a stale copy behind) is given from the segment it maps
+// to, under the count of segments in use that its two copies record or,
+// when neither verifies, that the segments' stamps say.
 //
 // The Map is read-only and has no lock table; Range, RangeView, Get, Len and
 // Check work as with Options.ReadOnly. Only LockTimeout of opts is used.
@@ -116,7 +120,10 @@ func salvageMap(f *offheap.File, o Options, sv *Salvaged) (*Map, error) {
 		}
 		sv.Notes = append(sv.Notes, tierNotes(tb.Layout(), tiers, f.Size(), s)...)
 	}
-	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true}
+	if n, stamped := tb.SalvageSegmentCount(); stamped {
+		sv.Notes = append(sv.Notes, fmt.Sprintf("neither copy of the count of segments in use verifies: %d, from the stamps of the segments split into, is read", n))
+	}
+	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true, salvaged: true}
 	if m.lockTable, err = newLockTable(m, f.Region, lockLayout{}); err != nil {
 		return nil, err
 	}

@@ -231,6 +231,27 @@ func (tb *Table) MendSegmentCount() (from, to uint64, mended bool) {
 	return from, n, true
 }
 
+// SalvageSegmentCount establishes N for a read-only table that salvage
+// reads, where MendSegmentCount may not write: if neither copy verifies,
+// the table reads N from then on as the first tiers' stamps say (as
+// MendSegmentCount would set it), not the count the map was created with,
+// which would leave out every segment split into. It returns N and
+// whether the stamps gave it.
+func (tb *Table) SalvageSegmentCount() (n int64, fromStamps bool) {
+	if tb.split.claim == nil {
+		return tb.Segments(), false
+	}
+	if _, ok := segmentsFromWord(atomic.LoadUint64(tb.active)); ok {
+		return tb.Segments(), false
+	}
+	if _, ok := segmentsFromWord(atomic.LoadUint64(tb.activeCopy)); ok {
+		return tb.Segments(), false
+	}
+	w := segmentsWord(uint64(tb.stampedSegments()))
+	tb.active, tb.activeCopy = &w, &w
+	return tb.Segments(), true
+}
+
 // stampedSegments is one past the last segment whose first tier carries
 // its stamp, or Segments in files without stamps.
 func (tb *Table) stampedSegments() int64 {

@@ -30,7 +30,7 @@ fills, up to 4 times --segments (at least 1024), so that lookups stay as
 short as in a map made for its size; --no-splits keeps the segments it was
 made with. Past that, or without splits, each lookup walks more tiers: for
 the speed of a map made for the new size, rewrite it into one (mapctl
-resize PATH, whose new file splits). The
+resize PATH, whose new file splits if this one does, or with --splits). The
 sizing is fixed at creation: every process that opens the file later uses
 it.
 

@@ -16,6 +16,8 @@ type resizeOpts struct {
 	maxSize  int64
 	sizeSet  bool // --max-size given
 	noGrowth bool
+	splits   bool // --splits
+	noSplits bool // --no-splits
 }
 
 var resizeCmd = &command{
@@ -36,7 +38,11 @@ entries and the entries it holds), with the mean key and value sizes of the
 entries it holds, and segments chosen for --entries. It grows up to
 --max-size (default: 64 times its first size, at least 64MiB, at most
 1TiB), or not at all with --no-growth; a cache map never grows, it evicts.
-Everything else the old file was made with is kept: cache or not,
+Its segments split as it fills (see mapctl create) as the old file's did:
+a map created with --no-splits (or one that grows but never split) keeps
+its segments in the new file too, unless --splits is given; --no-splits
+makes a new file whose segments do not split. A file that does not grow
+never splits. Everything else the old file was made with is kept: cache or not,
 checksums, undo records, --bloat, the application locks and their
 algorithm, --max-processes, the permission bits (and the owner, when run
 as a user who may give it). Every entry is copied, a cache map's with its
@@ -79,7 +85,8 @@ is then as it was).
 Examples:
   mapctl stats /srv/sessions.map   # tiers per segment, growth steps
   mapctl resize /srv/sessions.map
-  mapctl resize /srv/sessions.map --entries 5000000 --max-size 64GiB`,
+  mapctl resize /srv/sessions.map --entries 5000000 --max-size 64GiB
+  mapctl resize /srv/sessions.map --splits   # made with --no-splits`,
 	flags: func(fs *flag.FlagSet) any {
 		o := &resizeOpts{}
 		fs.IntVar(&o.entries, "entries", 0, "number of entries to size the new file for (0: the larger of the old file's and the entries it holds)")
@@ -92,6 +99,8 @@ Examples:
 			return nil
 		})
 		fs.BoolVar(&o.noGrowth, "no-growth", false, "keep the new file at the size it is created with: puts fail once --entries x --bloat is used up")
+		fs.BoolVar(&o.splits, "splits", false, "split the new file's segments as it fills, even if the old file's did not (default: as the old file)")
+		fs.BoolVar(&o.noSplits, "no-splits", false, "keep the segments the new file is created with, even if the old file's split (default: as the old file)")
 		return o
 	},
 	run: runResize,
@@ -107,8 +116,10 @@ func runResize(e *env, c *command, opts any, args []string) int {
 		return e.usageError(c, fmt.Sprintf("--entries %d: want 0 (the default) or a count of entries", o.entries))
 	case o.noGrowth && o.sizeSet:
 		return e.usageError(c, "--max-size and --no-growth together: give one")
+	case o.splits && o.noSplits:
+		return e.usageError(c, "--splits and --no-splits together: give one")
 	}
-	ro := &hashmap.ResizeOptions{Entries: o.entries, MaxSize: o.maxSize}
+	ro := &hashmap.ResizeOptions{Entries: o.entries, MaxSize: o.maxSize, Splits: o.splits, NoSplits: o.noSplits}
 	if o.noGrowth {
 		ro.MaxSize = hashmap.NoGrowth
 	}

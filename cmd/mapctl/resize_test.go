@@ -23,7 +23,8 @@ import (
 // same lines after as before.
 func TestResize(t *testing.T) {
 	// A map that keeps its one segment (--no-splits) chains tiers as it
-	// fills, which resize mends; the new file splits.
+	// fills, which resize mends; the new file keeps the choice of no
+	// splits unless --splits is given.
 	p := filepath.Join(t.TempDir(), "m.map")
 	if c, o, e := mapctl(t, "", "create", p, "--entries", "1000", "--key-size", "16", "--value-size", "32", "--no-splits"); c != 0 || !strings.Contains(o, "created") {
 		t.Fatalf("create --no-splits: %d %q %q", c, o, e)
@@ -53,12 +54,30 @@ $`)
 	if !want.MatchString(o) {
 		t.Fatalf("resize said:\n%s", o)
 	}
-	if c, o, e := mapctl(t, "", "stats", p); c != 0 || !regexp.MustCompile(`Segments: [0-9]+ in use, splits up to [0-9]+\n`).MatchString(o) {
-		t.Fatalf("stats of the resized map: %d %q %q; want one that splits", c, o, e)
+	if c, o, e := mapctl(t, "", "stats", p); c != 0 || !regexp.MustCompile(`\nSegments: [0-9]+\n`).MatchString(o) {
+		t.Fatalf("stats of the resized map: %d %q %q; want one that does not split, as the map created with --no-splits", c, o, e)
 	}
 	// In another order: the order of the segments, which are others.
 	if _, after, _ := mapctl(t, "", "dump", p); sortedLines(after) != sortedLines(before) || strings.Count(before, "\n") != n {
 		t.Fatal("dump after resize has other lines than dump before")
+	}
+	if c, o, e := mapctl(t, "", "resize", p, "--splits"); c != 0 || !strings.Contains(o, "30000 entries kept") {
+		t.Fatalf("resize --splits: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "stats", p); c != 0 || !regexp.MustCompile(`Segments: [0-9]+ in use, splits up to [0-9]+\n`).MatchString(o) {
+		t.Fatalf("stats of the map resized with --splits: %d %q %q; want one that splits", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "resize", p); c != 0 {
+		t.Fatalf("resize of a map that splits: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "stats", p); c != 0 || !strings.Contains(o, " in use, splits up to ") {
+		t.Fatalf("stats of a map that splits, resized: %d %q %q; want one that splits still", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "resize", p, "--no-splits"); c != 0 {
+		t.Fatalf("resize --no-splits: %d %q %q", c, o, e)
+	}
+	if c, o, e := mapctl(t, "", "stats", p); c != 0 || !regexp.MustCompile(`\nSegments: [0-9]+\n`).MatchString(o) {
+		t.Fatalf("stats of the map resized with --no-splits: %d %q %q; want one that does not split", c, o, e)
 	}
 	if c, o, e := mapctl(t, "", "resize", p, "--entries", "100000", "--no-growth"); c != 0 || !regexp.MustCompile(`segments       [0-9]+ -> 128\n`).MatchString(o) || strings.Contains(o, "grows to") {
 		t.Fatalf("resize --entries 100000 --no-growth: %d %q %q", c, o, e)
@@ -70,6 +89,12 @@ func TestResizeUsage(t *testing.T) {
 	p := newMap(t)
 	if c, _, e := mapctl(t, "", "resize", p, "--no-growth", "--max-size", "1GiB"); c != exitUsage || !strings.Contains(e, "--max-size and --no-growth") {
 		t.Fatalf("resize --no-growth --max-size: %d %q", c, e)
+	}
+	if c, _, e := mapctl(t, "", "resize", p, "--splits", "--no-splits"); c != exitUsage || !strings.Contains(e, "--splits and --no-splits") {
+		t.Fatalf("resize --splits --no-splits: %d %q", c, e)
+	}
+	if c, o, _ := mapctl(t, "", "resize", "--help"); c != 0 || !strings.Contains(o, "-splits") || !strings.Contains(o, "-no-splits") || !strings.Contains(o, "created with --no-splits") {
+		t.Fatalf("resize --help does not tell of --splits and --no-splits: %q", o)
 	}
 	if c, _, e := mapctl(t, "", "resize", p, "--entries", "-3"); c != exitUsage {
 		t.Fatalf("resize --entries -3: %d %q", c, e)
