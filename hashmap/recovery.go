@@ -189,8 +189,10 @@ func (m *Map) recoverHeld(only []int) (Recovery, error) {
 	if all {
 		// Those in use and the next, which a split cut short may have
 		// left locked (see segment.Table.SegmentsTouched); and the split
-		// claim of a dead process.
-		m.table.ReleaseSplitClaim(m.splitClaimerGone)
+		// claim of a dead process, held until the pass ends.
+		if release, ok := m.table.TakeOverSplitClaim(m.splitClaimerGone); ok {
+			defer release()
+		}
 		only = make([]int, m.table.SegmentsTouched())
 		for i := range only {
 			only[i] = i
@@ -310,9 +312,11 @@ func (m *Map) recoverSplit() bool {
 		return false
 	}
 	defer unlock()
-	if !m.table.ReleaseSplitClaim(m.splitClaimerGone) {
+	release, ok := m.table.TakeOverSplitClaim(m.splitClaimerGone)
+	if !ok {
 		return false
 	}
+	defer release()
 	held := m.table.SplitHeld()
 	only := make([]int, len(held))
 	for i, seg := range held {

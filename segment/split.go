@@ -172,9 +172,10 @@ func formatSplits(words []uint64, l *Layout) {
 // SetSplitter gives the table this process's claim id (non-zero; the
 // hashmap makes it from the registry slot and its generation), a test of
 // whether a claim's process is gone, and the map's recovery passes: of
-// everything, run when a dead process's claim is found, and of one
-// segment, run when the segment a split would split into is locked (only
-// a split cut short leaves it so). Set it before the table is used.
+// the segments a dead process's split may hold (SplitHeld), run when its
+// claim is found, and of one segment, run when the segment a split would
+// split into is locked (only a split cut short leaves it so). Set it
+// before the table is used.
 func (tb *Table) SetSplitter(id uint64, gone func(id uint64) bool, recover func() bool, recoverSegment func(seg int64)) {
 	if id == 0 {
 		id = 1
@@ -313,20 +314,27 @@ func (tb *Table) SplitClaim() uint64 {
 	return atomic.LoadUint64(tb.split.claim)
 }
 
-// ReleaseSplitClaim clears the split claim if gone says its claimer is
-// gone, and reports whether it did. Part of the map's recovery, which
-// holds the recovery lock.
-func (tb *Table) ReleaseSplitClaim(gone func(id uint64) bool) bool {
+// TakeOverSplitClaim takes the split claim from a process that gone says
+// is gone, for the caller to mend what that split left while no other
+// split can run: it makes the two copies of N agree (a split cut short
+// between its two stores), and the caller then recovers the segments the
+// dead split may hold (SplitHeld, or all) and calls release, which frees
+// the claim. Cleared at once instead, the claim could pass to a live
+// splitter whose commit of N+2 the mending of N then overwrote with N+1,
+// hiding the keys it moved. ok is false, and release nil, when the claim
+// is free or its holder alive. Part of the map's recovery, which holds
+// the recovery lock.
+func (tb *Table) TakeOverSplitClaim(gone func(id uint64) bool) (release func(), ok bool) {
 	sp := &tb.split
 	if sp.claim == nil || tb.readOnly {
-		return false
+		return nil, false
 	}
 	cur := atomic.LoadUint64(sp.claim)
-	if cur == 0 || !gone(cur) || !atomic.CompareAndSwapUint64(sp.claim, cur, 0) {
-		return false
+	if cur == 0 || cur == sp.id || !gone(cur) || !atomic.CompareAndSwapUint64(sp.claim, cur, sp.id) {
+		return nil, false
 	}
-	tb.MendSegmentCount() // a split cut short between its two stores of N
-	return true
+	tb.MendSegmentCount()
+	return func() { atomic.StoreUint64(sp.claim, 0) }, true
 }
 
 // PauseSplits holds the split claim until the returned resume is called,

@@ -404,3 +404,46 @@ func TestFailedSplitWaitsForNOrItsDelay(t *testing.T) {
 	}
 	checkSplitKeys(t, tb, n)
 }
+
+// TestTakenOverClaimHoldsOffSplits: the claim of a dead splitter passes to
+// the process that recovers it, not to nobody: while that process mends
+// N and recovers the segments the split held, another process's split
+// must not run (its commit could be overwritten by the mending of N), and
+// once released, splits go on.
+func TestTakenOverClaimHoldsOffSplits(t *testing.T) {
+	tb, path := newTable(t, splitParams())
+	for i := range 400 {
+		k, v := splitKey(i)
+		if _, err := tb.For(hashOf(k)).put(hashOf(k), k, v, Replace); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	const dead, self = 77, 5
+	gone := func(id uint64) bool { return id == dead }
+	tb.SetSplitter(self, gone, nil, nil)
+	other := openTable(t, path, *tb.Layout(), false)
+	other.SetSplitter(9, gone, nil, nil)
+	atomic.StoreUint64(tb.split.claim, dead)
+	if _, ok := tb.TakeOverSplitClaim(func(uint64) bool { return false }); ok {
+		t.Fatal("took over the claim of a live process")
+	}
+	release, ok := tb.TakeOverSplitClaim(gone)
+	if !ok {
+		t.Fatal("did not take over a dead process's claim")
+	}
+	if got := tb.SplitClaim(); got != self {
+		t.Fatalf("claim %#x while taken over, want the recovering process's %#x", got, self)
+	}
+	before := tb.Segments()
+	if other.TrySplit() || tb.Segments() != before {
+		t.Fatal("another process split while the dead splitter's claim was being recovered")
+	}
+	if _, again := tb.TakeOverSplitClaim(gone); again {
+		t.Fatal("took over a claim it holds")
+	}
+	release()
+	if !other.TrySplit() || tb.Segments() != before+1 {
+		t.Fatalf("no split after the claim was released (%d segments, %d before)", tb.Segments(), before)
+	}
+	checkSplitKeys(t, tb, 400)
+}
