@@ -1,9 +1,11 @@
 package hashmap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/sharedmap/sharedmap/segment"
@@ -69,6 +71,7 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 		// present and unchanged throughout is seen once (see splitSeen).
 		n0 := int(m.table.Segments())
 		var visits []int64
+		var strays salvageStrays // a salvage's copies met outside their key's segment
 		for i := 0; i < int(m.table.Segments()); i++ {
 			if !reuse {
 				arena = nil // fresh per segment: slices already yielded keep theirs
@@ -101,7 +104,10 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			left.bad.Add(damaged)
 			for j := 0; j+3 < len(ends); j += 4 {
 				k := arena[ends[j]:ends[j+1]:ends[j+1]]
-				if i >= n0 && m.splitSeen(k, i, visits) || m.salvaged && m.strayCopy(k, i, at) {
+				if i >= n0 && m.splitSeen(k, i, visits) {
+					continue
+				}
+				if m.salvaged && strays.deferred(m, k, arena[ends[j+2]:ends[j+3]:ends[j+3]], i, at, false) {
 					continue
 				}
 				if !yield(k, arena[ends[j+2]:ends[j+3]:ends[j+3]]) {
@@ -112,7 +118,10 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 			// key deleted since is left out, one changed since is given
 			// as it is now.
 			for _, k := range damaged.LargeKeys() {
-				if i >= n0 && m.splitSeen(k, i, visits) || m.salvaged && m.strayCopy(k, i, at) {
+				if i >= n0 && m.splitSeen(k, i, visits) {
+					continue
+				}
+				if m.salvaged && strays.deferred(m, k, nil, i, at, true) {
 					continue
 				}
 				v, found, err := m.rangeLarge(k)
@@ -135,6 +144,9 @@ func (m *Map) rangeSegments(errp *error, reuse bool) iter.Seq2[[]byte, []byte] {
 					return
 				}
 			}
+		}
+		if m.salvaged && !strays.giveUnmatched(m, yield) {
+			return
 		}
 		if d := left.err(); d != nil {
 			*errp = d
@@ -219,20 +231,65 @@ func (m *Map) splitSeen(key []byte, seg int, visits []int64) bool {
 	return false
 }
 
-// strayCopy reports, for a salvage's Range, whether key, found in segment
-// seg with at segments in use, is a copy outside the segment it maps to
-// that the segment it maps to holds too: a split cut short after its
-// commit leaves stale copies of the keys it moved in the segment it
-// split, and the live ones, which may have been overwritten since, in
-// the new segment. A copy outside its segment that its segment lacks (or
-// cannot be read for) is kept: salvage gives what it can.
-func (m *Map) strayCopy(key []byte, seg int, at int64) bool {
+// salvageStrays is what a salvage's Range sets aside in a map that split:
+// a split cut short after its commit leaves stale copies of the keys it
+// moved in the segment it split, and the live ones, which may have been
+// overwritten since, in the new segment. A copy met outside its key's
+// segment is held back until the end, and given only if the key's own
+// segment gave none: what the Range itself gave decides, not a lookup,
+// which would not check the entry's checksum or see a segment the Range
+// could not read.
+type salvageStrays struct {
+	home    []uint64 // hashes of the keys given from their own segment
+	entries []strayEntry
+}
+
+// strayEntry is a copy set aside: its key and value (nil for a large
+// value, read at the end).
+type strayEntry struct {
+	key, value []byte
+	large      bool
+}
+
+// deferred reports whether the copy of key found in segment seg, with at
+// segments in use, is set aside; if not, the Range gives it now, and a
+// copy in its key's own segment is noted as given.
+func (s *salvageStrays) deferred(m *Map, key, value []byte, seg int, at int64, large bool) bool {
 	h := xxhash.Sum64(key)
 	if at == 0 || !m.layout.Splits || segment.SegmentFor(h, at) == int64(seg) {
+		s.home = append(s.home, h)
 		return false
 	}
-	found, err := m.Contains(key)
-	return err == nil && found
+	s.entries = append(s.entries, strayEntry{key: bytes.Clone(key), value: bytes.Clone(value), large: large})
+	return true
+}
+
+// giveUnmatched yields the copies set aside whose key its own segment did
+// not give (a large value read as it is now; one that no longer reads is
+// left out, as Range leaves it out), and reports whether the Range goes
+// on.
+func (s *salvageStrays) giveUnmatched(m *Map, yield func(key, value []byte) bool) bool {
+	if len(s.entries) == 0 {
+		return true
+	}
+	slices.Sort(s.home)
+	for _, e := range s.entries {
+		if _, given := slices.BinarySearch(s.home, xxhash.Sum64(e.key)); given {
+			continue
+		}
+		v := e.value
+		if e.large {
+			var found bool
+			var err error
+			if v, found, err = m.rangeLarge(e.key); err != nil || !found {
+				continue
+			}
+		}
+		if !yield(e.key, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // rangeLarge reads the large value of key for a Range, inside the

@@ -38,7 +38,9 @@ const maxRegistrySearch = 1 << 30
 // In a map that split, a key met in two segments (a split cut short after
 // its commit leaves a stale copy behind) is given from the segment it maps
 // to, under the count of segments in use that its two copies record or,
-// when neither verifies, that the segments' stamps say.
+// when neither verifies, that the segments' stamps say; the other copy is
+// given only if that segment gave none (its copy failed its checksum, or
+// the segment could not be read).
 //
 // The Map is read-only and has no lock table; Range, RangeView, Get, Len and
 // Check work as with Options.ReadOnly. Only LockTimeout of opts is used.
@@ -121,7 +123,7 @@ func salvageMap(f *offheap.File, o Options, sv *Salvaged) (*Map, error) {
 		sv.Notes = append(sv.Notes, tierNotes(tb.Layout(), tiers, f.Size(), s)...)
 	}
 	if n, stamped := tb.SalvageSegmentCount(); stamped {
-		sv.Notes = append(sv.Notes, fmt.Sprintf("neither copy of the count of segments in use verifies: %d, from the stamps of the segments split into, is read", n))
+		sv.Notes = append(sv.Notes, fmt.Sprintf("neither copy of the count of segments in use verifies: %d, from the stamps of the segments split into, is read (one more than the map had if its last split was cut short before its commit: Range still gives the keys of that split, Get may not)", n))
 	}
 	m := &Map{file: f, table: tb, layout: tb.Layout(), segMask: uint64(tb.Layout().Segments - 1), opts: o, readOnly: true, salvaged: true}
 	if m.lockTable, err = newLockTable(m, f.Region, lockLayout{}); err != nil {

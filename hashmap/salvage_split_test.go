@@ -5,6 +5,7 @@ package hashmap
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,17 @@ func splitSalvageValue(i, version int) []byte {
 // Range yields, failing the test on an error or a key yielded twice.
 func salvagedEntries(t *testing.T, path string) map[string]string {
 	t.Helper()
+	got, rerr := salvagedEntriesAndError(t, path)
+	if rerr != nil {
+		t.Fatalf("salvage's Range: %v", rerr)
+	}
+	return got
+}
+
+// salvagedEntriesAndError is salvagedEntries that returns the Range's
+// error (what it left out) instead of failing on it.
+func salvagedEntriesAndError(t *testing.T, path string) (map[string]string, error) {
+	t.Helper()
 	sm, _, err := Salvage(path, &Options{LockTimeout: killLockTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +59,7 @@ func salvagedEntries(t *testing.T, path string) map[string]string {
 		}
 		got[string(k)] = string(v)
 	}
-	if rerr != nil {
-		t.Fatalf("salvage's Range: %v", rerr)
-	}
-	return got
+	return got, rerr
 }
 
 // TestSalvageOfASplitMapWithItsSegmentCountDamaged: a map that split, with
@@ -117,6 +126,18 @@ func TestSalvageOfASplitMapWithItsSegmentCountDamaged(t *testing.T) {
 // of it leaves it while N is damaged (rebuild keeps the keys that map to
 // p under the count it reads).
 func TestSalvagePrefersTheCopyInTheKeysSegment(t *testing.T) {
+	testSalvagePrefersTheCopyInTheKeysSegment(t, false)
+}
+
+// TestSalvageKeepsAStrayCopyWhenTheKeysSegmentLosesIt: as above, but the
+// newer copy in c fails its checksum, so salvage leaves it out: the stale
+// copy in p is then all there is of the key, and salvage gives it rather
+// than nothing.
+func TestSalvageKeepsAStrayCopyWhenTheKeysSegmentLosesIt(t *testing.T) {
+	testSalvagePrefersTheCopyInTheKeysSegment(t, true)
+}
+
+func testSalvagePrefersTheCopyInTheKeysSegment(t *testing.T, damageNewer bool) {
 	path := filepath.Join(t.TempDir(), "m")
 	m := mustOpen(t, path, &Options{Entries: 2000, AverageKeySize: 20, AverageValueSize: 60, Segments: 2, LockTimeout: killLockTimeout})
 	stored := 0
@@ -183,7 +204,38 @@ func TestSalvagePrefersTheCopyInTheKeysSegment(t *testing.T) {
 		t.Fatalf("Get of the key overwritten in c: %q, %v", v, err)
 	}
 	m.Close()
-	got := salvagedEntries(t, path)
+	if damageNewer {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every copy of its bytes (the entry, and what an undo record
+		// or a freed chunk may still hold).
+		v := splitSalvageValue(newer, 1)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for at := bytes.Index(b, v); at >= 0; n++ {
+			if _, err := f.WriteAt([]byte{v[0] ^ 0x20}, int64(at)); err != nil {
+				t.Fatal(err)
+			}
+			next := bytes.Index(b[at+1:], v)
+			if next < 0 {
+				break
+			}
+			at += 1 + next
+		}
+		f.Close()
+		if n == 0 {
+			t.Fatal("the newer value is not in the file")
+		}
+	}
+	got, rerr := salvagedEntriesAndError(t, path)
+	if damageNewer != (rerr != nil) || rerr != nil && !errors.Is(rerr, ErrCorrupt) {
+		t.Fatalf("salvage's Range ended with %v, with the newer copy damaged %v", rerr, damageNewer)
+	}
 	if v, ok := got[string(splitSalvageKey(stored))]; ok {
 		// The Put the split died in had stored its key first.
 		if v != string(splitSalvageValue(stored, 0)) {
@@ -193,7 +245,7 @@ func TestSalvagePrefersTheCopyInTheKeysSegment(t *testing.T) {
 	}
 	for i := range stored {
 		want := splitSalvageValue(i, 0)
-		if i == newer {
+		if i == newer && !damageNewer {
 			want = splitSalvageValue(i, 1)
 		}
 		if got[string(splitSalvageKey(i))] != string(want) {

@@ -39,8 +39,8 @@ entries it holds, and segments chosen for --entries. It grows up to
 --max-size (default: 64 times its first size, at least 64MiB, at most
 1TiB), or not at all with --no-growth; a cache map never grows, it evicts.
 Its segments split as it fills (see mapctl create) as the old file's did:
-a map created with --no-splits (or one that grows but never split) keeps
-its segments in the new file too, unless --splits is given; --no-splits
+a map created with --no-splits (or made before segments split, or with a
+--max-size too small for them) keeps its segments in the new file too, unless --splits is given; --no-splits
 makes a new file whose segments do not split. A file that does not grow
 never splits. Everything else the old file was made with is kept: cache or not,
 checksums, undo records, --bloat, the application locks and their
