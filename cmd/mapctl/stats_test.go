@@ -4,9 +4,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sharedmap/sharedmap/hashmap"
 )
 
 func TestStatsInspect(t *testing.T) {
@@ -156,5 +160,43 @@ func TestStatsWatchUsage(t *testing.T) {
 	}
 	if c, o, e := mapctl(t, "", "stats", p, "--watch", "10ms", "--count", "2", "--json"); c != 0 || strings.Count(o, "\n") != 2 {
 		t.Errorf("stats --watch 10ms --count 2 --json: %d %q %q", c, o, e)
+	}
+}
+
+// TestInspectListsGrowthSteps: inspect lists every growth step of a map
+// whose file grew, in its table and under "growth" with --json, as the
+// map's own log has them.
+func TestInspectListsGrowthSteps(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.map")
+	m, err := hashmap.Open(p, &hashmap.Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 24, NoSplits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		if err := m.Put(fmt.Appendf(nil, "k%07d", i), []byte("a value of 24 bytes here")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, err := m.Growth()
+	m.Close()
+	if err != nil || len(steps) < 2 {
+		t.Fatalf("the map grew %d times (%v), want 2 or more", len(steps), err)
+	}
+	c, o, e := mapctl(t, "", "inspect", p)
+	if c != 0 || !strings.Contains(o, "GROWN AT") {
+		t.Fatalf("inspect: %d %q %q", c, o, e)
+	}
+	for _, s := range steps {
+		row := s.At.UTC().Format(time.RFC3339Nano)
+		if !strings.Contains(o, row) || !strings.Contains(o, fmt.Sprintf(" %d ", s.Tiers)) {
+			t.Errorf("inspect lacks the growth step at %s to %d tiers:\n%s", row, s.Tiers, o)
+		}
+	}
+	c, o, e = mapctl(t, "", "inspect", "--json", p)
+	var doc struct {
+		Growth []hashmap.GrowthStep `json:"growth"`
+	}
+	if c != 0 || json.Unmarshal([]byte(o), &doc) != nil || len(doc.Growth) != len(steps) {
+		t.Fatalf("inspect --json: %d, %d growth steps, want %d: %q %q", c, len(doc.Growth), len(steps), o, e)
 	}
 }
