@@ -228,16 +228,7 @@ func TestFlushAllDropsEverything(t *testing.T) {
 	// the entries and the Gets below miss without FLUSHALL's help.
 	settle(t, c)
 	for _, k := range keys {
-		mustGet(t, c, k)
-		// A Get passes through to Redis while the watermark is stale, so a
-		// hit is awaited rather than demanded of the first try.
-		served := func() bool {
-			h := c.Stats().Hits
-			return mustGet(t, c, k) == "v" && c.Stats().Hits > h
-		}
-		if !waitFor(5*time.Second, served) {
-			t.Fatalf("%s is not served from the map before FLUSHALL: %+v", k, c.Stats())
-		}
+		awaitHit(t, c, k, "v")
 	}
 	before := c.Stats()
 	plainSet(t, p, "FLUSHALL")
@@ -338,11 +329,7 @@ func TestBlackholeStopsHits(t *testing.T) {
 	px.Blackhole(false)
 	px.Cut() // the tracker may be waiting out a handshake timeout
 	waitFresh(t, c)
-	hits := c.Stats().Hits
-	mustGet(t, c, key)
-	if got := mustGet(t, c, key); got != "new" || c.Stats().Hits == hits {
-		t.Fatalf("after the partition healed: %q, %+v", got, c.Stats())
-	}
+	awaitHit(t, c, key, "new")
 }
 
 // A cut tracking connection may have lost invalidations: the tracker bumps

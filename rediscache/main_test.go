@@ -159,6 +159,23 @@ func mustGet(t testing.TB, c *Cache, key string) string {
 	return string(v)
 }
 
+// awaitHit waits until a Get of key is served from the map with want. A Get
+// passes through to Redis while the watermark is stale, and a fill is lost
+// to an epoch bump or an invalidation that lands after it, so on a loaded
+// machine the first tries may miss.
+func awaitHit(t testing.TB, c *Cache, key, want string) {
+	t.Helper()
+	var got string
+	served := func() bool {
+		h := c.Stats().Hits
+		got = mustGet(t, c, key)
+		return got == want && c.Stats().Hits > h
+	}
+	if !waitFor(5*time.Second, served) {
+		t.Fatalf("%s not served from the map within 5s: last %q, %+v", key, got, c.Stats())
+	}
+}
+
 func plainSet(t testing.TB, p rueidis.Client, args ...string) {
 	t.Helper()
 	if err := p.Do(context.Background(), p.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
