@@ -189,16 +189,61 @@ func killAcks(t testing.TB, path string) []uint64 {
 	return r.Uint64s(0, 3*killKeys*2)
 }
 
+// killTimeoutTries is how many times in a row a kill writer's Put or
+// Delete may time out before the writer reports an error. A try that
+// times out on a lock the dead held recovers it (ErrTimeout says a live
+// holder, or a dead one that pass could not yet release), so tries keep
+// timing out only on live holders: on a loaded machine a live writer can
+// be off its core longer than killLockTimeout while it holds a lock, and
+// the map then says ErrTimeout, as documented. A recovery that failed
+// would time out every try: the test keeps a writer dead past them all
+// (killStayDead), so that its restart cannot recover in their stead.
+const killTimeoutTries = 2
+
+// killStayDead is how long every tenth killed writer stays dead: past
+// every try a survivor makes, each of which waits a lock timeout, recovers
+// and waits one more.
+const killStayDead = 2*killTimeoutTries*killLockTimeout + 100*time.Millisecond
+
+// stallMeter measures how long this process is kept from running beyond
+// what it asked: a goroutine sleeps a millisecond at a time and adds what
+// each sleep overran by. On a loaded machine the other processes suffer
+// delays of the same order, which a wait on their locks inherits.
+type stallMeter struct{ overrun atomic.Int64 }
+
+func newStallMeter() *stallMeter {
+	s := &stallMeter{}
+	go func() {
+		const nap = time.Millisecond
+		for {
+			start := time.Now()
+			time.Sleep(nap)
+			if over := time.Since(start) - 2*nap; over > 0 {
+				s.overrun.Add(int64(over))
+			}
+		}
+	}()
+	return s
+}
+
+// since is the overrun added since the reading before.
+func (s *stallMeter) since(before int64) time.Duration {
+	return time.Duration(s.overrun.Load() - before)
+}
+
 // killWriter is the helper of TestKillWriters: writer id rewrites its keys
 // (values of changing sizes: in-place rewrites and moves) starting at
 // sequence seq, recording each Put in the acknowledgement table before
 // (tried) and after (acknowledged), and reads the other writers' keys,
 // checking that no value is torn and that no operation waits longer than
-// a lock timeout, a recovery and a retry.
+// a lock timeout, a recovery and a retry, plus what the machine's load
+// adds: each try that timed out on a live holder, and a multiple of how
+// long this process was kept from running meanwhile.
 func killWriter(m *Map, id, seq int) {
 	acks := killAcks(&testing.T{}, os.Getenv("HASHMAP_FILE")+".acks")
 	rng := rand.New(rand.NewPCG(uint64(id), uint64(seq)))
 	limit := 2*killLockTimeout + time.Second
+	stalls := newStallMeter()
 	buf := make([]byte, 0, 256)
 	var recoveries, repairs int64
 	for ; ; seq++ {
@@ -218,15 +263,23 @@ func killWriter(m *Map, id, seq int) {
 			op |= 1 // a Delete
 		}
 		atomic.StoreUint64(&acks[slot], op)
-		start := time.Now()
+		start, stalledBefore := time.Now(), stalls.overrun.Load()
 		var err error
-		if op&1 != 0 {
-			_, err = m.Delete(key)
-		} else {
-			err = m.Put(key, killValue(id, j, seq))
+		tries := 0
+		for tries < killTimeoutTries {
+			tries++
+			if op&1 != 0 {
+				_, err = m.Delete(key)
+			} else {
+				err = m.Put(key, killValue(id, j, seq))
+			}
+			if !errors.Is(err, ErrTimeout) {
+				break
+			}
+			testutil.Report("timeout %v", err)
 		}
 		if err != nil {
-			testutil.Report("error put or delete: %v", err)
+			testutil.Report("error put or delete (try %d): %v", tries, err)
 			return
 		}
 		atomic.StoreUint64(&acks[slot+1], op)
@@ -241,8 +294,9 @@ func killWriter(m *Map, id, seq int) {
 			testutil.Report("error torn %q = %q", other, v)
 			return
 		}
-		if d := time.Since(start); d > limit {
-			testutil.Report("error slow: an operation took %v (limit %v)", d, limit)
+		stalled := stalls.since(stalledBefore)
+		if d, bound := time.Since(start), limit+time.Duration(tries-1)*killLockTimeout+4*stalled; d > bound {
+			testutil.Report("error slow: an operation took %v (limit %v, %d tries, kept from running %v)", d, bound, tries, stalled)
 			return
 		}
 	}
@@ -253,6 +307,7 @@ type killState struct {
 	mu                  sync.Mutex
 	errs                []string
 	recoveries, repairs int
+	timeouts            int            // tries that timed out on a live holder and were made again
 	deaths              map[string]int // where writers killed themselves (TestKilledAtChosenSteps)
 }
 
@@ -268,6 +323,8 @@ func (s *killState) read(id int, out *bufio.Scanner) {
 			s.recoveries++
 		case f[1] == "repaired":
 			s.repairs++
+		case f[1] == "timeout":
+			s.timeouts++
 		case f[1] == "error":
 			s.errs = append(s.errs, fmt.Sprintf("writer %d: %s", id, strings.Join(f[2:], " ")))
 		case f[1] == "dying" && len(f) > 3:
@@ -336,10 +393,10 @@ func TestKillWriters(t *testing.T) {
 		readers[i].Wait() // every line it wrote before dying (Wait would close the pipe)
 		_ = procs[i].Wait()
 		if k%10 == 9 {
-			// Stay dead past the lock timeout, so survivors blocked by
-			// what it held must recover it themselves, not the restarted
-			// writer when it opens the map.
-			time.Sleep(killLockTimeout + 100*time.Millisecond)
+			// Stay dead past the survivors' tries, so survivors blocked
+			// by what it held must recover it themselves, not the
+			// restarted writer when it opens the map.
+			time.Sleep(killStayDead)
 		}
 		procs[i] = start(i)
 		st.mu.Lock()
@@ -365,8 +422,8 @@ func TestKillWriters(t *testing.T) {
 	defer m.Close()
 	newerInFlight, absentInFlight := checkKillAcks(t, m, acks, 3)
 	ms := m.Stats()
-	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor); in-flight operations found applied %d, keys absent after an unacknowledged Put %d; %d compactions and %d relocations in the file",
-		kills, st.repairs, st.recoveries, newerInFlight, absentInFlight, ms.Compactions, ms.Relocations)
+	t.Logf("%d kills, %d recovery passes that repaired something (%d after a lock timeout in a survivor), %d tries timed out on a live holder; in-flight operations found applied %d, keys absent after an unacknowledged Put %d; %d compactions and %d relocations in the file",
+		kills, st.repairs, st.recoveries, st.timeouts, newerInFlight, absentInFlight, ms.Compactions, ms.Relocations)
 	if ms.Compactions == 0 {
 		t.Error("no tier was compacted: the test lost its point")
 	}
