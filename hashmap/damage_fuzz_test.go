@@ -31,13 +31,12 @@ type damageImage struct {
 }
 
 var (
-	damageOnce   [3]sync.Once
-	damageImages [3]*damageImage
+	damageOnce   [4]sync.Once
+	damageImages [4]*damageImage
 )
 
-// damageOptions makes the fuzzed map: a plain one whose pool (of one
-// tier) runs out, so that its file grows twice while it is filled, or a
-// cache that evicts.
+// damageOptions makes the fuzzed map: a plain one that outgrows its
+// segments and splits, or a cache that evicts.
 func damageOptions(cache bool) Options {
 	bloat := 1.0
 	if cache {
@@ -155,6 +154,19 @@ func getUnstampedDamageImage() *damageImage {
 	return damageImages[2]
 }
 
+// getGrownDamageImage is the image of FuzzDamagedGrownMapReads: a plain
+// map that does not split, whose pool (of one tier) runs out, so that its
+// file grows while it is filled and its damage reaches tiers past the
+// file's first end.
+func getGrownDamageImage() *damageImage {
+	damageOnce[3].Do(func() {
+		o := damageOptions(false)
+		o.NoSplits = true
+		damageImages[3] = buildDamageImageOf(o, false)
+	})
+	return damageImages[3]
+}
+
 // applyDamage writes bytes chosen by damage into b: 5-byte records of a
 // region (global state and segment headers; counters and undo records;
 // first tiers; overflow tiers), a 3-byte offset into it and the byte to
@@ -174,7 +186,7 @@ func applyDamage(b []byte, l segment.Layout, damage []byte) {
 }
 
 // FuzzDamagedMapReads: a small filled map (overflow tiers, rewrites,
-// deletes; plain, grown past its first pool, and cache) damaged in its segment headers, counters, undo
+// deletes; plain, split past its first segments, and cache) damaged in its segment headers, counters, undo
 // records and tiers, then reopened: nothing panics or hangs; RangeView and
 // Range yield only written keys with a value written for them unless they
 // end in ErrCorrupt; GetChecked of each key gives a value written for it,
@@ -196,6 +208,20 @@ func FuzzDamagedMapReads(f *testing.F) {
 	f.Add(false, []byte("\x00\x00BB00000000000"))
 	f.Fuzz(func(t *testing.T, cache bool, damage []byte) {
 		damagedImageTrial(t, getDamageImage(cache), damage)
+	})
+}
+
+// FuzzDamagedGrownMapReads is FuzzDamagedMapReads on a plain map whose
+// file grew while it was filled (getGrownDamageImage): chains that reach
+// tiers of the pools the file grew by.
+func FuzzDamagedGrownMapReads(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{2, 0, 1, 0, 0xff, 2, 64, 0, 0, 7})
+	f.Add([]byte{0, 0, 16, 0, 1, 1, 200, 0, 0, 3, 3, 100, 2, 0, 0x40})
+	f.Add([]byte{3, 0, 16, 0, 1, 3, 0, 40, 0, 0, 3, 8, 80, 0, 9})
+	f.Add([]byte("\x00\x00BB00000000000"))
+	f.Fuzz(func(t *testing.T, damage []byte) {
+		damagedImageTrial(t, getGrownDamageImage(), damage)
 	})
 }
 
@@ -414,9 +440,11 @@ func lossOracle(m *Map, img *damageImage, rep Repaired) string {
 }
 
 // TestDamageImageShape: the fuzz targets' maps link overflow tiers, in
-// each segment of the one without stamps.
+// each segment of the one without stamps, and the grown map's file is
+// longer than its first layout (TestDamageImageGrows checks that the plain
+// one splits).
 func TestDamageImageShape(t *testing.T) {
-	for i, img := range []*damageImage{getDamageImage(false), getDamageImage(true), getUnstampedDamageImage()} {
+	for i, img := range []*damageImage{getDamageImage(false), getDamageImage(true), getUnstampedDamageImage(), getGrownDamageImage()} {
 		if img.err != nil {
 			t.Fatal(img.err)
 		}
@@ -427,6 +455,9 @@ func TestDamageImageShape(t *testing.T) {
 		}
 		if unstamped := i == 2; l.Stamps == unstamped || unstamped && (l.Grows || used < l.Segments) {
 			t.Errorf("image %d: stamps %v, grows %v, %d overflow tiers", i, l.Stamps, l.Grows, used)
+		}
+		if grown := i == 3; grown && (l.Splits || int64(len(img.file)) <= l.End) {
+			t.Errorf("image %d: splits %v, %d bytes, first layout ends at %d: the file did not grow", i, l.Splits, len(img.file), l.End)
 		}
 	}
 }
