@@ -207,8 +207,9 @@ const killStayDead = 2*killTimeoutTries*killLockTimeout + 100*time.Millisecond
 
 // stallMeter measures how long this process is kept from running beyond
 // what it asked: a goroutine sleeps a millisecond at a time and adds what
-// each sleep overran by. On a loaded machine the other processes suffer
-// delays of the same order, which a wait on their locks inherits.
+// each sleep took beyond two (timer slack takes the first). On a loaded
+// machine the other processes suffer delays of the same order, which a
+// wait on their locks inherits.
 type stallMeter struct{ overrun atomic.Int64 }
 
 func newStallMeter() *stallMeter {
