@@ -35,6 +35,9 @@ var (
 	damageImages [4]*damageImage
 )
 
+// damageLargeSeq is where the images' large-value ids count from.
+const damageLargeSeq = 1 << 32
+
 // damageOptions makes the fuzzed map: a plain one that outgrows its
 // segments and splits, or a cache that evicts.
 func damageOptions(cache bool) Options {
@@ -87,6 +90,11 @@ func buildDamageImageOf(o Options, unstamped bool) *damageImage {
 	// Two large values (in parts over every segment), one of them
 	// replaced by another: parts and descriptors in the damaged tiers.
 	if !o.Cache && m.layout.PartSize() > 0 {
+		// Their ids, and so their parts' keys and segments, count from
+		// a random start: a fixed one makes the image the same in every
+		// process, so that an input a fuzzing worker failed on fails
+		// again when it is rerun.
+		largeSeq.Store(damageLargeSeq)
 		n := int(m.layout.MaxEntryBytes())
 		for i, v := range [][]byte{bytes.Repeat([]byte{'B'}, n+300), bytes.Repeat([]byte{'C'}, 2*n), bytes.Repeat([]byte{'D'}, n+1)} {
 			if err := put(fmt.Sprintf("big%d", i%2), v); err != nil && !errors.Is(err, ErrFull) {
@@ -242,6 +250,12 @@ func FuzzDamagedUnstampedMapReads(f *testing.F) {
 // damagedImageTrial is one input of the damage fuzz targets: img's file
 // with damage applied, tried by damagedTrial within a time bound.
 func damagedImageTrial(t *testing.T, img *damageImage, damage []byte) {
+	damagedImageTrialWith(t, img, damage, func(b []byte) { applyDamage(b, img.layout, damage) })
+}
+
+// damagedImageTrialWith is damagedImageTrial with the damage applied to a
+// copy of img's file by apply.
+func damagedImageTrialWith(t *testing.T, img *damageImage, damage []byte, apply func(b []byte)) {
 	if len(damage) > 5*24 {
 		return
 	}
@@ -249,9 +263,9 @@ func damagedImageTrial(t *testing.T, img *damageImage, damage []byte) {
 		t.Fatalf("building the map: %v", img.err)
 	}
 	b := bytes.Clone(img.file)
-	applyDamage(b, img.layout, damage)
+	apply(b)
 	path := filepath.Join(t.TempDir(), "m")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := writeSparse(path, b); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan string, 1)
@@ -266,6 +280,33 @@ func damagedImageTrial(t *testing.T, img *damageImage, damage []byte) {
 		n := runtime.Stack(buf, true)
 		t.Fatalf("no answer in 20s\n%s", buf[:n])
 	}
+}
+
+// writeSparse writes b to a new file at path, leaving its blocks of zeros
+// as holes: a map that splits lays out its file for every segment it may
+// split into, and writing those zeros took most of each input's time.
+func writeSparse(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
+		f.Close()
+		return err
+	}
+	const block = 64 << 10
+	var zeros [block]byte
+	for off := 0; off < len(b); off += block {
+		chunk := b[off:min(off+block, len(b))]
+		if bytes.Equal(chunk, zeros[:len(chunk)]) {
+			continue
+		}
+		if _, err := f.WriteAt(chunk, int64(off)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // validValue reports whether v was written for k at some time; last says
@@ -458,6 +499,44 @@ func TestDamageImageShape(t *testing.T) {
 		}
 		if grown := i == 3; grown && (l.Splits || int64(len(img.file)) <= l.End) {
 			t.Errorf("image %d: splits %v, %d bytes, first layout ends at %d: the file did not grow", i, l.Splits, len(img.file), l.End)
+		}
+	}
+}
+
+// TestDamageImagesAreReproducible: each fuzz target's map is built the same
+// in every process, from its segment headers to its file's end, so that an
+// input a fuzzing worker failed on fails again when rerun (before the
+// large values' ids were fixed, their parts landed in other segments from
+// one build to the next, and the file grew in some builds only). The file
+// header and the global state differ by the times they record.
+func TestDamageImagesAreReproducible(t *testing.T) {
+	builds := []func() *damageImage{
+		func() *damageImage { return buildDamageImage(false) },
+		func() *damageImage { return buildDamageImage(true) },
+		func() *damageImage {
+			o := damageOptions(false)
+			o.MaxBloatFactor, o.MaxSize = 3, NoGrowth
+			return buildDamageImageOf(o, true)
+		},
+		func() *damageImage {
+			o := damageOptions(false)
+			o.NoSplits = true
+			return buildDamageImageOf(o, false)
+		},
+	}
+	for i, build := range builds {
+		a, b := build(), build()
+		if a.err != nil || b.err != nil {
+			t.Fatal(a.err, b.err)
+		}
+		from := a.layout.SegmentsOff
+		if len(a.file) != len(b.file) || !bytes.Equal(a.file[from:], b.file[from:]) {
+			diff := from
+			for diff < int64(min(len(a.file), len(b.file))) && a.file[diff] == b.file[diff] {
+				diff++
+			}
+			t.Errorf("image %d: built twice, %d and %d bytes, first differing at byte %d (segment headers from %d, tiers from %d)",
+				i, len(a.file), len(b.file), diff, from, a.layout.TiersOff)
 		}
 	}
 }
