@@ -28,6 +28,9 @@ type damageImage struct {
 	history map[string][][]byte // every value ever written per key
 	opts    Options
 	err     error
+
+	spansOnce sync.Once
+	spans     [][2]int64 // inUseSpans of file
 }
 
 var (
@@ -231,6 +234,141 @@ func FuzzDamagedGrownMapReads(f *testing.F) {
 	f.Fuzz(func(t *testing.T, damage []byte) {
 		damagedImageTrial(t, getGrownDamageImage(), damage)
 	})
+}
+
+// FuzzDamagedSplitMapInUse is FuzzDamagedMapReads on its plain map (which
+// split), with the damage aimed at what the map uses (inUseSpans): most
+// of that map's file is the first tiers, headers, counters and undo
+// records of segments it may split into but has not, which
+// FuzzDamagedMapReads's regions hit far more often than the few tiers
+// that hold entries.
+func FuzzDamagedSplitMapInUse(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0xff})
+	f.Add([]byte{1, 32, 0, 0, 7, 2, 64, 0, 0, 1})
+	f.Add([]byte{3, 0, 16, 0, 1, 7, 8, 0, 0, 0x40, 9, 40, 0, 0, 3})
+	f.Fuzz(func(t *testing.T, damage []byte) {
+		img := getDamageImage(false)
+		damagedImageTrialWith(t, img, damage, func(b []byte) { applyDamageIn(b, inUseSpansOf(img), damage) })
+	})
+}
+
+// inUseSpans lists the byte ranges of a map file b that the map uses: the
+// global state, then for each segment whose first tier is not a hole (in
+// use, or split into by a split cut short) its header, line of counters,
+// undo record and first tier, then each overflow tier whose header is not
+// all zeros (handed out at some time). A map that splits lays its file
+// out for every segment it may split into; these are the few ranges of
+// it that hold anything.
+func inUseSpans(b []byte, l segment.Layout) [][2]int64 {
+	maxSegs := l.Segments
+	if l.Splits {
+		maxSegs = l.MaxSegments
+	}
+	zero := func(off, n int64) bool {
+		return off+n > int64(len(b)) || !slices.ContainsFunc(b[off:off+n], func(c byte) bool { return c != 0 })
+	}
+	header := (l.StatsOff - l.SegmentsOff) / maxSegs
+	spans := [][2]int64{{l.GlobalOff, l.SegmentsOff}}
+	for i := range maxSegs {
+		tier := l.TiersOff + i*l.TierSize
+		if zero(tier, 64) {
+			continue
+		}
+		spans = append(spans, [2]int64{l.SegmentsOff + i*header, l.SegmentsOff + (i+1)*header})
+		if l.Stats {
+			line := (l.UndoOff - l.StatsOff) / maxSegs
+			spans = append(spans, [2]int64{l.StatsOff + i*line, l.StatsOff + (i+1)*line})
+		}
+		if l.Undo {
+			spans = append(spans, [2]int64{l.UndoOff + i*l.UndoSize, l.UndoOff + (i+1)*l.UndoSize})
+		}
+		spans = append(spans, [2]int64{tier, tier + l.TierSize})
+	}
+	for tier := l.TiersOff + maxSegs*l.TierSize; tier+l.TierSize <= int64(len(b)); tier += l.TierSize {
+		if !zero(tier, 64) {
+			spans = append(spans, [2]int64{tier, tier + l.TierSize})
+		}
+	}
+	return spans
+}
+
+// inUseSpansOf is inUseSpans of img's file, worked out once.
+func inUseSpansOf(img *damageImage) [][2]int64 {
+	img.spansOnce.Do(func() { img.spans = inUseSpans(img.file, img.layout) })
+	return img.spans
+}
+
+// applyDamageIn is applyDamage over spans: each 5-byte record picks a span,
+// a 3-byte offset into it and the byte to write there.
+func applyDamageIn(b []byte, spans [][2]int64, damage []byte) {
+	for n := 0; n+4 < len(damage) && n < 5*24; n += 5 {
+		r := spans[int(damage[n])%len(spans)]
+		off := int64(damage[n+1]) | int64(damage[n+2])<<8 | int64(damage[n+3])<<16
+		b[r[0]+off%(r[1]-r[0])] = damage[n+4]
+	}
+}
+
+// TestInUseSpansCoverTheSplitMap: the spans FuzzDamagedSplitMapInUse
+// damages are the segments the map splits into and the overflow tiers it
+// linked, each span within the file, few enough for a record's byte to
+// reach every one, and a small part of the file.
+func TestInUseSpansCoverTheSplitMap(t *testing.T) {
+	img := getDamageImage(false)
+	if img.err != nil {
+		t.Fatal(img.err)
+	}
+	spans := inUseSpansOf(img)
+	o := img.opts
+	o.ReadOnly = true
+	path := filepath.Join(t.TempDir(), "m")
+	if err := os.WriteFile(path, img.file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(path, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, linked := m.table.Segments(), m.table.ExtraTiersInUse()
+	m.Close()
+	l := img.layout
+	perSegment := 2 // header and first tier
+	if l.Stats {
+		perSegment++
+	}
+	if l.Undo {
+		perSegment++
+	}
+	if n < 4 || len(spans) > 256 {
+		t.Errorf("%d segments in use (want a split map), %d spans (a record's byte picks one of 256)", n, len(spans))
+	}
+	var firsts, overflow []int64
+	for _, s := range spans {
+		if s[0] >= l.TiersOff && s[1]-s[0] == l.TierSize {
+			if i := (s[0] - l.TiersOff) / l.TierSize; i < l.MaxSegments {
+				firsts = append(firsts, i)
+			} else {
+				overflow = append(overflow, i)
+			}
+		}
+	}
+	if int64(len(firsts)) != n || firsts[len(firsts)-1] != n-1 || int64(len(overflow)) != linked {
+		t.Errorf("first tiers %v, overflow tiers %v: want the first tiers of the %d segments in use and %d overflow tiers", firsts, overflow, n, linked)
+	}
+	if want := 1 + int(n)*perSegment + int(linked); len(spans) != want {
+		t.Errorf("%d spans, want %d: the global state, %d for each of %d segments and %d overflow tiers", len(spans), want, perSegment, n, linked)
+	}
+	var covered int64
+	for _, s := range spans {
+		if s[0] >= s[1] || s[1] > int64(len(img.file)) {
+			t.Fatalf("span %v out of the %d-byte file", s, len(img.file))
+		}
+		covered += s[1] - s[0]
+	}
+	t.Logf("%d spans, %d of %d bytes; N %d linked %d", len(spans), covered, len(img.file), n, linked)
+	if covered*10 > int64(len(img.file)) {
+		t.Errorf("spans cover %d of %d bytes: the holes of the segments not split into are in them", covered, len(img.file))
+	}
 }
 
 // FuzzDamagedUnstampedMapReads is FuzzDamagedMapReads on a plain map in a
