@@ -61,7 +61,9 @@ type Map struct {
 // LockTable wait gives up with ErrClosed within LockTimeout. Other processes
 // are not affected. Calling Close again waits for the first and returns nil.
 // The mapping's addresses stay reserved, reading as zeros, so a lock-free
-// Get still running returns ErrClosed.
+// Get still running returns ErrClosed; the next Open of the same file in
+// this process maps it over them again, so that opening and closing a map
+// in a loop costs no address space.
 func (m *Map) Close() error {
 	m.closing.Lock()
 	defer m.closing.Unlock()

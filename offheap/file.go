@@ -298,8 +298,9 @@ func (f *File) Sync() error {
 // instead of unmapping the file, it maps private zero-filled memory over
 // it in one step (MAP_FIXED), so that a slice or word obtained from the
 // file reads zeros from then on, and writes to it reach nothing, instead
-// of faulting. Those addresses stay reserved for the life of the process,
-// using memory only for pages written to afterwards. Should the kernel
+// of faulting. Those addresses stay reserved, using memory only for pages
+// written to afterwards, until this process maps the same map file again
+// (see reserve.go): Open maps it over them. Should the kernel
 // refuse, the file stays mapped until the process ends (as safe for
 // late readers, but it keeps the file's disk space should it be deleted),
 // and the error says so. Calling Close or Retire again does nothing.

@@ -346,7 +346,7 @@ func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFa
 	if want := o.lengthFor(h.layout, h.fileSize, size); size != want {
 		return fail(wrongSize(fd, path, size, want, limit > h.fileSize))
 	}
-	r, err := mapFile(fd, h.fileSize, !o.ReadOnly)
+	r, err := mapMapFile(fd, h, h.fileSize, !o.ReadOnly)
 	if err != nil {
 		return fail(err)
 	}
@@ -380,7 +380,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 		return fail(pathless(err))
 	}
 	testCreateStep("sized")
-	r, err := mapFile(fd, o.Size, true)
+	r, err := mapMapFile(fd, &h, o.Size, true)
 	if err != nil {
 		return fail(err)
 	}

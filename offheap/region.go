@@ -18,6 +18,14 @@ type Region struct {
 	data     mmap.MMap
 	readOnly bool
 	retired  bool // data is a reservation of zeros now, never to be unmapped (see Retire)
+	// key names the map file mapped, for the pool of reservations that
+	// retire returns the addresses to (see reserve.go); nil: not a map
+	// file's mapping, or the platform cannot tell, and nothing is kept.
+	key *reservationKey
+	// reused: the addresses are a reservation a retired mapping of the
+	// same file left, which that mapping's late readers may still read:
+	// Unmap retires them instead of unmapping.
+	reused bool
 }
 
 // MapRegion maps the first size bytes of f. The file must already be at
@@ -83,9 +91,21 @@ func (r *Region) ReadOnly() bool { return r.readOnly }
 
 // Unmap releases the mapping. Every slice and word obtained from the region
 // is invalid afterwards; touching one faults (see File.Retire for a close
-// that leaves them readable). After Retire it does nothing.
+// that leaves them readable). After Retire it does nothing. A mapping made
+// over a retired one's reservation is retired instead: that one's late
+// readers may still read the addresses.
 func (r *Region) Unmap() error {
 	if r.data == nil || r.retired {
+		return nil
+	}
+	if r.reused {
+		r.retired = true
+		if err := mapZerosOver(unsafe.Pointer(&r.data[0]), uintptr(len(r.data))); err != nil {
+			// Still mapped (MAP_FIXED refused before it unmapped), or
+			// nothing is left to fall back on, as in retire.
+			return fmt.Errorf("retire mapping: %w", err)
+		}
+		keep(*r.key, r.data, !r.readOnly)
 		return nil
 	}
 	err := r.data.Unmap()
@@ -115,6 +135,9 @@ func (r *Region) retire(f *os.File) error {
 	addr, n := unsafe.Pointer(&r.data[0]), uintptr(len(r.data))
 	err := mapZerosOver(addr, n)
 	if err == nil {
+		if r.key != nil {
+			keep(*r.key, r.data, !r.readOnly)
+		}
 		return nil
 	}
 	if merr := mapFileOver(f, 0, addr, n, r.readOnly); merr != nil {

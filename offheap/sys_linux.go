@@ -183,3 +183,12 @@ func fileGroup(st fs.FileInfo) int {
 	}
 	return -1
 }
+
+// fileID is fd's device and inode numbers.
+func fileID(fd *os.File) (dev, ino uint64, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd.Fd()), &st); err != nil {
+		return 0, 0, false
+	}
+	return uint64(st.Dev), st.Ino, true
+}

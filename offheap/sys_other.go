@@ -75,4 +75,5 @@ var errSymlink = errors.New("a symbolic link")
 
 func openNoFollow(string, int, fs.FileMode) (*os.File, error) { return nil, checkPlatform() }
 
-func fileGroup(fs.FileInfo) int { return -1 }
+func fileGroup(fs.FileInfo) int                  { return -1 }
+func fileID(*os.File) (dev, ino uint64, ok bool) { return 0, 0, false }

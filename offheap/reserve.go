@@ -1,0 +1,147 @@
+package offheap
+
+import (
+	"hash/maphash"
+	"os"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+)
+
+// A map's Close retires its mapping (File.Retire): the addresses stay
+// reserved, reading zeros, for the life of the process, because a
+// lock-free reader may still be reading them. Left at that, every Open and
+// Close of a map costs the process the mapping's size in address space and
+// one kernel mapping for good, and a process that opens and closes a map
+// in a loop fails with ENOMEM once it holds vm.max_map_count mappings.
+//
+// So a retired reservation waits here, and the next mapping of the same
+// map file (same inode, same creation, same size) in this process is made
+// over it. A late reader of the closed map then reads that file at the
+// places it was reading, as it would have if Close had come later, and its
+// only writes, a lookup counter and a cache entry's reference bit, are
+// ones the file allows any process at any time; it reports ErrClosed all
+// the same. A reservation is never used for another file, whose bytes at
+// those places would mean something else, nor read-only after a writable
+// mapping, whose late writers would fault.
+
+// reservationKey names a map file and its mapping: the file by device and
+// inode, and by its creation, so that a file that took the inode of a
+// deleted one does not match, with its format version and layout, which
+// give its bytes their meaning (an upgrade in place changes them); the
+// mapping by its size.
+type reservationKey struct {
+	dev, ino uint64
+	created  int64
+	pid      uint32
+	version  uint32
+	layout   uint64 // maphash of the layout record
+	size     int64
+}
+
+// layoutSeed hashes layout records for reservationKey, within this process.
+var layoutSeed = maphash.MakeSeed()
+
+// reservation is a retired mapping's addresses, reading zeros.
+type reservation struct {
+	data mmap.MMap
+	// writable: the mapping retired was writable, so a late reader may
+	// write through it; only a writable mapping may be made over it.
+	writable bool
+}
+
+var reservations struct {
+	sync.Mutex
+	free map[reservationKey][]reservation
+}
+
+// keyOf is the reservation key of fd, whose header is h, mapped for size
+// bytes; ok is false where the platform cannot tell (nothing is reused).
+func keyOf(fd *os.File, h *header, size int64) (reservationKey, bool) {
+	dev, ino, ok := fileID(fd)
+	if !ok {
+		return reservationKey{}, false
+	}
+	return reservationKey{dev: dev, ino: ino, created: h.created, pid: h.pid, version: h.version,
+		layout: maphash.Bytes(layoutSeed, h.layout), size: size}, true
+}
+
+// keep puts the retired mapping data of key in the pool.
+func keep(key reservationKey, data mmap.MMap, writable bool) {
+	reservations.Lock()
+	defer reservations.Unlock()
+	if reservations.free == nil {
+		reservations.free = make(map[reservationKey][]reservation)
+	}
+	reservations.free[key] = append(reservations.free[key], reservation{data: data, writable: writable})
+}
+
+// reserved returns how many retired mappings wait in the pool, for tests.
+func reserved() int {
+	reservations.Lock()
+	defer reservations.Unlock()
+	n := 0
+	for _, rs := range reservations.free {
+		n += len(rs)
+	}
+	return n
+}
+
+// mapMapFile maps the first size bytes of fd, a map file whose header is
+// h, over a reservation a mapping of the same file retired when there is
+// one that may be used so, else at new addresses. Either way the region
+// returns its addresses to the pool when it is retired or unmapped.
+func mapMapFile(fd *os.File, h *header, size int64, writable bool) (*Region, error) {
+	key, ok := keyOf(fd, h, size)
+	if !ok {
+		return mapFile(fd, size, writable)
+	}
+	if r, ok := mapOverReservation(fd, key, writable); ok {
+		return r, nil
+	}
+	r, err := mapFile(fd, size, writable)
+	if err != nil {
+		return nil, err
+	}
+	r.key = &key
+	return r, nil
+}
+
+// mapOverReservation maps fd over a reservation of key that a mapping
+// writable or not may use, taking it from the pool; ok is false if there
+// is none, or if the kernel refused.
+func mapOverReservation(fd *os.File, key reservationKey, writable bool) (*Region, bool) {
+	reservations.Lock()
+	rs := reservations.free[key]
+	// Like for like: a writable mapping takes a read-only mapping's
+	// reservation only when no writable one's is left, which a read-only
+	// mapping could not use.
+	i := slices.IndexFunc(rs, func(r reservation) bool { return r.writable == writable })
+	if i < 0 && writable {
+		i = len(rs) - 1
+	}
+	if i < 0 {
+		reservations.Unlock()
+		return nil, false
+	}
+	res := rs[i]
+	rs = append(rs[:i], rs[i+1:]...)
+	if len(rs) == 0 {
+		delete(reservations.free, key)
+	} else {
+		reservations.free[key] = rs
+	}
+	reservations.Unlock()
+	addr, n := unsafe.Pointer(&res.data[0]), uintptr(len(res.data))
+	if err := mapFileOver(fd, 0, addr, n, !writable); err != nil {
+		// A refused MAP_FIXED may have unmapped the range: map zeros back
+		// for the late readers, else leave it (as a failed retire does).
+		if mapZerosOver(addr, n) == nil {
+			keep(key, res.data, res.writable)
+		}
+		return nil, false
+	}
+	return &Region{data: res.data, readOnly: !writable, key: &key, reused: true}, true
+}
