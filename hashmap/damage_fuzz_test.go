@@ -217,8 +217,9 @@ func FuzzDamagedMapReads(f *testing.F) {
 	// The pool's count of overflow tiers damaged to 48: Repair left it so
 	// (TestRepairMendsThePoolCount).
 	f.Add(false, []byte("\x00\x00BB00000000000"))
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, cache bool, damage []byte) {
-		damagedImageTrial(t, getDamageImage(cache), damage)
+		damagedImageTrial(t, dir, getDamageImage(cache), damage)
 	})
 }
 
@@ -231,8 +232,9 @@ func FuzzDamagedGrownMapReads(f *testing.F) {
 	f.Add([]byte{0, 0, 16, 0, 1, 1, 200, 0, 0, 3, 3, 100, 2, 0, 0x40})
 	f.Add([]byte{3, 0, 16, 0, 1, 3, 0, 40, 0, 0, 3, 8, 80, 0, 9})
 	f.Add([]byte("\x00\x00BB00000000000"))
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, damage []byte) {
-		damagedImageTrial(t, getGrownDamageImage(), damage)
+		damagedImageTrial(t, dir, getGrownDamageImage(), damage)
 	})
 }
 
@@ -247,9 +249,10 @@ func FuzzDamagedSplitMapInUse(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0xff})
 	f.Add([]byte{1, 32, 0, 0, 7, 2, 64, 0, 0, 1})
 	f.Add([]byte{3, 0, 16, 0, 1, 7, 8, 0, 0, 0x40, 9, 40, 0, 0, 3})
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, damage []byte) {
 		img := getDamageImage(false)
-		damagedImageTrialWith(t, img, damage, func(b []byte) { applyDamageIn(b, inUseSpansOf(img), damage) })
+		damagedImageTrialWith(t, dir, img, damage, func(b []byte) { applyDamageIn(b, inUseSpansOf(img), damage) })
 	})
 }
 
@@ -380,20 +383,26 @@ func FuzzDamagedUnstampedMapReads(f *testing.F) {
 	f.Add([]byte{2, 0, 1, 0, 0xff, 2, 64, 0, 0, 7})
 	f.Add([]byte{0, 0, 16, 0, 1, 1, 200, 0, 0, 3, 3, 100, 2, 0, 0x40})
 	f.Add([]byte("\x00\x00BB00000000000"))
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, damage []byte) {
-		damagedImageTrial(t, getUnstampedDamageImage(), damage)
+		damagedImageTrial(t, dir, getUnstampedDamageImage(), damage)
 	})
 }
 
 // damagedImageTrial is one input of the damage fuzz targets: img's file
 // with damage applied, tried by damagedTrial within a time bound.
-func damagedImageTrial(t *testing.T, img *damageImage, damage []byte) {
-	damagedImageTrialWith(t, img, damage, func(b []byte) { applyDamage(b, img.layout, damage) })
+func damagedImageTrial(t *testing.T, dir string, img *damageImage, damage []byte) {
+	damagedImageTrialWith(t, dir, img, damage, func(b []byte) { applyDamage(b, img.layout, damage) })
 }
 
 // damagedImageTrialWith is damagedImageTrial with the damage applied to a
-// copy of img's file by apply.
-func damagedImageTrialWith(t *testing.T, img *damageImage, damage []byte, apply func(b []byte)) {
+// copy of img's file by apply. Every input of a target is written into the
+// same file of dir (its lock file removed, as in a new directory): one
+// inode, whose every Open maps it over the addresses the last input's
+// Close left (see offheap/reserve.go). A new file per input left a mapping
+// behind each time, and a fuzzing worker failed every Open with ENOMEM
+// once it held vm.max_map_count of them.
+func damagedImageTrialWith(t *testing.T, dir string, img *damageImage, damage []byte, apply func(b []byte)) {
 	if len(damage) > 5*24 {
 		return
 	}
@@ -402,7 +411,10 @@ func damagedImageTrialWith(t *testing.T, img *damageImage, damage []byte, apply 
 	}
 	b := bytes.Clone(img.file)
 	apply(b)
-	path := filepath.Join(t.TempDir(), "m")
+	path := filepath.Join(dir, "m")
+	if err := os.Remove(path + "-lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
 	if err := writeSparse(path, b); err != nil {
 		t.Fatal(err)
 	}
@@ -420,15 +432,15 @@ func damagedImageTrialWith(t *testing.T, img *damageImage, damage []byte, apply 
 	}
 }
 
-// writeSparse writes b to a new file at path, leaving its blocks of zeros
+// writeSparse makes the file at path hold b, leaving its blocks of zeros
 // as holes: a map that splits lays out its file for every segment it may
 // split into, and writing those zeros took most of each input's time.
 func writeSparse(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
-	if err := f.Truncate(int64(len(b))); err != nil {
+	if err := errors.Join(f.Truncate(0), f.Truncate(int64(len(b)))); err != nil {
 		f.Close()
 		return err
 	}
