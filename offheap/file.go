@@ -314,7 +314,7 @@ func (f *File) Retire() error {
 // pages stay in the page cache and reach the file as the kernel writes
 // them back. Calling Close again does nothing and returns nil.
 func (f *File) Close() error {
-	return f.closeWith(func() error { return errors.Join(f.Unmap(), f.unmapGrowth()) })
+	return f.closeWith(func() error { return errors.Join(f.Region.release(f.fd), f.unmapGrowth()) })
 }
 
 // unmapGrowth lets the growth mapping go.

@@ -353,14 +353,14 @@ func mapReady(fd *os.File, path string, size int64, h *header, faults []headerFa
 	adviseMapping(r, o)
 	f := newFile(r, fd, path, h, o, false)
 	if err := f.mapGrowth(limit, o); err != nil {
-		_ = r.Unmap()
+		_ = r.release(fd)
 		return fail(err)
 	}
 	f.length.Store(size)
 	if !o.ReadOnly && mends(faults) {
 		// One copy verified; rewrite the other from it.
 		if f.mended, err = mendCopies(r, h, faults); err != nil {
-			_ = r.Unmap()
+			_ = r.release(fd)
 			return fail(err)
 		}
 	}
@@ -380,7 +380,13 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 		return fail(pathless(err))
 	}
 	testCreateStep("sized")
-	r, err := mapMapFile(fd, &h, o.Size, true)
+	// New addresses: no reservation is of a map created now.
+	var r *Region
+	if key, ok := keyOf(fd, &h, o.Size); ok {
+		r, err = mapNewMapFile(fd, key, true)
+	} else {
+		r, err = mapFile(fd, o.Size, true)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -92,21 +92,18 @@ func (r *Region) ReadOnly() bool { return r.readOnly }
 // Unmap releases the mapping. Every slice and word obtained from the region
 // is invalid afterwards; touching one faults (see File.Retire for a close
 // that leaves them readable). After Retire it does nothing. A mapping made
-// over a retired one's reservation is retired instead: that one's late
-// readers may still read the addresses.
-func (r *Region) Unmap() error {
+// over a retired one's reservation is retired instead (see release): that
+// one's late readers may still read the addresses.
+func (r *Region) Unmap() error { return r.release(nil) }
+
+// release is Unmap, with f, the file r maps, for retire's fallback when r
+// must be retired (nil: none).
+func (r *Region) release(f *os.File) error {
 	if r.data == nil || r.retired {
 		return nil
 	}
 	if r.reused {
-		r.retired = true
-		if err := mapZerosOver(unsafe.Pointer(&r.data[0]), uintptr(len(r.data))); err != nil {
-			// Still mapped (MAP_FIXED refused before it unmapped), or
-			// nothing is left to fall back on, as in retire.
-			return fmt.Errorf("retire mapping: %w", err)
-		}
-		keep(*r.key, r.data, !r.readOnly)
-		return nil
+		return r.retire(f)
 	}
 	err := r.data.Unmap()
 	r.data = nil
@@ -120,13 +117,15 @@ func (r *Region) Unmap() error {
 // private zero-filled memory over the whole region in one step
 // (MAP_FIXED), so that a slice or word obtained from the region reads
 // zeros from then on, and writes to it reach nothing, instead of
-// faulting. The addresses stay reserved for the life of the process,
-// using memory only for the pages something writes to afterwards.
+// faulting. The addresses stay reserved, using memory only for the pages
+// something writes to afterwards, until this process maps the same map
+// file over them again (see reserve.go).
 //
 // If the kernel refuses (older kernels may have unmapped the range by
 // then), f is mapped back at the same addresses and stays mapped until the
 // process ends, which is as safe for late readers but keeps the file's
 // inode (and its disk space, should it be deleted); the error says so.
+// Without f (nil) there is nothing to map back.
 func (r *Region) retire(f *os.File) error {
 	if r.data == nil || r.retired {
 		return nil
@@ -139,6 +138,9 @@ func (r *Region) retire(f *os.File) error {
 			keep(*r.key, r.data, !r.readOnly)
 		}
 		return nil
+	}
+	if f == nil {
+		return fmt.Errorf("retire mapping: %w", err)
 	}
 	if merr := mapFileOver(f, 0, addr, n, r.readOnly); merr != nil {
 		// Nothing is left to fall back on: a reader still running faults.

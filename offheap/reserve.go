@@ -1,6 +1,7 @@
 package offheap
 
 import (
+	"fmt"
 	"hash/maphash"
 	"os"
 	"slices"
@@ -78,30 +79,26 @@ func keep(key reservationKey, data mmap.MMap, writable bool) {
 	reservations.free[key] = append(reservations.free[key], reservation{data: data, writable: writable})
 }
 
-// reserved returns how many retired mappings wait in the pool, for tests.
-func reserved() int {
-	reservations.Lock()
-	defer reservations.Unlock()
-	n := 0
-	for _, rs := range reservations.free {
-		n += len(rs)
-	}
-	return n
-}
-
 // mapMapFile maps the first size bytes of fd, a map file whose header is
 // h, over a reservation a mapping of the same file retired when there is
 // one that may be used so, else at new addresses. Either way the region
-// returns its addresses to the pool when it is retired or unmapped.
+// returns its addresses to the pool when it is retired or released.
 func mapMapFile(fd *os.File, h *header, size int64, writable bool) (*Region, error) {
 	key, ok := keyOf(fd, h, size)
 	if !ok {
 		return mapFile(fd, size, writable)
 	}
-	if r, ok := mapOverReservation(fd, key, writable); ok {
-		return r, nil
+	r, err := mapOverReservation(fd, key, writable)
+	if r != nil || err != nil {
+		return r, err
 	}
-	r, err := mapFile(fd, size, writable)
+	return mapNewMapFile(fd, key, writable)
+}
+
+// mapNewMapFile maps the first key.size bytes of fd at new addresses,
+// which return to the pool under key when the region is retired.
+func mapNewMapFile(fd *os.File, key reservationKey, writable bool) (*Region, error) {
+	r, err := mapFile(fd, key.size, writable)
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +106,22 @@ func mapMapFile(fd *os.File, h *header, size int64, writable bool) (*Region, err
 	return r, nil
 }
 
+// testMapFileOver, if set, stands in for mapFileOver in
+// mapOverReservation, so that tests can make the kernel refuse.
+var testMapFileOver func(fd *os.File, off int64, addr unsafe.Pointer, n uintptr, readOnly bool) error
+
 // mapOverReservation maps fd over a reservation of key that a mapping
-// writable or not may use, taking it from the pool; ok is false if there
-// is none, or if the kernel refused.
-func mapOverReservation(fd *os.File, key reservationKey, writable bool) (*Region, bool) {
+// writable or not may use, taking it from the pool. It returns nil, and
+// no error, when there is none, when the file is shorter than the mapping
+// (mapFile then says so), or when the kernel refused but the reservation
+// could be made again (it goes back to the pool). It fails only if the
+// kernel refused both: the addresses may then be a hole that anything
+// mapped later could land in under the late readers, and Open had better
+// say so than go on.
+func mapOverReservation(fd *os.File, key reservationKey, writable bool) (*Region, error) {
+	if st, err := fd.Stat(); err != nil || st.Size() < key.size {
+		return nil, nil
+	}
 	reservations.Lock()
 	rs := reservations.free[key]
 	// Like for like: a writable mapping takes a read-only mapping's
@@ -124,7 +133,7 @@ func mapOverReservation(fd *os.File, key reservationKey, writable bool) (*Region
 	}
 	if i < 0 {
 		reservations.Unlock()
-		return nil, false
+		return nil, nil
 	}
 	res := rs[i]
 	rs = append(rs[:i], rs[i+1:]...)
@@ -134,14 +143,20 @@ func mapOverReservation(fd *os.File, key reservationKey, writable bool) (*Region
 		reservations.free[key] = rs
 	}
 	reservations.Unlock()
-	addr, n := unsafe.Pointer(&res.data[0]), uintptr(len(res.data))
-	if err := mapFileOver(fd, 0, addr, n, !writable); err != nil {
-		// A refused MAP_FIXED may have unmapped the range: map zeros back
-		// for the late readers, else leave it (as a failed retire does).
-		if mapZerosOver(addr, n) == nil {
-			keep(key, res.data, res.writable)
-		}
-		return nil, false
+	over := mapFileOver
+	if testMapFileOver != nil {
+		over = testMapFileOver
 	}
-	return &Region{data: res.data, readOnly: !writable, key: &key, reused: true}, true
+	addr, n := unsafe.Pointer(&res.data[0]), uintptr(len(res.data))
+	err := over(fd, 0, addr, n, !writable)
+	if err == nil {
+		return &Region{data: res.data, readOnly: !writable, key: &key, reused: true}, nil
+	}
+	// A refused MAP_FIXED may or may not have unmapped the range first:
+	// reserve it again for the late readers.
+	if zerr := mapZerosOver(addr, n); zerr != nil {
+		return nil, fmt.Errorf("mmap over a retired mapping's addresses: %w; reserving them again: %v", err, zerr)
+	}
+	keep(key, res.data, res.writable)
+	return nil, nil
 }

@@ -295,8 +295,10 @@ func (s *Segment) takeFast() (uint64, bool) {
 	}
 	// CloseFastPaths sets closing, then waits for every fast ledger to be
 	// empty: either it waits for this one, or this sees closing. (After
-	// Close the file's words are zeros: the CAS above found an empty
-	// ledger there, and nothing is written.)
+	// Close the file's words are zeros, where the CAS above writes
+	// nothing that reaches the file; or, once this process has mapped the
+	// file over the same addresses again, the ledger there is FastClosed
+	// or a later owner's (FastSeed), and the CAS fails.)
 	if s.tb.closing.Load() {
 		atomic.CompareAndSwapUint64(p, acquiring, rwulock.FastNext(acquiring, rwulock.FastEmpty))
 		return 0, false
