@@ -292,9 +292,14 @@ func splitClaimID(slot int, generation uint64) uint64 {
 }
 
 // splitClaimerGone reports whether the process a split claim id names has
-// left its registry slot: died, closed, or was succeeded by another.
+// left its registry slot: died, closed, or was succeeded by another. An id
+// that names no slot (a damaged claim word) names no process either: the
+// claim is taken over, or no split could ever run again.
 func (m *Map) splitClaimerGone(id uint64) bool {
 	s, err := m.reg.Slot(int(id>>32) - 1)
+	if errors.Is(err, registry.ErrNoSlot) {
+		return true
+	}
 	return err == nil && (!s.Alive || uint32(s.Generation) != uint32(id))
 }
 

@@ -4,6 +4,7 @@ package hashmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -218,4 +219,52 @@ func testSplitSurvivesADeath(t *testing.T, step string, openThroughout bool) {
 		t.Fatalf("Len %d after a death at %q, %d keys stored before it and 4000 after: a key lost or counted twice", n, step, stored)
 	}
 	t.Logf("died at %q after %d Puts; %d -> %d segments after 4000 more", step, stored, before, st.Segments)
+}
+
+// TestSplitClaimNamingNoSlotIsTakenOver: the split claim word damaged to
+// name a registry slot past the registry's end (the damage fuzz target's
+// find: Repair then read past the mapping and panicked). Repair takes the
+// claim over as a dead process's and releases it, and puts go on
+// splitting the map; without the take-over no split would run again.
+func TestSplitClaimNamingNoSlotIsTakenOver(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	o := &Options{Entries: 2000, AverageKeySize: 14, AverageValueSize: 42, Segments: 2}
+	m := mustOpen(t, path, o)
+	if !m.layout.Splits {
+		t.Fatal("a new store map does not split")
+	}
+	claimOff := m.layout.GlobalOff + 4096 - 64 // segment's gSplitClaim
+	slots := int64(m.reg.Layout().Slots)
+	m.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var word [8]byte
+	binary.LittleEndian.PutUint64(word[:], uint64(slots+0x2000)<<32|7)
+	if _, err := f.WriteAt(word[:], claimOff); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	m = mustOpen(t, path, &Options{})
+	if got := m.table.SplitClaim(); got>>32 != uint64(slots+0x2000) {
+		t.Fatalf("the claim word reads %#x: the test damaged something else", got)
+	}
+	if _, err := m.Repair(); err != nil {
+		t.Fatalf("Repair: %v", err)
+	}
+	if got := m.table.SplitClaim(); got != 0 {
+		t.Fatalf("after Repair the split claim is %#x, want released", got)
+	}
+	before := m.Stats().Segments
+	for i := range 4000 {
+		k := growthKey(9, i)
+		if err := m.Put(k, growthValue(k)); err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+	}
+	if after := m.Stats().Segments; after <= before {
+		t.Fatalf("the map did not split after the damaged claim was released: %d -> %d segments", before, after)
+	}
 }

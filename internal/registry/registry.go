@@ -53,6 +53,11 @@ var (
 	// it cannot be opened or made, or processes hold the map through
 	// another one.
 	ErrLockFile = errors.New("registry: lock file")
+
+	// ErrNoSlot reports a slot index outside the registry: a damaged word
+	// that names a process slot (a split claim, a fill token, a lock's
+	// party) names none.
+	ErrNoSlot = errors.New("registry: no such process slot")
 )
 
 // AreaHeaderSize is the size of the area's header, before slot 0: what a
@@ -404,8 +409,12 @@ func (s Slot) ProcessGone() bool {
 	return now == 0 || (s.StartTicks != 0 && now != s.StartTicks)
 }
 
-// Slot reads slot i and asks the kernel whether its process lives.
+// Slot reads slot i and asks the kernel whether its process lives. An i
+// outside the registry is an error matching ErrNoSlot.
 func (r *Registry) Slot(i int) (Slot, error) {
+	if i < 0 || i >= r.layout.Slots {
+		return Slot{}, fmt.Errorf("%w: slot %d, of %d", ErrNoSlot, i, r.layout.Slots)
+	}
 	off := r.layout.slotOff(i)
 	s := Slot{
 		Index:      i,

@@ -4,6 +4,7 @@ package registry
 
 import (
 	"bufio"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -334,5 +335,22 @@ func TestJoinReportsADeadSlot(t *testing.T) {
 	}
 	if !r.TookDeadSlot() {
 		t.Fatal("the dead process's slot was not reported")
+	}
+}
+
+// TestSlotOutsideTheRegistry: Slot of an index a damaged word may name,
+// below 0 or past the last slot, is ErrNoSlot; it read past the registry
+// (past the mapping, for a large index) before.
+func TestSlotOutsideTheRegistry(t *testing.T) {
+	f := openFile(t, filepath.Join(t.TempDir(), "reg"))
+	defer f.Close()
+	r := attach(t, f)
+	for _, i := range []int{-1, testLayout.Slots, 1 << 30} {
+		if _, err := r.Slot(i); !errors.Is(err, ErrNoSlot) {
+			t.Errorf("Slot(%d): %v, want ErrNoSlot", i, err)
+		}
+	}
+	if _, err := r.Slot(testLayout.Slots - 1); err != nil {
+		t.Errorf("Slot(%d), the last: %v", testLayout.Slots-1, err)
 	}
 }
