@@ -12,11 +12,11 @@ import (
 )
 
 // A map's Close retires its mapping (File.Retire): the addresses stay
-// reserved, reading zeros, for the life of the process, because a
-// lock-free reader may still be reading them. Left at that, every Open and
-// Close of a map costs the process the mapping's size in address space and
-// one kernel mapping for good, and a process that opens and closes a map
-// in a loop fails with ENOMEM once it holds vm.max_map_count mappings.
+// reserved, reading zeros, because a lock-free reader may still be reading
+// them. Were they never used again, every Open and Close of a map would
+// cost the process the mapping's size in address space and one kernel
+// mapping for good, and a process that opened and closed a map in a loop
+// would fail with ENOMEM once it held vm.max_map_count mappings.
 //
 // So a retired reservation waits here, and the next mapping of the same
 // map file (same inode, same creation, same size) in this process is made
