@@ -44,8 +44,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-[ -S "$sock" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
+# The socket's file appears when redis-server binds it, a moment before it
+# listens; only an answered PING says it is up.
+redis_up() { [ "$(redis-cli -s "$sock" ping 2>/dev/null)" = PONG ]; }
+for _ in $(seq 100); do redis_up && break; sleep 0.1; done
+redis_up || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
 
 go build -o "$work/bench" .
 # The benchmark decides where its files go (-out or BENCH_OUT, else

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -18,12 +19,16 @@ import (
 // temporary directory, with persistence off, so that a run needs nothing
 // but the package (`apt-get install redis-server`).
 type redisServer struct {
-	cmd  *exec.Cmd
-	dir  string
-	sock string
+	cmd    *exec.Cmd
+	exited <-chan struct{} // closed once cmd has been waited for
+	dir    string
+	sock   string
 }
 
-// startRedis starts redis-server from PATH and waits for its socket.
+// startRedis starts redis-server from PATH and waits until it answers PING
+// on its socket. The socket's file appears when redis-server binds it, a
+// moment before it listens, so its existence alone is not readiness: a
+// client that dials in between is refused.
 func startRedis() (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -47,15 +52,48 @@ func startRedis() (*redisServer, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for range 100 {
-		if _, err := os.Stat(s.sock); err == nil {
+	exited := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(exited) }()
+	s.exited = exited
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if answersPing(s.sock) == nil {
 			return s, nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redis-server exited before it answered on %s:\n%s", s.sock, out)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
+	lastErr := answersPing(s.sock)
 	s.stop()
 	out, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-	return nil, fmt.Errorf("redis-server did not open %s:\n%s", s.sock, out)
+	return nil, fmt.Errorf("redis-server did not answer PING on %s within 10s (%v):\n%s", s.sock, lastErr, out)
+}
+
+// answersPing sends one PING over the unix socket sock and returns nil when
+// the reply is PONG.
+func answersPing(sock string) error {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
 }
 
 // stop ends the server and removes its directory.
@@ -64,7 +102,7 @@ func (s *redisServer) stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	os.RemoveAll(s.dir)
 }
 
