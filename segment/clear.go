@@ -2,7 +2,6 @@ package segment
 
 import (
 	"bytes"
-	"slices"
 	"sync/atomic"
 )
 
@@ -120,26 +119,17 @@ func (s *Segment) ClearLarge() (removed int64, descs []DescriptorEntry, err erro
 	// A first walk finds the descriptors, and whether there are parts to
 	// spare; a segment without them (the common case) is emptied whole.
 	parts, decoded := false, true
-	for i := range chain {
-		tv := &chain[i]
-		for pos := range tv.slots {
-			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
-			if slot == 0 {
-				continue
-			}
-			c := slotChunk(slot)
-			klen, vlen, _, ok := tb.entryAt(tv, c)
-			if !ok {
-				decoded = false
-				continue
-			}
-			switch tb.kindAt(tv, c) {
-			case kindPart:
-				parts = true
-			case kindDescriptor:
-				if d, ok := DecodeDescriptor(tb.entryValue(tv, c, klen, vlen)); ok {
-					descs = append(descs, DescriptorEntry{Key: bytes.Clone(tb.entryKey(tv, c, klen)), Desc: d})
-				}
+	for e := range tb.occupiedSlots(chain) {
+		if !e.ok {
+			decoded = false
+			continue
+		}
+		switch tb.kindAt(e.tier, e.chunk) {
+		case kindPart:
+			parts = true
+		case kindDescriptor:
+			if d, ok := DecodeDescriptor(tb.entryValue(e.tier, e.chunk, e.klen, e.vlen)); ok {
+				descs = append(descs, DescriptorEntry{Key: bytes.Clone(tb.entryKey(e.tier, e.chunk, e.klen)), Desc: d})
 			}
 		}
 	}
@@ -149,43 +139,19 @@ func (s *Segment) ClearLarge() (removed int64, descs []DescriptorEntry, err erro
 		}
 		return removed, descs, nil
 	}
-	// doomed[i] maps the slots of chain[i] (without the reference bit,
-	// which readers set meanwhile) of every entry but the parts to their
-	// runs, as DeleteFunc's.
-	doomed := make([]map[uint64]int64, len(chain))
-	n := 0
-	for i := range chain {
-		tv := &chain[i]
-		for pos := range tv.slots {
-			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
-			if slot == 0 || tb.kindAt(tv, slotChunk(slot)) == kindPart {
-				continue
-			}
-			_, _, nch, _ := tb.entryAt(tv, slotChunk(slot)) // decoded above, under the same lock
-			if doomed[i] == nil {
-				doomed[i] = make(map[uint64]int64)
-			}
-			doomed[i][slot] = nch
-			n++
+	// Every entry but the parts goes, as DeleteFunc's chosen ones do.
+	doomed := newDoomedSlots(chain)
+	for e := range tb.occupiedSlots(chain) {
+		if tb.kindAt(e.tier, e.chunk) != kindPart {
+			doomed.add(e) // decoded above, under the same lock
 		}
 	}
-	if n == 0 {
+	if doomed.n == 0 {
 		return 0, nil, nil
 	}
-	for i := range chain {
-		if doomed[i] != nil && !slices.Contains(chain[i].slots, 0) {
-			return 0, nil, s.corrupt(chain[i].index, errNoHole)
-		}
-	}
-	if err := w.modify("clear"); err != nil {
+	if removed, err = s.removeDoomed(&w, chain, doomed, "clear"); err != nil {
 		return 0, nil, err
 	}
-	for i := range chain {
-		if doomed[i] != nil {
-			removed += s.removeSlots(&chain[i], doomed[i])
-		}
-	}
-	s.count(stDeletes, uint64(removed))
 	return removed, descs, nil
 }
 
@@ -203,25 +169,19 @@ func (s *Segment) countForClear(chain []tier) (live, expired int64, any bool) {
 		if tv.entries() != 0 || tv.usedChunks() != 0 || atomic.LoadUint64(&tv.header[thMove/8]) != 0 {
 			any = true
 		}
-		for pos := range tv.slots {
-			slot := atomic.LoadUint64(&tv.slots[pos])
-			if slot == 0 {
-				continue
-			}
-			any = true
-			c := slotChunk(slot)
-			klen, vlen, _, ok := tb.entryAt(tv, c)
-			if !ok {
-				continue
-			}
-			if tb.layout.Cache {
-				if exp, ok := expiryOf(tb.entryValue(tv, c, klen, vlen)); ok && exp != 0 && exp <= now {
-					expired++
-					continue
-				}
-			}
-			live++
+	}
+	for e := range tb.occupiedSlots(chain) {
+		any = true
+		if !e.ok {
+			continue
 		}
+		if tb.layout.Cache {
+			if exp, ok := expiryOf(tb.entryValue(e.tier, e.chunk, e.klen, e.vlen)); ok && exp != 0 && exp <= now {
+				expired++
+				continue
+			}
+		}
+		live++
 	}
 	return live, expired, any || atomic.LoadUint64(s.entries) != 0
 }

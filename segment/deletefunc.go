@@ -75,74 +75,39 @@ func (s *Segment) deleteFuncHeld(w writer, fn func(key, value []byte) bool, larg
 	if tb.layout.Cache {
 		now = tb.now()
 	}
-	// doomed[i] maps the slots of chain[i] whose entries fn chose (without
-	// the reference bit, which readers set meanwhile) to their runs.
-	doomed := make([]map[uint64]int64, len(chain))
+	doomed := newDoomedSlots(chain)
 	var key, value []byte
-	n := 0
-	for i := range chain {
-		tv := &chain[i]
-		for pos := range tv.slots {
-			slot := atomic.LoadUint64(&tv.slots[pos]) &^ refBit
-			if slot == 0 {
-				continue
+	for e := range tb.occupiedSlots(chain) {
+		if !e.ok {
+			return 0, s.corrupt(e.tier.index, "undecodable entry during DeleteFunc")
+		}
+		switch tb.kindAt(e.tier, e.chunk) {
+		case kindPart:
+			continue
+		case kindDescriptor:
+			if large != nil {
+				large(append([]byte(nil), tb.entryKey(e.tier, e.chunk, e.klen)...))
 			}
-			c := slotChunk(slot)
-			klen, vlen, nch, ok := tb.entryAt(tv, c)
+			continue
+		}
+		v := tb.entryValue(e.tier, e.chunk, e.klen, e.vlen)
+		if tb.layout.Cache {
+			exp, ok := expiryOf(v)
 			if !ok {
-				return 0, s.corrupt(tv.index, "undecodable entry during DeleteFunc")
+				return 0, s.corrupt(e.tier.index, "an entry too short for its expiry during DeleteFunc")
 			}
-			switch tb.kindAt(tv, c) {
-			case kindPart:
-				continue
-			case kindDescriptor:
-				if large != nil {
-					large(append([]byte(nil), tb.entryKey(tv, c, klen)...))
-				}
+			if exp != 0 && exp <= now {
 				continue
 			}
-			v := tb.entryValue(tv, c, klen, vlen)
-			if tb.layout.Cache {
-				exp, ok := expiryOf(v)
-				if !ok {
-					return 0, s.corrupt(tv.index, "an entry too short for its expiry during DeleteFunc")
-				}
-				if exp != 0 && exp <= now {
-					continue
-				}
-				v = v[metaSize:]
-			}
-			key = append(key[:0], tb.entryKey(tv, c, klen)...)
-			value = append(value[:0], v...)
-			if !fn(key, value) {
-				continue
-			}
-			if doomed[i] == nil {
-				doomed[i] = make(map[uint64]int64)
-			}
-			doomed[i][slot] = nch
-			n++
+			v = v[metaSize:]
+		}
+		key = append(key[:0], tb.entryKey(e.tier, e.chunk, e.klen)...)
+		value = append(value[:0], v...)
+		if fn(key, value) {
+			doomed.add(e)
 		}
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	for i := range chain {
-		if doomed[i] != nil && !slices.Contains(chain[i].slots, 0) {
-			return 0, s.corrupt(chain[i].index, errNoHole)
-		}
-	}
-	if err := w.modify("delete"); err != nil {
-		return 0, err
-	}
-	var removed int64
-	for i := range chain {
-		if doomed[i] != nil {
-			removed += s.removeSlots(&chain[i], doomed[i])
-		}
-	}
-	s.count(stDeletes, uint64(removed))
-	return removed, nil
+	return s.removeDoomed(&w, chain, doomed, "delete")
 }
 
 // removeSlots removes from tier t every entry whose slot (without the

@@ -515,23 +515,14 @@ func (tb *Table) splitLocked(ps, cs *Segment, n int64) error {
 		return err
 	}
 	var moves []moved
-	for i := range chain {
-		tv := &chain[i]
-		for pos := range tv.slots {
-			sl := atomic.LoadUint64(&tv.slots[pos])
-			if sl == 0 {
-				continue
-			}
-			c := slotChunk(sl)
-			klen, _, _, ok := tb.entryAt(tv, c)
-			if !ok {
-				return ps.corrupt(tv.index, "undecodable entry met by a split")
-			}
-			key := tb.entryKey(tv, c, klen)
-			h := xxhash.Sum64(key)
-			if int64(segmentFor(h, uint64(n+1))) == cs.index {
-				moves = append(moves, moved{hash: h, key: append([]byte(nil), key...), kind: tb.kindAt(tv, c)})
-			}
+	for e := range tb.occupiedSlots(chain) {
+		if !e.ok {
+			return ps.corrupt(e.tier.index, "undecodable entry met by a split")
+		}
+		key := tb.entryKey(e.tier, e.chunk, e.klen)
+		h := xxhash.Sum64(key)
+		if int64(segmentFor(h, uint64(n+1))) == cs.index {
+			moves = append(moves, moved{hash: h, key: append([]byte(nil), key...), kind: tb.kindAt(e.tier, e.chunk)})
 		}
 	}
 	for _, mv := range moves {
