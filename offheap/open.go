@@ -381,12 +381,7 @@ func create(fd *os.File, path string, o *OpenOptions) (f *File, err error) {
 	}
 	testCreateStep("sized")
 	// New addresses: no reservation is of a map created now.
-	var r *Region
-	if key, ok := keyOf(fd, &h, o.Size); ok {
-		r, err = mapNewMapFile(fd, key, true)
-	} else {
-		r, err = mapFile(fd, o.Size, true)
-	}
+	r, err := mapNewMapFile(fd, &h, o.Size, true)
 	if err != nil {
 		return fail(err)
 	}

@@ -84,25 +84,26 @@ func keep(key reservationKey, data mmap.MMap, writable bool) {
 // one that may be used so, else at new addresses. Either way the region
 // returns its addresses to the pool when it is retired or released.
 func mapMapFile(fd *os.File, h *header, size int64, writable bool) (*Region, error) {
-	key, ok := keyOf(fd, h, size)
-	if !ok {
-		return mapFile(fd, size, writable)
+	if key, ok := keyOf(fd, h, size); ok {
+		r, err := mapOverReservation(fd, key, writable)
+		if r != nil || err != nil {
+			return r, err
+		}
 	}
-	r, err := mapOverReservation(fd, key, writable)
-	if r != nil || err != nil {
-		return r, err
-	}
-	return mapNewMapFile(fd, key, writable)
+	return mapNewMapFile(fd, h, size, writable)
 }
 
-// mapNewMapFile maps the first key.size bytes of fd at new addresses,
-// which return to the pool under key when the region is retired.
-func mapNewMapFile(fd *os.File, key reservationKey, writable bool) (*Region, error) {
-	r, err := mapFile(fd, key.size, writable)
+// mapNewMapFile maps the first size bytes of fd, a map file whose header
+// is h, at new addresses, which return to the pool when the region is
+// retired (where the platform can name the file).
+func mapNewMapFile(fd *os.File, h *header, size int64, writable bool) (*Region, error) {
+	r, err := mapFile(fd, size, writable)
 	if err != nil {
 		return nil, err
 	}
-	r.key = &key
+	if key, ok := keyOf(fd, h, size); ok {
+		r.key = &key
+	}
 	return r, nil
 }
 

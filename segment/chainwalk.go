@@ -52,6 +52,7 @@ type doomedSlots struct {
 	n      int
 }
 
+// newDoomedSlots is an empty doomedSlots for chain.
 func newDoomedSlots(chain []tier) doomedSlots {
 	return doomedSlots{byTier: make([]map[uint64]int64, len(chain))}
 }
